@@ -1,0 +1,74 @@
+"""The ``stepsim`` command line: one subcommand per module in this package.
+
+Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``. Subcommand modules import only the standard library at module
+level — NumPy, numba and matplotlib are imported inside ``run`` — so ``stepsim --help``
+and ``stepsim SUBCOMMAND --help`` stay instant (``tests/test_cli.py`` checks that building
+the parser imports neither numba nor numpy). String options are parsed here, in the CLI,
+and the Python API receives typed values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> module under stepsim.cli; the order is the order of `stepsim --help`.
+SUBCOMMANDS = {
+    "bench": "bench",
+    "train": "train",
+    "theorem1": "theorem1",
+    "compress": "compress",
+    "memory": "memory",
+}
+
+
+def _load(module_name: str):
+    return importlib.import_module(f"stepsim.cli.{module_name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stepsim",
+        description=(
+            "Verify by simulation the theory and claims of STEP (Lu et al., ICML 2023): "
+            "N:M sparsity masks learned with Adam, and the baselines it competes with."
+        ),
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in SUBCOMMANDS.items():
+        try:
+            module = _load(module_name)
+        except ModuleNotFoundError as exc:  # a subcommand still being built
+            if exc.name != f"stepsim.cli.{module_name}":
+                raise
+            continue
+        sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(sp)
+        sp.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from importlib.metadata import version
+
+        print(f"stepsim {version('stepsim')}")
+        return 0
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args._run(args) or 0)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        # Bad input: a one-line error naming the argument, not a traceback.
+        print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

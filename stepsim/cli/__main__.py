@@ -1,0 +1,5 @@
+import sys
+
+from stepsim.cli import main
+
+sys.exit(main())

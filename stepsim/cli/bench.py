@@ -1,0 +1,23 @@
+"""stepsim bench: kernel speeds beside their NumPy versions and the machine's limits."""
+
+from __future__ import annotations
+
+HELP = "measure kernel speed (ns/element, GB/s) beside NumPy and a bandwidth probe"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds)")
+    parser.add_argument("--json", metavar="PATH", help="also save every figure (with versions) as JSON")
+    parser.add_argument(
+        "--only",
+        metavar="SECTION",
+        action="append",
+        help="run only this section (repeatable): kernels, theorem1, layout",
+    )
+
+
+def run(args) -> int:
+    from stepsim.bench import run_bench
+
+    run_bench(quick=args.quick, json_path=args.json, only=args.only)
+    return 0

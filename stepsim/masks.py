@@ -1,0 +1,90 @@
+"""N:M structured-sparsity masks (SPEC section 2).
+
+An N:M mask keeps the N largest-magnitude entries in every group of M consecutive
+entries along the reduction axis of a weight. For a Linear weight stored (out, in) that
+is the last axis (the default ``axis=-1``). Ties keep the lower index, so masks are
+deterministic; N == M keeps everything. The axis length must be divisible by M — there is
+no silent padding — and NaN weights are an error.
+
+Conv weights (out, in, kh, kw): :func:`nm_mask_conv` groups M consecutive *input
+channels* at each (out, kh, kw) position. That is SR-STE's grouping (its code views the
+weight as [out, kh, kw, in] and groups the last axis) and apex ASP's (it permutes to
+(kh, kw, out, in)); it equals ``nm_mask(w, n, m, axis=1)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stepsim._validate import check_float_array, check_nm, normalize_axis
+
+_UNSIGNED_VIEW = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _validated_groups(w, n, m, axis):
+    """Check arguments; return (n, m, axis, moved, groups) with groups a (G, m) view/copy."""
+    check_float_array("w", w)
+    n, m = check_nm(n, m)
+    if w.ndim == 0:
+        raise ValueError("w must have at least one dimension, got a 0-d array")
+    axis = normalize_axis(axis, w.ndim)
+    length = w.shape[axis]
+    if length % m:
+        raise ValueError(
+            f"w.shape[{axis}] = {length} is not divisible by m = {m}: N:M groups of {m} "
+            f"consecutive entries must tile the axis exactly (stepsim never pads)"
+        )
+    moved = np.moveaxis(w, axis, -1)
+    groups = np.ascontiguousarray(moved).reshape(-1, m)
+    return n, m, axis, moved, groups
+
+
+def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
+    """Boolean N:M mask of ``w``: the ``n`` largest |w| of every ``m`` consecutive entries.
+
+    w: float16/float32/float64 array of any shape; ``w.shape[axis]`` divisible by m.
+    n, m: integers, 1 <= n <= m. axis: the axis the groups run along (default: last).
+    Returns a C-contiguous bool array of w's shape with exactly n True per group.
+    Raises ValueError on NaN in w, on n > m, and on an axis not divisible by m.
+    """
+    n, m, axis, moved, groups = _validated_groups(w, n, m, axis)
+    out = np.empty(groups.shape, dtype=bool)
+    if groups.size:
+        from stepsim import _mask_kernels as k
+
+        bits = groups.view(_UNSIGNED_VIEW[w.dtype.itemsize])
+        abs_mask, inf_bits = k.MAGNITUDE_BITS[bits.dtype]
+        kernel = k.mask_m4 if m == 4 else k.mask_select
+        nan_count = kernel(bits, n, abs_mask, inf_bits, out)
+        if nan_count:
+            bad = np.argwhere(np.isnan(w))[0]
+            raise ValueError(
+                f"w contains {nan_count} NaN value(s) (first at index {tuple(int(i) for i in bad)});"
+                " an N:M mask of NaN weights is undefined"
+            )
+    mask = out.reshape(moved.shape)
+    return np.ascontiguousarray(np.moveaxis(mask, -1, axis))
+
+
+def apply_nm(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
+    """A copy of ``w`` with everything outside its N:M mask set to zero (same dtype)."""
+    mask = nm_mask(w, n, m, axis)
+    return np.where(mask, w, np.zeros((), dtype=w.dtype))
+
+
+def _check_conv(w):
+    check_float_array("w", w)
+    if w.ndim != 4:
+        raise ValueError(f"a conv weight must be 4-D (out, in, kh, kw), got shape {w.shape}")
+
+
+def nm_mask_conv(w: np.ndarray, n: int, m: int) -> np.ndarray:
+    """N:M mask of a conv weight (out, in, kh, kw), grouping input channels (see module doc)."""
+    _check_conv(w)
+    return nm_mask(w, n, m, axis=1)
+
+
+def apply_nm_conv(w: np.ndarray, n: int, m: int) -> np.ndarray:
+    """A copy of a conv weight (out, in, kh, kw) with its input-channel N:M mask applied."""
+    _check_conv(w)
+    return apply_nm(w, n, m, axis=1)

@@ -1,0 +1,99 @@
+"""Plain NumPy references: slow, obviously correct, and the oracle for every kernel.
+
+Each numba kernel in stepsim has its reference here; property tests check that the two
+agree across shapes, dtypes and N:M ratios, and ``stepsim bench`` times the vectorised
+ones as the "NumPy" baseline. Functions here do not validate their arguments (the public
+wrappers in :mod:`stepsim.masks` and :mod:`stepsim.optim` do).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def nm_mask_groups(groups: np.ndarray, n: int) -> np.ndarray:
+    """Boolean mask keeping the ``n`` largest ``|x|`` of each row of ``groups``.
+
+    groups: (G, M) array, one group per row. Ties keep the lower index: a stable sort of
+    ``-|x|`` puts equal magnitudes in index order, so the first ``n`` are the kept ones.
+    Returns a bool array of shape (G, M).
+    """
+    order = np.argsort(-np.abs(groups), axis=1, kind="stable")
+    mask = np.zeros(groups.shape, dtype=bool)
+    np.put_along_axis(mask, order[:, :n], True, axis=1)
+    return mask
+
+
+def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
+    """N:M mask of ``w`` along ``axis`` (groups of ``m`` consecutive entries), as bool."""
+    moved = np.moveaxis(w, axis, -1)
+    groups = moved.reshape(-1, m)
+    mask = nm_mask_groups(groups, n).reshape(moved.shape)
+    return np.moveaxis(mask, -1, axis)
+
+
+def adam_step(w, g, m, v, *, step, lr, beta1, beta2, eps, eps_mode="inside",
+              weight_decay=0.0, freeze_v=False, bias_correction2=None):
+    """One Adam(W) step in place, as stepsim counts steps (SPEC section 1).
+
+    All arrays share one float dtype; scalars are cast to it first, so the arithmetic is
+    the dtype's own (the numba kernel performs exactly these operations in this order).
+    ``bias_correction2`` is the divisor of v (default ``1 - beta2**step``; 1.0 = raw v).
+    Returns the v of the previous step (a copy) so callers can form statistics.
+    """
+    dt = w.dtype.type
+    bc1 = 1.0 - beta1**step
+    bc2 = (1.0 - beta2**step) if bias_correction2 is None else bias_correction2
+    b1, b2 = dt(beta1), dt(beta2)
+    v_prev = v.copy()
+    if weight_decay:
+        w *= dt(1.0 - lr * weight_decay)
+    m *= b1
+    m += dt(1.0 - beta1) * g
+    if not freeze_v:
+        v *= b2
+        v += dt(1.0 - beta2) * (g * g)
+    mhat = m * dt(1.0 / bc1)
+    vhat = v * dt(1.0 / bc2)
+    if eps_mode == "inside":
+        denom = np.sqrt(vhat + dt(eps))
+    else:
+        denom = np.sqrt(vhat) + dt(eps)
+    w -= dt(lr) * (mhat / denom)
+    return v_prev
+
+
+def adam_stats(v_prev, v, *, scale_prev=1.0, scale_new=1.0):
+    """Statistics of a v update, in float64: what the fused kernel reduces in its pass.
+
+    Differences are of ``scale_new * v - scale_prev * v_prev`` (scales 1 for raw v; the
+    inverse bias corrections for vhat). Returns a dict with ``dv_l1``, ``dv_log_sum`` (sum
+    of log|dv| over the non-zero differences), ``dv_zeros``, ``v_l1`` and ``v_l2sq``, the
+    norms being of ``scale_new * v``.
+    """
+    vn = v.astype(np.float64) * scale_new
+    vp = v_prev.astype(np.float64) * scale_prev
+    dv = np.abs(vn - vp)
+    nz = dv != 0
+    return {
+        "dv_l1": float(dv.sum()),
+        "dv_log_sum": float(np.log(dv[nz]).sum()),
+        "dv_zeros": int((~nz).sum()),
+        "v_l1": float(np.abs(vn).sum()),
+        "v_l2sq": float((vn * vn).sum()),
+    }
+
+
+def sgdm_step(w, g, buf, *, lr, momentum, weight_decay=0.0, nesterov=False):
+    """One momentum-SGD step in place (PyTorch's convention, no dampening).
+
+    d = g + weight_decay * w (coupled L2); buf = momentum * buf + d;
+    w -= lr * (d + momentum * buf if nesterov else buf). With buf starting at zeros the
+    first step gives buf = d, exactly as torch.optim.SGD does.
+    """
+    dt = w.dtype.type
+    d = g + dt(weight_decay) * w if weight_decay else g.copy()
+    buf *= dt(momentum)
+    buf += d
+    update = d + dt(momentum) * buf if nesterov else buf
+    w -= dt(lr) * update
