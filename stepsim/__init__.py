@@ -37,4 +37,4 @@ def __dir__():
     return sorted(list(globals()) + list(_EXPORTS))
 
 
-__all__ = sorted(_EXPORTS)
+__all__ = list(_EXPORTS)

@@ -22,36 +22,54 @@ MAGNITUDE_BITS = {
 }
 
 
-@njit(parallel=True)
-def mask_m4(bits, n, abs_mask, inf_bits, out):
-    """Groups of 4: keep element i iff fewer than n others beat it.
+GROUPS_PER_BLOCK = 2048  # groups of 4 a parallel task handles (32 KiB of float32)
 
-    bits: (G, 4) unsigned view of the weights; out: (G, 4) bool, written.
-    j beats i when |x_j| > |x_i|, or |x_j| == |x_i| and j < i (ties keep the lower index).
-    Returns the number of NaN entries (the wrapper raises when it is not zero).
+
+@njit
+def _m4_block(bits, n, abs_mask, out):
+    """Groups of 4 in one flat block: keep element i iff fewer than n others beat it.
+
+    bits: (4G,) unsigned view of the weights; out: (4G,) uint8 (a bool view), written.
+    j beats i when |x_j| > |x_i|, or |x_j| == |x_i| and j < i (ties keep the lower
+    index); rank_i counts the elements that beat i. Written flat and branch-free so that
+    LLVM vectorises across groups. Returns the largest magnitude pattern seen, which is
+    above the infinity pattern iff the block holds a NaN (cheaper than counting NaNs).
     """
-    nan_count = 0
-    for g in prange(bits.shape[0]):
-        a0 = bits[g, 0] & abs_mask
-        a1 = bits[g, 1] & abs_mask
-        a2 = bits[g, 2] & abs_mask
-        a3 = bits[g, 3] & abs_mask
-        nan_count += (a0 > inf_bits) + (a1 > inf_bits) + (a2 > inf_bits) + (a3 > inf_bits)
+    largest = bits[0] & abs_mask
+    for gi in range(bits.shape[0] // 4):
+        j = 4 * gi
+        a0 = bits[j] & abs_mask
+        a1 = bits[j + 1] & abs_mask
+        a2 = bits[j + 2] & abs_mask
+        a3 = bits[j + 3] & abs_mask
+        largest = max(largest, max(max(a0, a1), max(a2, a3)))
         c01 = a0 >= a1  # 0 beats 1
         c02 = a0 >= a2
         c03 = a0 >= a3
         c12 = a1 >= a2
         c13 = a1 >= a3
         c23 = a2 >= a3
-        r0 = (1 - c01) + (1 - c02) + (1 - c03)
-        r1 = c01 + (1 - c12) + (1 - c13)
-        r2 = c02 + c12 + (1 - c23)
-        r3 = c03 + c13 + c23
-        out[g, 0] = r0 < n
-        out[g, 1] = r1 < n
-        out[g, 2] = r2 < n
-        out[g, 3] = r3 < n
-    return nan_count
+        out[j] = 3 - (c01 + c02 + c03) < n
+        out[j + 1] = c01 + 2 - (c12 + c13) < n
+        out[j + 2] = c02 + c12 + 1 - c23 < n
+        out[j + 3] = c03 + c13 + c23 < n
+    return largest
+
+
+@njit(parallel=True)
+def mask_m4(bits, n, abs_mask, inf_bits, out):
+    """N:4 mask over flat arrays: bits (4G,) unsigned view, out (4G,) uint8, written.
+
+    Returns how many blocks hold a NaN (0 means none; the wrapper then finds them).
+    """
+    size = bits.shape[0]
+    step = 4 * GROUPS_PER_BLOCK
+    blocks_with_nan = 0
+    for b in prange((size + step - 1) // step):
+        lo = b * step
+        hi = min(lo + step, size)
+        blocks_with_nan += _m4_block(bits[lo:hi], n, abs_mask, out[lo:hi]) > inf_bits
+    return blocks_with_nan
 
 
 @njit(parallel=True)
@@ -77,11 +95,7 @@ def mask_select(bits, n, abs_mask, inf_bits, out):
             for j in range(m):
                 if out[g, j] != keep_directly:  # still a candidate
                     a = bits[g, j] & abs_mask
-                    if best < 0:
-                        best, best_val = j, a
-                    elif keep_directly and a > best_val:
-                        best, best_val = j, a
-                    elif (not keep_directly) and a <= best_val:
+                    if best < 0 or keep_directly and a > best_val or (not keep_directly) and a <= best_val:
                         best, best_val = j, a
             out[g, best] = keep_directly
     return nan_count

@@ -1,10 +1,16 @@
 """numba kernels for Adam(W) and momentum SGD. Private: call :mod:`stepsim.optim`.
 
-Each kernel makes one pass over memory, updates in place, and reduces the statistics the
-switch criteria need in the same pass (float64 accumulators). All scalar arguments arrive
-already in the arrays' dtype (a Python float would silently turn a float32 loop into
-float64), and the element-wise arithmetic is written in the order of
-:func:`stepsim.reference.adam_step`, so results agree bit for bit with it.
+Each kernel makes one pass over memory and updates in place. Adam also reduces the
+statistics the switch criteria need in that pass. To keep both halves vectorised it
+works in blocks of ``BLOCK`` elements: a strict element-wise loop updates a block (and
+keeps the block's old v in a small L1-resident scratch array), then a reduction helper,
+allowed to reassociate, sums the block's statistics in float64 while it is still in
+cache. Per-block sums go to ``partial`` and the wrapper adds them in block order, so the
+statistics do not depend on the number of threads.
+
+All scalar arguments arrive already in the arrays' dtype (a Python float would silently
+turn a float32 loop into float64), and the element-wise arithmetic is written in the
+order of :func:`stepsim.reference.adam_step`, so results agree bit for bit with it.
 """
 
 from __future__ import annotations
@@ -14,45 +20,103 @@ from numba import prange
 
 from stepsim._jit import njit
 
+BLOCK = 4096  # elements a block: 4 arrays x 16 KiB stay in L1/L2 while reduced
+N_STATS = 6  # dv_l1, dv_log_sum, dv_zeros, v_l1, v_l2sq, non-finite g
+
+
+@njit
+def _adam_block(w, g, m, v, v_old, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+                decay):
+    """Adam on one block; v_old receives v before the update."""
+    for i in range(w.shape[0]):
+        gi = g[i]
+        vo = v[i]
+        v_old[i] = vo
+        mi = b1 * m[i] + c1 * gi
+        m[i] = mi
+        vi = b2 * vo + c2 * (gi * gi)
+        v[i] = vi
+        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
+
+
+@njit
+def _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay):
+    """Adam on one block with v read, never written (STEP phase 2)."""
+    for i in range(w.shape[0]):
+        mi = b1 * m[i] + c1 * g[i]
+        m[i] = mi
+        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(v[i] * inv_bc2 + eps_in) + eps_out))
+
+
+@njit(reduction=True)
+def _block_stats(v, v_old, g, scale_prev, scale_new, log_stats, out):
+    """Float64 statistics of dv = scale_new*v - scale_prev*v_old over one block, into out."""
+    dv_l1 = 0.0
+    v_l1 = 0.0
+    v_l2sq = 0.0
+    zeros = 0
+    bad_g = 0
+    for i in range(v.shape[0]):
+        vn = np.float64(v[i]) * scale_new
+        d = abs(vn - np.float64(v_old[i]) * scale_prev)
+        dv_l1 += d
+        v_l1 += vn
+        v_l2sq += vn * vn
+        zeros += d == 0.0
+        bad_g += not np.isfinite(g[i])
+    dv_log = 0.0
+    if log_stats:
+        for i in range(v.shape[0]):
+            d = abs(np.float64(v[i]) * scale_new - np.float64(v_old[i]) * scale_prev)
+            if d != 0.0:
+                dv_log += np.log(d)
+    out[0] = dv_l1
+    out[1] = dv_log
+    out[2] = zeros
+    out[3] = v_l1
+    out[4] = v_l2sq
+    out[5] = bad_g
+
 
 @njit(parallel=True)
 def adam(w, g, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay,
-         freeze_v, log_stats, scale_prev, scale_new):
+         freeze_v, log_stats, scale_prev, scale_new, partial):
     """One Adam(W) step over flat arrays w, g, m, v (same dtype), in place.
 
     m = b1*m + c1*g; v = b2*v + c2*g*g (skipped if freeze_v);
     w = w*decay - lr * (m*inv_bc1) / (sqrt(v*inv_bc2 + eps_in) + eps_out).
-    Statistics of dv = scale_new*v_new - scale_prev*v_old (float64):
-    returns (sum|dv|, sum log|dv| over dv != 0 [0 unless log_stats], count of dv == 0,
-    sum |scale_new*v_new|, sum (scale_new*v_new)^2, count of non-finite g).
+    partial: (ceil(size/BLOCK), N_STATS) float64, receives each block's statistics of
+    dv = scale_new*v_new - scale_prev*v_old: sum|dv|, sum log|dv| over dv != 0 (0 unless
+    log_stats), count of dv == 0, sum scale_new*v_new, sum (scale_new*v_new)^2, count of
+    non-finite g.
     """
-    dv_l1 = 0.0
-    dv_log = 0.0
-    zeros = 0
-    v_l1 = 0.0
-    v_l2sq = 0.0
+    n = w.shape[0]
+    for b in prange(partial.shape[0]):
+        lo = b * BLOCK
+        hi = min(lo + BLOCK, n)
+        vb = v[lo:hi]
+        if freeze_v:
+            _adam_block_frozen_v(w[lo:hi], g[lo:hi], m[lo:hi], vb, b1, c1, inv_bc1, inv_bc2,
+                                 eps_in, eps_out, lr, decay)
+            v_old = vb
+        else:
+            v_old = np.empty(hi - lo, dtype=v.dtype)
+            _adam_block(w[lo:hi], g[lo:hi], m[lo:hi], vb, v_old, b1, c1, b2, c2, inv_bc1,
+                        inv_bc2, eps_in, eps_out, lr, decay)
+        _block_stats(vb, v_old, g[lo:hi], scale_prev, scale_new, log_stats, partial[b])
+
+
+@njit
+def _sgdm_block(w, g, buf, lr, momentum, weight_decay, nesterov):
     bad_g = 0
-    for i in prange(w.shape[0]):
+    for i in range(w.shape[0]):
         gi = g[i]
-        mi = b1 * m[i] + c1 * gi
-        m[i] = mi
-        v_old = v[i]
-        vi = v_old
-        if not freeze_v:
-            vi = b2 * v_old + c2 * (gi * gi)
-            v[i] = vi
-        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
+        d = gi + weight_decay * w[i]
+        b = momentum * buf[i] + d
+        buf[i] = b
+        w[i] = w[i] - lr * ((d + momentum * b) if nesterov else b)
         bad_g += not np.isfinite(gi)
-        vn = np.float64(vi) * scale_new
-        d = abs(vn - np.float64(v_old) * scale_prev)
-        dv_l1 += d
-        v_l1 += vn
-        v_l2sq += vn * vn
-        if d == 0.0:
-            zeros += 1
-        elif log_stats:
-            dv_log += np.log(d)
-    return dv_l1, dv_log, zeros, v_l1, v_l2sq, bad_g
+    return bad_g
 
 
 @njit(parallel=True)
@@ -62,15 +126,11 @@ def sgdm(w, g, buf, lr, momentum, weight_decay, nesterov):
     d = g + weight_decay*w; buf = momentum*buf + d; w -= lr*(nesterov ? d + momentum*buf : buf).
     Returns the count of non-finite g.
     """
+    n = w.shape[0]
     bad_g = 0
-    for i in prange(w.shape[0]):
-        gi = g[i]
-        d = gi + weight_decay * w[i]
-        b = momentum * buf[i] + d
-        buf[i] = b
-        if nesterov:
-            w[i] = w[i] - lr * (d + momentum * b)
-        else:
-            w[i] = w[i] - lr * b
-        bad_g += not np.isfinite(gi)
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo = b * BLOCK
+        hi = min(lo + BLOCK, n)
+        bad_g += _sgdm_block(w[lo:hi], g[lo:hi], buf[lo:hi], lr, momentum, weight_decay,
+                             nesterov)
     return bad_g

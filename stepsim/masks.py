@@ -54,12 +54,15 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
 
         bits = groups.view(_UNSIGNED_VIEW[w.dtype.itemsize])
         abs_mask, inf_bits = k.MAGNITUDE_BITS[bits.dtype]
-        kernel = k.mask_m4 if m == 4 else k.mask_select
-        nan_count = kernel(bits, n, abs_mask, inf_bits, out)
-        if nan_count:
-            bad = np.argwhere(np.isnan(w))[0]
+        if m == 4:
+            found_nan = k.mask_m4(bits.reshape(-1), n, abs_mask, inf_bits, out.reshape(-1).view(np.uint8))
+        else:
+            found_nan = k.mask_select(bits, n, abs_mask, inf_bits, out)
+        if found_nan:
+            bad = np.isnan(w)
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
             raise ValueError(
-                f"w contains {nan_count} NaN value(s) (first at index {tuple(int(i) for i in bad)});"
+                f"w contains {int(bad.sum())} NaN value(s) (first at index {first});"
                 " an N:M mask of NaN weights is undefined"
             )
     mask = out.reshape(moved.shape)

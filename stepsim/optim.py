@@ -57,7 +57,7 @@ class AdamStats(NamedTuple):
         return float(np.sqrt(self.v_l2sq))
 
     @classmethod
-    def combine(cls, parts) -> "AdamStats":
+    def combine(cls, parts) -> AdamStats:
         """Statistics of several arrays (layers) taken together as one vector."""
         parts = list(parts)
         return cls(
@@ -124,15 +124,18 @@ def adam_step(w, g, m, v, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mod
     from stepsim import _optim_kernels as k
 
     dt = w.dtype.type
-    result = k.adam(
+    partial = np.empty((-(-w.size // k.BLOCK), k.N_STATS))
+    k.adam(
         w.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1),
         dt(beta1), dt(1.0 - beta1), dt(beta2), dt(1.0 - beta2),
         dt(1.0 / bc1), dt(1.0 / bc2),
         dt(eps if eps_mode == "inside" else 0.0), dt(eps if eps_mode == "outside" else 0.0),
         dt(lr), dt(1.0 - lr * weight_decay),
-        bool(freeze_v), bool(log_stats), float(scale_prev), float(scale_new),
+        bool(freeze_v), bool(log_stats), float(scale_prev), float(scale_new), partial,
     )
-    dv_l1, dv_log, zeros, v_l1, v_l2sq, bad_g = result
+    # blocks are added in order, so the statistics do not depend on the thread count
+    dv_l1, dv_log, zeros, v_l1, v_l2sq, bad_g = partial.sum(axis=0)
+    bad_g = int(bad_g)  # counts travel as float64 in partial; exact below 2**53
     if bad_g:
         raise ValueError(f"g contains {bad_g} non-finite value(s) at step {step}; "
                          "w, m and v now hold them too")

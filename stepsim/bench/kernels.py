@@ -1,0 +1,126 @@
+"""Bench section: N:M masks, Adam and momentum SGD beside NumPy and the bandwidth probe.
+
+Sizes are float32 element counts 2^16 (L2), 2^20 (L3) and 2^24 (DRAM); ``--quick``
+skips 2^24. Each row says how long one call takes per element, the GB/s that implies
+for the bytes the operation must move, and the ratio to its NumPy version (and, for
+the numba kernels, the fraction of the probe's bandwidth reached in the same run).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+TITLE = "kernels: N:M masks, Adam, momentum SGD (float32)"
+
+MASK_RATIOS = ((2, 4), (1, 4), (1, 8), (1, 16))
+ADAM_BYTES = 28  # reads w, g, m, v; writes w, m, v (4 bytes each)
+ADAM_FROZEN_BYTES = 20  # reads w, g, m, v; writes w, m
+SGDM_BYTES = 20  # reads w, g, buf; writes w, buf
+MASK_BYTES = 5  # reads a float32, writes a bool
+
+
+def numpy_adam(w, g, m, v, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, freeze_v=False):
+    """A plain vectorised NumPy Adam step (temporaries allowed), the baseline."""
+    dt = w.dtype.type
+    m *= dt(beta1)
+    m += dt(1 - beta1) * g
+    if not freeze_v:
+        v *= dt(beta2)
+        v += dt(1 - beta2) * g * g
+    denom = np.sqrt(v / dt(1 - beta2**step) + dt(eps))
+    w -= dt(lr / (1 - beta1**step)) * m / denom
+
+
+def numpy_sgdm(w, g, buf, *, lr, momentum=0.9):
+    dt = w.dtype.type
+    buf *= dt(momentum)
+    buf += g
+    w -= dt(lr) * buf
+
+
+def _sizes(quick: bool):
+    return (1 << 16, 1 << 20) if quick else (1 << 16, 1 << 20, 1 << 24)
+
+
+def _repeats(size: int, quick: bool) -> int:
+    if quick:
+        return 3
+    return 15 if size <= 1 << 20 else 5
+
+
+def _probe_gbps(bench, size: int, arrays) -> float:
+    from stepsim.bench._probe import stream_4r3w
+
+    a, b, c, d = arrays[:4]
+    x, y, z = (np.empty_like(a) for _ in range(3))
+    t = bench.compare({"probe": partial(stream_4r3w, a, b, c, d, x, y, z)},
+                      repeats=_repeats(size, bench.quick))["probe"]
+    row = bench.emit("kernels", f"probe 4r3w n=2^{size.bit_length() - 1}", "numba stream",
+                     t, units=size, bytes_moved=ADAM_BYTES * size)
+    bench.print(_fmt(row))
+    return row["gb_per_s"]
+
+
+def _fmt(row):
+    from stepsim.bench import format_row
+
+    return format_row(row)
+
+
+def run(bench) -> None:
+    import stepsim
+    from stepsim import reference
+
+    rng = np.random.default_rng(0)
+    for size in _sizes(bench.quick):
+        label = f"n=2^{size.bit_length() - 1}"
+        reps = _repeats(size, bench.quick)
+        w0 = rng.standard_normal(size).astype(np.float32)
+        g = rng.standard_normal(size).astype(np.float32)
+        m = np.zeros(size, np.float32)
+        v = np.zeros(size, np.float32)
+        probe = _probe_gbps(bench, size, [w0, g, m, v])
+
+        for n, mm in MASK_RATIOS:
+            times = bench.compare({
+                "numba": partial(stepsim.nm_mask, w0, n, mm),
+                "numpy": partial(reference.nm_mask, w0, n, mm),
+            }, repeats=reps)
+            _emit_pair(bench, f"nm_mask {n}:{mm} {label}", times, size, MASK_BYTES, probe)
+
+        for frozen in (False, True):
+            w = w0.copy()
+            wn, mn, vn = w0.copy(), m.copy(), v.copy()
+            v[:] = 1e-3  # a warm v, as mid-training
+            vn[:] = 1e-3
+            times = bench.compare({
+                "numba": partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9,
+                                 freeze_v=frozen),
+                "numpy": partial(numpy_adam, wn, g, mn, vn, step=10, lr=1e-9, freeze_v=frozen),
+            }, repeats=reps)
+            name = "adam_step frozen v" if frozen else "adam_step"
+            _emit_pair(bench, f"{name} {label}", times, size,
+                       ADAM_FROZEN_BYTES if frozen else ADAM_BYTES, probe)
+
+        w, buf = w0.copy(), np.zeros(size, np.float32)
+        wn, bufn = w0.copy(), np.zeros(size, np.float32)
+        times = bench.compare({
+            "numba": partial(stepsim.sgdm_step, w, g, buf, lr=1e-9),
+            "numpy": partial(numpy_sgdm, wn, g, bufn, lr=1e-9),
+        }, repeats=reps)
+        _emit_pair(bench, f"sgdm_step {label}", times, size, SGDM_BYTES, probe)
+
+
+def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
+    fast = bench.emit("kernels", case, "numba", times["numba"], units=size,
+                      bytes_moved=bytes_per_el * size,
+                      ratio=f"{times['numpy'] / times['numba']:6.1f}x numpy")
+    fast["speedup_vs_numpy"] = times["numpy"] / times["numba"]
+    fast["fraction_of_probe_bw"] = fast["gb_per_s"] / probe_gbps
+    fast["ratio"] += f", {100 * fast['fraction_of_probe_bw']:4.0f}% of probe BW"
+    slow = bench.emit("kernels", case, "numpy", times["numpy"], units=size,
+                      bytes_moved=bytes_per_el * size)
+    bench.print(_fmt(fast))
+    bench.print(_fmt(slow))

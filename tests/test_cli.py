@@ -1,0 +1,59 @@
+"""The command line: instant help (no numba/numpy at parse time), errors, bench smoke run."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from stepsim.cli import SUBCOMMANDS, build_parser, main
+
+
+def test_building_the_parser_imports_no_heavy_package():
+    code = (
+        "import sys\n"
+        "from stepsim.cli import build_parser\n"
+        "build_parser()\n"
+        "print(sorted(m for m in ('numba', 'numpy', 'scipy', 'matplotlib', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_help_lists_every_built_subcommand():
+    out = subprocess.run([sys.executable, "-m", "stepsim", "--help"], capture_output=True,
+                         text=True, check=True)
+    assert "bench" in out.stdout
+    parser = build_parser()
+    built = [a for a in parser._subparsers._group_actions[0].choices]
+    assert set(built) <= set(SUBCOMMANDS)
+    for name in built:
+        assert name in out.stdout
+
+
+def test_bad_bench_section_is_a_one_line_error(capsys):
+    assert main(["bench", "--only", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown bench section(s) ['nonsense']" in err
+    assert "Traceback" not in err
+
+
+def test_bench_quick_kernels_smoke(tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--quick", "--only", "kernels", "--json", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "nm_mask 2:4 n=2^16" in printed and "adam_step frozen v" in printed
+    doc = json.loads(path.read_text())
+    rows = doc["result"]["rows"]
+    cases = {(r["case"], r["impl"]) for r in rows}
+    for case in ("nm_mask 2:4 n=2^20", "adam_step n=2^20", "sgdm_step n=2^16"):
+        assert (case, "numba") in cases and (case, "numpy") in cases
+    assert all(r["seconds"] > 0 and r["ns_per_unit"] > 0 for r in rows)
+    assert doc["provenance"]["params"] == {"quick": True, "only": ["kernels"]}
+    assert doc["provenance"]["versions"]["numba"]
+
+
+@pytest.mark.parametrize("argv", [["--version"], []])
+def test_version_and_bare_command(argv, capsys):
+    assert main(argv) == 0
+    assert capsys.readouterr().out

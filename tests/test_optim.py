@@ -1,0 +1,214 @@
+"""Adam(W) and momentum SGD: numba kernels against the NumPy references (bit for bit),
+their in-pass statistics, PyTorch as an optional peer, and argument checks."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from stepsim import AdamStats, adam_step, sgdm_step
+from stepsim import reference as ref
+from tests.strategies import adam_case
+
+
+def _copies(arrays):
+    return [a.copy() for a in arrays]
+
+
+@given(adam_case())
+def test_adam_matches_reference_bit_for_bit(case):
+    arrays, hyper = case
+    ours, theirs = _copies(arrays), _copies(arrays)
+    stats = adam_step(*ours, log_stats=True, **hyper)
+    v_prev = ref.adam_step(*theirs, **hyper)
+    for name, a, b in zip("wgmv", ours, theirs):
+        np.testing.assert_array_equal(a, b, err_msg=f"{name} differs")
+    expected = ref.adam_stats(v_prev, theirs[3])
+    assert stats.size == arrays[0].size
+    assert stats.dv_zeros == expected["dv_zeros"]
+    for field in ("dv_l1", "dv_log_sum", "v_l1", "v_l2sq"):
+        assert getattr(stats, field) == pytest.approx(expected[field], rel=1e-10, abs=1e-300)
+
+
+@given(adam_case())
+def test_frozen_v_is_never_written(case):
+    arrays, hyper = case
+    hyper["freeze_v"] = True
+    w, g, m, v = _copies(arrays)
+    v_before = v.copy()
+    stats = adam_step(w, g, m, v, **hyper)
+    np.testing.assert_array_equal(v, v_before)
+    assert stats.dv_l1 == 0.0 and stats.dv_zeros == v.size
+
+
+def test_statistics_on_bias_corrected_v():
+    rng = np.random.default_rng(3)
+    w, g, m = (rng.standard_normal(5000) for _ in range(3))
+    v = np.abs(rng.standard_normal(5000))
+    beta2, step = 0.99, 7
+    v_prev = v.copy()
+    stats = adam_step(w, g, m, v, step=step, lr=1e-3, beta2=beta2, stats_on="vhat", log_stats=True)
+    expected = ref.adam_stats(v_prev, v, scale_prev=1 / (1 - beta2 ** (step - 1)),
+                              scale_new=1 / (1 - beta2**step))
+    for field in ("dv_l1", "dv_log_sum", "v_l1", "v_l2sq"):
+        assert getattr(stats, field) == pytest.approx(expected[field], rel=1e-12)
+    # at step 1 the previous vhat is 0 by definition
+    w, g, m, v = (np.ones(8) for _ in range(4))
+    v[:] = 0.0
+    stats = adam_step(w, g, m, v, step=1, lr=1e-3, stats_on="vhat")
+    assert stats.dv_l1 == pytest.approx(8 * 1.0)  # vhat_1 = g^2 = 1
+
+
+def test_statistics_do_not_depend_on_thread_count():
+    import numba
+
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(50_000).astype(np.float32) for _ in range(3)]
+    arrays.append(np.abs(rng.standard_normal(50_000)).astype(np.float32))
+    results = []
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, before}):
+            numba.set_num_threads(threads)
+            state = _copies(arrays)
+            results.append((adam_step(*state, step=3, lr=1e-3, log_stats=True), state))
+    finally:
+        numba.set_num_threads(before)
+    (s0, a0), (s1, a1) = results[0], results[-1]
+    assert s0 == s1
+    for x, y in zip(a0, a1):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_adam_stats_combine_and_l2():
+    a = AdamStats(1.0, -2.0, 3, 4.0, 9.0, 10)
+    b = AdamStats(0.5, -1.0, 1, 1.0, 16.0, 5)
+    c = AdamStats.combine([a, b])
+    assert c == AdamStats(1.5, -3.0, 4, 5.0, 25.0, 15)
+    assert c.v_l2 == 5.0
+
+
+def test_first_step_from_zero_state_by_hand():
+    # k = 1, m = v = 0: mhat = g, vhat = g^2, so w moves by lr * g / sqrt(g^2 + eps)
+    w = np.array([1.0, 1.0, 1.0]); g = np.array([2.0, -0.5, 0.0])
+    m = np.zeros(3); v = np.zeros(3)
+    adam_step(w, g, m, v, step=1, lr=0.1, eps=1e-8)
+    np.testing.assert_allclose(w, 1.0 - 0.1 * g / np.sqrt(g * g + 1e-8), rtol=1e-15)
+    np.testing.assert_allclose(m, 0.1 * g); np.testing.assert_allclose(v, 0.001 * g * g)
+
+
+@given(adam_case())
+def test_sgdm_matches_reference_bit_for_bit(case):
+    (w, g, buf, _), hyper = case
+    lr = hyper["lr"]
+    for nesterov in (False, True):
+        ours, theirs = _copies([w, g, buf]), _copies([w, g, buf])
+        wd = hyper["weight_decay"]
+        sgdm_step(*ours, lr=lr, momentum=0.9, weight_decay=wd, nesterov=nesterov)
+        ref.sgdm_step(*theirs, lr=lr, momentum=0.9, weight_decay=wd, nesterov=nesterov)
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        np.testing.assert_array_equal(ours[2], theirs[2])
+
+
+# --- PyTorch as an optional peer ------------------------------------------------------
+
+@pytest.mark.torch
+@pytest.mark.parametrize("weight_decay", [0.0, 0.05])
+def test_outside_eps_reproduces_torch_adam(weight_decay):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal(257)
+    grads = [rng.standard_normal(257) for _ in range(6)]
+    p = torch.nn.Parameter(torch.tensor(w0))
+    opt_cls = torch.optim.AdamW if weight_decay else torch.optim.Adam
+    opt = opt_cls([p], lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay)
+    w, m, v = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    for k, g in enumerate(grads, start=1):
+        p.grad = torch.tensor(g)
+        opt.step()
+        adam_step(w, g.copy(), m, v, step=k, lr=0.01, eps=1e-8, eps_mode="outside",
+                  weight_decay=weight_decay)
+        np.testing.assert_allclose(w, p.detach().numpy(), rtol=1e-13, atol=1e-15)
+        state = opt.state[p]
+        # torch forms m with lerp (m + (1-b1)(g-m)), a different rounding order: where m
+        # nearly cancels, its relative error is large but its absolute error is ~1e-17
+        np.testing.assert_allclose(m, state["exp_avg"].numpy(), rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(v, state["exp_avg_sq"].numpy(), rtol=1e-13)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_sgdm_reproduces_torch_sgd(nesterov):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    w0 = rng.standard_normal(100)
+    p = torch.nn.Parameter(torch.tensor(w0))
+    opt = torch.optim.SGD([p], lr=0.05, momentum=0.9, weight_decay=1e-3, nesterov=nesterov)
+    w, buf = w0.copy(), np.zeros_like(w0)
+    for _ in range(5):
+        g = rng.standard_normal(100)
+        p.grad = torch.tensor(g)
+        opt.step()
+        sgdm_step(w, g, buf, lr=0.05, momentum=0.9, weight_decay=1e-3, nesterov=nesterov)
+        np.testing.assert_allclose(w, p.detach().numpy(), rtol=1e-14, atol=1e-15)
+
+
+# --- bad input -----------------------------------------------------------------------
+
+def _state(n=8, dtype=np.float32):
+    return [np.ones(n, dtype=dtype) for _ in range(4)]
+
+
+@pytest.mark.parametrize(
+    "override, error, text",
+    [
+        ({"lr": -0.1}, ValueError, r"lr must be in \[0.0, inf\), got -0.1"),
+        ({"beta1": 1.0}, ValueError, r"beta1 must be in \[0.0, 1.0\), got 1.0"),
+        ({"beta2": -0.5}, ValueError, "beta2 must be in"),
+        ({"step": 0}, ValueError, "step must be >= 1, got 0"),
+        ({"step": 1.5}, TypeError, "step must be an integer"),
+        ({"eps": -1e-8}, ValueError, "eps must be in"),
+        ({"eps_mode": "middle"}, ValueError, "unknown eps_mode 'middle'"),
+        ({"weight_decay": -1.0}, ValueError, "weight_decay must be in"),
+        ({"bias_correction2": 0.0}, ValueError, "bias_correction2 must be in"),
+        ({"stats_on": "w"}, ValueError, "unknown stats_on"),
+        ({"lr": float("nan")}, ValueError, "lr must be finite"),
+    ],
+)
+def test_adam_bad_hyperparameters(override, error, text):
+    kwargs = {"step": 1, "lr": 1e-3, **override}
+    with pytest.raises(error, match=text):
+        adam_step(*_state(), **kwargs)
+
+
+def test_adam_bad_arrays():
+    w, g, m, v = _state()
+    with pytest.raises(ValueError, match=r"g has shape \(7,\) but w has shape \(8,\)"):
+        adam_step(w, g[:7].copy(), m, v, step=1, lr=0.1)
+    with pytest.raises(TypeError, match="v has dtype float64 but w has dtype float32"):
+        adam_step(w, g, m, v.astype(np.float64), step=1, lr=0.1)
+    with pytest.raises(TypeError, match="w must have dtype in"):
+        adam_step(*_state(dtype=np.float16), step=1, lr=0.1)
+    with pytest.raises(ValueError, match="m must be C-contiguous"):
+        big = np.ones(16, np.float32)
+        adam_step(w, g, big[::2], v, step=1, lr=0.1)
+    with pytest.raises(ValueError, match="shares memory with w"):
+        adam_step(w, g, w, v, step=1, lr=0.1)
+    with pytest.raises(TypeError, match="g must be a numpy.ndarray"):
+        adam_step(w, [1.0] * 8, m, v, step=1, lr=0.1)
+    g_bad = g.copy()
+    g_bad[3] = np.inf
+    with pytest.raises(ValueError, match="g contains 1 non-finite value"):
+        adam_step(w, g_bad, m, v, step=1, lr=0.1)
+
+
+def test_sgdm_bad_input():
+    w, g, buf, _ = _state()
+    with pytest.raises(ValueError, match="momentum must be in"):
+        sgdm_step(w, g, buf, lr=0.1, momentum=1.0)
+    with pytest.raises(ValueError, match="lr must be in"):
+        sgdm_step(w, g, buf, lr=-1.0)
+    with pytest.raises(ValueError, match="nesterov=True needs momentum > 0"):
+        sgdm_step(w, g, buf, lr=0.1, momentum=0.0, nesterov=True)
+    g[0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        sgdm_step(w, g, buf, lr=0.1)
