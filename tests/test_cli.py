@@ -49,7 +49,7 @@ def test_bench_quick_kernels_smoke(tmp_path, capsys):
     for case in ("nm_mask 2:4 n=2^20", "adam_step n=2^20", "sgdm_step n=2^16"):
         assert (case, "numba") in cases and (case, "numpy") in cases
     assert all(r["seconds"] > 0 and r["ns_per_unit"] > 0 for r in rows)
-    assert doc["provenance"]["params"] == {"quick": True, "only": ["kernels"]}
+    assert doc["provenance"]["params"] == {"quick": True, "only": ["kernels"], "torch": False}
     assert doc["provenance"]["versions"]["numba"]
 
 

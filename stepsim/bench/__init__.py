@@ -19,8 +19,9 @@ SECTIONS = ("kernels", "theorem1", "layout")
 class Bench:
     """Collects rows; ``quick`` selects small sizes and few repeats."""
 
-    def __init__(self, quick: bool, stream=None):
+    def __init__(self, quick: bool, stream=None, torch_peers: bool = False):
         self.quick = quick
+        self.torch_peers = torch_peers  # sections may also time PyTorch (optional peer)
         self.rows: list[dict] = []
         self.stream = stream or sys.stdout
         self.started = time.perf_counter()
@@ -70,14 +71,15 @@ def format_row(row: dict) -> str:
     return f"  {row['case']:<26} {row['impl']:<22} {row['ns_per_unit']:9.3f} ns/{row['unit']:<8} {gb}{ratio}"
 
 
-def run_bench(quick: bool = False, json_path=None, only=None, stream=None) -> Bench:
+def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
+              torch_peers: bool = False) -> Bench:
     """Run every section (or those in ``only``), print the table, optionally save JSON."""
     from stepsim._provenance import save_json, versions
 
     unknown = set(only or ()) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown bench section(s) {sorted(unknown)}; choose from {list(SECTIONS)}")
-    bench = Bench(quick, stream)
+    bench = Bench(quick, stream, torch_peers)
     from stepsim._jit import num_threads
 
     v = versions()
@@ -100,6 +102,6 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None) -> Be
                 f"{time.perf_counter() - bench.started:.1f} s")
     if json_path:
         save_json(json_path, {"rows": bench.rows, "first_figure_s": bench.first_figure_s},
-                  params={"quick": quick, "only": only})
+                  params={"quick": quick, "only": only, "torch": torch_peers})
         bench.print(f"saved {json_path}")
     return bench

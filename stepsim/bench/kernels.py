@@ -112,6 +112,11 @@ def run(bench) -> None:
         }, repeats=reps)
         _emit_pair(bench, f"sgdm_step {label}", times, size, SGDM_BYTES, probe)
 
+    torch = _torch_or_none(bench)
+    if torch is not None:
+        bench.print("  -- PyTorch CPU peers (optional) --")
+        run_torch_peers(bench, torch)
+
 
 def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
     fast = bench.emit("kernels", case, "numba", times["numba"], units=size,
@@ -124,3 +129,55 @@ def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
                       bytes_moved=bytes_per_el * size)
     bench.print(_fmt(fast))
     bench.print(_fmt(slow))
+
+
+def _torch_or_none(bench):
+    """PyTorch, if the user asked for peers and it is installed (never otherwise)."""
+    if not bench.torch_peers:
+        return None
+    try:
+        import torch
+    except ImportError:
+        bench.print("  (torch not installed: PyTorch peers skipped)")
+        return None
+    torch.set_num_threads(2)
+    return torch
+
+
+def run_torch_peers(bench, torch) -> None:
+    """PyTorch CPU peers at each size: fused Adam and topk+scatter 2:4 masks vs stepsim."""
+    import stepsim
+
+    rng = np.random.default_rng(0)
+    for size in _sizes(bench.quick):
+        label = f"n=2^{size.bit_length() - 1}"
+        reps = _repeats(size, bench.quick)
+        w0 = rng.standard_normal(size).astype(np.float32)
+        g = rng.standard_normal(size).astype(np.float32)
+        w, m, v = w0.copy(), np.zeros(size, np.float32), np.full(size, 1e-3, np.float32)
+        p = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+        p.grad = torch.from_numpy(g.copy())
+        opt = torch.optim.Adam([p], lr=1e-9, fused=True)
+        tw = torch.from_numpy(w0)
+
+        def torch_mask(n=2, m=4, tw=tw):
+            groups = tw.view(-1, m)
+            idx = groups.abs().topk(n, dim=1).indices
+            return torch.zeros_like(groups, dtype=torch.bool).scatter_(1, idx, True)
+
+        times = bench.compare({
+            "numba": partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9),
+            "torch": opt.step,
+        }, repeats=reps)
+        row = bench.emit("kernels", f"adam_step {label}", "torch Adam(fused=True)", times["torch"],
+                         units=size, bytes_moved=ADAM_BYTES * size,
+                         ratio=f"stepsim is {times['torch'] / times['numba']:.2f}x torch")
+        bench.print(_fmt(row))
+        times = bench.compare({
+            "numba": partial(stepsim.nm_mask, w0, 2, 4),
+            "torch": torch_mask,
+        }, repeats=reps)
+        row = bench.emit("kernels", f"nm_mask 2:4 {label}", "torch topk+scatter", times["torch"],
+                         units=size, bytes_moved=MASK_BYTES * size,
+                         ratio=f"stepsim is {times['torch'] / times['numba']:.1f}x torch")
+        bench.print(_fmt(row))

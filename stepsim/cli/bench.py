@@ -9,6 +9,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds)")
     parser.add_argument("--json", metavar="PATH", help="also save every figure (with versions) as JSON")
     parser.add_argument(
+        "--torch",
+        action="store_true",
+        help="also time PyTorch CPU peers (fused Adam, topk+scatter masks) if torch is installed",
+    )
+    parser.add_argument(
         "--only",
         metavar="SECTION",
         action="append",
@@ -19,5 +24,5 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from stepsim.bench import run_bench
 
-    run_bench(quick=args.quick, json_path=args.json, only=args.only)
+    run_bench(quick=args.quick, json_path=args.json, only=args.only, torch_peers=args.torch)
     return 0
