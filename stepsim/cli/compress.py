@@ -1,0 +1,142 @@
+"""stepsim compress: store arrays N:M-compressed (CUTLASS 2:4 layout when it applies)."""
+
+from __future__ import annotations
+
+HELP = "compress .npy/.npz weights to N:M storage (2:4 in CUTLASS's layout) and report bytes saved"
+
+_DTYPES = {"keep": None, "fp16": "float16", "bf16": "bfloat16", "fp32": "float32",
+           "tf32": "float32", "int8": "int8"}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("input", metavar="IN", help="a .npy array or a .npz of arrays")
+    parser.add_argument("--nm", default="2:4", metavar="N:M",
+                        help="keep N of every M consecutive entries along --axis (default 2:4)")
+    parser.add_argument("--dtype", default="keep", choices=sorted(_DTYPES),
+                        help="store values as this dtype (default: the input's; int8 needs int8 input)")
+    parser.add_argument("--format", default="auto", choices=("auto", "cutlass", "nm"),
+                        help="auto: CUTLASS's 2:4 layout for 2-D fp16/bf16/int8 at 2:4 and fp32 at "
+                             "1:2 when the shape fits, else general N:M storage")
+    parser.add_argument("--axis", type=int, default=-1,
+                        help="axis the groups run along (default -1; the CUTLASS layout needs -1)")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+
+
+def parse_nm(text: str) -> tuple[int, int]:
+    """'2:4' -> (2, 4); ValueError naming the option otherwise."""
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"--nm must look like N:M (e.g. 2:4), got {text!r}")
+    n, m = (int(p) for p in parts)
+    if not 1 <= n <= m:
+        raise ValueError(f"--nm needs 1 <= N <= M, got {text!r}")
+    return n, m
+
+
+def _load_inputs(path):
+    from pathlib import Path
+
+    import numpy as np
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"input file {path} does not exist")
+    if path.suffix == ".npy":
+        return {path.stem: np.load(path, allow_pickle=False)}
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    raise ValueError(f"input must be a .npy or .npz file, got {path.name}")
+
+
+def _convert(name, array, dtype_name):
+    import numpy as np
+
+    from stepsim.sparse24.io import dtype_from_name
+
+    if dtype_name is None:
+        return array
+    target = dtype_from_name(dtype_name)
+    if array.dtype == target:
+        return array
+    if target == np.int8:
+        raise ValueError(f"{name}: --dtype int8 needs int8 input (stepsim does not quantize), "
+                         f"got {array.dtype}")
+    if array.dtype.kind not in "fiu" and array.dtype.name != "bfloat16":
+        raise ValueError(f"{name}: cannot convert dtype {array.dtype} to {target}")
+    return array.astype(target)
+
+
+def _masked(name, array, n, m, axis):
+    """``array`` with its N:M mask applied if some group holds more than n non-zeros."""
+    import numpy as np
+
+    from stepsim import nm_mask
+
+    moved = np.moveaxis(array, axis, -1)
+    if moved.shape[-1] % m:
+        raise ValueError(f"{name}: shape {array.shape} has length {moved.shape[-1]} along axis "
+                         f"{axis}, not divisible by m = {m} (choose another --axis)")
+    counts = (moved.reshape(-1, m) != 0).sum(axis=1)
+    if counts.size == 0 or counts.max() <= n:
+        return array, False
+    scores = array if array.dtype in (np.float16, np.float32, np.float64) else array.astype(np.float64)
+    mask = nm_mask(np.ascontiguousarray(scores), n, m, axis=axis)
+    return np.where(mask, array, np.zeros((), dtype=array.dtype)), True
+
+
+def _cutlass_ok(array, n, m, axis):
+    from stepsim.sparse24.layout import layout_spec
+
+    try:
+        spec = layout_spec(array.dtype)
+    except TypeError:
+        return False, "dtype"
+    want = (1, 2) if spec.name == "float32" else (2, 4)
+    if (n, m) != want or spec.name == "uint16":
+        return False, f"{spec.name} in the CUTLASS layout is {want[0]}:{want[1]}"
+    if array.ndim != 2 or axis not in (-1, 1):
+        return False, "needs a 2-D array grouped along its last axis"
+    rows, cols = array.shape
+    if rows % spec.m_multiple or cols % spec.k_multiple or rows == 0:
+        return False, (f"shape {array.shape} is not a multiple of ({spec.m_multiple}, "
+                       f"{spec.k_multiple})")
+    return True, ""
+
+
+def run(args) -> int:
+    from stepsim.sparse24.io import save_compressed
+    from stepsim.sparse24.layout import Compressed24
+    from stepsim.sparse24.nm_storage import compress_nm
+
+    n, m = parse_nm(args.nm)
+    inputs = _load_inputs(args.input)
+    out, total_dense, total_stored = {}, 0, 0
+    for name, array in inputs.items():
+        array = _convert(name, array, _DTYPES[args.dtype])
+        if array.ndim == 0:
+            raise ValueError(f"{name}: a 0-d array cannot be N:M compressed")
+        array, masked = _masked(name, array, n, m, args.axis)
+        ok, why = _cutlass_ok(array, n, m, args.axis)
+        if args.format == "cutlass" and not ok:
+            raise ValueError(f"{name}: the CUTLASS layout does not apply: {why}")
+        if ok and args.format != "nm":
+            stored = Compressed24.from_dense(array)
+            fmt = f"CUTLASS {n}:{m} layout"
+        else:
+            stored = compress_nm(array, n, m, axis=args.axis)
+            fmt = f"nm {n}:{m}"
+        out[name] = stored
+        dense_bytes = array.nbytes
+        total_dense += dense_bytes
+        total_stored += stored.nbytes
+        print(f"{name}: {tuple(array.shape)} {array.dtype} -> {fmt}{' (masked)' if masked else ''}: "
+              f"{dense_bytes:,} B dense, {stored.nbytes:,} B stored, saved "
+              f"{dense_bytes - stored.nbytes:,} B ({100 * (1 - stored.nbytes / max(dense_bytes, 1)):.1f}%)")
+    params = {"input": str(args.input), "nm": f"{n}:{m}", "dtype": args.dtype,
+              "format": args.format, "axis": args.axis}
+    path = save_compressed(args.output, out, params=params)
+    print(f"total: {total_dense:,} B dense -> {total_stored:,} B stored, saved "
+          f"{total_dense - total_stored:,} B ({100 * (1 - total_stored / max(total_dense, 1)):.1f}%); "
+          f"wrote {path}")
+    return 0

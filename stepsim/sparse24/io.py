@@ -1,0 +1,109 @@
+"""Save and load compressed tensors (2:4 CUTLASS operands and general N:M) as one .npz file.
+
+File layout (``format: "stepsim.sparse/1"``):
+
+* ``__stepsim__``: a JSON string with, per array name, its storage format
+  (``"cutlass-2:4"`` or ``"nm"``), dtype name (``"bfloat16"`` for ml_dtypes' bfloat16),
+  dense shape, n, m and axis, plus a ``provenance`` block (params, versions, time) from
+  :mod:`stepsim._provenance`.
+* ``NAME.values``: the stored values as their raw bits (uint8/16/32/64), because .npy
+  cannot describe bfloat16 portably; the recorded dtype restores the view on load.
+* ``NAME.meta`` (2:4: CUTLASS's reordered words) or ``NAME.indices`` (N:M: packed bits).
+
+Files are loaded with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from stepsim.sparse24.layout import Compressed24, layout_spec
+from stepsim.sparse24.nm_storage import NMCompressed
+
+__all__ = ["FORMAT", "load_compressed", "save_compressed"]
+
+FORMAT = "stepsim.sparse/1"
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def dtype_from_name(name: str) -> np.dtype:
+    """np.dtype for a recorded dtype name; "bfloat16" comes from ml_dtypes."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def save_compressed(path, tensors: dict, *, params: dict | None = None, seed=None) -> Path:
+    """Write ``tensors`` (name -> Compressed24 | (values, meta) | NMCompressed) to ``path``.
+
+    params/seed: recorded in the provenance block (e.g. the command line's options).
+    Returns the path written (``.npz`` is appended by NumPy when missing).
+    """
+    from stepsim._provenance import provenance, to_jsonable
+
+    if not isinstance(tensors, dict) or not tensors:
+        raise TypeError("tensors must be a non-empty dict of name -> compressed tensor")
+    arrays, info = {}, {}
+    for name, t in tensors.items():
+        if not isinstance(name, str) or not name or name.startswith("__"):
+            raise ValueError(f"invalid tensor name {name!r}")
+        if isinstance(t, tuple) and len(t) == 2:
+            t = Compressed24(*t)
+        if isinstance(t, Compressed24):
+            layout_spec(t.values.dtype)  # refuses dtypes the layout does not know
+            arrays[f"{name}.values"] = t.values.view(_BITS[t.values.dtype.itemsize])
+            arrays[f"{name}.meta"] = t.meta
+            n, m = (1, 2) if t.dtype == np.float32 else (2, 4)  # tf32 is 1:2 in this layout
+            info[name] = {"format": "cutlass-2:4", "dtype": t.dtype.name, "shape": list(t.shape),
+                          "n": n, "m": m, "axis": 1, "meta_dtype": t.meta.dtype.name}
+        elif isinstance(t, NMCompressed):
+            arrays[f"{name}.values"] = t.values.view(_BITS[t.values.dtype.itemsize])
+            arrays[f"{name}.indices"] = t.indices
+            info[name] = {"format": "nm", "dtype": t.dtype.name, "shape": list(t.shape),
+                          "n": t.n, "m": t.m, "axis": t.axis}
+        else:
+            raise TypeError(f"tensors[{name!r}] must be Compressed24, (values, meta) or "
+                            f"NMCompressed, got {type(t).__name__}")
+    header = {"format": FORMAT, "tensors": info, "provenance": provenance(params, seed)}
+    arrays["__stepsim__"] = np.array(json.dumps(to_jsonable(header)))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)
+    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+
+
+def load_header(path) -> dict:
+    """The JSON header of a file written by :func:`save_compressed`."""
+    with np.load(path, allow_pickle=False) as z:
+        if "__stepsim__" not in z.files:
+            raise ValueError(f"{path} is not a stepsim compressed file (no __stepsim__ header)")
+        header = json.loads(str(z["__stepsim__"]))
+    if header.get("format") != FORMAT:
+        raise ValueError(f"{path}: unknown format {header.get('format')!r}, expected {FORMAT!r}")
+    return header
+
+
+def load_compressed(path) -> dict:
+    """Read a file written by :func:`save_compressed`: name -> Compressed24 | NMCompressed."""
+    header = load_header(path)
+    out = {}
+    with np.load(path, allow_pickle=False) as z:
+        for name, info in header["tensors"].items():
+            dtype = dtype_from_name(info["dtype"])
+            values = z[f"{name}.values"].view(dtype)
+            if info["format"] == "cutlass-2:4":
+                t = Compressed24(values, z[f"{name}.meta"])
+                if list(t.shape) != info["shape"]:
+                    raise ValueError(f"{path}: {name} has shape {t.shape}, header says {info['shape']}")
+            elif info["format"] == "nm":
+                t = NMCompressed(values, z[f"{name}.indices"], tuple(info["shape"]), int(info["n"]),
+                                 int(info["m"]), int(info["axis"]))
+            else:
+                raise ValueError(f"{path}: {name} has unknown storage format {info['format']!r}")
+            out[name] = t
+    return out
