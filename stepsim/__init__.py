@@ -21,6 +21,32 @@ _EXPORTS = {
     "adam_step": "stepsim.optim",
     "sgdm_step": "stepsim.optim",
     "AdamStats": "stepsim.optim",
+    # switch criteria (when STEP freezes v) and the paper's Table 1 score
+    "make_criterion": "stepsim.criteria",
+    "CRITERIA": "stepsim.criteria",
+    "AutoSwitch": "stepsim.criteria",
+    "Agarwal": "stepsim.criteria",
+    "Tang": "stepsim.criteria",
+    "FixedStep": "stepsim.criteria",
+    "FixedFraction": "stepsim.criteria",
+    "window_length": "stepsim.criteria",
+    "table1_score": "stepsim.criteria",
+    "Table1Score": "stepsim.criteria",
+    "run_criteria_on_v": "stepsim.criteria",
+    # 2:4 hardware layout, sparse matmul, general N:M storage, memory
+    "compress_2to4": "stepsim.sparse24.layout",
+    "decompress_2to4": "stepsim.sparse24.layout",
+    "Compressed24": "stepsim.sparse24.layout",
+    "spmm_2to4": "stepsim.sparse24.spmm",
+    "explain_tile": "stepsim.sparse24.spmm",
+    "locate_element": "stepsim.sparse24.spmm",
+    "compress_nm": "stepsim.sparse24.nm_storage",
+    "decompress_nm": "stepsim.sparse24.nm_storage",
+    "NMCompressed": "stepsim.sparse24.nm_storage",
+    "memory_table": "stepsim.sparse24.memory",
+    "model_layers": "stepsim.sparse24.memory",
+    "save_compressed": "stepsim.sparse24.io",
+    "load_compressed": "stepsim.sparse24.io",
 }
 
 
