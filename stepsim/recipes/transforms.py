@@ -1,0 +1,422 @@
+"""Small, pure pieces that recipes are composed of (SPEC sections 1 and 3).
+
+Every piece is a function (or a frozen dataclass with ``init``/``update``, as optax's
+``GradientTransformation``) of its inputs only: no hidden state, no global RNG, and the
+arrays passed in are never modified — a piece returns new dicts of new arrays. Parameters,
+gradients and optimizer moments are dicts ``name -> ndarray`` (float32 or float64, one dtype
+per parameter); masks are dicts ``name -> bool ndarray`` with ``None`` for a parameter that
+is not sparsified.
+
+Pieces, in the order a step uses them:
+
+* masks: :func:`nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
+  (decaying mask: which N at which step); :func:`allocate_layerwise` (layer-wise N:M).
+* forward: :func:`masked_forward` — Pi * w, or (Pi + alpha (1 - Pi)) * w for a decaying scale.
+* gradient: :func:`srste_term` (g + lam (1 - Pi) w), :func:`mask_gradients` (ASP).
+* optimizer: :class:`Adam` (moments; :func:`freeze_second_moment` for STEP's phase 2),
+  :class:`SGDM` (momentum SGD); :func:`learning_rate` (constant / cosine, linear warm-up).
+* after the step: :func:`srste_decoupled` (SR-STE term applied after Adam normalises),
+  :func:`mask_weights` (ASP: pruned weights are zero after every step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from stepsim._validate import (
+    check_beta,
+    check_choice,
+    check_fraction,
+    check_int,
+    check_nm,
+    check_real,
+)
+from stepsim.recipes.specs import ParamSpec, check_divides
+
+Params = dict  # name -> ndarray
+Masks = dict  # name -> bool ndarray, or None for a dense parameter
+
+SCHEDULES = ("constant", "cosine")
+
+
+# --------------------------------------------------------------------------- learning rate
+def learning_rate(base: float, step: int, total_steps: int, schedule: str = "constant",
+                  warmup_steps: int = 0) -> float:
+    """Learning rate at step k (1-based): linear warm-up over ``warmup_steps``, then the schedule.
+
+    constant: base. cosine: base * (1 + cos(pi * (k - 1) / total_steps)) / 2 (from base at
+    k = 1 towards 0). Warm-up multiplies by min(1, k / warmup_steps).
+    """
+    lr = base
+    if schedule == "cosine":
+        lr = base * 0.5 * (1.0 + math.cos(math.pi * (step - 1) / max(total_steps, 1)))
+    if warmup_steps > 0 and step < warmup_steps:
+        lr *= step / warmup_steps
+    return lr
+
+
+def _check_schedule(schedule, warmup_steps):
+    check_choice("schedule", schedule, SCHEDULES)
+    check_int("warmup_steps", warmup_steps, minimum=0)
+
+
+# --------------------------------------------------------------------------- Adam
+class AdamState(NamedTuple):
+    """Adam's state. m, v: name -> array shaped and typed like the parameter.
+
+    v is raw (not bias-corrected). ``frozen``: STEP's phase 2 — v is read, never written,
+    and the denominator divides v by ``bias_correction2`` (1.0: raw v*, Algorithm 1) with
+    ``eps``/``eps_mode`` (which phase 2 may change: the public-code variant).
+    """
+
+    m: dict
+    v: dict
+    frozen: bool = False
+    bias_correction2: float | None = None  # None: 1 - beta2**k at step k (normal Adam)
+    eps: float = 1e-8
+    eps_mode: str = "inside"
+
+
+@dataclasses.dataclass(frozen=True)
+class Adam:
+    """Adam(W) over a dict of parameters (SPEC section 1; :func:`stepsim.adam_step` per array).
+
+    m_k = b1 m + (1-b1) g;  v_k = b2 v + (1-b2) g^2;
+    w_k = w (1 - lr wd) - lr (m_k / (1-b1^k)) / sqrt(v_k / (1-b2^k) + eps)   (eps inside)
+    with ``weight_decay`` decoupled (AdamW) and ``lr`` following ``schedule``.
+    """
+
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    eps_mode: str = "inside"
+    weight_decay: float = 0.0
+    schedule: str = "constant"
+    warmup_steps: int = 0
+
+    def __post_init__(self):
+        check_real("lr", self.lr, minimum=0.0)
+        check_beta("beta1", self.beta1)
+        check_beta("beta2", self.beta2)
+        check_real("eps", self.eps, minimum=0.0)
+        check_choice("eps_mode", self.eps_mode, ("inside", "outside"))
+        check_real("weight_decay", self.weight_decay, minimum=0.0)
+        _check_schedule(self.schedule, self.warmup_steps)
+
+    def lr_at(self, step: int, total_steps: int) -> float:
+        return learning_rate(self.lr, step, total_steps, self.schedule, self.warmup_steps)
+
+    def init(self, params: Mapping) -> AdamState:
+        zeros = {name: np.zeros_like(w) for name, w in params.items()}
+        return AdamState(m=zeros, v={n: np.zeros_like(w) for n, w in params.items()},
+                         eps=self.eps, eps_mode=self.eps_mode)
+
+    def update(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
+               total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
+        """One step. Returns (new params, new state, AdamStats combined over all parameters).
+
+        The inputs are not modified: w and m are copied before the in-place kernel runs; a
+        frozen v is shared between the old and the new state, since nothing writes it.
+        """
+        from stepsim.optim import AdamStats, adam_step
+
+        lr = self.lr_at(step, total_steps)
+        new_w, new_m, new_v, parts = {}, {}, {}, []
+        for name, w in params.items():
+            w2, m2 = w.copy(), state.m[name].copy()
+            v2 = state.v[name] if state.frozen else state.v[name].copy()
+            parts.append(adam_step(
+                w2, grads[name], m2, v2, step=step, lr=lr, beta1=self.beta1, beta2=self.beta2,
+                eps=state.eps, eps_mode=state.eps_mode, weight_decay=self.weight_decay,
+                freeze_v=state.frozen, bias_correction2=state.bias_correction2,
+                log_stats=log_stats, stats_on=stats_on))
+            new_w[name], new_m[name], new_v[name] = w2, m2, v2
+        stats = AdamStats.combine(parts)
+        return new_w, state._replace(m=new_m, v=new_v), stats
+
+
+V_STAR = ("raw", "bias-corrected")
+DENOMINATORS = ("paper", "public")
+
+
+def freeze_second_moment(state: AdamState, k0: int, beta2: float, *, v_star: str = "raw",
+                         denominator: str = "paper") -> AdamState:
+    """STEP's switch after step k0: v* = v_{k0} is frozen from now on.
+
+    v_star: "raw" divides by sqrt(v* + eps) (Algorithm 1, line 20; the default) or
+    "bias-corrected" by sqrt(v* / (1 - beta2**k0) + eps).
+    denominator: "paper" keeps Adam's eps (inside the root, Eq. 7); "public" uses
+    sqrt(v*) + eps**0.75, as one public implementation does.
+    """
+    check_choice("v_star", v_star, V_STAR)
+    check_choice("denominator", denominator, DENOMINATORS)
+    check_int("k0", k0, minimum=1)
+    bc2 = 1.0 if v_star == "raw" else 1.0 - beta2**k0
+    eps, mode = state.eps, state.eps_mode
+    if denominator == "public":
+        eps, mode = eps**0.75, "outside"
+    return state._replace(frozen=True, bias_correction2=bc2, eps=eps, eps_mode=mode)
+
+
+# --------------------------------------------------------------------------- momentum SGD
+class SGDMState(NamedTuple):
+    """Momentum buffers: name -> array like the parameter (zeros at init)."""
+
+    buf: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class SGDM:
+    """Momentum SGD (torch.optim.SGD rule, :func:`stepsim.sgdm_step`): coupled L2 decay."""
+
+    lr: float = 1e-2
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    nesterov: bool = False
+    schedule: str = "constant"
+    warmup_steps: int = 0
+
+    def __post_init__(self):
+        check_real("lr", self.lr, minimum=0.0)
+        check_beta("momentum", self.momentum)
+        check_real("weight_decay", self.weight_decay, minimum=0.0)
+        _check_schedule(self.schedule, self.warmup_steps)
+
+    def lr_at(self, step: int, total_steps: int) -> float:
+        return learning_rate(self.lr, step, total_steps, self.schedule, self.warmup_steps)
+
+    def init(self, params: Mapping) -> SGDMState:
+        return SGDMState(buf={name: np.zeros_like(w) for name, w in params.items()})
+
+    def update(self, state: SGDMState, params: Mapping, grads: Mapping, step: int,
+               total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
+        """One step. Returns (new params, new state, None): momentum SGD has no v to report."""
+        from stepsim.optim import sgdm_step
+
+        lr = self.lr_at(step, total_steps)
+        new_w, new_buf = {}, {}
+        for name, w in params.items():
+            w2, b2 = w.copy(), state.buf[name].copy()
+            sgdm_step(w2, grads[name], b2, lr=lr, momentum=self.momentum,
+                      weight_decay=self.weight_decay, nesterov=self.nesterov)
+            new_w[name], new_buf[name] = w2, b2
+        return new_w, SGDMState(buf=new_buf), None
+
+
+# --------------------------------------------------------------------------- masks
+def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
+             nm: Mapping[str, tuple[int, int]]) -> Masks:
+    """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else None."""
+    from stepsim.masks import nm_mask
+
+    out = {}
+    for name, w in params.items():
+        spec = specs[name]
+        out[name] = nm_mask(w, *nm[name], axis=spec.axis) if spec.sparse else None
+    return out
+
+
+def count_flips(old: Masks | None, new: Masks) -> int:
+    """Mask entries that changed from ``old`` to ``new``; ``old=None`` means all kept (dense)."""
+    flips = 0
+    for name, mask in new.items():
+        if mask is None:
+            continue
+        prev = None if old is None else old.get(name)
+        flips += int(mask.size - np.count_nonzero(mask)) if prev is None else int(
+            np.count_nonzero(prev != mask))
+    return flips
+
+
+def masked_forward(params: Mapping, masks: Masks, alpha: float | Mapping = 0.0) -> Params:
+    """The weights the forward pass uses: Pi * w, pruned entries scaled by ``alpha`` (default 0).
+
+    alpha: one scale for every layer, or a dict name -> scale (missing names: 0).
+    """
+    out = {}
+    for name, w in params.items():
+        mask = masks.get(name)
+        a = alpha.get(name, 0.0) if isinstance(alpha, Mapping) else alpha
+        if mask is None:
+            out[name] = w
+        elif a == 0.0:
+            out[name] = np.where(mask, w, w.dtype.type(0))
+        else:
+            out[name] = np.where(mask, w, w * w.dtype.type(a))
+    return out
+
+
+def srste_term(grads: Mapping, params: Mapping, masks: Masks, lam: float) -> Params:
+    """SR-STE's gradient (Eq. 9): g + lam * (1 - Pi) * w; kept entries are g unchanged."""
+    out = {}
+    for name, g in grads.items():
+        mask = masks.get(name)
+        if mask is None:
+            out[name] = g
+        else:
+            w = params[name]
+            out[name] = np.where(mask, g, g + w.dtype.type(lam) * w)
+    return out
+
+
+def srste_decoupled(new_params: Mapping, old_params: Mapping, masks: Masks, lam: float,
+                    lr: float) -> Params:
+    """SR-STE after the optimizer normalised the gradient: w -= lr * lam * (1 - Pi) * w_old."""
+    out = {}
+    for name, w in new_params.items():
+        mask = masks.get(name)
+        if mask is None:
+            out[name] = w
+        else:
+            w_old = old_params[name]
+            out[name] = np.where(mask, w, w - w.dtype.type(lr * lam) * w_old)
+    return out
+
+
+def mask_gradients(grads: Mapping, masks: Masks) -> Params:
+    """ASP (apex): gradients of pruned weights are zeroed before the optimizer step."""
+    return masked_forward(grads, masks)
+
+
+def mask_weights(params: Mapping, masks: Masks) -> Params:
+    """ASP (apex): pruned weights are set to zero after the optimizer step."""
+    return masked_forward(params, masks)
+
+
+# --------------------------------------------------------------------------- decaying mask
+def decay_sequence(n: int, m: int) -> tuple[int, ...]:
+    """The N of each frame of the decaying mask, down to the target n (SPEC section 3).
+
+    Frame 0 keeps M-1 of M; frame s >= 1 keeps max(n, M // 2**s) (the paper's N = M/2^s);
+    repeated values are dropped and the sequence stops at n. 1:8 -> (7, 4, 2, 1);
+    2:4 -> (3, 2); 1:4 -> (3, 2, 1); 3:8 -> (7, 4, 3); N = M -> (M,).
+    """
+    n, m = check_nm(n, m)
+    seq = [max(n, m - 1)]
+    s = 1
+    while seq[-1] > n:
+        nxt = max(n, m >> s)
+        if nxt < seq[-1]:
+            seq.append(nxt)
+        s += 1
+    return tuple(seq)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecaySchedule:
+    """Structure decay over steps ``start..stop`` (inclusive), in equal frames.
+
+    Frame f (0-based, F frames) starts at step ``start + floor(f * L / F)`` with
+    L = stop - start + 1 and keeps ``ns[f]`` of every ``m``. The optional decaying scale
+    alpha = max(0, 1 - decay_rate * t) (t = steps since the frame started) multiplies the
+    pruned weights in the forward pass; the last frame always uses a binary mask (alpha 0).
+    """
+
+    m: int
+    ns: tuple[int, ...]
+    start: int
+    stop: int
+    decay_rate: float | None = None
+
+    @classmethod
+    def make(cls, n: int, m: int, start: int, stop: int, decay_rate: float | None = None):
+        check_int("start", start, minimum=1)
+        if decay_rate is not None:
+            check_real("decay_rate", decay_rate, minimum=0.0)
+        return cls(m=m, ns=decay_sequence(n, m), start=start, stop=max(stop, start),
+                   decay_rate=decay_rate)
+
+    @property
+    def frame_starts(self) -> tuple[int, ...]:
+        length, frames = self.stop - self.start + 1, len(self.ns)
+        return tuple(self.start + (f * length) // frames for f in range(frames))
+
+    def frame(self, step: int) -> int:
+        """Index of the frame ``step`` is in (0 before ``start``)."""
+        starts = self.frame_starts
+        return max(0, int(np.searchsorted(starts, step, side="right")) - 1)
+
+    def n_at(self, step: int) -> int:
+        return self.ns[self.frame(step)]
+
+    def alpha_at(self, step: int) -> float:
+        f = self.frame(step)
+        if self.decay_rate is None or f == len(self.ns) - 1:
+            return 0.0
+        return max(0.0, 1.0 - self.decay_rate * (step - self.frame_starts[f]))
+
+
+# --------------------------------------------------------------------------- layer-wise N:M
+def _candidates(m: int) -> list[int]:
+    """N values a layer may take, largest first: M and the powers of two below it."""
+    out = [m]
+    p = 1 << (m.bit_length() - 1)
+    if p == m:
+        p >>= 1
+    while p >= 1:
+        out.append(p)
+        p >>= 1
+    return out
+
+
+def allocate_layerwise(params: Mapping, specs: Mapping[str, ParamSpec], target_sparsity: float,
+                       m: int | None = None) -> dict[str, tuple[int, int]]:
+    """Per-layer N (a power of two, M fixed) meeting a global target sparsity; greedy rule.
+
+    A simpler stand-in for DominoSearch (Sun et al. 2021), documented here: every sparse
+    layer starts dense (N = M); while the kept fraction of all sparse entries exceeds
+    1 - target_sparsity, the layer whose next halving of N (to the next smaller power of
+    two) would prune the smallest *relative* magnitude is halved. The cost of a halving is
+    the mean |w| of the entries it would prune (ranked within each group of M) divided by
+    the layer's mean |w| — so a layer's overall scale does not matter, only how
+    concentrated its magnitude is inside its groups. Ties go to the first layer in the
+    dict's order. Dense parameters (biases) are not counted.
+
+    m: the M of every sparse layer (default: each spec's own M). Returns name -> (n, m) for
+    the sparse parameters. Raises ValueError if the target is outside [0, 1] or not
+    reachable (every N = 1 still keeps too much), or M does not tile a layer.
+    """
+    target = check_fraction("target_sparsity", target_sparsity)
+    if m is not None:
+        m = check_int("m", m, minimum=1)
+    layers = {}
+    for name, w in params.items():
+        spec = specs[name]
+        if not spec.sparse:
+            continue
+        mm = spec.m if m is None else m
+        check_divides(name, w.shape, spec.axis, mm)
+        groups = np.abs(np.moveaxis(w, spec.axis, -1).astype(np.float64)).reshape(-1, mm)
+        ranked = -np.sort(-groups, axis=1)  # each group's magnitudes, largest first
+        mass = ranked.sum(axis=0)  # mass[r]: total magnitude at rank r over all groups
+        mean = float(groups.mean()) if groups.size else 0.0
+        layers[name] = {"m": mm, "groups": groups.shape[0], "mass": mass,
+                        "scale": mean or 1.0, "cands": _candidates(mm), "n": mm}
+    total = sum(lay["groups"] * lay["m"] for lay in layers.values())
+    kept = total
+    budget = (1.0 - target) * total
+    floor = sum(lay["groups"] for lay in layers.values())
+    if floor > budget * (1 + 1e-12) + 1e-9:
+        raise ValueError(
+            f"target_sparsity={target} is not reachable: with N = 1 in every layer the sparsity "
+            f"is {1 - floor / total:.6g}")
+    while kept > budget * (1 + 1e-12) + 1e-9:
+        best = None
+        for name, lay in layers.items():
+            if lay["n"] == 1:
+                continue
+            nxt = lay["cands"][lay["cands"].index(lay["n"]) + 1]
+            removed = lay["groups"] * (lay["n"] - nxt)
+            cost = float(lay["mass"][nxt:lay["n"]].sum()) / removed / lay["scale"]
+            if best is None or cost < best[0]:
+                best = (cost, name, nxt, removed)
+        _, name, nxt, removed = best
+        layers[name]["n"] = nxt
+        kept -= removed
+    return {name: (lay["n"], lay["m"]) for name, lay in layers.items()}
