@@ -33,6 +33,18 @@ _EXPORTS = {
     "table1_score": "stepsim.criteria",
     "Table1Score": "stepsim.criteria",
     "run_criteria_on_v": "stepsim.criteria",
+    # recipes, problems and the training loop
+    "fit": "stepsim.training",
+    "FitResult": "stepsim.training",
+    "Trace": "stepsim.training",
+    "make_recipe": "stepsim.recipes",
+    "Recipe": "stepsim.recipes",
+    "RECIPES": "stepsim.recipes",
+    "ParamSpec": "stepsim.recipes",
+    "allocate_layerwise": "stepsim.recipes",
+    "decay_sequence": "stepsim.recipes",
+    "SyntheticRegression": "stepsim.problems",
+    "Problem": "stepsim.problems",
     # 2:4 hardware layout, sparse matmul, general N:M storage, memory
     "compress_2to4": "stepsim.sparse24.layout",
     "decompress_2to4": "stepsim.sparse24.layout",
