@@ -19,6 +19,14 @@ def add_arguments(parser) -> None:
                              "1:2 when the shape fits, else general N:M storage")
     parser.add_argument("--axis", type=int, default=-1,
                         help="axis the groups run along (default -1; the CUTLASS layout needs -1)")
+    parser.add_argument("--keys", action="append", metavar="NAME",
+                        help="compress only this array of an .npz (repeatable). Default: every "
+                             "array, except for a `stepsim train` result (arrays named weights/*), "
+                             "where it is the weight matrices (2-D and up) and nothing else")
+    parser.add_argument("--verify", action="store_true",
+                        help="multiply every stored array with a random B (seed 0): 2:4 arrays "
+                             "through spmm_2to4 straight from the compressed operands, others "
+                             "after decompression, and print the error against the dense matmul")
     parser.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
 
 
@@ -47,6 +55,50 @@ def _load_inputs(path):
         with np.load(path, allow_pickle=False) as z:
             return {name: z[name] for name in z.files}
     raise ValueError(f"input must be a .npy or .npz file, got {path.name}")
+
+
+def _select(inputs: dict, keys) -> dict:
+    """The arrays to compress: ``keys`` if given, else see the --keys help."""
+    if keys:
+        missing = [k for k in keys if k not in inputs]
+        if missing:
+            raise ValueError(f"--keys {missing} not in the input; it holds {sorted(inputs)}")
+        return {k: inputs[k] for k in keys}
+    weights = {k: a for k, a in inputs.items() if k.startswith("weights/")}
+    if weights:  # a `stepsim train` result: its learned weight matrices, not trace or biases
+        return {k: a for k, a in weights.items() if a.ndim >= 2}
+    return inputs
+
+
+def _verify(name, array, stored, rng) -> str:
+    """Multiply the stored operand with a random B; the error against the dense matmul."""
+    import numpy as np
+
+    from stepsim.sparse24.layout import Compressed24
+    from stepsim.sparse24.nm_storage import decompress_nm
+    from stepsim.sparse24.spmm import spmm_2to4
+
+    dense2d = np.moveaxis(array, -1, -1).reshape(-1, array.shape[-1])
+    if isinstance(stored, Compressed24):
+        if array.dtype == np.int8:
+            b = rng.integers(-8, 8, size=(array.shape[1], 8)).astype(np.int8)
+            expected = dense2d.astype(np.int64) @ b.astype(np.int64)
+        else:
+            b = rng.standard_normal((array.shape[1], 8)).astype(array.dtype)
+            expected = dense2d.astype(np.float64) @ b.astype(np.float64)
+        got = spmm_2to4(stored.values, stored.meta, b, tf32="none")
+        how = "spmm_2to4 from the compressed operands"
+    else:
+        restored = decompress_nm(stored)
+        if not np.array_equal(restored, array):
+            raise ValueError(f"{name}: N:M round trip is not exact")
+        b = rng.standard_normal((array.shape[-1], 8))
+        expected = dense2d.astype(np.float64) @ b
+        got = restored.reshape(-1, array.shape[-1]).astype(np.float64) @ b
+        how = "dense matmul after an exact round trip"
+    err = float(np.max(np.abs(got - expected))) if expected.size else 0.0
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    return f"  verify {name}: {how}: max |error| {err:.3g} (max |A@B| {scale:.3g})"
 
 
 def _convert(name, array, dtype_name):
@@ -105,14 +157,21 @@ def _cutlass_ok(array, n, m, axis):
 
 
 def run(args) -> int:
+    import numpy as np
+
     from stepsim.sparse24.io import save_compressed
     from stepsim.sparse24.layout import Compressed24
     from stepsim.sparse24.nm_storage import compress_nm
 
     n, m = parse_nm(args.nm)
     inputs = _load_inputs(args.input)
-    out, total_dense, total_stored = {}, 0, 0
-    for name, array in inputs.items():
+    selected = _select(inputs, args.keys)
+    skipped = sorted(set(inputs) - set(selected))
+    if skipped:
+        print(f"not compressed: {', '.join(skipped)}")
+    out, total_dense, total_stored, checks = {}, 0, 0, []
+    rng = np.random.default_rng(0)
+    for name, array in selected.items():
         array = _convert(name, array, _DTYPES[args.dtype])
         if array.ndim == 0:
             raise ValueError(f"{name}: a 0-d array cannot be N:M compressed")
@@ -127,14 +186,18 @@ def run(args) -> int:
             stored = compress_nm(array, n, m, axis=args.axis)
             fmt = f"nm {n}:{m}"
         out[name] = stored
+        if args.verify:
+            checks.append(_verify(name, array, stored, rng))
         dense_bytes = array.nbytes
         total_dense += dense_bytes
         total_stored += stored.nbytes
         print(f"{name}: {tuple(array.shape)} {array.dtype} -> {fmt}{' (masked)' if masked else ''}: "
               f"{dense_bytes:,} B dense, {stored.nbytes:,} B stored, saved "
               f"{dense_bytes - stored.nbytes:,} B ({100 * (1 - stored.nbytes / max(dense_bytes, 1)):.1f}%)")
+    for line in checks:
+        print(line)
     params = {"input": str(args.input), "nm": f"{n}:{m}", "dtype": args.dtype,
-              "format": args.format, "axis": args.axis}
+              "format": args.format, "axis": args.axis, "keys": sorted(selected)}
     path = save_compressed(args.output, out, params=params)
     print(f"total: {total_dense:,} B dense -> {total_stored:,} B stored, saved "
           f"{total_dense - total_stored:,} B ({100 * (1 - total_stored / max(total_dense, 1)):.1f}%); "
