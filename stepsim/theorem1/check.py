@@ -1,0 +1,370 @@
+"""Theorem 1 of STEP, checked by simulation: bounds, confidence intervals and verdicts.
+
+The claim (SPEC section 5): if g_k^2 is stationary with ||g_k^2||_inf <= G, k0 >
+log_{b2}(1 - 1/sqrt(2)) and k > k0, then with probability >= 1 - delta
+
+    ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1 - b2)^2 (k - k0) log(2 / delta)).
+
+A *violation* at lag n = k - k0 is the event statistic >= bound. Per lag we estimate its
+probability (per coordinate, and for the inf-norm over the dim coordinates of a trial)
+with an exact Clopper-Pearson interval at ``ci_level`` and call the lag
+
+* ``HOLDS``        if the interval's upper end is <= delta (violation probability <= delta
+                   with the stated confidence),
+* ``VIOLATED``     if its lower end is > delta,
+* ``INCONCLUSIVE`` otherwise.
+
+Over all lags (the *overall* verdicts) the intervals are widened by Bonferroni to level
+1 - (1 - ci_level) / n_lags, so the family of lag verdicts holds jointly with probability
+>= ci_level: VIOLATED if any lag is, HOLDS if all lags do. The lags share their paths, so
+they are positively dependent and Bonferroni is conservative.
+
+Per-coordinate samples pool trials x coordinates only when the process declares its
+coordinates i.i.d. (``independent_coordinates``); otherwise only coordinate 0 of each trial
+is used, so the Clopper-Pearson interval's independence assumption is true.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from stepsim._validate import check_int, check_real
+from stepsim.theorem1.engine import (
+    _check_beta2,
+    check_lags,
+    k0_proof,
+    k0_statement,
+    lag_grid,
+    simulate,
+)
+from stepsim.theorem1.processes import BuiltinProcess, check_process, make_process, process_name
+
+HOLDS, VIOLATED, INCONCLUSIVE = "HOLDS", "VIOLATED", "INCONCLUSIVE"
+
+
+def theorem1_bound(G: float, beta2: float, lags, delta: float) -> np.ndarray:
+    """The paper's bound sqrt(4 G^2 (1-b2)^2 n log(2/delta)) at each lag n (float64)."""
+    n = np.asarray(lags, dtype=np.float64)
+    return np.sqrt(4.0 * G * G * (1.0 - beta2) ** 2 * n * math.log(2.0 / delta))
+
+
+def worst_case(G: float, beta2: float, k0: int, lags) -> np.ndarray:
+    """sup |vhat_{k0+n} - vhat_k0| over ALL sequences g_j^2 in [0, G]: G (1-b2^n)/(1-b2^k).
+
+    vhat_k - vhat_k0 = sum_j w_j g_j^2 with sum_j w_j = 0 and positive weight
+    (1-b2^n)/(1-b2^k) on the steps after k0. Where this is below the bound, no process
+    whatever (stationary or not) can violate the theorem at that lag.
+    """
+    n = np.asarray(lags, dtype=np.float64)
+    return G * (1.0 - beta2**n) / (1.0 - beta2 ** (k0 + n))
+
+
+def hoeffding_bound(G: float, beta2: float, k0: int, lags, delta: float) -> np.ndarray:
+    """A valid (1 - delta) bound when the g_j^2 are INDEPENDENT in [0, G] with equal means.
+
+    Hoeffding for the weighted sum sum_j w_j (g_j^2 - mu): G sqrt(S log(2/delta) / 2) with
+    S = sum_j w_j^2 = (1-b2)^2/(1-b2^2) [(1-b2^{2n})/(1-b2^k)^2 + (1-b2^{2 k0}) D^2],
+    D = (1-b2^n) / ((1-b2^k0)(1-b2^k)). For k0 past the statement's condition
+    S <= 6 (1-b2)^2 n, so this never exceeds the paper's bound (see paper_checks/theorem1.md).
+    """
+    n = np.asarray(lags, dtype=np.float64)
+    b = beta2
+    k = k0 + n
+    d = (1.0 - b**n) / ((1.0 - b**k0) * (1.0 - b**k))
+    s = (1.0 - b) ** 2 / (1.0 - b * b) * (
+        (1.0 - b ** (2 * n)) / (1.0 - b**k) ** 2 + (1.0 - b ** (2 * k0)) * d * d
+    )
+    return G * np.sqrt(s * math.log(2.0 / delta) / 2.0)
+
+
+def clopper_pearson(k, n: int, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Exact two-sided Clopper-Pearson interval(s) for k successes out of n (arrays ok).
+
+    Equals ``scipy.stats.binomtest(k, n).proportion_ci(level, method="exact")``.
+    """
+    from scipy.stats import beta
+
+    k = np.asarray(k, dtype=np.float64)
+    alpha = 1.0 - level
+    with np.errstate(invalid="ignore"):
+        lo = np.where(k > 0, beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+        hi = np.where(k < n, beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+    return lo, hi
+
+
+def verdicts(ci_low, ci_high, delta: float) -> tuple[str, ...]:
+    """HOLDS (upper <= delta), VIOLATED (lower > delta) or INCONCLUSIVE, per entry."""
+    return tuple(
+        HOLDS if hi <= delta else VIOLATED if lo > delta else INCONCLUSIVE
+        for lo, hi in zip(np.atleast_1d(ci_low), np.atleast_1d(ci_high))
+    )
+
+
+def overall(violations, n: int, delta: float, level: float) -> str:
+    """One verdict over all lags with Bonferroni-adjusted intervals (level 1 - alpha/L)."""
+    violations = np.atleast_1d(violations)
+    adjusted = 1.0 - (1.0 - level) / len(violations)
+    v = verdicts(*clopper_pearson(violations, n, adjusted), delta)
+    if VIOLATED in v:
+        return VIOLATED
+    return HOLDS if all(x == HOLDS for x in v) else INCONCLUSIVE
+
+
+@dataclasses.dataclass(frozen=True)
+class Theorem1Result:
+    """Everything a Theorem 1 check found; per-lag fields are tuples aligned with ``lags``.
+
+    ``coord_*``: one coordinate (sample of ``coord_n`` pairs, see the module docstring);
+    ``inf_*``: the inf-norm over ``dim`` coordinates (``inf_n`` = trials). ``*_quantile`` is
+    the empirical (1 - delta)-quantile of the statistic, ``*_tightness`` its ratio to the
+    bound (1 means the bound is exact; < 1 holds). ``worst_case`` is the largest value any
+    [0, G]-valued sequence can reach; ``hoeffding_bound`` the bound that is valid for
+    independent g^2. Verdicts: HOLDS / VIOLATED / INCONCLUSIVE (see module docstring).
+    """
+
+    process: str
+    process_params: dict
+    process_law: str
+    stationary: bool | None
+    independent_coordinates: bool
+    G: float
+    beta2: float
+    delta: float
+    ci_level: float
+    k0: int
+    k0_statement: int
+    k0_proof: int
+    k0_meets_condition: bool
+    trials: int
+    dim: int
+    seed: int
+    engine: str
+    lags: tuple
+    bound: tuple
+    worst_case: tuple
+    hoeffding_bound: tuple
+    coord_n: int
+    coord_violations: tuple
+    coord_rate: tuple
+    coord_ci_low: tuple
+    coord_ci_high: tuple
+    coord_quantile: tuple
+    coord_tightness: tuple
+    coord_verdict: tuple
+    inf_n: int
+    inf_violations: tuple
+    inf_rate: tuple
+    inf_ci_low: tuple
+    inf_ci_high: tuple
+    inf_quantile: tuple
+    inf_tightness: tuple
+    inf_verdict: tuple
+    coord_overall: str
+    inf_overall: str
+    max_g2: float
+    coordinate_steps: int
+    seconds: float
+    notes: tuple
+
+    def at(self, lag: int) -> dict:
+        """The row of one lag (must be one of ``lags``) as a dict."""
+        if lag not in self.lags:
+            raise ValueError(f"lag {lag} was not simulated; lags are {list(self.lags)}")
+        i = self.lags.index(lag)
+        names = ("bound", "worst_case", "hoeffding_bound", "coord_violations", "coord_rate",
+                 "coord_ci_low", "coord_ci_high", "coord_quantile", "coord_tightness",
+                 "coord_verdict", "inf_violations", "inf_rate", "inf_ci_low", "inf_ci_high",
+                 "inf_quantile", "inf_tightness", "inf_verdict")
+        return {"lag": lag, **{name: getattr(self, name)[i] for name in names}}
+
+    def summary(self) -> str:
+        """A readable report: set-up, one line per lag, overall verdicts and notes."""
+        params = ", ".join(f"{k}={v:g}" for k, v in self.process_params.items())
+        lines = [
+            f"Theorem 1 check: process {self.process}"
+            + (f" ({params})" if params else "")
+            + f", stationary={self.stationary}",
+            (f"  G={self.G:g} beta2={self.beta2:g} delta={self.delta:g} k0={self.k0} "
+             f"(statement needs > {self.k0_statement - 1}, proof text > {self.k0_proof - 1}) "
+             f"trials={self.trials} dim={self.dim} seed={self.seed}"),
+            (f"  {self.coordinate_steps:.3g} coordinate-steps in {self.seconds:.1f} s; "
+             f"CIs: Clopper-Pearson {100 * self.ci_level:g}%; per-coordinate "
+             f"n={self.coord_n}, inf-norm n={self.inf_n}"),
+            (f"  {'lag':>6} {'bound':>9} | {'coord q':>9} {'q/bnd':>6} {'rate [CI]':>27} "
+             f"{'verdict':<12} | {'inf q':>9} {'q/bnd':>6} {'rate [CI]':>27} verdict"),
+        ]
+        for i, lag in enumerate(self.lags):
+            lines.append(
+                f"  {lag:>6} {self.bound[i]:9.3g} | {self.coord_quantile[i]:9.3g} "
+                f"{self.coord_tightness[i]:6.3f} {_rate(self.coord_rate[i], self.coord_ci_low[i], self.coord_ci_high[i])} "
+                f"{self.coord_verdict[i]:<12} | {self.inf_quantile[i]:9.3g} "
+                f"{self.inf_tightness[i]:6.3f} {_rate(self.inf_rate[i], self.inf_ci_low[i], self.inf_ci_high[i])} "
+                f"{self.inf_verdict[i]}"
+            )
+        lines.append(
+            f"  overall over {len(self.lags)} lags (Bonferroni): per coordinate "
+            f"{self.coord_overall}, inf-norm over d={self.dim}: {self.inf_overall}"
+        )
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return (f"Theorem1Result(process={self.process!r}, coord_overall={self.coord_overall!r}, "
+                f"inf_overall={self.inf_overall!r}, lags={self.lags[0]}..{self.lags[-1]} "
+                f"({len(self.lags)}), k0={self.k0}, trials={self.trials}, dim={self.dim}, "
+                f"seed={self.seed})")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _rate(rate, lo, hi) -> str:
+    return f"{rate:8.2e} [{lo:7.1e}, {hi:7.1e}]"
+
+
+def analyse(stats: np.ndarray, *, process, G: float, beta2: float, delta: float, k0: int,
+            lags, seed: int, ci_level: float = 0.95, engine: str = "numba",
+            max_g2: float = float("nan"), coordinate_steps: int = 0,
+            seconds: float = 0.0) -> Theorem1Result:
+    """Turn raw statistics (trials, dim, n_lags) from :func:`simulate` into a result."""
+    stats = np.asarray(stats, dtype=np.float64)
+    trials, dim, n_lags = stats.shape
+    lags = check_lags(lags)
+    if len(lags) != n_lags:
+        raise ValueError(f"stats has {n_lags} lags but lags has {len(lags)}")
+    bound = theorem1_bound(G, beta2, lags, delta)
+    independent = bool(getattr(process, "independent_coordinates", False))
+    coord = stats.reshape(trials * dim, n_lags) if independent else stats[:, 0, :]
+    inf = stats.max(axis=1)
+
+    def block(sample):
+        n = sample.shape[0]
+        violations = np.count_nonzero(sample >= bound, axis=0)
+        lo, hi = clopper_pearson(violations, n, ci_level)
+        q = np.quantile(sample, 1.0 - delta, axis=0, method="inverted_cdf")
+        return n, violations, violations / n, lo, hi, q, q / bound
+
+    c = block(coord)
+    f = block(inf)
+    k_stmt, k_prf = k0_statement(beta2), k0_proof(beta2)
+    worst = worst_case(G, beta2, k0, lags)
+    notes = _notes(process, independent, k0, k_stmt, lags, bound, worst, G, dim)
+    return Theorem1Result(
+        process=process_name(process),
+        process_params=dict(getattr(process, "params", {})),
+        process_law=str(getattr(process, "law", getattr(process, "description", ""))),
+        stationary=getattr(process, "stationary", None),
+        independent_coordinates=independent,
+        G=float(G), beta2=float(beta2), delta=float(delta), ci_level=float(ci_level),
+        k0=int(k0), k0_statement=k_stmt, k0_proof=k_prf, k0_meets_condition=k0 >= k_stmt,
+        trials=trials, dim=dim, seed=int(seed), engine=engine,
+        lags=tuple(int(x) for x in lags), bound=_t(bound), worst_case=_t(worst),
+        hoeffding_bound=_t(hoeffding_bound(G, beta2, k0, lags, delta)),
+        coord_n=c[0], coord_violations=tuple(int(x) for x in c[1]), coord_rate=_t(c[2]),
+        coord_ci_low=_t(c[3]), coord_ci_high=_t(c[4]), coord_quantile=_t(c[5]),
+        coord_tightness=_t(c[6]), coord_verdict=verdicts(c[3], c[4], delta),
+        inf_n=f[0], inf_violations=tuple(int(x) for x in f[1]), inf_rate=_t(f[2]),
+        inf_ci_low=_t(f[3]), inf_ci_high=_t(f[4]), inf_quantile=_t(f[5]),
+        inf_tightness=_t(f[6]), inf_verdict=verdicts(f[3], f[4], delta),
+        coord_overall=overall(c[1], c[0], delta, ci_level),
+        inf_overall=overall(f[1], f[0], delta, ci_level),
+        max_g2=float(max_g2), coordinate_steps=int(coordinate_steps), seconds=float(seconds),
+        notes=tuple(notes),
+    )
+
+
+def _t(a) -> tuple:
+    return tuple(float(x) for x in a)
+
+
+def _notes(process, independent, k0, k_stmt, lags, bound, worst, G, dim) -> list[str]:
+    notes = []
+    if getattr(process, "stationary", None) is False:
+        notes.append("the process is NOT stationary: Theorem 1 makes no claim about it "
+                     "(a negative control; VIOLATED is the expected outcome)")
+    if k0 < k_stmt:
+        notes.append(f"k0={k0} is below the theorem's condition (k0 >= {k_stmt}): the theorem "
+                     "makes no claim at this k0")
+    safe = [int(n) for n, b, w in zip(lags, bound, worst) if w < b]
+    if safe:
+        notes.append(f"{len(safe)} lag(s) <= {max(safe)} cannot be violated by any [0, G] "
+                     "sequence (worst case below the bound)")
+    if np.any(bound >= G):
+        notes.append("the bound is >= G (vacuous: |vhat_k - vhat_k0| <= G always) from lag "
+                     f"{int(lags[np.argmax(bound >= G)])}")
+    if not independent and dim > 1:
+        notes.append("coordinates are not declared i.i.d.: per-coordinate rates use coordinate "
+                     "0 of each trial only")
+    if dim > 1:
+        notes.append("the statement's inf-norm has no d: a per-coordinate bound needs a union "
+                     f"bound (log(2 d / delta)) to cover d={dim} coordinates")
+    return notes
+
+
+def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.05,
+                   G: float | None = None, trials: int = 1000, dim: int = 100,
+                   horizon: int = 10_000, k0=None, seed: int = 0, ci_level: float = 0.95,
+                   per_decade: int = 8, lags=None, engine: str = "numba",
+                   process_params: dict | None = None, progress: bool = False
+                   ) -> Theorem1Result:
+    """Simulate Adam's vhat under ``process`` and check Theorem 1 at log-spaced lags.
+
+    process: a built-in name (``PROCESSES``), a :class:`BuiltinProcess`, or an object
+    following the protocol in ``stepsim.theorem1.processes``. G: scales a built-in named by
+    string (default 1); for a process object it defaults to (and must equal) process.G.
+    k0: an int >= 1, ``"statement"`` (default: smallest k0 > log_b2(1 - 1/sqrt 2)) or
+    ``"proof"`` (smallest k0 > log(1/2)/log(b2)). lags: explicit lags (default
+    ``lag_grid(horizon, per_decade)``). Costs trials * dim * (k0 + horizon) coordinate-steps
+    and holds the raw statistics, trials * dim * n_lags float64, in memory.
+    """
+    beta2 = _check_beta2(beta2)
+    delta = check_real("delta", delta, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
+    ci_level = check_real("ci_level", ci_level, minimum=0.0, maximum=1.0, min_open=True,
+                          max_open=True)
+    if isinstance(process, str):
+        process = make_process(process, G=1.0 if G is None else G, **(process_params or {}))
+    else:
+        check_process(process)
+        if process_params:
+            raise ValueError("process_params applies to a built-in process named by string only")
+        if G is not None and check_real("G", G, minimum=0.0, min_open=True) != process.G:
+            raise ValueError(f"G={G!r} differs from process.G={process.G!r}; omit G or make "
+                             "them equal")
+    G = float(process.G)
+    if k0 is None or k0 == "statement":
+        k0 = k0_statement(beta2)
+    elif k0 == "proof":
+        k0 = k0_proof(beta2)
+    else:
+        k0 = check_int("k0", k0, minimum=1)
+    lags = lag_grid(horizon, per_decade) if lags is None else check_lags(lags)
+    bar = None
+    if progress:
+        from stepsim._progress import Progress
+
+        bar = Progress(trials, f"theorem1 {process_name(process)}")
+    with bar if bar is not None else _Null():
+        sim = simulate(process, beta2=beta2, k0=k0, lags=lags, trials=trials, dim=dim,
+                       seed=seed, engine=engine, progress=bar)
+    return analyse(sim.stats, process=process, G=G, beta2=beta2, delta=delta, k0=k0,
+                   lags=lags, seed=seed, ci_level=ci_level, engine=engine,
+                   max_g2=sim.max_g2, coordinate_steps=sim.coordinate_steps,
+                   seconds=sim.seconds)
+
+
+class _Null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+__all__ = ["BuiltinProcess", "Theorem1Result", "analyse", "check_theorem1", "clopper_pearson",
+           "hoeffding_bound", "theorem1_bound", "verdicts", "worst_case"]

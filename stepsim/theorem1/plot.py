@@ -1,0 +1,61 @@
+"""The Theorem 1 figure: bound vs empirical quantiles (log-log) and violation rates.
+
+``plot_result(result, path)`` writes a small PNG with two panels against the lag k - k0:
+left, the paper's bound, the worst case over all [0, G] sequences, the Hoeffding bound
+valid for independent g^2 and the empirical (1 - delta)-quantiles of the statistic per
+coordinate and for the inf-norm; right, the violation rates with their Clopper-Pearson
+intervals and the line at delta. matplotlib is imported here only (Agg backend).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def plot_result(result, path, *, dpi: int = 90) -> Path:
+    """Save the figure of a :class:`Theorem1Result` to ``path`` (PNG); returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lags = np.asarray(result.lags, dtype=float)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6), dpi=dpi)
+    ax1.loglog(lags, result.bound, "k-", lw=2, label="paper's bound")
+    ax1.loglog(lags, result.worst_case, "k:", label="worst case, any sequence")
+    ax1.loglog(lags, result.hoeffding_bound, "g--", label="Hoeffding (independent g²)")
+    for values, style, label in (
+        (result.coord_quantile, "C0o-", "per coordinate"),
+        (result.inf_quantile, "C3s-", f"inf-norm, d={result.dim}"),
+    ):
+        v = np.asarray(values, dtype=float)
+        keep = v > 0  # log axes: a zero quantile (e.g. constant g^2) is not drawn
+        ax1.loglog(lags[keep], v[keep], style, ms=3,
+                   label=f"{label}: {1 - result.delta:g}-quantile")
+    ax1.set_xlabel("lag k - k0")
+    ax1.set_ylabel("|vhat_k - vhat_k0|")
+    ax1.set_title(f"{result.process}: k0={result.k0}, beta2={result.beta2:g}", fontsize=9)
+    ax1.legend(fontsize=6.5, loc="upper left")
+    for rate, lo, hi, style, label in (
+        (result.coord_rate, result.coord_ci_low, result.coord_ci_high, "C0o", "per coordinate"),
+        (result.inf_rate, result.inf_ci_low, result.inf_ci_high, "C3s", "inf-norm"),
+    ):
+        rate, lo, hi = (np.asarray(x, dtype=float) for x in (rate, lo, hi))
+        ax2.errorbar(lags, rate, yerr=[rate - lo, hi - rate], fmt=style, ms=3, capsize=2,
+                     lw=0.8, label=label)
+    ax2.axhline(result.delta, color="k", lw=1, ls="--", label=f"delta = {result.delta:g}")
+    ax2.set_xscale("log")
+    ax2.set_ylim(-0.02, 1.02)
+    ax2.set_xlabel("lag k - k0")
+    ax2.set_ylabel("P(statistic >= bound)")
+    ax2.set_title(f"violations ({100 * result.ci_level:g}% Clopper-Pearson): "
+                  f"coord {result.coord_overall}, inf {result.inf_overall}", fontsize=9)
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
