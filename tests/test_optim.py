@@ -40,6 +40,22 @@ def test_frozen_v_is_never_written(case):
     assert stats.dv_l1 == 0.0 and stats.dv_zeros == v.size
 
 
+@given(adam_case())
+def test_stats_off_gives_the_same_step(case):
+    arrays, hyper = case
+    with_stats, without = _copies(arrays), _copies(arrays)
+    assert adam_step(*with_stats, **hyper) is not None
+    assert adam_step(*without, stats=False, **hyper) is None
+    for a, b in zip(with_stats, without):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_empty_arrays_are_a_no_op():
+    w, g, m, v = (np.empty(0, np.float32) for _ in range(4))
+    stats = adam_step(w, g, m, v, step=1, lr=0.1)
+    assert (stats.dv_l1, stats.dv_zeros, stats.v_l1, stats.v_l2sq, stats.size) == (0, 0, 0, 0, 0)
+
+
 def test_statistics_on_bias_corrected_v():
     rng = np.random.default_rng(3)
     w, g, m = (rng.standard_normal(5000) for _ in range(3))
@@ -195,10 +211,18 @@ def test_adam_bad_arrays():
         adam_step(w, g, w, v, step=1, lr=0.1)
     with pytest.raises(TypeError, match="g must be a numpy.ndarray"):
         adam_step(w, [1.0] * 8, m, v, step=1, lr=0.1)
-    g_bad = g.copy()
-    g_bad[3] = np.inf
+    g_bad = np.ones(3 * 4096 + 5, np.float32)
+    g_bad[[3, 9000]] = [np.inf, np.nan]
+    state = [np.ones_like(g_bad) for _ in range(3)]
+    for freeze_v in (False, True):
+        for stats in (True, False):
+            with pytest.raises(ValueError, match="g contains 2 non-finite value"):
+                adam_step(state[0], g_bad, state[1], state[2], step=1, lr=0.1,
+                          freeze_v=freeze_v, stats=stats)
+    g64 = np.ones(8)
+    g64[7] = -np.inf
     with pytest.raises(ValueError, match="g contains 1 non-finite value"):
-        adam_step(w, g_bad, m, v, step=1, lr=0.1)
+        adam_step(np.ones(8), g64, np.ones(8), np.ones(8), step=1, lr=0.1)
 
 
 def test_sgdm_bad_input():
