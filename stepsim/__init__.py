@@ -6,7 +6,7 @@ neither numba nor the kernels; ``stepsim.nm_mask`` imports its module on first u
 
 from __future__ import annotations
 
-import importlib
+from stepsim._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -62,17 +62,6 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stepsim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_EXPORTS))
-
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 __all__ = list(_EXPORTS)

@@ -44,6 +44,16 @@ def _sizes(quick: bool):
     return (1 << 16, 1 << 20) if quick else (1 << 16, 1 << 20, 1 << 24)
 
 
+def _cases(bench):
+    """(size, label, repeats, w0, g) for each benchmark size: float32 N(0, 1) weights and
+    gradients, the same bits in every section that asks (seed 0)."""
+    rng = np.random.default_rng(0)
+    for size in _sizes(bench.quick):
+        w0 = rng.standard_normal(size).astype(np.float32)
+        g = rng.standard_normal(size).astype(np.float32)
+        yield size, f"n=2^{size.bit_length() - 1}", _repeats(size, bench.quick), w0, g
+
+
 def _repeats(size: int, quick: bool) -> int:
     if quick:
         return 3
@@ -73,12 +83,7 @@ def run(bench) -> None:
     import stepsim
     from stepsim import reference
 
-    rng = np.random.default_rng(0)
-    for size in _sizes(bench.quick):
-        label = f"n=2^{size.bit_length() - 1}"
-        reps = _repeats(size, bench.quick)
-        w0 = rng.standard_normal(size).astype(np.float32)
-        g = rng.standard_normal(size).astype(np.float32)
+    for size, label, reps, w0, g in _cases(bench):
         m = np.zeros(size, np.float32)
         v = np.zeros(size, np.float32)
         probe = _probe_gbps(bench, size, [w0, g, m, v])
@@ -149,12 +154,7 @@ def run_torch_peers(bench, torch) -> None:
     """PyTorch CPU peers at each size: fused Adam and topk+scatter 2:4 masks vs stepsim."""
     import stepsim
 
-    rng = np.random.default_rng(0)
-    for size in _sizes(bench.quick):
-        label = f"n=2^{size.bit_length() - 1}"
-        reps = _repeats(size, bench.quick)
-        w0 = rng.standard_normal(size).astype(np.float32)
-        g = rng.standard_normal(size).astype(np.float32)
+    for size, label, reps, w0, g in _cases(bench):
         w, m, v = w0.copy(), np.zeros(size, np.float32), np.full(size, 1e-3, np.float32)
         p = torch.nn.Parameter(torch.from_numpy(w0.copy()))
         p.grad = torch.from_numpy(g.copy())

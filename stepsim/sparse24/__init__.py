@@ -8,7 +8,7 @@ Modules: :mod:`.layout` (CUTLASS 2:4 compress/decompress, bit-exact with PyTorch
 
 from __future__ import annotations
 
-import importlib
+from stepsim._lazy import lazy_exports
 
 _EXPORTS = {
     "compress_2to4": "layout",
@@ -31,17 +31,8 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stepsim.sparse24' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"stepsim.sparse24.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_EXPORTS))
-
+__getattr__, __dir__ = lazy_exports(
+    __name__, {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()}, globals()
+)
 
 __all__ = list(_EXPORTS)
