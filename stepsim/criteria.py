@@ -54,6 +54,20 @@ def _robust_floor(x: float) -> int:
     return math.floor(x)
 
 
+def fraction_to_step(fraction: float, total_steps: int) -> int:
+    """Step k0 = ceil(fraction * total_steps), at least 1, computed robustly.
+
+    In floating point 0.55 * 100 is 55.00000000000001, whose plain ceil is 56; a product
+    within 1e-9 (relative) of an integer is taken as that integer, so the Figure 7 sweep
+    switches at the step the fraction names.
+    """
+    x = float(fraction) * total_steps
+    nearest = round(x)
+    if abs(x - nearest) <= _INTEGER_RTOL * max(1.0, abs(x)):
+        return max(1, int(nearest))
+    return max(1, math.ceil(x))
+
+
 def window_length(beta2: float) -> int:
     """The paper's window T_w = floor(1 / (1 - beta2)), computed robustly.
 
@@ -192,7 +206,7 @@ class FixedFraction:
         check_fraction("fraction", self.fraction)
 
     def step_for(self, total_steps: int) -> int:
-        return max(1, math.ceil(self.fraction * total_steps))
+        return fraction_to_step(self.fraction, total_steps)
 
     def init(self, total_steps: int) -> FiredState:
         check_int("total_steps", total_steps, minimum=1)
@@ -523,9 +537,16 @@ CRITERIA = {
 }
 
 
-def make_criterion(name: str, **options):
+# a criterion's options that must agree with the Adam it watches: T_w is floor(1/(1-beta2))
+# of that Adam, and AutoSwitch's threshold is that Adam's eps (Algorithm 2)
+ADAM_TIED_OPTIONS = ("beta2", "eps")
+
+
+def make_criterion(name: str, *, adam=None, **options):
     """A criterion by name (see ``CRITERIA``), with its options as keywords.
 
+    adam: the optimizer the criterion will watch (anything with ``beta2`` and ``eps``);
+    its values become the defaults of the criterion's tied options (``ADAM_TIED_OPTIONS``).
     Unknown names raise ValueError listing the choices; unknown options raise TypeError
     naming the option; bad option values raise ValueError/TypeError naming the value.
     """
@@ -536,7 +557,21 @@ def make_criterion(name: str, **options):
     if unknown:
         raise TypeError(f"criterion {name!r} has no option(s) {unknown}; "
                         f"its options are {sorted(known)}")
+    if adam is not None:
+        for key in ADAM_TIED_OPTIONS:
+            if key in known and key not in options:
+                options[key] = getattr(adam, key)
     return cls(**options)
+
+
+def check_matches_adam(criterion, adam) -> None:
+    """Raise ValueError if ``criterion``'s beta2 or eps differs from the Adam it watches."""
+    for key in ADAM_TIED_OPTIONS:
+        if hasattr(criterion, key) and getattr(criterion, key) != getattr(adam, key):
+            raise ValueError(
+                f"the criterion's {key}={getattr(criterion, key)!r} differs from the optimizer's "
+                f"{key}={getattr(adam, key)!r}; a criterion reads the Adam it watches (build it "
+                f"with make_criterion(name, adam=optimizer), or set both to the same value)")
 
 
 # ------------------------------------------------------------------------- Table 1

@@ -188,11 +188,13 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         recipe = make_recipe(recipe)
     if not isinstance(recipe, Recipe):
         raise TypeError(f"recipe must be a Recipe or a recipe name, got {type(recipe).__name__}")
-    if isinstance(criterion, str):
-        criterion = crit.make_criterion(criterion)
     if criterion is not None and isinstance(recipe.optimizer, SGDM):
         raise ValueError(f"criterion {criterion!r} watches Adam's second moment; recipe "
                          f"{recipe.name!r} uses momentum SGD, which has none")
+    if isinstance(criterion, str):
+        criterion = crit.make_criterion(criterion, adam=recipe.optimizer)
+    if criterion is not None:
+        crit.check_matches_adam(criterion, recipe.optimizer)
     if recipe.needs_criterion and criterion is None:
         raise ValueError(f"recipe {recipe.name!r} needs a switch criterion (criterion=..., e.g. "
                          f"make_criterion('fixed-fraction', fraction=0.2)) or switch_at=...")
@@ -253,8 +255,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
 
     weights = recipe.inference_weights(state, params)
     metrics = dict(evaluate(weights)) if evaluate else {}
-    # the N:M of the inference weights (dense recipes: M:M)
-    nm_final = dict(state.nm_now if state.phase == 1 or not recipe.sparse else state.nm)
+    nm_final = dict(recipe.final_nm(state, params))  # the N:M of Pi_T, as applied above
     return FitResult(weights=weights, dense_weights=params, trace=trace,
                      switch_step=switch_step, metrics=metrics, initial_metrics=initial_metrics,
                      nm=nm_final, recipe=recipe,

@@ -731,3 +731,35 @@ def test_runner_input_errors():
         run_criteria_on_v(np.ones((5, 2)), AutoSwitch(), v0=np.zeros(3))
     with pytest.raises(TypeError, match="criteria"):
         run_criteria_on_v(np.ones((5, 2)), [AutoSwitch()])
+
+
+# --- fraction -> step, and criteria tied to the Adam they watch ---------------------------
+
+def test_fraction_to_step_is_robust_to_floating_point():
+    from stepsim.criteria import FixedFraction, fraction_to_step
+
+    assert 0.55 * 100 > 55  # the trap: 55.00000000000001
+    assert fraction_to_step(0.55, 100) == 55
+    assert FixedFraction(0.55).step_for(100) == 55
+    assert fraction_to_step(0.29, 100) == 29
+    assert fraction_to_step(0.555, 100) == 56  # a real fraction of a step still rounds up
+    assert fraction_to_step(0.0, 100) == 1
+    for total in range(1, 400):
+        for tenth in range(1, 21):
+            fraction = tenth * 0.05
+            assert fraction_to_step(fraction, total) == max(1, -(-tenth * total // 20))
+
+
+def test_make_criterion_takes_beta2_and_eps_from_adam():
+    from types import SimpleNamespace
+
+    from stepsim.criteria import check_matches_adam, make_criterion
+
+    adam = SimpleNamespace(beta2=0.99, eps=1e-6)
+    auto = make_criterion("autoswitch", adam=adam)
+    assert (auto.beta2, auto.eps) == (0.99, 1e-6)
+    assert make_criterion("tang", adam=adam).beta2 == 0.99
+    assert make_criterion("autoswitch", adam=adam, eps=1e-7).eps == 1e-7  # explicit wins
+    make_criterion("agarwal", adam=adam)  # no tied options: nothing to take
+    with pytest.raises(ValueError, match=r"criterion's eps=1e-08 differs from the optimizer's eps=1e-06"):
+        check_matches_adam(make_criterion("autoswitch", beta2=0.99), adam)

@@ -191,3 +191,45 @@ def test_cli_train(tmp_path, capsys):
     assert "not divisible by M = 3" in capsys.readouterr().err
     assert main(["train", "--recipe", "asp", "-o", "prune_at=1.5", "--steps", "2"]) == 2
     assert "prune_at must be in [0.0, 1.0], got 1.5" in capsys.readouterr().err
+
+
+# --- regressions found in review -------------------------------------------------------
+
+def test_criterion_by_name_follows_the_optimizers_beta2_and_eps():
+    from stepsim.criteria import make_criterion
+
+    problem = SyntheticRegression(scale=0.1)
+    recipe = make_recipe("step", beta2=0.99, eps=1e-6)
+    by_name = fit(problem, recipe, 600, rng=0, criterion="autoswitch", progress=False)
+    explicit = fit(problem, recipe, 600, rng=0, progress=False,
+                   criterion=make_criterion("autoswitch", beta2=0.99, eps=1e-6))
+    assert by_name.switch_step is not None
+    assert by_name.switch_step == explicit.switch_step
+    with pytest.raises(ValueError, match="differs from the optimizer's"):
+        fit(problem, recipe, 10, rng=0, progress=False, criterion=make_criterion("autoswitch"))
+
+
+@pytest.mark.parametrize("recipe, options", [
+    ("step", {"switch_at": 20}),
+    ("asp", {"prune_at": 1.0}),
+    ("decaying-mask", {"dense_fraction": 1.0}),
+])
+def test_reported_nm_is_the_nm_of_the_inference_weights(recipe, options):
+    problem = SyntheticRegression(nm=(2, 4))
+    result = fit(problem, make_recipe(recipe, **options), 20, rng=0, progress=False)
+    for name, (n, m) in result.nm.items():
+        w = result.weights[name]
+        assert (n, m) == (2, 4)
+        assert ((w.reshape(-1, m) != 0).sum(axis=1) <= n).all()
+
+
+def test_reported_nm_of_layerwise_that_never_switched_is_its_allocation():
+    from stepsim.criteria import make_criterion
+
+    problem = SyntheticRegression(nm=(2, 8))
+    result = fit(problem, make_recipe("layerwise-step"), 20, rng=0, progress=False,
+                 criterion=make_criterion("fixed-step", k0=10_000))
+    assert result.switch_step is None
+    for name, (n, m) in result.nm.items():
+        kept = (result.weights[name].reshape(-1, m) != 0).sum(axis=1)
+        assert kept.max() <= n, (name, n, kept.max())

@@ -98,7 +98,8 @@ def run(args) -> int:
         name = "autoswitch"
     if name is None and crit_opts:
         raise ValueError("--criterion-option needs --criterion")
-    criterion = None if name is None else criteria.make_criterion(name, **crit_opts)
+    adam = None if args.optimizer == "sgdm" else recipe.optimizer
+    criterion = None if name is None else criteria.make_criterion(name, adam=adam, **crit_opts)
 
     problem = SyntheticRegression(
         d_in=args.d_in, d_hidden=args.d_hidden, d_out=args.d_out, batch_size=args.batch_size,
@@ -150,8 +151,10 @@ def _table1(result) -> str:
         from stepsim.criteria import table1_score
     except ImportError:
         return "n/a (stepsim.criteria.table1_score is not available yet)"
-    if result.recipe.freeze_v and np.any(result.trace.phase == 1):
-        return ("n/a (v was frozen after the switch; profile v with --recipe dense and the "
+    if result.recipe.sparse and np.any(result.trace.phase == 1):
+        # the paper scores k0 on a dense profiling run; after this run's switch v is frozen
+        # or fed masked gradients, which is not what Table 1 measures
+        return ("n/a (the run went sparse after k0; profile v with --recipe dense and the "
                 "same --criterion)")
     try:
         score = table1_score(result.trace.dv_l1, k0)

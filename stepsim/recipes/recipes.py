@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import numbers
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -221,7 +220,9 @@ class Recipe:
         if self.switch_at is None:
             return None
         if isinstance(self.switch_at, float):
-            return math.ceil(self.switch_at * total_steps)
+            from stepsim.criteria import fraction_to_step
+
+            return fraction_to_step(self.switch_at, total_steps) if self.switch_at else 0
         return int(self.switch_at)
 
     # ---------------------------------------------------------------- pure steps
@@ -310,10 +311,15 @@ class Recipe:
             return {name: None for name in params}
         if isinstance(self.masker, FixedMask) and state.phase == 1:
             return state.masker_state
-        nm = state.nm
-        if self.layerwise is not None and state.phase == 0:
-            nm = self.layerwise.allocate(params, state.specs)
-        return T.nm_masks(params, state.specs, nm)
+        return T.nm_masks(params, state.specs, self.final_nm(state, params))
+
+    def final_nm(self, state: RecipeState, params: Mapping) -> dict:
+        """The N:M of each parameter in Pi_T (dense recipes: the dense M:M)."""
+        if not self.sparse:
+            return state.nm_now
+        if self.layerwise is not None and state.phase == 0:  # allocated at the one-shot prune
+            return self.layerwise.allocate(params, state.specs)
+        return state.nm  # the target (ASP's fixed mask was made at it too)
 
     def inference_weights(self, state: RecipeState, params: Mapping):
         """Pi_T * w_T (dense recipes: w_T)."""
