@@ -91,6 +91,8 @@ class Layerwise:
     target: global sparsity of the sparse layers (None: the one the specs' N:M give);
     m: the fixed M (None: each spec's M); allocation: name -> N given explicitly (skips
     the greedy rule). The allocation is made from the weights when the sparse phase starts.
+    Combined with STEP, every layer switches at one k0 chosen by one criterion over all of
+    v; the paper (Ablation I) runs STEP and AutoSwitch per module, which stepsim does not.
     """
 
     target: float | None = None

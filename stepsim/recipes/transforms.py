@@ -316,6 +316,9 @@ class DecaySchedule:
     L = stop - start + 1 and keeps ``ns[f]`` of every ``m``. The optional decaying scale
     alpha = max(0, 1 - decay_rate * t) (t = steps since the frame started) multiplies the
     pruned weights in the forward pass; the last frame always uses a binary mask (alpha 0).
+    SPEC's alpha_t does not say whether t counts from the frame or from the run; stepsim
+    restarts it each frame (each new structure starts soft), so a frame's first step
+    forwards the pruned weights at full scale.
     """
 
     m: int
