@@ -1,8 +1,13 @@
-"""Bandwidth probe: a streaming numba loop with Adam's memory traffic.
+"""Bandwidth probes: streaming numba loops with a kernel's memory traffic and no work.
 
-It reads 4 float32 arrays and writes 3 (28 bytes an element) and does almost no
-arithmetic, so its GB/s is what this machine's memory can feed a kernel; every kernel's
-GB/s is compared with it, timed in the same run.
+* ``stream_4r3w`` reads four float32 arrays (w, g, m, v) and writes three back in place
+  (w, m, v): 28 bytes an element, an in-place optimizer step's pattern.
+* ``stream_4r1w`` reads a float32 array and writes a fresh byte array: an N:M mask's.
+
+Each probe's GB/s is what this machine's memory can feed a kernel with that pattern,
+timed in the same run as the kernels compared with it. (A probe of another pattern would
+mislead: writing fresh arrays costs read-for-ownership traffic that an in-place update
+does not pay.)
 """
 
 from __future__ import annotations
@@ -13,11 +18,17 @@ from stepsim._jit import njit
 
 
 @njit(parallel=True)
-def stream_4r3w(a, b, c, d, x, y, z):
-    """x = a + b, y = c + d, z = a + d for every element (4 reads, 3 writes)."""
-    for i in prange(a.shape[0]):
-        ai = a[i]
-        di = d[i]
-        x[i] = ai + b[i]
-        y[i] = c[i] + di
-        z[i] = ai + di
+def stream_4r3w(w, g, m, v):
+    """w += g, m += g, v += g for every element (4 reads, 3 in-place writes)."""
+    for i in prange(w.shape[0]):
+        gi = g[i]
+        w[i] += gi
+        m[i] += gi
+        v[i] += gi
+
+
+@njit(parallel=True)
+def stream_4r1w(x_bits, out):
+    """out[i] = (x_bits[i] != 0): a mask's traffic (read 4 bytes, write 1) with no selection."""
+    for i in prange(x_bits.shape[0]):
+        out[i] = x_bits[i] != 0

@@ -1,9 +1,11 @@
-"""Bench section: N:M masks, Adam and momentum SGD beside NumPy and the bandwidth probe.
+"""Bench section: N:M masks, Adam and momentum SGD beside NumPy and bandwidth probes.
 
 Sizes are float32 element counts 2^16 (L2), 2^20 (L3) and 2^24 (DRAM); ``--quick``
 skips 2^24. Each row says how long one call takes per element, the GB/s that implies
-for the bytes the operation must move, and the ratio to its NumPy version (and, for
-the numba kernels, the fraction of the probe's bandwidth reached in the same run).
+for the bytes the operation must move, and the ratio to its NumPy version; for the numba
+kernels also the fraction of the bandwidth that a probe with the same memory traffic
+(stepsim.bench._probe: in place for the optimizers, read-4-write-1 for masks) reached in
+the same run.
 """
 
 from __future__ import annotations
@@ -60,17 +62,23 @@ def _repeats(size: int, quick: bool) -> int:
     return 15 if size <= 1 << 20 else 5
 
 
-def _probe_gbps(bench, size: int, arrays) -> float:
-    from stepsim.bench._probe import stream_4r3w
+def _probe_gbps(bench, size: int, label: str, reps: int, w0, g) -> dict:
+    """GB/s of the two probes (see stepsim.bench._probe) at this size, as {pattern: GB/s}."""
+    from stepsim.bench._probe import stream_4r1w, stream_4r3w
 
-    a, b, c, d = arrays[:4]
-    x, y, z = (np.empty_like(a) for _ in range(3))
-    t = bench.compare({"probe": partial(stream_4r3w, a, b, c, d, x, y, z)},
-                      repeats=_repeats(size, bench.quick))["probe"]
-    row = bench.emit("kernels", f"probe 4r3w n=2^{size.bit_length() - 1}", "numba stream",
-                     t, units=size, bytes_moved=ADAM_BYTES * size)
-    bench.print(_fmt(row))
-    return row["gb_per_s"]
+    w, m, v = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    out = np.empty(size, np.uint8)
+    times = bench.compare({"inplace": partial(stream_4r3w, w, g, m, v),
+                           "mask": partial(stream_4r1w, w0.view(np.uint32), out)}, repeats=reps)
+    rows = {
+        "inplace": bench.emit("kernels", f"probe 4r3w in place {label}", "numba stream",
+                              times["inplace"], units=size, bytes_moved=ADAM_BYTES * size),
+        "mask": bench.emit("kernels", f"probe 4r1w {label}", "numba stream", times["mask"],
+                           units=size, bytes_moved=MASK_BYTES * size),
+    }
+    for row in rows.values():
+        bench.print(_fmt(row))
+    return {pattern: row["gb_per_s"] for pattern, row in rows.items()}
 
 
 def _fmt(row):
@@ -86,14 +94,15 @@ def run(bench) -> None:
     for size, label, reps, w0, g in _cases(bench):
         m = np.zeros(size, np.float32)
         v = np.zeros(size, np.float32)
-        probe = _probe_gbps(bench, size, [w0, g, m, v])
+        probe = _probe_gbps(bench, size, label, reps, w0, g)
 
         for n, mm in MASK_RATIOS:
             times = bench.compare({
                 "numba": partial(stepsim.nm_mask, w0, n, mm),
                 "numpy": partial(reference.nm_mask, w0, n, mm),
             }, repeats=reps)
-            _emit_pair(bench, f"nm_mask {n}:{mm} {label}", times, size, MASK_BYTES, probe)
+            _emit_pair(bench, f"nm_mask {n}:{mm} {label}", times, size, MASK_BYTES,
+                       probe["mask"])
 
         for name, frozen, stats in (("adam_step", False, True),
                                     ("adam_step no stats", False, False),
@@ -108,7 +117,7 @@ def run(bench) -> None:
                 "numpy": partial(numpy_adam, wn, g, mn, vn, step=10, lr=1e-9, freeze_v=frozen),
             }, repeats=reps)
             _emit_pair(bench, f"{name} {label}", times, size,
-                       ADAM_FROZEN_BYTES if frozen else ADAM_BYTES, probe)
+                       ADAM_FROZEN_BYTES if frozen else ADAM_BYTES, probe["inplace"])
 
         w, buf = w0.copy(), np.zeros(size, np.float32)
         wn, bufn = w0.copy(), np.zeros(size, np.float32)
@@ -116,7 +125,7 @@ def run(bench) -> None:
             "numba": partial(stepsim.sgdm_step, w, g, buf, lr=1e-9),
             "numpy": partial(numpy_sgdm, wn, g, bufn, lr=1e-9),
         }, repeats=reps)
-        _emit_pair(bench, f"sgdm_step {label}", times, size, SGDM_BYTES, probe)
+        _emit_pair(bench, f"sgdm_step {label}", times, size, SGDM_BYTES, probe["inplace"])
 
     torch = _torch_or_none(bench)
     if torch is not None:
