@@ -9,18 +9,9 @@ in the same pass. Reference: :func:`stepsim.reference.nm_mask_groups`.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import prange
 
 from stepsim._jit import njit
-
-# (magnitude mask, +inf pattern) for each unsigned view dtype
-MAGNITUDE_BITS = {
-    np.dtype(np.uint16): (np.uint16(0x7FFF), np.uint16(0x7C00)),
-    np.dtype(np.uint32): (np.uint32(0x7FFFFFFF), np.uint32(0x7F800000)),
-    np.dtype(np.uint64): (np.uint64(0x7FFFFFFFFFFFFFFF), np.uint64(0x7FF0000000000000)),
-}
-
 
 GROUPS_PER_BLOCK = 2048  # groups of 4 a parallel task handles (32 KiB of float32)
 

@@ -72,6 +72,29 @@ def check_fraction(name: str, value) -> float:
     return check_real(name, value, minimum=0.0, maximum=1.0)
 
 
+def check_step_or_fraction(name: str, value) -> int | float:
+    """A point in a run: an integer >= 0 is a step, any other real a fraction in [0, 1].
+
+    Returns a Python ``int`` or ``float``, so callers can branch on the type: NumPy
+    scalars (np.int64(5), np.float32(0.5)) mean what their Python equivalents mean.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a step (int >= 0) or a fraction of the run (float in "
+                        f"[0, 1]), got {_show(value)}")
+    if isinstance(value, numbers.Integral):
+        return check_int(name, value, minimum=0)
+    value = float(value)
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise ValueError(f"{name} as a float is a fraction of the run and must be in [0, 1], "
+                         f"got {value} (pass an int for a number of steps)")
+    return value
+
+
+def check_open_unit(name: str, value) -> float:
+    """A real number strictly inside (0, 1), e.g. beta2 where 1/(1 - beta2) is used."""
+    return check_real(name, value, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
+
+
 def check_choice(name: str, value, choices) -> str:
     """``value`` must be one of the strings in ``choices``."""
     if not isinstance(value, str):
@@ -124,14 +147,6 @@ def check_c_contiguous(name: str, array: np.ndarray) -> None:
         )
     if not array.flags.writeable:
         raise ValueError(f"{name} must be writeable (it is updated in place)")
-
-
-def check_no_nan(name: str, array: np.ndarray) -> None:
-    """Refuse NaN anywhere in ``array`` (names the first offending index)."""
-    bad = np.isnan(array)
-    if bad.any():
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{name} contains NaN (first at index {first}); N:M masks of NaN are undefined")
 
 
 def normalize_axis(axis, ndim: int, name: str = "axis") -> int:

@@ -39,7 +39,14 @@ import numbers
 
 import numpy as np
 
-from stepsim._validate import check_choice, check_fraction, check_int, check_real
+from stepsim._validate import (
+    check_choice,
+    check_fraction,
+    check_int,
+    check_open_unit,
+    check_real,
+    check_step_or_fraction,
+)
 
 # A real number this close (relatively) to an integer is taken to be that integer when
 # flooring: 1/(1-0.999) is 999.9999999999991 in binary floating point, meant to be 1000.
@@ -76,7 +83,7 @@ def window_length(beta2: float) -> int:
     1000 and 100; naive ``int(1/(1-0.999))`` gives 999, as one public implementation
     does — pass ``window_length=999`` to a criterion to reproduce it). 0.9985 -> 666.
     """
-    beta2 = check_real("beta2", beta2, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
+    beta2 = check_open_unit("beta2", beta2)
     return _robust_floor(1.0 / (1.0 - beta2))
 
 
@@ -227,25 +234,9 @@ class _FractionState(FiredState):
 
 
 def _check_window_options(beta2, window_len) -> None:
-    check_real("beta2", beta2, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
+    check_open_unit("beta2", beta2)
     if window_len is not None:
         check_int("window_length", window_len, minimum=1)
-
-
-def _check_bound(name: str, value) -> None:
-    """A clipping bound: an int >= 0 is a step count, a float in [0, 1] a fraction of T."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be an int (steps) or a float in [0, 1] (fraction of "
-                        f"the run), got {value!r}")
-    if isinstance(value, numbers.Integral):
-        check_int(name, value, minimum=0)
-    else:
-        value = float(value)
-        if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-            raise ValueError(f"{name} as a float is a fraction of the run and must be in "
-                             f"[0, 1], got {value} (pass an int for a number of steps)")
 
 
 def _resolve_bound(value, total_steps: int) -> int | None:
@@ -339,8 +330,9 @@ class AutoSwitch:
             check_real("zero_floor", self.zero_floor, minimum=0.0, min_open=True)
         if not isinstance(self.clip, bool):
             raise TypeError(f"clip must be True or False, got {self.clip!r}")
-        _check_bound("t_min", self.t_min)
-        _check_bound("t_max", self.t_max)
+        for bound in ("t_min", "t_max"):  # normalised: int = a step, float = a fraction
+            if getattr(self, bound) is not None:
+                object.__setattr__(self, bound, check_step_or_fraction(bound, getattr(self, bound)))
         if not self.clip and (self.t_min is not None or self.t_max is not None):
             raise ValueError(f"t_min={self.t_min!r} / t_max={self.t_max!r} given but "
                              "clip=False; pass clip=True to clip the switch step")
@@ -648,7 +640,7 @@ def run_criteria_on_v(v_trajectory, criteria, *, beta2: float = 0.999, v0=None,
     Returns the final state(s), in the shape given: a state, or a dict label -> state;
     ``state.fired_at`` is the switch step or None.
     """
-    from stepsim.optim import AdamStats
+    from stepsim.optim import AdamStats, vhat_scales
     from stepsim.reference import adam_stats
 
     single = not isinstance(criteria, dict)
@@ -670,7 +662,7 @@ def run_criteria_on_v(v_trajectory, criteria, *, beta2: float = 0.999, v0=None,
     prev = np.zeros(v.shape[1]) if v0 is None else np.asarray(v0, dtype=np.float64).reshape(-1)
     if prev.shape != (v.shape[1],):
         raise ValueError(f"v0 has {prev.size} coordinates but v_trajectory rows have {v.shape[1]}")
-    beta2 = check_real("beta2", beta2, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
+    beta2 = check_open_unit("beta2", beta2)
     steps = v.shape[0]
     total_steps = steps if total_steps is None else check_int("total_steps", total_steps,
                                                               minimum=1)
@@ -683,11 +675,7 @@ def run_criteria_on_v(v_trajectory, criteria, *, beta2: float = 0.999, v0=None,
         for label in live:
             on = table[label].stats_on
             if on not in cache:
-                if on == "vhat":
-                    scale_new = 1.0 / (1.0 - beta2**k)
-                    scale_prev = 0.0 if k == 1 else 1.0 / (1.0 - beta2 ** (k - 1))
-                else:
-                    scale_new = scale_prev = 1.0
+                scale_prev, scale_new = vhat_scales(beta2, k) if on == "vhat" else (1.0, 1.0)
                 d = adam_stats(prev, v[k - 1], scale_prev=scale_prev, scale_new=scale_new)
                 cache[on] = AdamStats(size=v.shape[1], **d)
             states[label], _ = table[label].update(states[label], k, cache[on])

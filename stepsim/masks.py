@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepsim._bits import MAGNITUDE_BITS, unsigned_view
 from stepsim._validate import check_float_array, check_nm, normalize_axis
-
-_UNSIGNED_VIEW = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _validated_groups(w, n, m, axis):
@@ -52,8 +51,8 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
     if groups.size:
         from stepsim import _mask_kernels as k
 
-        bits = groups.view(_UNSIGNED_VIEW[w.dtype.itemsize])
-        abs_mask, inf_bits = k.MAGNITUDE_BITS[bits.dtype]
+        bits = unsigned_view(groups)
+        abs_mask, inf_bits = MAGNITUDE_BITS[bits.dtype]
         if m == 4:
             found_nan = k.mask_m4(bits.reshape(-1), n, abs_mask, inf_bits, out.reshape(-1).view(np.uint8))
         else:

@@ -20,10 +20,13 @@ or ``bias_correction2=1 - b2**k0`` for the bias-corrected variant.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._bits import MAGNITUDE_BITS, unsigned_view
+from stepsim._jit import num_threads
 from stepsim._validate import (
     check_beta,
     check_c_contiguous,
@@ -35,7 +38,6 @@ from stepsim._validate import (
 )
 
 _OPT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_UNSIGNED_VIEW = {4: np.uint32, 8: np.uint64}
 
 
 class AdamStats(NamedTuple):
@@ -77,30 +79,52 @@ def _check_state(names_arrays):
     check_same_layout(w_name, w, **dict(rest))
     for name, array in names_arrays:
         check_c_contiguous(name, array)
-    for name, array in rest:
-        if array is w or np.shares_memory(array, w):
-            raise ValueError(f"{name} shares memory with {w_name}; each state array must be its own")
+    # no two arrays may overlap: the kernel reads g while it writes w, m and v. For
+    # C-contiguous arrays the cheap bounds test is exact (np.shares_memory costs ~10x more).
+    for i, (name_a, a) in enumerate(names_arrays):
+        for name_b, b in names_arrays[i + 1:]:
+            if np.may_share_memory(a, b):
+                raise ValueError(f"{name_b} shares memory with {name_a}; each array must be its own")
 
 
-def adam_step(w, g, m, v, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mode="inside",
-              weight_decay=0.0, freeze_v=False, bias_correction2=None, stats=True,
-              log_stats=False, stats_on="v") -> AdamStats | None:
-    """One Adam(W) step, in place on w, m and v (v untouched when ``freeze_v``).
+class AdamHyper(NamedTuple):
+    """One Adam step's validated scalars (Python floats), from :func:`adam_hyper`.
 
-    w, g, m, v: arrays of one shape and dtype (float32/float64), C-contiguous.
-    step: the step number k >= 1 (bias corrections use it). lr >= 0: learning rate.
-    beta1, beta2 in [0, 1); eps >= 0; eps_mode "inside" (paper) or "outside" (PyTorch).
-    weight_decay >= 0: decoupled (AdamW): w is first scaled by (1 - lr * weight_decay).
-    freeze_v: v is read, never written (STEP phase 2).
-    bias_correction2: divisor of v in the denominator, in (0, 1]; default 1 - beta2**step.
-    stats: reduce the statistics of v in the same pass (what the switch criteria read; about
-    20% of the step's time at 2^24 float32). With ``stats=False`` the step returns None.
-    log_stats: also reduce sum log|dv| (costs a log per element; AutoSwitch Option II).
-    stats_on: "v" (raw) or "vhat" (bias-corrected) for the returned statistics.
-    Returns :class:`AdamStats` (None if ``stats=False``). Raises ValueError if g holds a non-finite value (after
-    the update, which then carries it into w, m and v).
+    Made once per step and applied to every parameter array with :func:`adam_apply`.
     """
-    _check_state([("w", w), ("g", g), ("m", m), ("v", v)])
+
+    step: int
+    beta1: float
+    beta2: float
+    inv_bc1: float  # 1 / (1 - beta1**step)
+    inv_bc2: float  # 1 / bias_correction2
+    eps_inside: float  # eps under the square root (0 with eps_mode="outside")
+    eps_outside: float  # eps added to the root (0 with eps_mode="inside")
+    lr: float
+    decay: float  # 1 - lr * weight_decay (decoupled weight decay)
+    freeze_v: bool
+    stats: bool
+    log_stats: bool
+    scale_prev: float  # statistics are of scale_new * v_k - scale_prev * v_{k-1}
+    scale_new: float
+
+
+def vhat_scales(beta2: float, step: int, *, frozen: bool = False) -> tuple[float, float]:
+    """(scale_prev, scale_new) with vhat_{k-1} = scale_prev v_{k-1}, vhat_k = scale_new v_k.
+
+    vhat_0 = 0 by definition (scale_prev = 0 at step 1). A frozen v does not change, so its
+    difference is 0 whatever the correction: scale_prev = scale_new.
+    """
+    scale_new = 1.0 / (1.0 - beta2**step)
+    if frozen:
+        return scale_new, scale_new
+    return (0.0 if step == 1 else 1.0 / (1.0 - beta2 ** (step - 1))), scale_new
+
+
+def adam_hyper(*, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mode="inside",
+               weight_decay=0.0, freeze_v=False, bias_correction2=None, stats=True,
+               log_stats=False, stats_on="v") -> AdamHyper:
+    """Validate one step's hyper-parameters (see :func:`adam_step`) into an :class:`AdamHyper`."""
     step = check_int("step", step, minimum=1)
     lr = check_real("lr", lr, minimum=0.0)
     beta1 = check_beta("beta1", beta1)
@@ -109,52 +133,100 @@ def adam_step(w, g, m, v, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mod
     check_choice("eps_mode", eps_mode, ("inside", "outside"))
     weight_decay = check_real("weight_decay", weight_decay, minimum=0.0)
     check_choice("stats_on", stats_on, ("v", "vhat"))
-    bc1 = 1.0 - beta1**step
     if bias_correction2 is None:
-        bc2 = 1.0 - beta2**step
+        bc2 = 1.0 - beta2**step  # > 0: beta2 < 1 and step >= 1
     else:
         bc2 = check_real("bias_correction2", bias_correction2, minimum=0.0, maximum=1.0,
                          min_open=True)
-    if bc2 == 0.0:  # beta2 == 0 ... never 0 for step >= 1 unless beta2 = 1 (refused); kept safe
-        raise ValueError(f"bias correction 1 - beta2**step is 0 (beta2={beta2}, step={step})")
     if stats_on == "vhat":
-        scale_new = 1.0 / (1.0 - beta2**step)
-        scale_prev = 0.0 if step == 1 else 1.0 / (1.0 - beta2 ** (step - 1))
-        if freeze_v:
-            scale_prev = scale_new  # a frozen v does not change, whatever its correction
+        scale_prev, scale_new = vhat_scales(beta2, step, frozen=freeze_v)
     else:
-        scale_new = scale_prev = 1.0
-    from stepsim import _optim_kernels as k
-    from stepsim._jit import num_threads
-    from stepsim._mask_kernels import MAGNITUDE_BITS
+        scale_prev = scale_new = 1.0
+    inside = eps_mode == "inside"
+    return AdamHyper(step, beta1, beta2, 1.0 / (1.0 - beta1**step), 1.0 / bc2,
+                     eps if inside else 0.0, 0.0 if inside else eps, lr,
+                     1.0 - lr * weight_decay, bool(freeze_v), bool(stats), bool(log_stats),
+                     scale_prev, scale_new)
 
-    dt = w.dtype.type
+
+def adam_step(w, g, m, v, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mode="inside",
+              weight_decay=0.0, freeze_v=False, bias_correction2=None, stats=True,
+              log_stats=False, stats_on="v") -> AdamStats | None:
+    """One Adam(W) step, in place on w, m and v (v untouched when ``freeze_v``).
+
+    w, g, m, v: arrays of one shape and dtype (float32/float64), C-contiguous, no two
+    overlapping. step: the step number k >= 1 (bias corrections use it). lr >= 0.
+    beta1, beta2 in [0, 1); eps >= 0; eps_mode "inside" (paper) or "outside" (PyTorch).
+    weight_decay >= 0: decoupled (AdamW): w is first scaled by (1 - lr * weight_decay).
+    freeze_v: v is read, never written (STEP phase 2).
+    bias_correction2: divisor of v in the denominator, in (0, 1]; default 1 - beta2**step.
+    stats: reduce the statistics of v in the same pass (what the switch criteria read; about
+    20% of the step's time at 2^24 float32). With ``stats=False`` the step returns None.
+    log_stats: also reduce sum log|dv| (costs a log per element; AutoSwitch Option II).
+    stats_on: "v" (raw) or "vhat" (bias-corrected) for the returned statistics.
+    Returns :class:`AdamStats` (None if ``stats=False``). Raises ValueError if g holds a
+    non-finite value (after the update, which then carries it into w, m and v).
+    Equivalent to ``adam_apply(w, g, m, v, adam_hyper(...))``; loops over many arrays
+    with one set of hyper-parameters should make the hyper once.
+    """
+    hyper = adam_hyper(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, eps_mode=eps_mode,
+                       weight_decay=weight_decay, freeze_v=freeze_v,
+                       bias_correction2=bias_correction2, stats=stats, log_stats=log_stats,
+                       stats_on=stats_on)
+    return adam_apply(w, g, m, v, hyper)
+
+
+_kernels = None  # stepsim._optim_kernels once loaded (it imports numba: never at import time)
+
+
+def _load_kernels():
+    global _kernels
+    if _kernels is None:
+        from stepsim import _optim_kernels
+
+        _kernels = _optim_kernels
+    return _kernels
+
+
+@functools.lru_cache(maxsize=8)
+def _kernel_scalars(hyper: AdamHyper, dtype: np.dtype) -> tuple:
+    """The kernel's scalars in the arrays' dtype (a Python float would turn a float32 loop
+    into float64); made once per step and dtype, however many arrays the step updates."""
+    dt = dtype.type
+    return (dt(hyper.beta1), dt(1.0 - hyper.beta1), dt(hyper.beta2), dt(1.0 - hyper.beta2),
+            dt(hyper.inv_bc1), dt(hyper.inv_bc2), dt(hyper.eps_inside), dt(hyper.eps_outside),
+            dt(hyper.lr), dt(hyper.decay))
+
+
+def adam_apply(w, g, m, v, hyper: AdamHyper) -> AdamStats | None:
+    """Apply one validated Adam step (:func:`adam_hyper`) to one set of arrays, in place."""
+    if not isinstance(hyper, AdamHyper):
+        raise TypeError(f"hyper must be an AdamHyper (from adam_hyper), got {type(hyper).__name__}")
+    _check_state([("w", w), ("g", g), ("m", m), ("v", v)])
+    k = _load_kernels()
     blocks = -(-w.size // k.BLOCK)
-    g_bits = g.reshape(-1).view(_UNSIGNED_VIEW[w.dtype.itemsize])
+    g_bits = unsigned_view(g.reshape(-1))
     abs_mask, inf_bits = MAGNITUDE_BITS[g_bits.dtype]
     g_largest = np.empty(blocks, dtype=g_bits.dtype)
+    stats = hyper.stats
     partial = np.zeros((blocks if stats else 0, k.N_STATS))
     tasks = max(1, min(num_threads(), blocks))
-    scratch = np.empty((tasks, k.BLOCK if stats and not freeze_v else 1), dtype=w.dtype)
+    scratch = np.empty((tasks, k.BLOCK if stats and not hyper.freeze_v else 1), dtype=w.dtype)
     k.adam(
         w.reshape(-1), g.reshape(-1), g_bits, abs_mask, m.reshape(-1), v.reshape(-1),
-        dt(beta1), dt(1.0 - beta1), dt(beta2), dt(1.0 - beta2),
-        dt(1.0 / bc1), dt(1.0 / bc2),
-        dt(eps if eps_mode == "inside" else 0.0), dt(eps if eps_mode == "outside" else 0.0),
-        dt(lr), dt(1.0 - lr * weight_decay),
-        bool(freeze_v), bool(stats), bool(log_stats), float(scale_prev), float(scale_new),
-        g_largest, partial, scratch,
+        *_kernel_scalars(hyper, w.dtype), hyper.freeze_v, stats, hyper.log_stats,
+        hyper.scale_prev, hyper.scale_new, g_largest, partial, scratch,
     )
     if w.size and g_largest.max() >= inf_bits:  # inf or NaN somewhere; g is never written
         bad_g = int(np.count_nonzero(~np.isfinite(g)))
-        raise ValueError(f"g contains {bad_g} non-finite value(s) at step {step}; "
+        raise ValueError(f"g contains {bad_g} non-finite value(s) at step {hyper.step}; "
                          "w, m and v now hold them too")
     if not stats:
         return None
     # blocks are added in order, so the statistics do not depend on the thread count
     dv_l1, dv_log, zeros, v_l1, v_l2sq = partial.sum(axis=0)
-    return AdamStats(float(dv_l1), float(dv_log) if log_stats else float("nan"), int(zeros),
-                     float(v_l1), float(v_l2sq), int(w.size))
+    return AdamStats(float(dv_l1), float(dv_log) if hyper.log_stats else float("nan"),
+                     int(zeros), float(v_l1), float(v_l2sq), int(w.size))
 
 
 def sgdm_step(w, g, buf, *, lr, momentum=0.9, weight_decay=0.0, nesterov=False) -> None:
@@ -170,8 +242,7 @@ def sgdm_step(w, g, buf, *, lr, momentum=0.9, weight_decay=0.0, nesterov=False) 
     weight_decay = check_real("weight_decay", weight_decay, minimum=0.0)
     if nesterov and momentum == 0.0:
         raise ValueError("nesterov=True needs momentum > 0, got momentum=0.0")
-    from stepsim import _optim_kernels as k
-
+    k = _load_kernels()
     dt = w.dtype.type
     bad_g = k.sgdm(w.reshape(-1), g.reshape(-1), buf.reshape(-1), dt(lr), dt(momentum),
                    dt(weight_decay), bool(nesterov))

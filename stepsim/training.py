@@ -70,12 +70,6 @@ class Trace:
     def arrays(self) -> dict:
         return {name: getattr(self, name) for name in self.ARRAYS}
 
-    def save_npz(self, path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, layer_names=np.array(self.layer_names), **self.arrays())
-        return path
-
     @classmethod
     def load_npz(cls, path) -> Trace:
         with np.load(path) as data:
@@ -173,9 +167,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     threads: numba threads for the kernels during the run (restored after). Default: 1
     for models under ``SMALL_MODEL`` parameters — on arrays this small a parallel launch
     costs more than the work, and on a loaded 2-core machine it was measured 8-30x slower
-    (5-20 ms vs 0.65 ms a step) — else numba's current setting. The statistics' float64
-    sums may differ in the last bits between thread counts; the same seed and threads give
-    the same bits.
+    (5-20 ms vs 0.65 ms a step) — else numba's current setting. Results do not depend on
+    the thread count: the statistics are summed per fixed block, in block order.
     """
     from stepsim import criteria as crit
     from stepsim._progress import Progress

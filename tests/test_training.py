@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from stepsim import criteria
 from stepsim.criteria import make_criterion
 from stepsim.problems import Problem, SyntheticRegression
 from stepsim.recipes import RECIPES, make_recipe
@@ -95,10 +94,11 @@ def test_every_recipe_runs_and_reduces_its_loss(name, options):
 def test_same_seed_same_bits_and_different_seed_differs():
     p = small()
     recipe = make_recipe("step", lr=1e-2)
-    runs = [fit(p, recipe, 60, rng=s, criterion="autoswitch" if "autoswitch"
-                in criteria.CRITERIA else make_criterion("fixed-step", k0=20))
+    # a fixed switch inside the run, so the sparse phase (masks, flips) is compared too
+    runs = [fit(p, recipe, 60, rng=s, criterion=make_criterion("fixed-step", k0=20))
             for s in (11, 11, 12)]
     a, b, c = runs
+    assert a.switch_step == 20 and a.trace.phase.max() == 1 and a.trace.flips.sum() > 0
     for name in a.trace.ARRAYS:
         assert getattr(a.trace, name).tobytes() == getattr(b.trace, name).tobytes(), name
     for name in a.weights:
@@ -190,10 +190,18 @@ def test_cli_train(tmp_path, capsys):
     assert main(["train", "--recipe", "ste", "--nm", "2:3", "--steps", "2"]) == 2
     assert "not divisible by M = 3" in capsys.readouterr().err
     assert main(["train", "--recipe", "asp", "-o", "prune_at=1.5", "--steps", "2"]) == 2
-    assert "prune_at must be in [0.0, 1.0], got 1.5" in capsys.readouterr().err
+    assert "prune_at as a float is a fraction of the run and must be in [0, 1], got 1.5" in capsys.readouterr().err
 
 
 # --- regressions found in review -------------------------------------------------------
+
+@pytest.mark.parametrize("value, expected", [
+    (np.float32(0.5), 50), (np.float64(0.25), 25), (np.int64(7), 7), (0.55, 55), (1.0, 100),
+])
+def test_switch_point_accepts_numpy_scalars_and_fractions(value, expected):
+    assert make_recipe("asp", prune_at=value).static_switch_step(100) == expected
+    assert make_recipe("step", switch_at=value).static_switch_step(100) == expected
+
 
 def test_criterion_by_name_follows_the_optimizers_beta2_and_eps():
     from stepsim.criteria import make_criterion

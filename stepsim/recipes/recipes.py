@@ -21,11 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import numbers
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from stepsim._validate import check_choice, check_fraction, check_int, check_real
+from stepsim._validate import (
+    check_choice,
+    check_fraction,
+    check_int,
+    check_real,
+    check_step_or_fraction,
+)
 from stepsim.recipes import transforms as T
 from stepsim.recipes.specs import ParamSpec, check_divides, check_specs, sparsity
 
@@ -189,8 +194,9 @@ class Recipe:
         check_choice("srste_placement", self.srste_placement, SRSTE_PLACEMENTS)
         check_choice("v_star", self.v_star, T.V_STAR)
         check_choice("denominator", self.denominator, T.DENOMINATORS)
-        if self.switch_at is not None:
-            _check_switch_at("switch_at", self.switch_at)
+        if self.switch_at is not None:  # normalised: int = a step, float = a fraction
+            object.__setattr__(self, "switch_at",
+                               check_step_or_fraction("switch_at", self.switch_at))
         if self.freeze_v and self.switch_at is not None and self.switch_at == 0:
             raise ValueError(f"recipe {self.name!r} with switch_at={self.switch_at!r} would freeze "
                              "v_0 = 0 (no precondition phase); use a switch step >= 1")
@@ -328,16 +334,6 @@ class Recipe:
         return T.masked_forward(params, self.final_masks(state, params))
 
 
-def _check_switch_at(name, value):
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, numbers.Real)):
-        raise TypeError(f"{name} must be a step (int >= 0) or a fraction (float in [0, 1]), "
-                        f"got {value!r}")
-    if isinstance(value, numbers.Integral):
-        check_int(name, value, minimum=0)
-    else:
-        check_fraction(name, value)
-
-
 # --------------------------------------------------------------------------- registry
 OPTIMIZERS = ("adam", "adamw", "sgdm")
 _ADAM_KEYS = ("lr", "beta1", "beta2", "eps", "eps_mode", "weight_decay", "schedule",
@@ -388,7 +384,7 @@ def _srste(opt, *, lam=2e-4, placement="before", layerwise=False, layerwise_targ
 
 
 def _asp(opt, *, prune_at=0.5):
-    _check_switch_at("prune_at", prune_at)
+    check_step_or_fraction("prune_at", prune_at)
     return {"optimizer": opt, "masker": FixedMask(), "dense_phase": True, "switch_at": prune_at}
 
 
@@ -404,7 +400,7 @@ def _step(opt, *, freeze_v=True, v_star="raw", denominator="paper", srste_lam=No
 
 def _decaying(opt, *, dense_fraction=0.1, decay_rate=None, srste_lam=None,
               srste_placement="before"):
-    _check_switch_at("dense_fraction", dense_fraction)
+    check_step_or_fraction("dense_fraction", dense_fraction)
     return {"optimizer": opt, "masker": DecayingMask(decay_rate), "dense_phase": True,
             "switch_at": dense_fraction, "srste_lam": srste_lam,
             "srste_placement": srste_placement}

@@ -46,11 +46,6 @@ class ParamSpec:
         """The same axis with another N:M (a dense spec stays dense)."""
         return self if not self.sparse else dataclasses.replace(self, n=n, m=m)
 
-    def group_count(self, shape: tuple[int, ...], m: int | None = None) -> int:
-        """Number of groups of ``m`` (default: this spec's M) in an array of ``shape``."""
-        m = self.m if m is None else m
-        return int(np.prod(shape)) // m
-
 
 def check_divides(name: str, shape: tuple[int, ...], axis: int, m: int) -> None:
     """Raise ValueError unless groups of ``m`` tile axis ``axis`` of parameter ``name``."""

@@ -124,18 +124,18 @@ class Adam:
         The inputs are not modified: w and m are copied before the in-place kernel runs; a
         frozen v is shared between the old and the new state, since nothing writes it.
         """
-        from stepsim.optim import AdamStats, adam_step
+        from stepsim.optim import AdamStats, adam_apply, adam_hyper
 
-        lr = self.lr_at(step, total_steps)
+        hyper = adam_hyper(  # validated once for every parameter of this step
+            step=step, lr=self.lr_at(step, total_steps), beta1=self.beta1, beta2=self.beta2,
+            eps=state.eps, eps_mode=state.eps_mode, weight_decay=self.weight_decay,
+            freeze_v=state.frozen, bias_correction2=state.bias_correction2,
+            log_stats=log_stats, stats_on=stats_on)
         new_w, new_m, new_v, parts = {}, {}, {}, []
         for name, w in params.items():
             w2, m2 = w.copy(), state.m[name].copy()
             v2 = state.v[name] if state.frozen else state.v[name].copy()
-            parts.append(adam_step(
-                w2, grads[name], m2, v2, step=step, lr=lr, beta1=self.beta1, beta2=self.beta2,
-                eps=state.eps, eps_mode=state.eps_mode, weight_decay=self.weight_decay,
-                freeze_v=state.frozen, bias_correction2=state.bias_correction2,
-                log_stats=log_stats, stats_on=stats_on))
+            parts.append(adam_apply(w2, grads[name], m2, v2, hyper))
             new_w[name], new_m[name], new_v[name] = w2, m2, v2
         stats = AdamStats.combine(parts)
         return new_w, state._replace(m=new_m, v=new_v), stats
