@@ -17,9 +17,20 @@ MAGNITUDE_BITS = {
     np.dtype(np.uint64): (np.uint64(0x7FFFFFFFFFFFFFFF), np.uint64(0x7FF0000000000000)),
 }
 
-_UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+#: itemsize -> the unsigned integer dtype of that width
+UNSIGNED_BY_ITEMSIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+                        8: np.dtype(np.uint64)}
 
 
 def unsigned_view(array: np.ndarray) -> np.ndarray:
-    """``array`` (float16/32/64, or any 2/4/8-byte dtype) viewed as uint16/32/64 bits."""
-    return array.view(_UNSIGNED[array.dtype.itemsize])
+    """``array`` viewed as unsigned integers of its itemsize (1, 2, 4 or 8 bytes), no copy:
+    values copied through it keep their exact bits (NaN payloads, -0.0).
+
+    Raises TypeError naming the dtype for other itemsizes (e.g. complex128, strings).
+    """
+    try:
+        bits = UNSIGNED_BY_ITEMSIZE[array.dtype.itemsize]
+    except KeyError:
+        raise TypeError(f"no unsigned integer view for dtype {array.dtype} "
+                        f"(itemsize {array.dtype.itemsize}; need 1, 2, 4 or 8)") from None
+    return array.view(bits)

@@ -14,7 +14,8 @@ def test_building_the_parser_imports_no_heavy_package():
         "import sys\n"
         "from stepsim.cli import build_parser\n"
         "build_parser()\n"
-        "print(sorted(m for m in ('numba', 'numpy', 'scipy', 'matplotlib', 'torch') if m in sys.modules))\n"
+        "heavy = ('numba', 'numpy', 'scipy', 'matplotlib', 'torch')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -26,7 +27,7 @@ def test_help_lists_every_built_subcommand():
     assert "bench" in out.stdout
     parser = build_parser()
     built = [a for a in parser._subparsers._group_actions[0].choices]
-    assert set(built) <= set(SUBCOMMANDS)
+    assert set(built) == set(SUBCOMMANDS)
     for name in built:
         assert name in out.stdout
 
@@ -57,3 +58,33 @@ def test_bench_quick_kernels_smoke(tmp_path, capsys):
 def test_version_and_bare_command(argv, capsys):
     assert main(argv) == 0
     assert capsys.readouterr().out
+
+
+def test_shared_option_parsers():
+    import argparse
+
+    from stepsim.cli._args import key_values, nm, run_params
+
+    assert nm("2:4") == (2, 4) and nm("1:16") == (1, 16)
+    for bad, why in [("a:b", "must look like N:M"), ("2", "must look like N:M"),
+                     ("5:4", "needs 1 <= N <= M"), ("0:4", "needs 1 <= N <= M")]:
+        with pytest.raises(ValueError, match=why):
+            nm(bad)
+    assert key_values(None, "--param") == {}
+    assert key_values([" rho = 0.5", "weight-decay=1"], "--param", float) == {
+        "rho": 0.5, "weight_decay": 1.0}
+    with pytest.raises(ValueError, match="--param must look like KEY=VALUE, got 'rho'"):
+        key_values(["rho"], "--param", float)
+    with pytest.raises(ValueError, match="--param rho: bad value 'x'"):
+        key_values(["rho=x"], "--param", float)
+    args = argparse.Namespace(seed=1, _run=print, nm=(2, 4))
+    assert run_params(args) == {"seed": 1, "nm": (2, 4)}
+
+
+@pytest.mark.parametrize("argv, option", [(["train", "--nm", "a:b"], "--nm"),
+                                          (["train", "--teacher-nm", "3:2"], "--teacher-nm"),
+                                          (["memory", "--model", "gpt2", "--nm", "4:2"], "--nm")])
+def test_bad_nm_option_is_a_one_line_error_naming_the_option(argv, option, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"error: argument {option}: " in err and "Traceback" not in err

@@ -67,3 +67,13 @@ def test_bitmask_and_bad_arguments():
         memory_table("gpt2", counted="some")
     with pytest.raises(ValueError, match="n must be <= m"):
         memory_table("gpt2", [(4, 2)])
+
+
+def test_errors_name_the_setting_and_the_parameter():
+    table = memory_table("gpt2", [(2, 4)])
+    with pytest.raises(ValueError, match=r"setting '3:4' is not in this table; it holds "
+                                         r"\['dense', '2:4'\]"):
+        table.row("3:4")
+    odd = [Param("w", (3, 5), "linear", sparse=True)]
+    with pytest.raises(ValueError, match=r"sparse parameter 'w' has shape \(3, 5\) \(15 values\)"):
+        memory_table(odd, [(2, 4)])

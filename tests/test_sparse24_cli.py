@@ -20,12 +20,14 @@ def test_save_load_round_trip_all_formats(tmp_path):
     a = apply_nm(rng.standard_normal((32, 64)).astype(np.float32), 2, 4).astype(BF16)
     b = apply_nm(rng.standard_normal((4, 6, 8)), 1, 8, axis=2)
     tensors = {"a": compress_2to4(a), "b": compress_nm(b, 1, 8, axis=2),
-               "c": Compressed24.from_dense(apply_nm(rng.standard_normal((32, 16)).astype(np.float32), 1, 2))}
+               "c": Compressed24.from_dense(
+                   apply_nm(rng.standard_normal((32, 16)).astype(np.float32), 1, 2))}
     path = save_compressed(tmp_path / "m.npz", tensors, params={"why": "test"}, seed=3)
     header = load_header(path)
     assert header["format"] == "stepsim.sparse/1" and header["provenance"]["seed"] == 3
-    assert header["tensors"]["a"] == {"format": "cutlass-2:4", "dtype": "bfloat16", "shape": [32, 64],
-                                      "n": 2, "m": 4, "axis": 1, "meta_dtype": "uint16"}
+    assert header["tensors"]["a"] == {"format": "cutlass-2:4", "dtype": "bfloat16",
+                                      "shape": [32, 64], "n": 2, "m": 4, "axis": 1,
+                                      "meta_dtype": "uint16"}
     assert header["tensors"]["c"]["n"] == 1 and header["tensors"]["c"]["m"] == 2
     back = load_compressed(path)
     assert isinstance(back["a"], Compressed24) and back["a"].dtype == BF16
@@ -82,7 +84,8 @@ def test_cli_compress_errors(tmp_path, capsys):
     assert main(args + ["--format", "cutlass"]) == 2  # float32 in CUTLASS's layout is 1:2
     assert main(["compress", str(tmp_path / "missing.npy"), "-o", str(tmp_path / "o.npz")]) == 2
     err = capsys.readouterr().err
-    assert "--nm needs 1 <= N <= M" in err and "does not quantize" in err and "1:2" in err
+    assert "argument --nm: needs 1 <= N <= M, got '5:4'" in err
+    assert "does not quantize" in err and "1:2" in err
 
 
 def test_cli_memory_prints_table_and_verdicts(tmp_path, capsys):

@@ -81,6 +81,16 @@ def test_round_trip_is_bit_exact_up_to_unstored_negative_zeros(dense):
     assert np.array_equal((b & spec.nonzero_mask) != 0, nz)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_spec_derived_fields(dtype):
+    spec = layout_spec(dtype)
+    # tf32 (1:2 pairs) has its own two nibbles; the 2:4 dtypes share PTX's six
+    assert spec.valid_nibbles == (VALID_NIBBLES_TF32 if dtype == np.float32 else VALID_NIBBLES)
+    # a 128-byte meta chunk holds one column pair of words (lane_registers relies on it)
+    assert spec.rows_per_chunk == 128 // (2 * spec.meta_dtype.itemsize)
+    assert spec.rows_per_chunk == (16 if dtype == np.int8 else 32)
+
+
 @given(sparse_case())
 def test_only_ptx_nibbles_occur(dense):
     spec = layout_spec(dense.dtype)
@@ -283,7 +293,8 @@ def test_bad_types_and_operands():
     with pytest.raises(ValueError, match=r"nibble 0x0 for row 9, group 4"):
         decompress_2to4(values, bad)
     # torch's signed words are accepted
-    assert np.array_equal(decompress_2to4(values, meta.view(np.int16)), np.zeros((32, 32), np.float16))
+    assert np.array_equal(decompress_2to4(values, meta.view(np.int16)),
+                          np.zeros((32, 32), np.float16))
 
 
 def test_compressed24_container():

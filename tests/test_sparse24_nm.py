@@ -75,7 +75,8 @@ def test_fewer_nonzeros_pad_with_lowest_zero_positions():
     assert c.indices.tolist() == [0 | (2 << 2)]
 
 
-@pytest.mark.parametrize("m,bits", [(1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (16, 4), (17, 5), (32, 5)])
+@pytest.mark.parametrize("m,bits", [(1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (16, 4), (17, 5),
+                                    (32, 5)])
 def test_index_bits(m, bits):
     assert index_bits(m) == bits
 
@@ -86,7 +87,8 @@ def test_valid_input_from_apply_nm_and_refusal_of_dense_input():
     c = compress_nm(apply_nm(w, 1, 16), 1, 16)
     assert np.array_equal(decompress_nm(c), apply_nm(w, 1, 16))
     assert "NMCompressed(1:16" in repr(c)
-    with pytest.raises(ValueError, match=r"not 1:16 sparse along axis 1: group 0 \(dense\[0, 0:16\]\)"):
+    with pytest.raises(ValueError,
+                       match=r"not 1:16 sparse along axis 1: group 0 \(dense\[0, 0:16\]\)"):
         compress_nm(w, 1, 16)
     with pytest.raises(ValueError, match="not divisible"):
         compress_nm(w, 2, 5)

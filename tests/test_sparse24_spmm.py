@@ -155,8 +155,8 @@ def test_round_tf32_matches_an_independent_construction(mode):
     ties = np.float32(1 + 2.0**-11) * np.array([1, -1, 4], dtype=np.float32)
     x = np.concatenate([x, ties])
     assert np.array_equal(round_tf32(x, mode), _round_tf32_reference(x, mode))
-    assert round_tf32(ties, mode).tolist() == ([1 + 2**-10, -(1 + 2**-10), 4 + 2**-8] if mode == "rna"
-                                              else [1.0, -1.0, 4.0])
+    expected = [1 + 2**-10, -(1 + 2**-10), 4 + 2**-8] if mode == "rna" else [1.0, -1.0, 4.0]
+    assert round_tf32(ties, mode).tolist() == expected
 
 
 def test_round_tf32_special_values():
@@ -191,7 +191,8 @@ def test_explain_tile_covers_every_value_once_and_shows_registers(dtype):
                 assert dense[r, c] == v or (np.isnan(v) and np.isnan(dense[r, c]))
     text = str(ex)
     assert f"0x{int(regs[5]):08X}" in text and spec.instruction in text
-    assert meta.reshape(-1)[ex.meta_flat_words[0]] == (int(regs[0]) & (0xFFFF if spec.meta_dtype.itemsize == 2 else 0xFFFFFFFF))
+    word_mask = 0xFFFF if spec.meta_dtype.itemsize == 2 else 0xFFFFFFFF
+    assert meta.reshape(-1)[ex.meta_flat_words[0]] == (int(regs[0]) & word_mask)
 
 
 @given(spmm_case(), st.data())
@@ -204,7 +205,8 @@ def test_locate_element_agrees_with_the_layout(case, data):
     loc = locate_element(values, meta, r, c)
     if a[r, c] != 0:
         assert loc.stored and values[r, loc.values_col] == a[r, c]
-    reg = int(lane_registers(meta).reshape(-1, 32)[loc.flat_index // (128 // spec.meta_dtype.itemsize), loc.lane])
+    chunk = loc.flat_index // (128 // spec.meta_dtype.itemsize)
+    reg = int(lane_registers(meta).reshape(-1, 32)[chunk, loc.lane])
     assert reg == loc.register
     hi, lo = loc.register_bits
     field = (reg >> lo) & ((1 << (hi - lo + 1)) - 1)

@@ -28,7 +28,8 @@ def test_train_then_compress_then_multiply(tmp_path, capsys):
 
     stored = load_compressed(out)["weights/w1"]
 
-    np.testing.assert_array_equal(decompress_2to4(stored.values, stored.meta), w1.astype(np.float16))
+    np.testing.assert_array_equal(decompress_2to4(stored.values, stored.meta),
+                                  w1.astype(np.float16))
     b = np.random.default_rng(1).standard_normal((64, 8)).astype(np.float16)
     expected = w1.astype(np.float16).astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(spmm_2to4(stored.values, stored.meta, b), expected, rtol=1e-3,

@@ -46,8 +46,14 @@ class Bench:
         return {name: sorted(s)[len(s) // 2] for name, s in samples.items()}
 
     def emit(self, section: str, case: str, impl: str, seconds: float, *, units: float,
-             unit: str = "element", bytes_moved: float | None = None, **extra) -> dict:
-        """Record one measurement: ``seconds`` per call handling ``units`` units."""
+             unit: str = "element", bytes_moved: float | None = None, show: bool = True,
+             suffix: str = "", **extra) -> dict:
+        """Record one measurement: ``seconds`` per call handling ``units`` units.
+
+        extra: more fields of the row (e.g. ``ratio="12.3x numpy"``, printed after the
+        figures). show: print the row (:func:`format_row`, then ``suffix``) right away.
+        Returns the row (a dict, as saved in the JSON).
+        """
         if self.first_figure_s is None:
             self.first_figure_s = time.perf_counter() - self.started
         row = {
@@ -58,6 +64,8 @@ class Bench:
             row["gb_per_s"] = bytes_moved / seconds / 1e9
         row.update(extra)
         self.rows.append(row)
+        if show:
+            self.print(format_row(row) + suffix)
         return row
 
     def print(self, text: str = "") -> None:
@@ -68,7 +76,8 @@ def format_row(row: dict) -> str:
     """One aligned line: case, implementation, ns per unit, GB/s and any ratio."""
     gb = f"{row['gb_per_s']:7.1f} GB/s" if "gb_per_s" in row else " " * 12
     ratio = f"  {row['ratio']}" if "ratio" in row else ""
-    return f"  {row['case']:<26} {row['impl']:<22} {row['ns_per_unit']:9.3f} ns/{row['unit']:<8} {gb}{ratio}"
+    return (f"  {row['case']:<26} {row['impl']:<22} {row['ns_per_unit']:9.3f} "
+            f"ns/{row['unit']:<8} {gb}{ratio}")
 
 
 def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
@@ -78,14 +87,15 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
 
     unknown = set(only or ()) - set(SECTIONS)
     if unknown:
-        raise ValueError(f"unknown bench section(s) {sorted(unknown)}; choose from {list(SECTIONS)}")
+        raise ValueError(f"unknown bench section(s) {sorted(unknown)}; "
+                         f"choose from {list(SECTIONS)}")
     bench = Bench(quick, stream, torch_peers)
     from stepsim._jit import num_threads
 
     v = versions()
     bench.print(
-        f"stepsim bench{' --quick' if quick else ''}: numba {v['numba']} ({num_threads()} threads), "
-        f"numpy {v['numpy']}, python {v['python']}"
+        f"stepsim bench{' --quick' if quick else ''}: numba {v['numba']} "
+        f"({num_threads()} threads), numpy {v['numpy']}, python {v['python']}"
     )
     for name in SECTIONS:
         if only and name not in only:

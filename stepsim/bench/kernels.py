@@ -76,15 +76,7 @@ def _probe_gbps(bench, size: int, label: str, reps: int, w0, g) -> dict:
         "mask": bench.emit("kernels", f"probe 4r1w {label}", "numba stream", times["mask"],
                            units=size, bytes_moved=MASK_BYTES * size),
     }
-    for row in rows.values():
-        bench.print(_fmt(row))
     return {pattern: row["gb_per_s"] for pattern, row in rows.items()}
-
-
-def _fmt(row):
-    from stepsim.bench import format_row
-
-    return format_row(row)
 
 
 def run(bench) -> None:
@@ -134,16 +126,13 @@ def run(bench) -> None:
 
 
 def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
-    fast = bench.emit("kernels", case, "numba", times["numba"], units=size,
-                      bytes_moved=bytes_per_el * size,
-                      ratio=f"{times['numpy'] / times['numba']:6.1f}x numpy")
-    fast["speedup_vs_numpy"] = times["numpy"] / times["numba"]
-    fast["fraction_of_probe_bw"] = fast["gb_per_s"] / probe_gbps
-    fast["ratio"] += f", {100 * fast['fraction_of_probe_bw']:4.0f}% of probe BW"
-    slow = bench.emit("kernels", case, "numpy", times["numpy"], units=size,
-                      bytes_moved=bytes_per_el * size)
-    bench.print(_fmt(fast))
-    bench.print(_fmt(slow))
+    moved = bytes_per_el * size
+    speedup = times["numpy"] / times["numba"]
+    fraction = moved / times["numba"] / 1e9 / probe_gbps  # the row's gb_per_s / the probe's
+    bench.emit("kernels", case, "numba", times["numba"], units=size, bytes_moved=moved,
+               ratio=f"{speedup:6.1f}x numpy, {100 * fraction:4.0f}% of probe BW",
+               speedup_vs_numpy=speedup, fraction_of_probe_bw=fraction)
+    bench.emit("kernels", case, "numpy", times["numpy"], units=size, bytes_moved=moved)
 
 
 def _torch_or_none(bench):
@@ -182,16 +171,14 @@ def run_torch_peers(bench, torch) -> None:
             "no stats": partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9, stats=False),
             "torch": opt.step,
         }, repeats=reps, number=3)
-        row = bench.emit("kernels", f"adam_step {label}", "torch Adam(fused=True)", times["torch"],
-                         units=size, bytes_moved=ADAM_BYTES * size,
-                         ratio=f"stepsim is {times['torch'] / times['stats']:.2f}x torch "
-                               f"({times['torch'] / times['no stats']:.2f}x without stats)")
-        bench.print(_fmt(row))
+        bench.emit("kernels", f"adam_step {label}", "torch Adam(fused=True)", times["torch"],
+                   units=size, bytes_moved=ADAM_BYTES * size,
+                   ratio=f"stepsim is {times['torch'] / times['stats']:.2f}x torch "
+                         f"({times['torch'] / times['no stats']:.2f}x without stats)")
         times = bench.compare({
             "numba": partial(stepsim.nm_mask, w0, 2, 4),
             "torch": torch_mask,
         }, repeats=reps, number=3)
-        row = bench.emit("kernels", f"nm_mask 2:4 {label}", "torch topk+scatter", times["torch"],
-                         units=size, bytes_moved=MASK_BYTES * size,
-                         ratio=f"stepsim is {times['torch'] / times['numba']:.1f}x torch")
-        bench.print(_fmt(row))
+        bench.emit("kernels", f"nm_mask 2:4 {label}", "torch topk+scatter", times["torch"],
+                   units=size, bytes_moved=MASK_BYTES * size,
+                   ratio=f"stepsim is {times['torch'] / times['numba']:.1f}x torch")

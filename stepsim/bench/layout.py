@@ -1,11 +1,12 @@
 """Bench section: 2:4 compression throughput and the reference mma.sp matmul beside NumPy.
 
 Compression rows give GB/s for the bytes the conversion must touch (read the dense matrix,
-write values and metadata), for the numba kernels and their NumPy references. Matmul rows give ns per multiply-accumulate of the sparse
-product (m * n * k/2 MACs) for the numba kernel, its NumPy reference, and NumPy's dense
-matmul of the same (m, k) x (k, n) shape in float32 (OpenBLAS) or int32 (no BLAS), with
-the kernel's time as a ratio to the dense matmul's. On a shared 2-core host, parallel
-numba and OpenBLAS threads suffer badly from oversubscription: compare rows taken with
+write values and metadata), for the numba kernels and their NumPy references. Matmul rows
+give ns per multiply-accumulate of the sparse product (m * n * k/2 MACs) for the numba
+kernel, its NumPy reference, and NumPy's dense matmul of the same (m, k) x (k, n) shape in
+float32 (OpenBLAS) or int32 (no BLAS), with the kernel's time as a ratio to the dense
+matmul's. On a shared 2-core host, parallel numba and OpenBLAS threads suffer badly from
+oversubscription: compare rows taken with
 ``OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1`` when other jobs run.
 """
 
@@ -26,12 +27,6 @@ def _sparse(rng, dtype, m, k):
         keep = apply_nm(rng.standard_normal((m, k)).astype(np.float32), 2, 4) != 0
         return np.where(keep, x, np.int8(0))
     return apply_nm(rng.standard_normal((m, k)).astype(np.float32), 2, 4).astype(dtype)
-
-
-def _fmt(row):
-    from stepsim.bench import format_row
-
-    return format_row(row)
 
 
 def run(bench) -> None:
@@ -56,10 +51,10 @@ def run(bench) -> None:
         case = f"{np.dtype(dtype).name} {size[0]}x{size[1]}"
         for impl, seconds in t.items():
             ref = t[impl.split()[0] + " numpy ref"]
-            extra = {} if impl.endswith("ref") else {"ratio": f"{ref / seconds:.1f}x faster than numpy"}
-            row = bench.emit("layout", case, impl, seconds, units=dense.size, bytes_moved=moved,
-                             **extra)
-            bench.print(_fmt(row))
+            faster = f"{ref / seconds:.1f}x faster than numpy"
+            extra = {} if impl.endswith("ref") else {"ratio": faster}
+            bench.emit("layout", case, impl, seconds, units=dense.size, bytes_moved=moved,
+                       **extra)
     # ---- matmul
     m, k, n = (128, 256, 64) if bench.quick else (1024, 1024, 256)
     for dtype in (np.float16, np.int8):
@@ -85,5 +80,4 @@ def run(bench) -> None:
             r = seconds / t[dense_name]
             text = f"{r:.1f}x dense time" if r >= 1 else f"{1 / r:.1f}x faster than dense"
             extra = {} if name == dense_name else {"ratio": text}
-            row = bench.emit("layout", case, name, seconds, units=macs, unit="MAC", **extra)
-            bench.print(_fmt(row))
+            bench.emit("layout", case, name, seconds, units=macs, unit="MAC", **extra)

@@ -53,7 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        # argparse has printed the usage and a one-line error naming the option (or the
+        # help); return its exit status so main() reports bad options like bad input.
+        return exc.code if isinstance(exc.code, int) else 2
     if args.version:
         from importlib.metadata import version
 

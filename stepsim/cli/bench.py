@@ -6,8 +6,10 @@ HELP = "measure kernel speed (ns/element, GB/s) beside NumPy and a bandwidth pro
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds)")
-    parser.add_argument("--json", metavar="PATH", help="also save every figure (with versions) as JSON")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and few repeats (seconds)")
+    parser.add_argument("--json", metavar="PATH",
+                        help="also save every figure (with versions) as JSON")
     parser.add_argument(
         "--torch",
         action="store_true",

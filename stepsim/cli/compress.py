@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from stepsim.cli._args import nm
+
 HELP = "compress .npy/.npz weights to N:M storage (2:4 in CUTLASS's layout) and report bytes saved"
 
 _DTYPES = {"keep": None, "fp16": "float16", "bf16": "bfloat16", "fp32": "float32",
@@ -10,10 +12,11 @@ _DTYPES = {"keep": None, "fp16": "float16", "bf16": "bfloat16", "fp32": "float32
 
 def add_arguments(parser) -> None:
     parser.add_argument("input", metavar="IN", help="a .npy array or a .npz of arrays")
-    parser.add_argument("--nm", default="2:4", metavar="N:M",
+    parser.add_argument("--nm", type=nm, default=(2, 4), metavar="N:M",
                         help="keep N of every M consecutive entries along --axis (default 2:4)")
     parser.add_argument("--dtype", default="keep", choices=sorted(_DTYPES),
-                        help="store values as this dtype (default: the input's; int8 needs int8 input)")
+                        help="store values as this dtype (default: the input's; int8 needs "
+                             "int8 input)")
     parser.add_argument("--format", default="auto", choices=("auto", "cutlass", "nm"),
                         help="auto: CUTLASS's 2:4 layout for 2-D fp16/bf16/int8 at 2:4 and fp32 at "
                              "1:2 when the shape fits, else general N:M storage")
@@ -28,17 +31,6 @@ def add_arguments(parser) -> None:
                              "through spmm_2to4 straight from the compressed operands, others "
                              "after decompression, and print the error against the dense matmul")
     parser.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
-
-
-def parse_nm(text: str) -> tuple[int, int]:
-    """'2:4' -> (2, 4); ValueError naming the option otherwise."""
-    parts = text.split(":")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"--nm must look like N:M (e.g. 2:4), got {text!r}")
-    n, m = (int(p) for p in parts)
-    if not 1 <= n <= m:
-        raise ValueError(f"--nm needs 1 <= N <= M, got {text!r}")
-    return n, m
 
 
 def _load_inputs(path):
@@ -78,7 +70,7 @@ def _verify(name, array, stored, rng) -> str:
     from stepsim.sparse24.nm_storage import decompress_nm
     from stepsim.sparse24.spmm import spmm_2to4
 
-    dense2d = np.moveaxis(array, -1, -1).reshape(-1, array.shape[-1])
+    dense2d = array.reshape(-1, array.shape[-1])
     if isinstance(stored, Compressed24):
         if array.dtype == np.int8:
             b = rng.integers(-8, 8, size=(array.shape[1], 8)).astype(np.int8)
@@ -132,7 +124,8 @@ def _masked(name, array, n, m, axis):
     counts = (moved.reshape(-1, m) != 0).sum(axis=1)
     if counts.size == 0 or counts.max() <= n:
         return array, False
-    scores = array if array.dtype in (np.float16, np.float32, np.float64) else array.astype(np.float64)
+    floats = (np.float16, np.float32, np.float64)
+    scores = array if array.dtype in floats else array.astype(np.float64)
     mask = nm_mask(np.ascontiguousarray(scores), n, m, axis=axis)
     return np.where(mask, array, np.zeros((), dtype=array.dtype)), True
 
@@ -163,7 +156,7 @@ def run(args) -> int:
     from stepsim.sparse24.layout import Compressed24
     from stepsim.sparse24.nm_storage import compress_nm
 
-    n, m = parse_nm(args.nm)
+    n, m = args.nm
     inputs = _load_inputs(args.input)
     selected = _select(inputs, args.keys)
     skipped = sorted(set(inputs) - set(selected))
@@ -191,15 +184,16 @@ def run(args) -> int:
         dense_bytes = array.nbytes
         total_dense += dense_bytes
         total_stored += stored.nbytes
-        print(f"{name}: {tuple(array.shape)} {array.dtype} -> {fmt}{' (masked)' if masked else ''}: "
-              f"{dense_bytes:,} B dense, {stored.nbytes:,} B stored, saved "
-              f"{dense_bytes - stored.nbytes:,} B ({100 * (1 - stored.nbytes / max(dense_bytes, 1)):.1f}%)")
+        saved = 100 * (1 - stored.nbytes / max(dense_bytes, 1))
+        print(f"{name}: {tuple(array.shape)} {array.dtype} -> {fmt}"
+              f"{' (masked)' if masked else ''}: {dense_bytes:,} B dense, {stored.nbytes:,} B "
+              f"stored, saved {dense_bytes - stored.nbytes:,} B ({saved:.1f}%)")
     for line in checks:
         print(line)
     params = {"input": str(args.input), "nm": f"{n}:{m}", "dtype": args.dtype,
               "format": args.format, "axis": args.axis, "keys": sorted(selected)}
     path = save_compressed(args.output, out, params=params)
+    saved = 100 * (1 - total_stored / max(total_dense, 1))
     print(f"total: {total_dense:,} B dense -> {total_stored:,} B stored, saved "
-          f"{total_dense - total_stored:,} B ({100 * (1 - total_stored / max(total_dense, 1)):.1f}%); "
-          f"wrote {path}")
+          f"{total_dense - total_stored:,} B ({saved:.1f}%); wrote {path}")
     return 0

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from stepsim.cli._args import nm
+
 HELP = "bytes of BERT-Base / GPT-2 weights dense vs N:M-compressed, beside the paper's Table 5"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, choices=("bert-base", "gpt2"))
-    parser.add_argument("--nm", action="append", metavar="N:M",
+    parser.add_argument("--nm", type=nm, action="append", metavar="N:M",
                         help="an N:M setting (repeatable; default 2:4, 1:4 and 1:16)")
     parser.add_argument("--counted", default="all", choices=("all", "paper"),
                         help="all: every parameter tensor; paper: sparsified weights + token "
@@ -16,7 +18,8 @@ def add_arguments(parser) -> None:
                         help="index: ceil(log2 M) bits per kept value (default); bitmask: 1 bit "
                              "per dense element; none")
     parser.add_argument("--value-bytes", type=int, default=2, help="bytes per value (default 2)")
-    parser.add_argument("--json", metavar="PATH", help="also save the tables (with provenance) as JSON")
+    parser.add_argument("--json", metavar="PATH",
+                        help="also save the tables (with provenance) as JSON")
 
 
 def _verdict(paper_mb: float, ours_mb: float) -> str:
@@ -25,10 +28,9 @@ def _verdict(paper_mb: float, ours_mb: float) -> str:
 
 
 def run(args) -> int:
-    from stepsim.cli.compress import parse_nm
     from stepsim.sparse24.memory import PAPER_TABLE5, memory_table
 
-    nms = [parse_nm(t) for t in (args.nm or ["2:4", "1:4", "1:16"])]
+    nms = args.nm or [(2, 4), (1, 4), (1, 16)]
     table = memory_table(args.model, nms, value_bytes=args.value_bytes, counted=args.counted,
                          metadata=args.metadata)
     print(table)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from stepsim.cli._args import key_values, run_params
+
 HELP = "check Theorem 1 (|vhat_k - vhat_k0| bound) by simulation, with CIs and verdicts"
 
 
@@ -31,19 +33,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plot", metavar="PATH", help="save the figure (PNG)")
 
 
-def _parse_params(items) -> dict:
-    params = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--param must look like KEY=VALUE, got {item!r}")
-        try:
-            params[key.strip()] = float(value)
-        except ValueError:
-            raise ValueError(f"--param {key}: value must be a number, got {value!r}") from None
-    return params
-
-
 def _parse_k0(text: str):
     if text in ("statement", "proof"):
         return text
@@ -60,7 +49,7 @@ def run(args) -> int:
         for name in PROCESSES:
             print(make_process(name).describe())
         return 0
-    params = _parse_params(args.param)
+    params = key_values(args.param, "--param", float)
     result = check_theorem1(
         args.process, beta2=args.beta2, delta=args.delta, G=args.G, trials=args.trials,
         dim=args.dim, horizon=args.horizon, k0=_parse_k0(args.k0), seed=args.seed,
@@ -71,8 +60,7 @@ def run(args) -> int:
     if args.json:
         from stepsim._provenance import save_json
 
-        run_params = {k: v for k, v in vars(args).items() if not k.startswith("_")}
-        save_json(args.json, result, params=run_params, seed=args.seed)
+        save_json(args.json, result, params=run_params(args), seed=args.seed)
         print(f"saved {args.json}")
     if args.plot:
         from stepsim.theorem1.plot import plot_result

@@ -74,10 +74,11 @@ def compress_rows(bits, nz_mask, group, kept, picks, nibble_of, count_of, limit,
 
 
 @njit
-def decompress_rows(values, words, group, kept, q, valid, dense, bad):
+def decompress_rows(values, words, group, q, valid, dense, bad):
     """Inverse of :func:`compress_rows`: scatter values to the columns the nibbles name.
 
-    values (m, K) unsigned bits; words (m, ncols) row-major meta words; valid (16,) bool:
+    values (m, K) unsigned bits; words (m, ncols) row-major meta words; group: dense columns
+    per nibble (4, or 2 for float32 pairs); q: nibbles per word; valid (16,) bool:
     the nibbles allowed; dense (m, k) zeroed output bits; bad (m,): first group of each
     row with a nibble not in valid (that group is not written), or -1.
     """

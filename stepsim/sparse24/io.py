@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from stepsim._bits import unsigned_view
 from stepsim.sparse24.layout import Compressed24, layout_spec
 from stepsim.sparse24.nm_storage import NMCompressed
 
 __all__ = ["FORMAT", "load_compressed", "save_compressed"]
 
 FORMAT = "stepsim.sparse/1"
-_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def dtype_from_name(name: str) -> np.dtype:
@@ -56,13 +56,13 @@ def save_compressed(path, tensors: dict, *, params: dict | None = None, seed=Non
             t = Compressed24(*t)
         if isinstance(t, Compressed24):
             layout_spec(t.values.dtype)  # refuses dtypes the layout does not know
-            arrays[f"{name}.values"] = t.values.view(_BITS[t.values.dtype.itemsize])
+            arrays[f"{name}.values"] = unsigned_view(t.values)
             arrays[f"{name}.meta"] = t.meta
             n, m = (1, 2) if t.dtype == np.float32 else (2, 4)  # tf32 is 1:2 in this layout
             info[name] = {"format": "cutlass-2:4", "dtype": t.dtype.name, "shape": list(t.shape),
                           "n": n, "m": m, "axis": 1, "meta_dtype": t.meta.dtype.name}
         elif isinstance(t, NMCompressed):
-            arrays[f"{name}.values"] = t.values.view(_BITS[t.values.dtype.itemsize])
+            arrays[f"{name}.values"] = unsigned_view(t.values)
             arrays[f"{name}.indices"] = t.indices
             info[name] = {"format": "nm", "dtype": t.dtype.name, "shape": list(t.shape),
                           "n": t.n, "m": t.m, "axis": t.axis}
@@ -99,7 +99,8 @@ def load_compressed(path) -> dict:
             if info["format"] == "cutlass-2:4":
                 t = Compressed24(values, z[f"{name}.meta"])
                 if list(t.shape) != info["shape"]:
-                    raise ValueError(f"{path}: {name} has shape {t.shape}, header says {info['shape']}")
+                    raise ValueError(f"{path}: {name} has shape {t.shape}, header says "
+                                     f"{info['shape']}")
             elif info["format"] == "nm":
                 t = NMCompressed(values, z[f"{name}.indices"], tuple(info["shape"]), int(info["n"]),
                                  int(info["m"]), int(info["axis"]))

@@ -91,8 +91,9 @@ class LayoutSpec:
         return self.group * self.nibbles_per_word
 
     @property
-    def word_bits(self) -> int:
-        return 8 * self.meta_dtype.itemsize
+    def valid_nibbles(self) -> tuple:
+        """The nibbles mma.sp accepts for this dtype (tf32 pairs have only two)."""
+        return VALID_NIBBLES_TF32 if self.group == 2 else VALID_NIBBLES
 
     def meta_cols(self, k: int) -> int:
         return k // self.cols_per_word
@@ -385,8 +386,7 @@ def nibbles_2to4(meta: np.ndarray, spec: LayoutSpec, *, check: bool = True) -> n
     nib = ((words[:, :, None] >> shifts) & spec.meta_dtype.type(0xF)).astype(np.uint8)
     nib = nib.reshape(m, ncols * q)
     if check:
-        allowed = VALID_NIBBLES_TF32 if spec.group == 2 else VALID_NIBBLES
-        bad = ~np.isin(nib, allowed)
+        bad = ~np.isin(nib, spec.valid_nibbles)
         if bad.any():
             r, g = (int(i) for i in np.argwhere(bad)[0])
             raise _nibble_error(r, g, nib[r, g], spec)
@@ -405,10 +405,9 @@ def column_indices(meta: np.ndarray, spec: LayoutSpec) -> np.ndarray:
 
 
 def _nibble_error(r, g, nib, spec):
-    allowed = VALID_NIBBLES_TF32 if spec.group == 2 else VALID_NIBBLES
     return ValueError(
         f"meta holds nibble {int(nib):#x} for row {r}, group {g}; only "
-        f"{[hex(v) for v in allowed]} are meaningful for {spec.name} mma.sp"
+        f"{[hex(v) for v in spec.valid_nibbles]} are meaningful for {spec.name} mma.sp"
     )
 
 
@@ -436,10 +435,10 @@ def decompress_2to4(values: np.ndarray, meta: np.ndarray, *, impl: str = "numba"
 
     words = meta_rowmajor(meta.view(spec.meta_dtype))
     valid = np.zeros(16, dtype=bool)
-    valid[list(VALID_NIBBLES_TF32 if spec.group == 2 else VALID_NIBBLES)] = True
+    valid[list(spec.valid_nibbles)] = True
     bad_rows = np.empty(m, dtype=np.int64)
-    _kernels.decompress_rows(vbits, words, spec.group, spec.kept, spec.nibbles_per_word, valid,
-                             dense_bits, bad_rows)
+    _kernels.decompress_rows(vbits, words, spec.group, spec.nibbles_per_word, valid, dense_bits,
+                             bad_rows)
     hit = np.flatnonzero(bad_rows >= 0)
     if hit.size:
         r, g = int(hit[0]), int(bad_rows[hit[0]])

@@ -61,6 +61,11 @@ class Param:
         return math.prod(self.shape)
 
 
+def _layernorm(prefix: str, h: int) -> list:
+    """A LayerNorm's weight and bias, (h,) each."""
+    return [Param(f"{prefix}.{part}", (h,), "layernorm") for part in ("weight", "bias")]
+
+
 def _bert_base(vocab=30522, hidden=768, layers=12, inter=3072, positions=512, types=2):
     h = hidden
     out = [
@@ -81,8 +86,9 @@ def _bert_base(vocab=30522, hidden=768, layers=12, inter=3072, positions=512, ty
             out.append(Param(p + name + ".bias", (fan_out,), "bias"))
             if name in ("attention.output.dense", "output.dense"):
                 ln = p + name.replace("dense", "LayerNorm")
-                out += [Param(ln + ".weight", (h,), "layernorm"), Param(ln + ".bias", (h,), "layernorm")]
-    out += [Param("pooler.dense.weight", (h, h), "pooler"), Param("pooler.dense.bias", (h,), "pooler")]
+                out += _layernorm(ln, h)
+    out += [Param("pooler.dense.weight", (h, h), "pooler"),
+            Param("pooler.dense.bias", (h,), "pooler")]
     return tuple(out)
 
 
@@ -95,12 +101,12 @@ def _gpt2(vocab=50257, hidden=768, layers=12, positions=1024):
     ]
     for i in range(layers):
         p = f"transformer.h.{i}."
-        out += [Param(p + "ln_1.weight", (h,), "layernorm"), Param(p + "ln_1.bias", (h,), "layernorm")]
+        out += _layernorm(p + "ln_1", h)
         for name, fan_in, fan_out in (("attn.c_attn", h, 3 * h), ("attn.c_proj", h, h)):
             # HF Conv1D weight is (in, out)
             out.append(Param(p + name + ".weight", (fan_in, fan_out), "linear", sparse=True))
             out.append(Param(p + name + ".bias", (fan_out,), "bias"))
-        out += [Param(p + "ln_2.weight", (h,), "layernorm"), Param(p + "ln_2.bias", (h,), "layernorm")]
+        out += _layernorm(p + "ln_2", h)
         for name, fan_in, fan_out in (("mlp.c_fc", h, 4 * h), ("mlp.c_proj", 4 * h, h)):
             out.append(Param(p + name + ".weight", (fan_in, fan_out), "linear", sparse=True))
             out.append(Param(p + name + ".bias", (fan_out,), "bias"))
@@ -154,7 +160,12 @@ class MemoryTable:
     rows: tuple
 
     def row(self, setting: str) -> MemoryRow:
-        return next(r for r in self.rows if r.setting == setting)
+        """The row of ``setting`` ("dense" or "n:m", e.g. "2:4")."""
+        for r in self.rows:
+            if r.setting == setting:
+                return r
+        raise ValueError(f"setting {setting!r} is not in this table; it holds "
+                         f"{[r.setting for r in self.rows]}")
 
     def __str__(self) -> str:
         head = (f"{self.model}: counted={self.counted} ({self.n_params:,} values, "
@@ -170,22 +181,21 @@ class MemoryTable:
     __repr__ = __str__
 
 
-def _index_bits(m: int) -> int:
-    return (m - 1).bit_length()
-
-
 def memory_table(params, nms=((2, 4), (1, 4), (1, 16)), *, value_bytes: int = 2,
-                 counted: str = "all", metadata: str = "index", model: str = "custom") -> MemoryTable:
+                 counted: str = "all", metadata: str = "index",
+                 model: str = "custom") -> MemoryTable:
     """Bytes of ``params`` dense and N:M-compressed for each (n, m) in ``nms``.
 
     params: iterable of :class:`Param` (or a model name for :func:`model_layers`).
     counted: "all" (every tensor) or "paper" (sparse weights + token embedding only).
     metadata: "index" (ceil(log2 m) bits per kept value), "bitmask" (1 bit per dense
-    element) or "none"; per-tensor rounding up to whole bytes. value_bytes: bytes per stored value (2 = fp16/bf16).
+    element) or "none"; per-tensor rounding up to whole bytes. value_bytes: bytes per
+    stored value (2 = fp16/bf16).
     A sparse tensor keeps size*n/m values (its size along the grouped axis is a multiple of
     m for every built-in model); dense tensors keep every value.
     """
     from stepsim._validate import check_choice, check_int, check_nm
+    from stepsim.sparse24.nm_storage import index_bits
 
     if isinstance(params, str):
         model = params
@@ -200,15 +210,19 @@ def memory_table(params, nms=((2, 4), (1, 4), (1, 16)), *, value_bytes: int = 2,
     dense_kept = sum(p.size for p in params if not p.sparse)
     n_sparse = sum(p.size for p in sparse)
     total_dense = (dense_kept + n_sparse) * value_bytes
-    rows = [MemoryRow("dense", dense_kept * value_bytes, n_sparse * value_bytes, 0, total_dense, 1.0)]
+    rows = [MemoryRow("dense", dense_kept * value_bytes, n_sparse * value_bytes, 0,
+                      total_dense, 1.0)]
     for n, m in nms:
         n, m = check_nm(n, m)
+        for p in sparse:
+            if p.size * n % m:
+                raise ValueError(
+                    f"sparse parameter {p.name!r} has shape {p.shape} ({p.size} values): "
+                    f"{n}:{m} would keep {p.size} * {n} / {m}, not a whole number of values")
         kept = [p.size * n // m for p in sparse]
-        if any(p.size * n % m for p in sparse):
-            raise ValueError(f"a sparse tensor's size is not a multiple of m = {m}")
         values = sum(kept) * value_bytes
         if metadata == "index":
-            meta = sum(math.ceil(kv * _index_bits(m) / 8) for kv in kept)
+            meta = sum(math.ceil(kv * index_bits(m) / 8) for kv in kept)
         elif metadata == "bitmask":
             meta = sum(math.ceil(p.size / 8) for p in sparse)
         else:

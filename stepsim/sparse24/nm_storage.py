@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepsim._bits import UNSIGNED_BY_ITEMSIZE, unsigned_view
+
 __all__ = ["NMCompressed", "compress_nm", "decompress_nm", "index_bits"]
 
 
@@ -71,13 +73,6 @@ class NMCompressed:
         )
 
 
-_BITS_VIEW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def _as_bits(a: np.ndarray) -> np.ndarray:
-    return a.view(_BITS_VIEW[a.dtype.itemsize])
-
-
 def _pack(idx: np.ndarray, bits: int) -> np.ndarray:
     """Flat int array of indices -> little-endian bit stream of ``bits`` bits each."""
     if bits == 0 or idx.size == 0:
@@ -105,7 +100,7 @@ def compress_nm(dense: np.ndarray, n: int, m: int, axis: int = -1) -> NMCompress
     if not isinstance(dense, np.ndarray):
         raise TypeError(f"dense must be a numpy.ndarray, got {type(dense).__name__}")
     numeric = dense.dtype.kind in "fiu" or (dense.dtype.kind == "V" and dense.dtype.fields is None)
-    if dense.dtype.itemsize not in _BITS_VIEW or not numeric:
+    if dense.dtype.itemsize not in UNSIGNED_BY_ITEMSIZE or not numeric:
         raise TypeError(f"dense must have a numeric dtype, got {dense.dtype}")
     n, m = check_nm(n, m)
     if dense.ndim == 0:
@@ -134,7 +129,7 @@ def compress_nm(dense: np.ndarray, n: int, m: int, axis: int = -1) -> NMCompress
     # Non-zeros first, then the lowest-index zeros; keep the first n, in increasing order.
     order = np.argsort(~nz, axis=1, kind="stable")[:, :n]
     picks = np.sort(order, axis=1)
-    values = np.take_along_axis(_as_bits(groups), picks, axis=1).view(dense.dtype)
+    values = np.take_along_axis(unsigned_view(groups), picks, axis=1).view(dense.dtype)
     bits = index_bits(m)
     return NMCompressed(np.ascontiguousarray(values), _pack(picks.ravel(), bits),
                         tuple(int(s) for s in dense.shape), n, m, axis)
@@ -150,8 +145,8 @@ def decompress_nm(c: NMCompressed) -> np.ndarray:
         raise ValueError(f"indices hold {int(idx.max())} >= m = {c.m}: corrupt N:M indices")
     if c.n > 1 and (np.diff(idx, axis=1) <= 0).any():
         raise ValueError("indices are not strictly increasing within a group: corrupt N:M indices")
-    groups = np.zeros((n_groups, c.m), dtype=_as_bits(c.values).dtype)
-    np.put_along_axis(groups, idx, _as_bits(c.values), axis=1)
+    groups = np.zeros((n_groups, c.m), dtype=unsigned_view(c.values).dtype)
+    np.put_along_axis(groups, idx, unsigned_view(c.values), axis=1)
     moved_shape = list(c.shape)
     moved_shape.append(moved_shape.pop(c.axis))
     dense = groups.view(c.values.dtype).reshape(moved_shape)

@@ -83,7 +83,9 @@ def lane_registers(meta: np.ndarray) -> np.ndarray:
     m, ncols = meta.shape
     little = np.ascontiguousarray(meta).astype(meta.dtype.newbyteorder("<"), copy=False)
     regs = little.ravel().view(np.uint8).view("<u4").astype(np.uint32)
-    rows_per_chunk = 32 if meta.dtype.itemsize == 2 else 16
+    # a chunk holds one column pair of words: 128 / (2 * word bytes) rows, i.e. 32 rows of
+    # 16-bit words or 16 of int8's 32-bit words (LayoutSpec.rows_per_chunk; tests check both)
+    rows_per_chunk = 64 // meta.dtype.itemsize
     return regs.reshape(ncols // 2, m // rows_per_chunk, 32)
 
 
@@ -273,13 +275,15 @@ class TileExplanation:
                 " ".join(f"{name} {r},{c}={_format_value(v)}" for name, r, c, v in tile)
                 for tile in li.fragments
             )
-            lines.append(f"{li.lane:4d}  0x{li.register:08X}  {sel:^8}  {what:<22} [{halves}]  {frags}")
+            lines.append(f"{li.lane:4d}  0x{li.register:08X}  {sel:^8}  {what:<22} "
+                         f"[{halves}]  {frags}")
         return "\n".join(lines)
 
     __repr__ = __str__
 
 
-def explain_tile(values: np.ndarray, meta: np.ndarray, row_block: int, k_step: int) -> TileExplanation:
+def explain_tile(values: np.ndarray, meta: np.ndarray, row_block: int,
+                 k_step: int) -> TileExplanation:
     """Lane-by-lane view of one metadata chunk: registers, selectors and A fragments.
 
     row_block: R, counting 32-row blocks (fp16/bf16/tf32) or 16-row blocks (int8).
@@ -291,7 +295,7 @@ def explain_tile(values: np.ndarray, meta: np.ndarray, row_block: int, k_step: i
 
     spec = _check_operands(values, meta)
     m, half_k = values.shape
-    rows_per_chunk = 32 if spec.meta_dtype.itemsize == 2 else 16
+    rows_per_chunk = spec.rows_per_chunk
     row_block = check_int("row_block", row_block, minimum=0, maximum=m // rows_per_chunk - 1)
     k_step = check_int("k_step", k_step, minimum=0, maximum=2 * half_k // spec.k_step - 1)
     regs = lane_registers(meta.view(spec.meta_dtype))[k_step, row_block]
@@ -395,7 +399,10 @@ def locate_element(values: np.ndarray, meta: np.ndarray, row: int, col: int) -> 
     if spec.group == 4:
         picks = (nibble & 3, nibble >> 2)
         slot = picks.index(col % 4) if col % 4 in picks else None
-        index_bits = (base + 2 * slot + 1, base + 2 * slot) if slot is not None else (base + 3, base)
+        if slot is not None:
+            index_bits = (base + 2 * slot + 1, base + 2 * slot)
+        else:
+            index_bits = (base + 3, base)
         values_col = 2 * g + slot if slot is not None else None
     else:
         slot = 0 if (col % 2) == (0 if nibble == 0x4 else 1) else None
@@ -408,7 +415,7 @@ def locate_element(values: np.ndarray, meta: np.ndarray, row: int, col: int) -> 
     else:
         lane, half = flat % 32, 0
         selector = 0
-    rows_per_chunk = 32 if spec.meta_dtype.itemsize == 2 else 16
+    rows_per_chunk = spec.rows_per_chunk
     chunk = flat // (128 // spec.meta_dtype.itemsize)  # chunks are (p, R), R fastest
     n_blocks = m // rows_per_chunk
     reg = int(lane_registers(umeta)[chunk // n_blocks, chunk % n_blocks, lane])
