@@ -86,7 +86,8 @@ def mask_select(bits, n, abs_mask, inf_bits, out):
             for j in range(m):
                 if out[g, j] != keep_directly:  # still a candidate
                     a = bits[g, j] & abs_mask
-                    if best < 0 or keep_directly and a > best_val or (not keep_directly) and a <= best_val:
+                    better = a > best_val if keep_directly else a <= best_val
+                    if best < 0 or better:
                         best, best_val = j, a
             out[g, best] = keep_directly
     return nan_count

@@ -24,7 +24,9 @@ def _show(value) -> str:
 def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as ``int``; it must be an integer (bool is refused) within bounds."""
     # exact int first: the ABC check below costs ~1 us, and kernels are called every step
-    if type(value) is not int and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+    if type(value) is not int and (
+        isinstance(value, bool) or not isinstance(value, numbers.Integral)
+    ):
         raise TypeError(f"{name} must be an integer, got {_show(value)} ({type(value).__name__})")
     value = int(value)
     if minimum is not None and value < minimum:
@@ -44,8 +46,12 @@ def check_real(
     max_open: bool = False,
 ) -> float:
     """Return ``value`` as a finite ``float`` within [minimum, maximum] (ends open on request)."""
-    if type(value) is not float and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
-        raise TypeError(f"{name} must be a real number, got {_show(value)} ({type(value).__name__})")
+    if type(value) is not float and (
+        isinstance(value, bool) or not isinstance(value, numbers.Real)
+    ):
+        raise TypeError(
+            f"{name} must be a real number, got {_show(value)} ({type(value).__name__})"
+        )
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
@@ -109,7 +115,9 @@ def check_nm(n, m, *, n_name: str = "n", m_name: str = "m") -> tuple[int, int]:
     m = check_int(m_name, m, minimum=1)
     n = check_int(n_name, n, minimum=1)
     if n > m:
-        raise ValueError(f"{n_name} must be <= {m_name} (an N:M mask keeps N of every M), got {n}:{m}")
+        raise ValueError(
+            f"{n_name} must be <= {m_name} (an N:M mask keeps N of every M), got {n}:{m}"
+        )
     return n, m
 
 

@@ -54,7 +54,8 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
         bits = unsigned_view(groups)
         abs_mask, inf_bits = MAGNITUDE_BITS[bits.dtype]
         if m == 4:
-            found_nan = k.mask_m4(bits.reshape(-1), n, abs_mask, inf_bits, out.reshape(-1).view(np.uint8))
+            flat_out = out.reshape(-1).view(np.uint8)
+            found_nan = k.mask_m4(bits.reshape(-1), n, abs_mask, inf_bits, flat_out)
         else:
             found_nan = k.mask_select(bits, n, abs_mask, inf_bits, out)
         if found_nan:

@@ -84,7 +84,8 @@ def _check_state(names_arrays):
     for i, (name_a, a) in enumerate(names_arrays):
         for name_b, b in names_arrays[i + 1:]:
             if np.may_share_memory(a, b):
-                raise ValueError(f"{name_b} shares memory with {name_a}; each array must be its own")
+                raise ValueError(
+                    f"{name_b} shares memory with {name_a}; each array must be its own")
 
 
 class AdamHyper(NamedTuple):

@@ -31,7 +31,8 @@ def nm_case(draw):
     if draw(st.booleans()):
         w = hnp.arrays(dtype, shape, elements=st.integers(-3, 3).map(float))
     else:
-        w = hnp.arrays(dtype, shape, elements=st.floats(-1e4, 1e4, width=np.dtype(dtype).itemsize * 8))
+        width = np.dtype(dtype).itemsize * 8
+        w = hnp.arrays(dtype, shape, elements=st.floats(-1e4, 1e4, width=width))
     return draw(w), n, m, axis
 
 

@@ -761,5 +761,6 @@ def test_make_criterion_takes_beta2_and_eps_from_adam():
     assert make_criterion("tang", adam=adam).beta2 == 0.99
     assert make_criterion("autoswitch", adam=adam, eps=1e-7).eps == 1e-7  # explicit wins
     make_criterion("agarwal", adam=adam)  # no tied options: nothing to take
-    with pytest.raises(ValueError, match=r"criterion's eps=1e-08 differs from the optimizer's eps=1e-06"):
+    with pytest.raises(ValueError,
+                       match=r"criterion's eps=1e-08 differs from the optimizer's eps=1e-06"):
         check_matches_adam(make_criterion("autoswitch", beta2=0.99), adam)

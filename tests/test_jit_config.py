@@ -14,7 +14,10 @@ from pathlib import Path
 import stepsim
 
 PACKAGE_DIR = Path(stepsim.__file__).parent
-DIRECT_JIT = re.compile(r"numba\.(n?jit|vectorize|guvectorize|stencil)\b|from numba import .*\b(n?jit|vectorize|guvectorize)\b")
+DIRECT_JIT = re.compile(
+    r"numba\.(n?jit|vectorize|guvectorize|stencil)\b"
+    r"|from numba import .*\b(n?jit|vectorize|guvectorize)\b"
+)
 
 
 def _kernel_modules():
@@ -56,7 +59,8 @@ def test_kernels_are_cached_numba_dispatchers_compiled_lazily():
         "                                      obj.targetoptions.get('error_model')]\n"
         "print(json.dumps(out))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
     import json
 
     kernels = json.loads(result.stdout)

@@ -40,7 +40,9 @@ def test_every_group_keeps_exactly_n_of_the_largest(case):
                 assert (equal_kept < j).all()
 
 
-@pytest.mark.parametrize("n,m", [(1, 4), (2, 4), (3, 4), (1, 8), (3, 8), (5, 16), (1, 32), (31, 32)])
+@pytest.mark.parametrize(
+    "n,m", [(1, 4), (2, 4), (3, 4), (1, 8), (3, 8), (5, 16), (1, 32), (31, 32)]
+)
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_ties_keep_the_lower_index(n, m, dtype):
     w = np.full((3, 2 * m), -1.5, dtype=dtype)

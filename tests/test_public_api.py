@@ -12,7 +12,8 @@ def test_every_export_resolves():
 
 
 def test_import_stepsim_loads_no_kernels_or_numba():
-    code = "import sys, stepsim; print(sorted(m for m in ('numba', 'scipy', 'matplotlib') if m in sys.modules))"
+    code = ("import sys, stepsim; "
+            "print(sorted(m for m in ('numba', 'scipy', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -31,7 +31,8 @@ def test_shell_examples_use_real_subcommands_and_options():
                 continue
             words = line.split()
             assert words[1] in subparsers, line
-            known = {opt for action in subparsers[words[1]]._actions for opt in action.option_strings}
+            actions = subparsers[words[1]]._actions
+            known = {opt for action in actions for opt in action.option_strings}
             for word in words[2:]:
                 if word.startswith("-"):
                     assert word in known, f"{word} is not an option of stepsim {words[1]}: {line}"

@@ -190,7 +190,8 @@ def test_cli_train(tmp_path, capsys):
     assert main(["train", "--recipe", "ste", "--nm", "2:3", "--steps", "2"]) == 2
     assert "not divisible by M = 3" in capsys.readouterr().err
     assert main(["train", "--recipe", "asp", "-o", "prune_at=1.5", "--steps", "2"]) == 2
-    assert "prune_at as a float is a fraction of the run and must be in [0, 1], got 1.5" in capsys.readouterr().err
+    expected = "prune_at as a float is a fraction of the run and must be in [0, 1], got 1.5"
+    assert expected in capsys.readouterr().err
 
 
 # --- regressions found in review -------------------------------------------------------
