@@ -79,6 +79,21 @@ def test_engine_equals_direct_numpy_recurrence_exactly(name, beta2, k0, lags, tr
     np.testing.assert_array_equal(sim.stats, ref.stats)
 
 
+@pytest.mark.parametrize("name", sorted(PROCESSES))
+def test_engine_equals_reference_over_several_work_items(name):
+    # 3 x 200 = 600 pairs: three work items of _kernels.LANES = 256 lanes, the last
+    # partial; lags at odd and even offsets and across BLOCK boundaries
+    from stepsim.theorem1 import _kernels
+
+    assert 2 * _kernels.LANES < 3 * 200 < 3 * _kernels.LANES
+    kw = {"beta2": 0.95, "k0": 31, "lags": np.array([1, 2, 3, 16, 17, 33, 70]), "trials": 3,
+          "dim": 200, "seed": 11}
+    sim = simulate(_process(name), **kw)
+    ref = simulate(_process(name), engine="numpy", **kw)
+    np.testing.assert_array_equal(sim.stats, ref.stats)
+    assert sim.max_g2 == ref.max_g2
+
+
 def test_generic_path_equals_direct_recurrence_for_a_user_process():
     proc = BetaProcess()
     sim = simulate(proc, lags=SMALL_LAGS, **SMALL)
@@ -118,7 +133,7 @@ def test_constant_gradient_gives_zero_statistic():
 def test_same_seed_same_bits_across_chunks_and_threads():
     import numba
 
-    kw = {"beta2": 0.99, "k0": 123, "lags": lag_grid(300, 4), "trials": 9, "dim": 7}
+    kw = {"beta2": 0.99, "k0": 123, "lags": lag_grid(300, 4), "trials": 9, "dim": 60}
     base = simulate("ar1", seed=3, **kw).stats
     np.testing.assert_array_equal(base, simulate("ar1", seed=3, chunk_trials=2, **kw).stats)
     old = numba.get_num_threads()
@@ -143,15 +158,38 @@ def test_builtin_sample_continues_across_chunks():
     np.testing.assert_array_equal(whole, parts)
 
 
-@given(key=st.integers(0, 2**64 - 1), step=st.integers(0, 2**40), stream=st.integers(0, 3))
+@given(key=st.integers(0, 2**64 - 1), step=st.integers(0, _rng.MAX_STEP - 1),
+       stream=st.integers(0, 3))
 def test_numba_counter_rng_equals_numpy(key, step, stream):
     from stepsim.theorem1 import _kernels
 
     k = np.uint64(key)
+    words = _rng.key_words(np.array([k]))
+    assert _kernels.key_words(k) == tuple(w[0] for w in words)
+    assert _kernels.draw(k, step, stream) == _rng.bits(np.array([k]), step, stream)[0]
     assert _kernels.uniform(k, step, stream) == _rng.uniform(np.array([k]), step, stream)[0]
     assert _kernels.stream_key(k, np.uint64(step), np.uint64(stream)) == _rng.stream_keys(
         key, np.array([step]), np.array([stream]))[0]
     assert _kernels.normal(k, step, stream) == _rng.normal(np.array([k]), step, stream)[0]
+
+
+def test_uniform_is_the_32_bit_draw_scaled():
+    keys = _rng.stream_keys(3, np.arange(4)[:, None], np.arange(5)[None, :])
+    x = _rng.bits(keys, 17, 1)
+    assert x.dtype == np.uint32
+    np.testing.assert_array_equal(_rng.uniform(keys, 17, 1),
+                                  (x ^ np.uint32(2**31)).astype(np.float64) / 2**32)
+    u = _rng.uniform_open(keys, 17, 1)
+    assert np.all((u > 0) & (u < 1))
+
+
+def test_steps_past_the_counter_range_are_rejected():
+    keys = _rng.stream_keys(0, np.arange(2), 0)
+    with pytest.raises(ValueError, match="step"):
+        _rng.uniform(keys, _rng.MAX_STEP, 0)
+    with pytest.raises(ValueError, match="2\\^30"):
+        simulate("uniform", beta2=0.9, k0=_rng.MAX_STEP - 5, lags=[5], trials=1, dim=1,
+                 seed=0)
 
 
 @given(p=st.floats(1e-300, 1.0, exclude_max=True))
@@ -175,6 +213,78 @@ def test_uniforms_look_uniform():
     assert chisquare(hist).pvalue > 1e-4
     z = _rng.normal(keys, 3, 0).ravel()
     assert abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05
+
+
+# --- the generator's quality ------------------------------------------------------------
+# Fixed seeds, so each assertion is deterministic; thresholds are 5 standard errors (or
+# p > 1e-4) so that a sound generator passes by a wide margin and a flawed one (a biased
+# bit, correlated neighbours, streams that are shifted copies) fails.
+
+N_STEPS = 2**16
+
+
+def _stream(seed=0, trial=0, coord=0, stream=0, steps=N_STEPS):
+    key = _rng.stream_keys(seed, np.array([trial]), np.array([coord]))
+    return _rng.uniform(key, np.arange(1, steps + 1), stream)
+
+
+def test_generator_one_stream_mean_variance_and_bins():
+    from scipy.stats import chisquare
+
+    u = _stream()
+    n = len(u)
+    assert abs(u.mean() - 0.5) < 5 * math.sqrt(1 / 12 / n)
+    assert abs(u.var() - 1 / 12) < 5 * math.sqrt((1 / 80 - 1 / 144) / n)
+    assert chisquare(np.histogram(u, bins=256, range=(0, 1))[0]).pvalue > 1e-4
+    # every one of the 32 bits is a fair coin
+    x = _rng.bits(_rng.stream_keys(0, np.array([0]), np.array([0])),
+                  np.arange(1, n + 1), 0)
+    ones = ((x[:, None] >> np.arange(32, dtype=np.uint32)) & 1).mean(axis=0)
+    assert np.all(np.abs(ones - 0.5) < 5 * 0.5 / math.sqrt(n))
+
+
+def test_generator_no_serial_correlation_within_a_stream():
+    from scipy.stats import chisquare
+
+    u = _stream(seed=1)
+    for lag in (1, 2, 3, 10, 100):
+        r = np.corrcoef(u[:-lag], u[lag:])[0, 1]
+        assert abs(r) < 5 / math.sqrt(len(u) - lag), (lag, r)
+    # consecutive pairs fill the unit square evenly (16 x 16 cells)
+    pairs = np.histogram2d(u[:-1:2], u[1::2], bins=16, range=[[0, 1], [0, 1]])[0]
+    assert chisquare(pairs.ravel()).pvalue > 1e-4
+    # two streams of one key (spikes draws streams 0 and 1 at every step)
+    r = np.corrcoef(u, _stream(seed=1, stream=1))[0, 1]
+    assert abs(r) < 5 / math.sqrt(len(u))
+
+
+def test_generator_neighbouring_streams_are_uncorrelated():
+    steps = np.arange(1, 2001)
+    keys = _rng.stream_keys(2, np.arange(8)[:, None], np.arange(64)[None, :])
+    u = _rng.uniform(keys[..., None], steps, 0)  # (trials, coords, steps)
+    u = (u - u.mean(axis=-1, keepdims=True)) / u.std(axis=-1, keepdims=True)
+    n = len(steps)
+    for a, b in ((u[:, :-1], u[:, 1:]), (u[:-1], u[1:])):  # coordinate c, c+1; trial t, t+1
+        r = (a * b).mean(axis=-1).ravel()
+        assert np.all(np.abs(r) < 5.5 / math.sqrt(n))  # each pair
+        assert abs(r.mean()) < 5 / math.sqrt(n * r.size)  # on average
+
+
+def test_generator_streams_are_not_shifted_copies():
+    # two streams that were one sequence read at different offsets (or in another
+    # order) would share most of their 32-bit values; independent streams of 2^13 draws
+    # share a value with probability 2^26 / 2^32 = 1/64 per pair
+    steps = np.arange(1, 2**13 + 1)
+    keys = _rng.stream_keys(3, np.arange(4)[:, None], np.arange(32)[None, :]).ravel()
+    x = _rng.bits(keys[:, None], steps, 0)  # (128 streams, steps)
+    shared = sum(len(np.intersect1d(x[i], x[i + 1])) for i in range(len(keys) - 1))
+    assert shared <= 12  # expected 2, Poisson tail P(> 12) ~ 1e-6
+    # a key's streams 0..3 and the regime chain's shared key do not repeat each other
+    key = keys[:1]
+    seqs = [_rng.bits(key, steps, s) for s in range(4)]
+    seqs.append(_rng.bits(_rng.stream_keys(3, np.array([0]), _rng.SHARED_COORD), steps, 2))
+    pooled = np.concatenate(seqs)
+    assert len(np.unique(pooled)) >= len(pooled) - 5
 
 
 # --- bounds, intervals, verdicts -------------------------------------------------------

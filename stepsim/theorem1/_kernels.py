@@ -30,12 +30,23 @@ MIX2 = np.uint64(0x94D049BB133111EB)
 SH30 = np.uint64(30)
 SH27 = np.uint64(27)
 SH31 = np.uint64(31)
-SH11 = np.uint64(11)
+SH32 = np.uint64(32)
+LOW32 = np.uint64(0xFFFFFFFF)
+LB1 = np.uint32(0x7FEB352D)
+LB2 = np.uint32(0x846CA68B)
+S15 = np.uint32(15)
+S16 = np.uint32(16)
+ONE32 = np.uint32(1)
+FOUR32 = np.uint32(4)
 STREAMS = np.uint64(4)
 SHARED_COORD = np.uint64(0xFFFFFFFF)
-TO_UNIT = 2.0**-53
+TWO31 = 2.0**31
+OPEN_OFFSET = 2.0**31 + 0.5
+TO_UNIT = 2.0**-32
 TWO_PI = 2.0 * np.pi
 INV_SQRT2 = 1.0 / np.sqrt(2.0)
+U32 = np.uint32  # every 32-bit operation is wrapped in U32(...): numba widens uint32
+# arithmetic to 64 bits; the truncation tells LLVM that 32-bit instructions suffice
 
 
 @njit
@@ -53,21 +64,62 @@ def stream_key(seed, trial, coord):
 
 
 @njit
+def key_words(key):
+    """(mul, a, b) uint32 words of a uint64 key. Same as ``_rng.key_words``."""
+    mul = U32(U32(key & LOW32) | ONE32)
+    return mul, U32(key >> SH32), U32(mix64(key + GOLDEN) >> SH32)
+
+
+@njit
+def lowbias32(x):
+    x = U32(x ^ (x >> S16))
+    x = U32(x * LB1)
+    x = U32(x ^ (x >> S15))
+    x = U32(x * LB2)
+    return U32(x ^ (x >> S16))
+
+
+@njit
+def half_round(x):
+    x = U32(x ^ (x >> S16))
+    x = U32(x * LB1)
+    return U32(x ^ (x >> S15))
+
+
+@njit
+def hash32(c, mul, a, b):
+    """The uint32 draw at counter c of the stream with words (mul, a, b) (see _rng)."""
+    return half_round(U32(lowbias32(U32(U32(c * mul) ^ a)) ^ b))
+
+
+@njit
+def to_uniform(x):
+    """uint32 -> [0, 1) double, exact: int32 -> double is one AVX2 instruction."""
+    return (np.float64(np.int32(x)) + TWO31) * TO_UNIT
+
+
+@njit
+def to_uniform_open(x):
+    return (np.float64(np.int32(x)) + OPEN_OFFSET) * TO_UNIT
+
+
+@njit
+def draw(key, step, stream):
+    """uint32 draw of a uint64 key at step (int64, 0 <= step < 2^30), stream 0..3."""
+    mul, a, b = key_words(key)
+    return hash32(U32(step * 4 + stream), mul, a, b)
+
+
+@njit
 def uniform(key, step, stream):
-    """step: int64 >= 0; stream: 0..3. Uniform [0, 1) double."""
-    counter = np.uint64(step) * STREAMS + np.uint64(stream)
-    z = mix64(key + counter * GOLDEN)
-    # z >> 11 < 2^53 fits int64: the signed conversion is one instruction, the unsigned
-    # one a branchy sequence (measured ~1.4x faster overall); both are exact
-    return np.float64(np.int64(z >> SH11)) * TO_UNIT
+    """Uniform [0, 1) double (32 random bits)."""
+    return to_uniform(draw(key, step, stream))
 
 
 @njit
 def uniform_open(key, step, stream):
-    """Uniform (0, 1) double: 53 random bits plus one half, never 0 or 1."""
-    counter = np.uint64(step) * STREAMS + np.uint64(stream)
-    z = mix64(key + counter * GOLDEN)
-    return (np.float64(np.int64(z >> SH11)) + 0.5) * TO_UNIT
+    """Uniform (0, 1) double: 32 random bits plus one half, never 0 or 1."""
+    return to_uniform_open(draw(key, step, stream))
 
 
 @njit
@@ -118,16 +170,20 @@ def normal(key, step, stream):
 
 
 # ---------------------------------------------------------------------------------------
-# Built-in processes. The recurrence of one (trial, coordinate) pair is a serial chain
-# (multiply, add: ~6 cycles a step), so the kernel runs LANES pairs side by side: each
-# work item fills a block of g^2 for its lanes (BLOCK steps x LANES, one process dispatch
-# per block, not per step), then advances the lanes' recurrences over the block — the
-# inner loop over lanes is independent work the CPU (and LLVM's vectoriser) overlaps.
-# Each lane performs exactly the operations of the one-pair reference, in the same order.
+# Built-in processes. A work item runs up to LANES (trial, coordinate) pairs side by side,
+# in blocks of BLOCK steps, in three loops that LLVM vectorises across lanes (the lane loop
+# is innermost and each lane's work is independent):
+#   1. fill_bits: the uint32 draws of a block (8 lanes per AVX2 instruction);
+#   2. fill: the process turns them into g^2 (float64, BLOCK x LANES: 32 KiB, in L1);
+#   3. advance_block: the recurrence, v[lane] and the running max of g^2
+#      (advance_uniform does 2 and 3 in one loop for the uniform process).
+# Long lane loops amortise the per-step work (slot check, loop set-up): 256 lanes ran
+# ~1.3x faster than 64 here. Each lane performs exactly the operations of the one-pair
+# NumPy reference, in order.
 # ---------------------------------------------------------------------------------------
 
-LANES = 8  # simulate_builtin writes its eight lanes out by hand
-BLOCK = 128
+LANES = 256
+BLOCK = 16
 
 UNIFORM, TWOPOINT, RADEMACHER, CLIPPED_GAUSSIAN, SPIKES, AR1, REGIME, SINE, DRIFT, DECAY = (
     range(10))
@@ -152,79 +208,158 @@ def initial_state(pid, p, key, skey):
 
 
 @njit
-def fill(pid, p, G, keys, skeys, x, k_first, n, buf):
-    """buf[j, l] = g^2 of lane l at step k_first + j, j < n; x (LANES,) is the state.
+def fill_bits(bits, words, k_first, stream, n):
+    """bits[j, l] = draw of lane l (words: uint32 (3, lanes)) at step k_first + j, j < n."""
+    mul, a, b = words[0], words[1], words[2]
+    c0 = U32(k_first * 4 + stream)
+    for j in range(n):
+        c = U32(c0 + U32(FOUR32 * U32(j)))
+        for lane in range(bits.shape[1]):
+            bits[j, lane] = hash32(c, mul[lane], a[lane], b[lane])
 
-    Mirrors the NumPy implementations in processes.py operation for operation.
+
+@njit
+def fill(pid, p, G, words, cwords, x, k_first, n, bits, bits2, buf):
+    """buf[j, l] = g^2 of lane l at step k_first + j, j < n; x (lanes,) is the state.
+
+    words: the lanes' key words; cwords: those of the regime chain. Mirrors the NumPy
+    implementations in processes.py operation for operation.
     """
-    lanes = LANES
+    lanes = buf.shape[1]
+    if pid == RADEMACHER:  # g = +-sqrt(G): g^2 = G whatever the sign
+        for j in range(n):
+            for lane in range(lanes):
+                buf[j, lane] = G * 1.0
+        return
+    if pid == SINE:
+        for j in range(n):
+            for lane in range(lanes):
+                angle = x[lane] + TWO_PI * (k_first + j) / p[0]
+                buf[j, lane] = G * (0.5 * (1.0 + math.sin(angle)))
+        return
+    fill_bits(bits, words, k_first, 0, n)
     if pid == UNIFORM:
         for j in range(n):
             for lane in range(lanes):
-                buf[j, lane] = G * uniform(keys[lane], k_first + j, 0)
+                buf[j, lane] = G * to_uniform(bits[j, lane])
     elif pid == TWOPOINT:
         for j in range(n):
             for lane in range(lanes):
                 # branch-free select (a coin-flip branch mispredicts half the time);
                 # exact: gives 1.0 or p[1] bit for bit, as np.where does
-                b = 1.0 if uniform(keys[lane], k_first + j, 0) < p[0] else 0.0
+                b = 1.0 if to_uniform(bits[j, lane]) < p[0] else 0.0
                 buf[j, lane] = G * (b * 1.0 + (1.0 - b) * p[1])
-    elif pid == RADEMACHER:  # g = +-sqrt(G): g^2 = G whatever the sign
-        for j in range(n):
-            for lane in range(lanes):
-                buf[j, lane] = G * 1.0
     elif pid == CLIPPED_GAUSSIAN:
         for j in range(n):
             for lane in range(lanes):
-                y = min(max(p[0] + p[1] * normal(keys[lane], k_first + j, 0), -1.0), 1.0)
+                z = ndtri(to_uniform_open(bits[j, lane]))
+                y = min(max(p[0] + p[1] * z, -1.0), 1.0)
                 buf[j, lane] = G * (y * y)
     elif pid == SPIKES:
+        fill_bits(bits2, words, k_first, 1, n)
         for j in range(n):
             for lane in range(lanes):
-                k = k_first + j
-                if uniform(keys[lane], k, 0) < p[0]:
-                    u = 1.0
-                else:
-                    u = p[1] * uniform(keys[lane], k, 1)
+                spike = to_uniform(bits[j, lane]) < p[0]
+                u = 1.0 if spike else p[1] * to_uniform(bits2[j, lane])
                 buf[j, lane] = G * u
     elif pid == AR1:
         for j in range(n):
             for lane in range(lanes):
-                x[lane] = p[0] * x[lane] + p[1] * normal(keys[lane], k_first + j, 0)
+                x[lane] = p[0] * x[lane] + p[1] * ndtri(to_uniform_open(bits[j, lane]))
                 buf[j, lane] = G * (0.5 * math.erfc(-x[lane] * INV_SQRT2))
     elif pid == REGIME:
+        fill_bits(bits2, cwords, k_first, 2, n)
         for j in range(n):
             for lane in range(lanes):
-                k = k_first + j
-                chain = skeys[lane] if p[2] != 0.0 else keys[lane]
-                if uniform(chain, k, 2) < p[0]:
+                if to_uniform(bits2[j, lane]) < p[0]:
                     x[lane] = 1.0 - x[lane]
                 scale = 1.0 if x[lane] != 0.0 else p[1]
-                buf[j, lane] = G * (scale * uniform(keys[lane], k, 0))
-    elif pid == SINE:
-        for j in range(n):
-            for lane in range(lanes):
-                angle = x[lane] + TWO_PI * (k_first + j) / p[0]
-                buf[j, lane] = G * (0.5 * (1.0 + math.sin(angle)))
+                buf[j, lane] = G * (scale * to_uniform(bits[j, lane]))
     elif pid == DRIFT:
         for j in range(n):
             ramp = min(1.0, (k_first + j) / p[0])
             for lane in range(lanes):
-                buf[j, lane] = G * (ramp * uniform(keys[lane], k_first + j, 0))
+                buf[j, lane] = G * (ramp * to_uniform(bits[j, lane]))
     elif pid == DECAY:
         for j in range(n):
             scale = math.exp(-(k_first + j) / p[0])
             for lane in range(lanes):
-                buf[j, lane] = G * (scale * uniform(keys[lane], k_first + j, 0))
+                buf[j, lane] = G * (scale * to_uniform(bits[j, lane]))
 
 
 @njit
-def store(out, w, n_pairs, dim, s, vhat, vk0):
-    """out[pair, s] = |vhat[lane] - vk0[lane]| for the real pairs of work item w."""
-    for lane in range(LANES):
-        pair = w * LANES + lane
-        if pair < n_pairs:
-            out[pair // dim, pair % dim, s] = abs(vhat[lane] - vk0[lane])
+def two_steps(lane, g0, g1, beta2, one_m_b2, v, gmax):
+    """Steps k, k+1 of one lane: v[lane] and gmax[lane] are loaded and stored once."""
+    m = gmax[lane]
+    # the compare-select is one vmaxpd (g is never NaN); its stored value is not a select
+    # of the loaded one, which LLVM would emit as a masked store (microcoded on AMD)
+    m = m if m > g0 else g0  # noqa: FURB136
+    gmax[lane] = m if m > g1 else g1  # noqa: FURB136
+    x = beta2 * v[lane] + one_m_b2 * g0
+    v[lane] = beta2 * x + one_m_b2 * g1
+
+
+@njit
+def one_step(lane, g, beta2, one_m_b2, v, gmax):
+    gmax[lane] = np.maximum(gmax[lane], g)
+    v[lane] = beta2 * v[lane] + one_m_b2 * g
+
+
+@njit
+def record(s, k, den, v, vk0, out, first):
+    """Step k's record (slot s): vhat_k0 into vk0, or |vhat_k - vhat_k0| into out."""
+    dim = out.shape[1]
+    if s == -2:
+        for lane in range(v.shape[0]):
+            vk0[lane] = v[lane] / den[k]
+    elif s >= 0:
+        for lane in range(v.shape[0]):
+            pair = first + lane
+            out[pair // dim, pair % dim, s] = abs(v[lane] / den[k] - vk0[lane])
+
+
+@njit
+def advance_block(buf, n, k_first, slot, den, beta2, one_m_b2, v, vk0, gmax, out, first):
+    """The recurrence over buf[:n] (g^2) for the lanes of pairs first.. (simulate_builtin).
+
+    Two steps per pass over the lanes wherever the first of them records nothing (fewer
+    loads and stores of v and gmax); the same operations in the same order as one step
+    at a time.
+    """
+    j = 0
+    while j < n:
+        k = k_first + j
+        if j + 1 < n and slot[k] == -1:
+            for lane in range(buf.shape[1]):
+                two_steps(lane, buf[j, lane], buf[j + 1, lane], beta2, one_m_b2, v, gmax)
+            j += 2
+            k += 1
+        else:
+            for lane in range(buf.shape[1]):
+                one_step(lane, buf[j, lane], beta2, one_m_b2, v, gmax)
+            j += 1
+        record(slot[k], k, den, v, vk0, out, first)
+
+
+@njit
+def advance_uniform(bits, G, n, k_first, slot, den, beta2, one_m_b2, v, vk0, gmax, out,
+                    first):
+    """``advance_block`` for the uniform process, g^2 = G * to_uniform(bits) computed in
+    the loop (no pass through buf: ~10% faster); same values as fill + advance_block."""
+    j = 0
+    while j < n:
+        k = k_first + j
+        if j + 1 < n and slot[k] == -1:
+            for lane in range(bits.shape[1]):
+                two_steps(lane, G * to_uniform(bits[j, lane]), G * to_uniform(bits[j + 1, lane]),
+                          beta2, one_m_b2, v, gmax)
+            j += 2
+            k += 1
+        else:
+            for lane in range(bits.shape[1]):
+                one_step(lane, G * to_uniform(bits[j, lane]), beta2, one_m_b2, v, gmax)
+            j += 1
+        record(slot[k], k, den, v, vk0, out, first)
 
 
 @njit(parallel=True)
@@ -234,60 +369,46 @@ def simulate_builtin(pid, p, G, seed, trial0, slot, den, beta2, one_m_b2, out, g
     pid: int64 process id (PROCESS_IDS); p: float64 (4,) parameters; G, beta2, one_m_b2:
     float64; seed, trial0: uint64; slot: int64 (k_end + 1,); den: float64 (k_end + 1,);
     out: float64 (trials, dim, n_lags); g2max: float64 (trials, dim) <- largest g^2 drawn.
-    Work item w runs the flattened pairs w*LANES .. w*LANES + 7 (pair = t*dim + c); lanes
-    past the last pair repeat it and are not stored. The eight recurrences are written out
-    as scalars (v0..v7) so they live in registers: kept in arrays, each step paid a
-    store-to-load round trip and the kernel ran ~4x slower.
+    Work item w runs the flattened pairs w*LANES .. min(w*LANES + LANES, n_pairs) - 1
+    (pair = t*dim + c); its arrays have one column per pair it runs.
     """
     dim = out.shape[1]
     n_pairs = out.shape[0] * dim
     k_end = slot.shape[0] - 1
     for w in prange((n_pairs + LANES - 1) // LANES):
-        keys = np.empty(LANES, dtype=np.uint64)
-        skeys = np.empty(LANES, dtype=np.uint64)
-        x = np.empty(LANES)
-        vhat = np.empty(LANES)
-        vk0 = np.zeros(LANES)
-        buf = np.empty((BLOCK, LANES))
-        for lane in range(LANES):
-            pair = min(w * LANES + lane, n_pairs - 1)
+        first = w * LANES
+        lanes = min(LANES, n_pairs - first)
+        words = np.empty((3, lanes), dtype=np.uint32)
+        cwords = np.empty((3, lanes), dtype=np.uint32)
+        x = np.empty(lanes)
+        v = np.zeros(lanes)
+        vk0 = np.zeros(lanes)
+        gmax = np.zeros(lanes)
+        bits = np.empty((BLOCK, lanes), dtype=np.uint32)
+        bits2 = np.empty((BLOCK, lanes), dtype=np.uint32)
+        buf = np.empty((BLOCK, lanes))
+        for lane in range(lanes):
+            pair = first + lane
             trial = trial0 + np.uint64(pair // dim)
-            keys[lane] = stream_key(seed, trial, np.uint64(pair % dim))
-            skeys[lane] = stream_key(seed, trial, SHARED_COORD)
-            x[lane] = initial_state(pid, p, keys[lane], skeys[lane])
-        v0 = v1 = v2 = v3 = v4 = v5 = v6 = v7 = 0.0
-        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
+            key = stream_key(seed, trial, np.uint64(pair % dim))
+            skey = stream_key(seed, trial, SHARED_COORD)
+            words[0, lane], words[1, lane], words[2, lane] = key_words(key)
+            chain = skey if pid == REGIME and p[2] != 0.0 else key
+            cwords[0, lane], cwords[1, lane], cwords[2, lane] = key_words(chain)
+            x[lane] = initial_state(pid, p, key, skey)
         for k_first in range(1, k_end + 1, BLOCK):
             n = min(BLOCK, k_end + 1 - k_first)
-            fill(pid, p, G, keys, skeys, x, k_first, n, buf)
-            for j in range(n):
-                g0, g1, g2, g3 = buf[j, 0], buf[j, 1], buf[j, 2], buf[j, 3]
-                g4, g5, g6, g7 = buf[j, 4], buf[j, 5], buf[j, 6], buf[j, 7]
-                m0, m1, m2, m3 = max(m0, g0), max(m1, g1), max(m2, g2), max(m3, g3)
-                m4, m5, m6, m7 = max(m4, g4), max(m5, g5), max(m6, g6), max(m7, g7)
-                v0 = beta2 * v0 + one_m_b2 * g0
-                v1 = beta2 * v1 + one_m_b2 * g1
-                v2 = beta2 * v2 + one_m_b2 * g2
-                v3 = beta2 * v3 + one_m_b2 * g3
-                v4 = beta2 * v4 + one_m_b2 * g4
-                v5 = beta2 * v5 + one_m_b2 * g5
-                v6 = beta2 * v6 + one_m_b2 * g6
-                v7 = beta2 * v7 + one_m_b2 * g7
-                k = k_first + j
-                s = slot[k]
-                if s != -1:
-                    d = den[k]
-                    vhat[0], vhat[1], vhat[2], vhat[3] = v0 / d, v1 / d, v2 / d, v3 / d
-                    vhat[4], vhat[5], vhat[6], vhat[7] = v4 / d, v5 / d, v6 / d, v7 / d
-                    if s == -2:
-                        vk0[:] = vhat
-                    else:
-                        store(out, w, n_pairs, dim, s, vhat, vk0)
-        gmax = (m0, m1, m2, m3, m4, m5, m6, m7)
-        for lane in range(LANES):
-            pair = w * LANES + lane
-            if pair < n_pairs:
-                g2max[pair // dim, pair % dim] = gmax[lane]
+            if pid == UNIFORM:
+                fill_bits(bits, words, k_first, 0, n)
+                advance_uniform(bits, G, n, k_first, slot, den, beta2, one_m_b2, v, vk0, gmax,
+                                out, first)
+            else:
+                fill(pid, p, G, words, cwords, x, k_first, n, bits, bits2, buf)
+                advance_block(buf, n, k_first, slot, den, beta2, one_m_b2, v, vk0, gmax, out,
+                              first)
+        for lane in range(lanes):
+            pair = first + lane
+            g2max[pair // dim, pair % dim] = gmax[lane]
 
 
 @njit(parallel=True)

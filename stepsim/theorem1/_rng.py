@@ -1,18 +1,37 @@
 """Counter-based random numbers shared by the numba kernels and their NumPy references.
 
 Every random number of a simulation is a pure function of (seed, trial, coordinate,
-step, stream): ``u = U01(mix64(key + counter * GOLDEN))`` with
-``key = stream_key(seed, trial, coordinate)`` and ``counter = 4 * step + stream``. This is
-SplitMix64 (Steele, Lea & Flood 2014) read at a given position, so results do not depend
-on the number of threads, on how trials are chunked, or on the order work is done in:
-the same seed gives the same bits. Normals are AS 241 inverses of one uniform. Step 0 is reserved for drawing a process's initial
-state; up to four streams per step keep the uniforms a process needs independent.
+step, stream), so results do not depend on the number of threads, on how trials are
+chunked, or on the order work is done in: the same seed gives the same bits.
 
-Streams of two (trial, coordinate) pairs are the same SplitMix64 sequence at offsets
-that differ by a pseudo-random 64-bit number, so they overlap within a run of 4 * 10^5
-counters with probability below 10^-4 even for 10^6 streams — negligible here.
+* ``stream_keys``: a 64-bit key per (trial, coordinate) from SplitMix64's finaliser
+  (Steele, Lea & Flood 2014), computed once per stream.
+* ``key_words``: three 32-bit words (mul, a, b) of each key: ``mul`` = low half | 1
+  (odd), ``a`` = high half, ``b`` = high half of mix64(key + GOLDEN).
+* ``bits``: one 32-bit draw at counter ``c = 4 * step + stream`` (uint32, so step <
+  MAX_STEP = 2^30)::
 
-The NumPy functions below operate on uint64 arrays (wrap-around arithmetic) and are the
+      x = lowbias32((c * mul) ^ a);   x = half_round(x ^ b)
+
+  with ``lowbias32`` Wellons' 32-bit integer hash (xorshift-multiply-xorshift-multiply-
+  xorshift) and ``half_round`` its first half (one multiply). Everything is 32-bit, so
+  the kernels hash 8 lanes per AVX2 instruction (AVX2 has no 64-bit multiply), and the
+  four multiplies per draw are what a draw costs. The key enters every stage: the
+  counter is scaled by a per-stream odd multiplier (a per-stream Weyl sequence), xored
+  with ``a`` before the full round and with ``b`` before the half round. So streams are
+  not time-shifted copies of one sequence (their Weyl steps differ), and two streams
+  share their first round only if both ``mul`` and ``a`` (63 bits) coincide.
+  ``tests/test_theorem1.py`` checks uniformity, 32 fair bits, serial and cross-stream
+  correlations and that neighbouring streams share no more values than chance.
+* ``uniform``: ``(x ^ 2^31) / 2^32``, computed as ``(int32(x) + 2^31) * 2^-32`` (exact),
+  a multiple of 2^-32 in [0, 1). 32 bits are enough here: g^2 = G u is averaged over
+  ~1/(1 - beta2) >= 10^3 steps, so a 2^-32 grid changes statistics by ~10^-10, and
+  probabilities p compared with u are realised to within 2^-32. ``uniform_open`` adds
+  one half (never 0 or 1); its normal quantile (AS 241) stays within |z| <= 6.34, a
+  truncation of the normal law's mass beyond, 2.3e-10, far below Monte-Carlo error.
+
+Step 0 is reserved for drawing a process's initial state; up to four streams per step
+keep the uniforms a process needs independent. The NumPy functions below are the
 references for the numba versions in ``_kernels.py``; both give identical bits.
 """
 
@@ -23,9 +42,14 @@ import numpy as np
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 MIX2 = np.uint64(0x94D049BB133111EB)
+LB1 = np.uint32(0x7FEB352D)  # lowbias32's multipliers (Wellons, "hash-prospector")
+LB2 = np.uint32(0x846CA68B)
 SHARED_COORD = 0xFFFFFFFF  # coordinate index of a trial's shared stream (coupled processes)
 STREAMS = 4  # counters per step: 4 * step + stream, stream in 0..3
-TO_UNIT = 2.0**-53
+MAX_STEP = 2**30  # 4 * step + stream must fit 32 bits: steps 0 .. MAX_STEP - 1
+TWO31 = 2.0**31
+OPEN_OFFSET = 2.0**31 + 0.5
+TO_UNIT = 2.0**-32
 
 
 def mix64(z: np.ndarray) -> np.ndarray:
@@ -47,20 +71,59 @@ def stream_keys(seed: int, trials: np.ndarray, coords: np.ndarray) -> np.ndarray
         return mix64(per_trial + coords * GOLDEN)
 
 
-def uniform(keys: np.ndarray, step, stream: int) -> np.ndarray:
-    """Uniform [0, 1) doubles (53 random bits) at ``step`` (int or array broadcasting with keys)."""
-    counter = np.asarray(step, dtype=np.uint64) * np.uint64(STREAMS) + np.uint64(stream)
+def key_words(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three uint32 words (mul, a, b) of each uint64 key (see the module docstring)."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    mul = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32) | np.uint32(1)
+    a = (keys >> np.uint64(32)).astype(np.uint32)
     with np.errstate(over="ignore"):
-        z = mix64(keys + counter * GOLDEN)
-    return (z >> np.uint64(11)).astype(np.float64) * TO_UNIT
+        b = (mix64(keys + GOLDEN) >> np.uint64(32)).astype(np.uint32)
+    return mul, a, b
+
+
+def lowbias32(x: np.ndarray) -> np.ndarray:
+    """Wellons' lowbias32 (a bijection of uint32), element-wise on a uint32 array."""
+    x = np.asarray(x, dtype=np.uint32)
+    x = x ^ (x >> np.uint32(16))
+    x = x * LB1
+    x = x ^ (x >> np.uint32(15))
+    x = x * LB2
+    return x ^ (x >> np.uint32(16))
+
+
+def half_round(x: np.ndarray) -> np.ndarray:
+    """lowbias32's first half (xorshift, multiply, xorshift): one multiply, a bijection."""
+    x = np.asarray(x, dtype=np.uint32)
+    x = x ^ (x >> np.uint32(16))
+    x = x * LB1
+    return x ^ (x >> np.uint32(15))
+
+
+def counter(step, stream: int) -> np.ndarray:
+    """uint32 counter 4 * step + stream; ValueError unless 0 <= step < MAX_STEP."""
+    step = np.asarray(step, dtype=np.int64)
+    if step.size and (step.min() < 0 or step.max() >= MAX_STEP):
+        raise ValueError(f"step must be in [0, {MAX_STEP}), got {step.min()}..{step.max()}")
+    return (step * STREAMS + stream).astype(np.uint32)
+
+
+def bits(keys: np.ndarray, step, stream: int) -> np.ndarray:
+    """uint32 draw of each key at ``step`` (int or array broadcasting with keys)."""
+    mul, a, b = key_words(keys)
+    c = counter(step, stream)
+    with np.errstate(over="ignore"):
+        x = lowbias32((c * mul) ^ a)
+        return half_round(x ^ b)
+
+
+def uniform(keys: np.ndarray, step, stream: int) -> np.ndarray:
+    """Uniform [0, 1) doubles on the 2^-32 grid at ``step``."""
+    return (bits(keys, step, stream).view(np.int32).astype(np.float64) + TWO31) * TO_UNIT
 
 
 def uniform_open(keys: np.ndarray, step, stream: int) -> np.ndarray:
-    """Uniform (0, 1) doubles: 53 random bits plus one half, never 0 or 1."""
-    counter = np.asarray(step, dtype=np.uint64) * np.uint64(STREAMS) + np.uint64(stream)
-    with np.errstate(over="ignore"):
-        z = mix64(keys + counter * GOLDEN)
-    return ((z >> np.uint64(11)).astype(np.float64) + 0.5) * TO_UNIT
+    """Uniform (0, 1) doubles: 32 random bits plus one half, never 0 or 1."""
+    return (bits(keys, step, stream).view(np.int32).astype(np.float64) + OPEN_OFFSET) * TO_UNIT
 
 
 def normal(keys: np.ndarray, step, stream: int = 0) -> np.ndarray:

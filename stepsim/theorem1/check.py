@@ -197,11 +197,13 @@ class Theorem1Result:
              f"{'verdict':<12} | {'inf q':>9} {'q/bnd':>6} {'rate [CI]':>27} verdict"),
         ]
         for i, lag in enumerate(self.lags):
+            coord = _rate(self.coord_rate[i], self.coord_ci_low[i], self.coord_ci_high[i])
+            inf = _rate(self.inf_rate[i], self.inf_ci_low[i], self.inf_ci_high[i])
             lines.append(
                 f"  {lag:>6} {self.bound[i]:9.3g} | {self.coord_quantile[i]:9.3g} "
-                f"{self.coord_tightness[i]:6.3f} {_rate(self.coord_rate[i], self.coord_ci_low[i], self.coord_ci_high[i])} "
+                f"{self.coord_tightness[i]:6.3f} {coord} "
                 f"{self.coord_verdict[i]:<12} | {self.inf_quantile[i]:9.3g} "
-                f"{self.inf_tightness[i]:6.3f} {_rate(self.inf_rate[i], self.inf_ci_low[i], self.inf_ci_high[i])} "
+                f"{self.inf_tightness[i]:6.3f} {inf} "
                 f"{self.inf_verdict[i]}"
             )
         lines.append(

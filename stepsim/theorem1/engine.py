@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import check_choice, check_int, check_real
+from stepsim.theorem1._rng import MAX_STEP
 from stepsim.theorem1.processes import BuiltinProcess, check_process, make_process, process_name
 
 CHUNK_BYTES = 32 << 20  # g^2 chunk size of the generic path (bytes)
@@ -55,12 +56,10 @@ def denominators(beta2: float, k_end: int) -> np.ndarray:
 
     Every engine divides by this same table, so they agree bit for bit (den[0] = 0).
     """
+    power = np.cumprod(np.full(k_end + 1, beta2))  # power[k - 1] = beta2^k, k = 1..
     den = np.empty(k_end + 1)
-    power = 1.0
     den[0] = 0.0
-    for k in range(1, k_end + 1):
-        power *= beta2
-        den[k] = 1.0 - power
+    den[1:] = 1.0 - power[:k_end]
     return den
 
 
@@ -120,6 +119,9 @@ def simulate(process, *, beta2: float, k0: int, lags, trials: int, dim: int, see
     seed = check_int("seed", seed, minimum=0, maximum=2**64 - 1)
     engine = check_choice("engine", engine, ("numba", "numpy"))
     k_end = k0 + int(lags[-1])
+    if isinstance(process, BuiltinProcess) and k_end >= MAX_STEP:
+        raise ValueError(f"k0 + max(lags) = {k_end} steps: built-in processes draw random "
+                         f"numbers for steps < {MAX_STEP} (2^30) only")
     den = denominators(beta2, k_end)
     slot = record_slots(k0, lags)
     t0 = time.perf_counter()
@@ -153,8 +155,9 @@ def _run_builtin(process, seed, trials, dim, slot, den, beta2, chunk_trials, pro
     from stepsim.theorem1 import _kernels
 
     n_lags = int(np.count_nonzero(slot >= 0))
-    if chunk_trials is None:  # ~2.5e7 coordinate-steps per call: progress ~ every 0.1 s
-        chunk_trials = max(1, int(2.5e7 // (dim * len(slot))))
+    if chunk_trials is None:  # ~2e8 coordinate-steps per call: progress ~ every 0.1 s,
+        # and each call has hundreds of work items, so the threads finish together
+        chunk_trials = max(1, int(2e8 // (dim * len(slot))))
     chunk_trials = check_int("chunk_trials", chunk_trials, minimum=1)
     stats = np.empty((trials, dim, n_lags))
     g2max = np.empty((trials, dim))
