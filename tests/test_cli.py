@@ -88,3 +88,16 @@ def test_bad_nm_option_is_a_one_line_error_naming_the_option(argv, option, capsy
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"error: argument {option}: " in err and "Traceback" not in err
+
+
+def test_bench_quick_other_sections_print_each_row_once(capsys):
+    from stepsim.bench import run_bench
+
+    bench = run_bench(quick=True, only=["theorem1", "layout"])
+    printed = capsys.readouterr().out
+    sections = {row["section"] for row in bench.rows}
+    assert sections == {"theorem1", "layout"}
+    for row in bench.rows:
+        assert row["seconds"] > 0
+        line = f"{row['case']:<26} {row['impl']:<22}"
+        assert printed.count(line) == 1, line

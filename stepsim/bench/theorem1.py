@@ -106,8 +106,7 @@ def run(bench) -> None:
     case = f"uniform {trials}x{dim}x{k_end}"
     for impl, extra in (("numba fused", {"ratio": f"{ratio:.1f}x numpy plain, {naive:.1f}x naive"}),
                         ("numpy plain", {}), ("numpy naive", {})):
-        _show(bench, bench.emit("theorem1", case, impl, times[impl], units=steps,
-                                unit="coord-step", **extra))
+        _emit(bench, case, impl, times[impl], steps, **extra)
 
     small_trials = 2 if bench.quick else 10  # the hashed NumPy reference is slow
     small = small_trials * dim * k_end
@@ -116,24 +115,21 @@ def run(bench) -> None:
                                "uniform", beta2=BETA2, k0=k0, lags=lags, trials=small_trials,
                                dim=dim, seed=1, engine="numpy")}, repeats=1)
     ratio = times["numpy reference"] / times["numba fused"]
-    _show(bench, bench.emit("theorem1", f"uniform {small_trials}x{dim}x{k_end}",
-                            "numpy reference", times["numpy reference"], units=small,
-                            unit="coord-step", ratio=f"numba {ratio:.0f}x faster"))
+    _emit(bench, f"uniform {small_trials}x{dim}x{k_end}", "numpy reference",
+          times["numpy reference"], small, ratio=f"numba {ratio:.0f}x faster")
 
     heavy_trials = max(2, trials // 4)
     heavy = heavy_trials * dim * k_end
     for name in ("ar1", "clipped_gaussian"):
         t = bench.compare({name: fused(name, heavy_trials)}, repeats=repeats)[name]
-        _show(bench, bench.emit("theorem1", f"{name} {heavy_trials}x{dim}x{k_end}",
-                                "numba fused", t, units=heavy, unit="coord-step"))
+        _emit(bench, f"{name} {heavy_trials}x{dim}x{k_end}", "numba fused", t, heavy)
     t = bench.compare({"generic": fused(_PythonUniform(), heavy_trials)},
                       repeats=repeats)["generic"]
-    _show(bench, bench.emit("theorem1", f"python process {heavy_trials}x{dim}x{k_end}",
-                            "generic (numba rec.)", t, units=heavy, unit="coord-step"))
+    _emit(bench, f"python process {heavy_trials}x{dim}x{k_end}", "generic (numba rec.)", t,
+          heavy)
 
 
-def _show(bench, row) -> None:
-    from stepsim.bench import format_row
-
-    rate = row["units"] / row["seconds"] / 1e6
-    bench.print(format_row(row) + f"  ({rate:.0f} M coord-steps/s)")
+def _emit(bench, case, impl, seconds, units, **extra) -> None:
+    """Record and print one row, with its rate in millions of coordinate-steps a second."""
+    bench.emit("theorem1", case, impl, seconds, units=units, unit="coord-step",
+               suffix=f"  ({units / seconds / 1e6:.0f} M coord-steps/s)", **extra)
