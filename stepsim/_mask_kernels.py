@@ -86,8 +86,13 @@ def mask_select(bits, n, abs_mask, inf_bits, out):
             for j in range(m):
                 if out[g, j] != keep_directly:  # still a candidate
                     a = bits[g, j] & abs_mask
-                    better = a > best_val if keep_directly else a <= best_val
-                    if best < 0 or better:
+                    # three plain branches: a merged condition or a select measured 1.6x
+                    # slower here (1:8 at 2^24: 2.7 vs 1.7 ns/element)
+                    if best < 0:  # noqa: SIM114
+                        best, best_val = j, a
+                    elif keep_directly and a > best_val:  # noqa: SIM114
+                        best, best_val = j, a
+                    elif (not keep_directly) and a <= best_val:
                         best, best_val = j, a
             out[g, best] = keep_directly
     return nan_count
