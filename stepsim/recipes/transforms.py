@@ -234,49 +234,39 @@ def count_flips(old: Masks | None, new: Masks) -> int:
     return flips
 
 
+def _on_pruned(arrays: Mapping, masks: Masks, pruned) -> Params:
+    """``arrays`` with each masked entry replaced by ``pruned(name, x)`` where its mask is
+    False; kept entries, and arrays without a mask, pass through unchanged."""
+    out = {}
+    for name, x in arrays.items():
+        mask = masks.get(name)
+        out[name] = x if mask is None else np.where(mask, x, pruned(name, x))
+    return out
+
+
 def masked_forward(params: Mapping, masks: Masks, alpha: float | Mapping = 0.0) -> Params:
     """The weights the forward pass uses: Pi * w, pruned entries scaled by ``alpha`` (default 0).
 
     alpha: one scale for every layer, or a dict name -> scale (missing names: 0).
     """
-    out = {}
-    for name, w in params.items():
-        mask = masks.get(name)
+    def pruned(name, w):
         a = alpha.get(name, 0.0) if isinstance(alpha, Mapping) else alpha
-        if mask is None:
-            out[name] = w
-        elif a == 0.0:
-            out[name] = np.where(mask, w, w.dtype.type(0))
-        else:
-            out[name] = np.where(mask, w, w * w.dtype.type(a))
-    return out
+        return w.dtype.type(0) if a == 0.0 else w * w.dtype.type(a)
+
+    return _on_pruned(params, masks, pruned)
 
 
 def srste_term(grads: Mapping, params: Mapping, masks: Masks, lam: float) -> Params:
     """SR-STE's gradient (Eq. 9): g + lam * (1 - Pi) * w; kept entries are g unchanged."""
-    out = {}
-    for name, g in grads.items():
-        mask = masks.get(name)
-        if mask is None:
-            out[name] = g
-        else:
-            w = params[name]
-            out[name] = np.where(mask, g, g + w.dtype.type(lam) * w)
-    return out
+    return _on_pruned(grads, masks,
+                      lambda name, g: g + params[name].dtype.type(lam) * params[name])
 
 
 def srste_decoupled(new_params: Mapping, old_params: Mapping, masks: Masks, lam: float,
                     lr: float) -> Params:
     """SR-STE after the optimizer normalised the gradient: w -= lr * lam * (1 - Pi) * w_old."""
-    out = {}
-    for name, w in new_params.items():
-        mask = masks.get(name)
-        if mask is None:
-            out[name] = w
-        else:
-            w_old = old_params[name]
-            out[name] = np.where(mask, w, w - w.dtype.type(lr * lam) * w_old)
-    return out
+    return _on_pruned(new_params, masks,
+                      lambda name, w: w - w.dtype.type(lr * lam) * old_params[name])
 
 
 def mask_gradients(grads: Mapping, masks: Masks) -> Params:
