@@ -40,7 +40,7 @@ _EXPORTS = {
     "make_recipe": "stepsim.recipes",
     "Recipe": "stepsim.recipes",
     "RECIPES": "stepsim.recipes",
-    "ParamSpec": "stepsim.recipes",
+    "ParamSpec": "stepsim.sparsity",
     "allocate_layerwise": "stepsim.recipes",
     "decay_sequence": "stepsim.recipes",
     "SyntheticRegression": "stepsim.problems",

@@ -75,12 +75,11 @@ def to_jsonable(obj):
 
 
 def save_json(path, payload, *, params: dict | None = None, seed=None) -> Path:
-    """Write ``{"result": payload, "provenance": ...}`` to ``path`` (parents created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Atomically write ``{"result": payload, "provenance": ...}`` to ``path`` (parents created)."""
+    from stepsim._atomic import write_json
+
     document = {"result": to_jsonable(payload), "provenance": provenance(params, seed)}
-    path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
-    return path
+    return write_json(path, document)
 
 
 def load_json(path) -> dict:

@@ -136,16 +136,20 @@ class FitResult:
         """
         from stepsim._provenance import save_json
 
+        from stepsim._atomic import savez
+
         path = Path(path)
         npz = path.with_suffix(".npz")
+        if npz == path:
+            raise ValueError(f"result path {str(path)!r} must not end in .npz: the trace and "
+                             "weights go to an .npz beside the JSON")
         payload = dict(self.summary(), arrays=npz.name)
         run = dict(params or {}, recipe=self.recipe.name, recipe_options=dict(self.recipe.options),
                    criterion=self.criterion, steps=self.steps, problem=self.problem)
-        save_json(path, payload, params=run, seed=self.seed)
-        npz.parent.mkdir(parents=True, exist_ok=True)
         weights = {f"weights/{k}": v for k, v in self.weights.items()}
-        np.savez_compressed(npz, layer_names=np.array(self.trace.layer_names),
-                            **self.trace.arrays(), **weights)
+        # arrays first, JSON last: a JSON that exists always points to complete arrays
+        savez(npz, layer_names=np.array(self.trace.layer_names), **self.trace.arrays(), **weights)
+        save_json(path, payload, params=run, seed=self.seed)
         return path, npz
 
 
@@ -173,7 +177,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     from stepsim import criteria as crit
     from stepsim._progress import Progress
     from stepsim.recipes import Recipe, make_recipe
-    from stepsim.recipes.specs import check_specs, with_nm
+    from stepsim.sparsity import check_specs, with_nm
     from stepsim.recipes.transforms import SGDM
 
     steps = check_int("steps", steps, minimum=1)

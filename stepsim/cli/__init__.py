@@ -21,6 +21,9 @@ SUBCOMMANDS = {
     "theorem1": "theorem1",
     "compress": "compress",
     "memory": "memory",
+    "sweep": "sweep",
+    "report": "report",
+    "check": "check",
 }
 
 

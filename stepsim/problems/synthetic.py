@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import check_int, check_nm, check_real
-from stepsim.recipes.specs import ParamSpec
+from stepsim.sparsity import ParamSpec
 
 
 class Batch(NamedTuple):
@@ -81,7 +81,7 @@ class SyntheticRegression:
         self.specs = {"w1": sparse, "w2": sparse}
         if self.bias:
             self.specs.update(b1=ParamSpec(), b2=ParamSpec())
-        from stepsim.recipes.specs import check_divides
+        from stepsim.sparsity import check_divides
 
         check_divides("w1", (self.d_hidden, self.d_in), -1, m)
         check_divides("w2", (self.d_out, self.d_hidden), -1, m)

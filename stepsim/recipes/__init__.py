@@ -1,6 +1,6 @@
 """Recipes for learning N:M masks, built from small pure pieces (SPEC section 3).
 
-* :mod:`~stepsim.recipes.specs`: :class:`ParamSpec` — which parameter is sparsified, N:M, axis.
+* :class:`~stepsim.sparsity.ParamSpec` (in :mod:`stepsim.sparsity`): which parameter is sparsified.
 * :mod:`~stepsim.recipes.transforms`: the pieces (Adam/SGDM, masks, SR-STE term, ASP
   masking, frozen v, decaying schedule, layer-wise allocation).
 * :mod:`~stepsim.recipes.recipes`: :class:`Recipe`, :func:`make_recipe`, ``RECIPES``.
@@ -18,7 +18,7 @@ from stepsim.recipes.recipes import (
     make_recipe,
     recipe_options,
 )
-from stepsim.recipes.specs import ParamSpec, check_specs, sparsity, with_nm
+from stepsim.sparsity import ParamSpec, check_specs, sparsity, with_nm
 from stepsim.recipes.transforms import (
     SGDM,
     Adam,

@@ -32,7 +32,7 @@ from stepsim._validate import (
     check_step_or_fraction,
 )
 from stepsim.recipes import transforms as T
-from stepsim.recipes.specs import ParamSpec, check_divides, check_specs, sparsity
+from stepsim.sparsity import ParamSpec, check_divides, check_specs, sparsity
 
 
 # --------------------------------------------------------------------------- maskers

@@ -36,7 +36,7 @@ from stepsim._validate import (
     check_nm,
     check_real,
 )
-from stepsim.recipes.specs import ParamSpec, check_divides
+from stepsim.sparsity import ParamSpec, check_divides
 
 Params = dict  # name -> ndarray
 Masks = dict  # name -> bool ndarray, or None for a dense parameter
