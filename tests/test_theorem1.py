@@ -332,6 +332,24 @@ def test_worst_case_is_attained_by_a_step_sequence():
     np.testing.assert_allclose(stats, worst_case(G, beta2, k0, lags), rtol=1e-12)
 
 
+def test_analytic_columns_use_scalar_pow_in_a_fixed_order():
+    """The same bits on every CPU: NumPy's SIMD power (AVX-512) differs from scalar pow in
+    the last bit, so worst_case / hoeffding_bound must equal element-by-element math.pow."""
+    beta2, k0, G, delta = 0.999, 1, 1.0, 0.05
+    lags = lag_grid(10_000, 8)
+    expected = [G * (1 - math.pow(beta2, n)) / (1 - math.pow(beta2, k0 + n)) for n in lags]
+    assert worst_case(G, beta2, k0, lags).tolist() == expected
+    b = beta2
+    h = []
+    for n in lags:
+        k = k0 + n
+        d = (1 - math.pow(b, n)) / ((1 - math.pow(b, k0)) * (1 - math.pow(b, k)))
+        s = (1 - b) ** 2 / (1 - b * b) * ((1 - math.pow(b, 2 * n)) / ((1 - math.pow(b, k))
+                                          * (1 - math.pow(b, k))) + (1 - math.pow(b, 2 * k0)) * d * d)
+        h.append(G * math.sqrt(s * math.log(2 / delta) / 2))
+    assert hoeffding_bound(G, beta2, k0, lags, delta).tolist() == h
+
+
 @given(beta2=st.floats(0.5, 0.9999), extra=st.integers(0, 5000), lag=st.integers(1, 10**6))
 def test_hoeffding_bound_is_below_the_paper_bound_past_the_condition(beta2, extra, lag):
     k0 = k0_statement(beta2) + extra
@@ -346,16 +364,16 @@ def test_hoeffding_bound_is_below_the_paper_bound_past_the_condition(beta2, extr
 def test_nonstationary_control_is_flagged_violated():
     r = check_theorem1("drift", trials=30, dim=4, seed=1, per_decade=2)
     assert r.coord_overall == VIOLATED and r.inf_overall == VIOLATED
-    assert r.at(10_000)["coord_verdict"] == VIOLATED
+    assert r.at(10_000).coord.verdict == VIOLATED
     assert any("NOT stationary" in note for note in r.notes)
 
 
 @pytest.mark.parametrize("name", ["uniform", "twopoint", "spikes"])
 def test_iid_bounded_process_is_not_violated(name):
     r = check_theorem1(name, trials=30, dim=4, seed=2, per_decade=2)
-    assert VIOLATED not in r.coord_verdict + r.inf_verdict
+    assert all(VIOLATED not in (row.coord.verdict, row.inf.verdict) for row in r.rows)
     assert r.coord_n == 120 and r.inf_n == 30
-    assert all(t < 1 for t in r.coord_tightness)
+    assert all(row.coord.tightness < 1 for row in r.rows)
 
 
 def test_small_k0_breaks_the_bound_even_for_iid():
@@ -375,8 +393,21 @@ def test_result_fields_and_summary():
     r = check_theorem1("uniform", beta2=0.99, trials=10, dim=3, horizon=100, seed=0,
                        per_decade=2)
     n = len(r.lags)
-    assert all(len(getattr(r, f)) == n for f in ("bound", "coord_rate", "inf_quantile",
-                                                   "coord_verdict", "inf_ci_high"))
+    assert all(r.column(f).shape == (n,) for f in ("bound", "coord.rate", "inf.quantile",
+                                                     "coord.verdict", "inf.ci_high"))
+    row = r.at(r.lags[2])
+    assert row.lag == r.lags[2] and row.inf.n == 10 and row.coord.n == 30
+    assert row.coord.rate == row.coord.violations / row.coord.n
+    assert row.inf.tightness == row.inf.quantile / row.bound
+    np.testing.assert_array_equal(r.column("inf.violations"),
+                                  [x.inf.violations for x in r.rows])
+    with pytest.raises(ValueError, match="unknown column 'coord'"):
+        r.column("coord")
+    with pytest.raises(ValueError, match="unknown column 'bound.rate'"):
+        r.column("bound.rate")
+    document = r.to_dict()
+    assert set(document["rows"][0]) == {"lag", "bound", "worst_case", "hoeffding_bound",
+                                        "coord", "inf"}
     assert r.k0 == k0_statement(0.99) and r.coordinate_steps == 10 * 3 * (r.k0 + 100)
     assert "overall" in r.summary() and "uniform" in repr(r)
     with pytest.raises(ValueError, match="not simulated"):

@@ -51,15 +51,29 @@ def theorem1_bound(G: float, beta2: float, lags, delta: float) -> np.ndarray:
     return np.sqrt(4.0 * G * G * (1.0 - beta2) ** 2 * n * math.log(2.0 / delta))
 
 
+def _pow(base: float, exponents) -> np.ndarray:
+    """base ** e for each e, by ``math.pow`` one element at a time (float64 array).
+
+    Why not ``base ** array``: NumPy's vectorised power has CPU-specific SIMD paths
+    (AVX-512 among them) that differ from the scalar libm ``pow`` in the last bit, so the
+    analytic columns of a committed result would depend on the CPU that made them.
+    ``math.pow`` is the platform's scalar ``pow``, the same on every x86-64 CPU; the
+    remaining operations here (+, -, *, /, sqrt) are correctly rounded by IEEE 754.
+    """
+    return np.array([math.pow(base, float(e)) for e in np.asarray(exponents).ravel()],
+                    dtype=np.float64).reshape(np.shape(exponents))
+
+
 def worst_case(G: float, beta2: float, k0: int, lags) -> np.ndarray:
     """sup |vhat_{k0+n} - vhat_k0| over ALL sequences g_j^2 in [0, G]: G (1-b2^n)/(1-b2^k).
 
     vhat_k - vhat_k0 = sum_j w_j g_j^2 with sum_j w_j = 0 and positive weight
     (1-b2^n)/(1-b2^k) on the steps after k0. Where this is below the bound, no process
-    whatever (stationary or not) can violate the theorem at that lag.
+    whatever (stationary or not) can violate the theorem at that lag. Computed in a fixed
+    order with scalar ``pow`` (:func:`_pow`): the same bits on every CPU.
     """
     n = np.asarray(lags, dtype=np.float64)
-    return G * (1.0 - beta2**n) / (1.0 - beta2 ** (k0 + n))
+    return G * (1.0 - _pow(beta2, n)) / (1.0 - _pow(beta2, k0 + n))
 
 
 def hoeffding_bound(G: float, beta2: float, k0: int, lags, delta: float) -> np.ndarray:
@@ -69,14 +83,16 @@ def hoeffding_bound(G: float, beta2: float, k0: int, lags, delta: float) -> np.n
     S = sum_j w_j^2 = (1-b2)^2/(1-b2^2) [(1-b2^{2n})/(1-b2^k)^2 + (1-b2^{2 k0}) D^2],
     D = (1-b2^n) / ((1-b2^k0)(1-b2^k)). For k0 past the statement's condition
     S <= 6 (1-b2)^2 n, so this never exceeds the paper's bound (see paper_checks/theorem1.md).
+    Powers by scalar ``pow`` (:func:`_pow`): the same bits on every CPU.
     """
     n = np.asarray(lags, dtype=np.float64)
     b = beta2
     k = k0 + n
-    d = (1.0 - b**n) / ((1.0 - b**k0) * (1.0 - b**k))
-    s = (1.0 - b) ** 2 / (1.0 - b * b) * (
-        (1.0 - b ** (2 * n)) / (1.0 - b**k) ** 2 + (1.0 - b ** (2 * k0)) * d * d
-    )
+    b_n, b_k, b_2n = _pow(b, n), _pow(b, k), _pow(b, 2 * n)
+    b_k0, b_2k0 = math.pow(b, k0), math.pow(b, 2 * k0)
+    d = (1.0 - b_n) / ((1.0 - b_k0) * (1.0 - b_k))
+    s = (1.0 - b) ** 2 / (1.0 - b * b) * ((1.0 - b_2n) / ((1.0 - b_k) * (1.0 - b_k))
+                                         + (1.0 - b_2k0) * d * d)
     return G * np.sqrt(s * math.log(2.0 / delta) / 2.0)
 
 
@@ -114,15 +130,51 @@ def overall(violations, n: int, delta: float, level: float) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Theorem1Result:
-    """Everything a Theorem 1 check found; per-lag fields are tuples aligned with ``lags``.
+class Estimate:
+    """What one sample of the statistic says at one lag.
 
-    ``coord_*``: one coordinate (sample of ``coord_n`` pairs, see the module docstring);
-    ``inf_*``: the inf-norm over ``dim`` coordinates (``inf_n`` = trials). ``*_quantile`` is
-    the empirical (1 - delta)-quantile of the statistic, ``*_tightness`` its ratio to the
-    bound (1 means the bound is exact; < 1 holds). ``worst_case`` is the largest value any
-    [0, G]-valued sequence can reach; ``hoeffding_bound`` the bound that is valid for
-    independent g^2. Verdicts: HOLDS / VIOLATED / INCONCLUSIVE (see module docstring).
+    n: sample size (pairs for a coordinate, trials for the inf-norm); violations: how
+    many reached the bound; rate = violations / n with its Clopper-Pearson interval
+    [ci_low, ci_high]; quantile: the empirical (1 - delta)-quantile of the statistic;
+    tightness = quantile / bound (1: the bound is exact; < 1: it holds); verdict: HOLDS /
+    VIOLATED / INCONCLUSIVE (module docstring).
+    """
+
+    n: int
+    violations: int
+    rate: float
+    ci_low: float
+    ci_high: float
+    quantile: float
+    tightness: float
+    verdict: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LagRow:
+    """One lag n = k - k0: the bounds there and the two estimates.
+
+    bound: the paper's bound; worst_case: the largest value any [0, G]-valued sequence
+    can reach; hoeffding_bound: the bound valid for independent g^2; coord: one
+    coordinate; inf: the inf-norm over the ``dim`` coordinates of a trial.
+    """
+
+    lag: int
+    bound: float
+    worst_case: float
+    hoeffding_bound: float
+    coord: Estimate
+    inf: Estimate
+
+
+@dataclasses.dataclass(frozen=True)
+class Theorem1Result:
+    """Everything a Theorem 1 check found: the set-up, one :class:`LagRow` per lag, and the
+    overall verdicts over all lags (Bonferroni; see the module docstring).
+
+    ``result.at(lag)`` is one row; ``result.column("coord.quantile")`` one column as an
+    array (any field of :class:`LagRow`, or ``coord.``/``inf.`` + a field of
+    :class:`Estimate`); ``result.lags`` the lags.
     """
 
     process: str
@@ -142,26 +194,7 @@ class Theorem1Result:
     dim: int
     seed: int
     engine: str
-    lags: tuple
-    bound: tuple
-    worst_case: tuple
-    hoeffding_bound: tuple
-    coord_n: int
-    coord_violations: tuple
-    coord_rate: tuple
-    coord_ci_low: tuple
-    coord_ci_high: tuple
-    coord_quantile: tuple
-    coord_tightness: tuple
-    coord_verdict: tuple
-    inf_n: int
-    inf_violations: tuple
-    inf_rate: tuple
-    inf_ci_low: tuple
-    inf_ci_high: tuple
-    inf_quantile: tuple
-    inf_tightness: tuple
-    inf_verdict: tuple
+    rows: tuple
     coord_overall: str
     inf_overall: str
     max_g2: float
@@ -169,16 +202,41 @@ class Theorem1Result:
     seconds: float
     notes: tuple
 
-    def at(self, lag: int) -> dict:
-        """The row of one lag (must be one of ``lags``) as a dict."""
-        if lag not in self.lags:
-            raise ValueError(f"lag {lag} was not simulated; lags are {list(self.lags)}")
-        i = self.lags.index(lag)
-        names = ("bound", "worst_case", "hoeffding_bound", "coord_violations", "coord_rate",
-                 "coord_ci_low", "coord_ci_high", "coord_quantile", "coord_tightness",
-                 "coord_verdict", "inf_violations", "inf_rate", "inf_ci_low", "inf_ci_high",
-                 "inf_quantile", "inf_tightness", "inf_verdict")
-        return {"lag": lag, **{name: getattr(self, name)[i] for name in names}}
+    @property
+    def lags(self) -> tuple:
+        return tuple(row.lag for row in self.rows)
+
+    @property
+    def coord_n(self) -> int:
+        """Size of the per-coordinate sample (the same at every lag)."""
+        return self.rows[0].coord.n
+
+    @property
+    def inf_n(self) -> int:
+        """Size of the inf-norm sample: the number of trials."""
+        return self.rows[0].inf.n
+
+    def at(self, lag: int) -> LagRow:
+        """The row of one lag (must be one of ``lags``)."""
+        for row in self.rows:
+            if row.lag == lag:
+                return row
+        raise ValueError(f"lag {lag} was not simulated; lags are {list(self.lags)}")
+
+    def column(self, name: str) -> np.ndarray:
+        """One field across lags, e.g. "bound", "inf.rate", "coord.verdict" (array)."""
+        head, _, tail = name.partition(".")
+        fields = {f.name for f in dataclasses.fields(LagRow)}
+        sub = {f.name for f in dataclasses.fields(Estimate)}
+        if head not in fields or (head in ("coord", "inf")) != bool(tail) or (
+                tail and tail not in sub):
+            raise ValueError(f"unknown column {name!r}; choose a LagRow field "
+                             f"{sorted(fields - {'coord', 'inf'})} or coord.X / inf.X with X "
+                             f"in {sorted(sub)}")
+        values = [getattr(row, head) for row in self.rows]
+        if tail:
+            values = [getattr(v, tail) for v in values]
+        return np.array(values)
 
     def summary(self) -> str:
         """A readable report: set-up, one line per lag, overall verdicts and notes."""
@@ -196,18 +254,16 @@ class Theorem1Result:
             (f"  {'lag':>6} {'bound':>9} | {'coord q':>9} {'q/bnd':>6} {'rate [CI]':>27} "
              f"{'verdict':<12} | {'inf q':>9} {'q/bnd':>6} {'rate [CI]':>27} verdict"),
         ]
-        for i, lag in enumerate(self.lags):
-            coord = _rate(self.coord_rate[i], self.coord_ci_low[i], self.coord_ci_high[i])
-            inf = _rate(self.inf_rate[i], self.inf_ci_low[i], self.inf_ci_high[i])
+        for row in self.rows:
+            c, f = row.coord, row.inf
             lines.append(
-                f"  {lag:>6} {self.bound[i]:9.3g} | {self.coord_quantile[i]:9.3g} "
-                f"{self.coord_tightness[i]:6.3f} {coord} "
-                f"{self.coord_verdict[i]:<12} | {self.inf_quantile[i]:9.3g} "
-                f"{self.inf_tightness[i]:6.3f} {inf} "
-                f"{self.inf_verdict[i]}"
+                f"  {row.lag:>6} {row.bound:9.3g} | {c.quantile:9.3g} {c.tightness:6.3f} "
+                f"{_rate(c.rate, c.ci_low, c.ci_high)} {c.verdict:<12} | "
+                f"{f.quantile:9.3g} {f.tightness:6.3f} {_rate(f.rate, f.ci_low, f.ci_high)} "
+                f"{f.verdict}"
             )
         lines.append(
-            f"  overall over {len(self.lags)} lags (Bonferroni): per coordinate "
+            f"  overall over {len(self.rows)} lags (Bonferroni): per coordinate "
             f"{self.coord_overall}, inf-norm over d={self.dim}: {self.inf_overall}"
         )
         lines += [f"  note: {note}" for note in self.notes]
@@ -217,9 +273,10 @@ class Theorem1Result:
         return self.summary()
 
     def __repr__(self) -> str:
+        lags = self.lags
         return (f"Theorem1Result(process={self.process!r}, coord_overall={self.coord_overall!r}, "
-                f"inf_overall={self.inf_overall!r}, lags={self.lags[0]}..{self.lags[-1]} "
-                f"({len(self.lags)}), k0={self.k0}, trials={self.trials}, dim={self.dim}, "
+                f"inf_overall={self.inf_overall!r}, lags={lags[0]}..{lags[-1]} "
+                f"({len(lags)}), k0={self.k0}, trials={self.trials}, dim={self.dim}, "
                 f"seed={self.seed})")
 
     def to_dict(self) -> dict:
@@ -245,17 +302,24 @@ def analyse(stats: np.ndarray, *, process, G: float, beta2: float, delta: float,
     coord = stats.reshape(trials * dim, n_lags) if independent else stats[:, 0, :]
     inf = stats.max(axis=1)
 
-    def block(sample):
+    def estimates(sample) -> list[Estimate]:
         n = sample.shape[0]
         violations = np.count_nonzero(sample >= bound, axis=0)
         lo, hi = clopper_pearson(violations, n, ci_level)
         q = np.quantile(sample, 1.0 - delta, axis=0, method="inverted_cdf")
-        return n, violations, violations / n, lo, hi, q, q / bound
+        return [Estimate(n=int(n), violations=int(v), rate=float(v / n), ci_low=float(a),
+                         ci_high=float(b), quantile=float(x), tightness=float(x / bnd),
+                         verdict=verdict)
+                for v, a, b, x, bnd, verdict in zip(violations, lo, hi, q, bound,
+                                                    verdicts(lo, hi, delta))]
 
-    c = block(coord)
-    f = block(inf)
+    coord_est, inf_est = estimates(coord), estimates(inf)
     k_stmt, k_prf = k0_statement(beta2), k0_proof(beta2)
     worst = worst_case(G, beta2, k0, lags)
+    hoeffding = hoeffding_bound(G, beta2, k0, lags, delta)
+    rows = tuple(LagRow(lag=int(n), bound=float(b), worst_case=float(w), hoeffding_bound=float(h),
+                        coord=c, inf=f)
+                 for n, b, w, h, c, f in zip(lags, bound, worst, hoeffding, coord_est, inf_est))
     notes = _notes(process, independent, k0, k_stmt, lags, bound, worst, G, dim)
     return Theorem1Result(
         process=process_name(process),
@@ -265,24 +329,13 @@ def analyse(stats: np.ndarray, *, process, G: float, beta2: float, delta: float,
         independent_coordinates=independent,
         G=float(G), beta2=float(beta2), delta=float(delta), ci_level=float(ci_level),
         k0=int(k0), k0_statement=k_stmt, k0_proof=k_prf, k0_meets_condition=k0 >= k_stmt,
-        trials=trials, dim=dim, seed=int(seed), engine=engine,
-        lags=tuple(int(x) for x in lags), bound=_t(bound), worst_case=_t(worst),
-        hoeffding_bound=_t(hoeffding_bound(G, beta2, k0, lags, delta)),
-        coord_n=c[0], coord_violations=tuple(int(x) for x in c[1]), coord_rate=_t(c[2]),
-        coord_ci_low=_t(c[3]), coord_ci_high=_t(c[4]), coord_quantile=_t(c[5]),
-        coord_tightness=_t(c[6]), coord_verdict=verdicts(c[3], c[4], delta),
-        inf_n=f[0], inf_violations=tuple(int(x) for x in f[1]), inf_rate=_t(f[2]),
-        inf_ci_low=_t(f[3]), inf_ci_high=_t(f[4]), inf_quantile=_t(f[5]),
-        inf_tightness=_t(f[6]), inf_verdict=verdicts(f[3], f[4], delta),
-        coord_overall=overall(c[1], c[0], delta, ci_level),
-        inf_overall=overall(f[1], f[0], delta, ci_level),
+        trials=trials, dim=dim, seed=int(seed), engine=engine, rows=rows,
+        coord_overall=overall([e.violations for e in coord_est], coord.shape[0], delta,
+                              ci_level),
+        inf_overall=overall([e.violations for e in inf_est], inf.shape[0], delta, ci_level),
         max_g2=float(max_g2), coordinate_steps=int(coordinate_steps), seconds=float(seconds),
         notes=tuple(notes),
     )
-
-
-def _t(a) -> tuple:
-    return tuple(float(x) for x in a)
 
 
 def _notes(process, independent, k0, k_stmt, lags, bound, worst, G, dim) -> list[str]:
@@ -368,5 +421,5 @@ class _Null:
         return False
 
 
-__all__ = ["BuiltinProcess", "Theorem1Result", "analyse", "check_theorem1", "clopper_pearson",
+__all__ = ["BuiltinProcess", "Estimate", "LagRow", "Theorem1Result", "analyse", "check_theorem1", "clopper_pearson",
            "hoeffding_bound", "theorem1_bound", "verdicts", "worst_case"]

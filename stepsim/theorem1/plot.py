@@ -23,12 +23,13 @@ def plot_result(result, path, *, dpi: int = 90) -> Path:
 
     lags = np.asarray(result.lags, dtype=float)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6), dpi=dpi)
-    ax1.loglog(lags, result.bound, "k-", lw=2, label="paper's bound")
-    ax1.loglog(lags, result.worst_case, "k:", label="worst case, any sequence")
-    ax1.loglog(lags, result.hoeffding_bound, "g--", label="Hoeffding (independent g²)")
+    col = result.column
+    ax1.loglog(lags, col("bound"), "k-", lw=2, label="paper's bound")
+    ax1.loglog(lags, col("worst_case"), "k:", label="worst case, any sequence")
+    ax1.loglog(lags, col("hoeffding_bound"), "g--", label="Hoeffding (independent g²)")
     for values, style, label in (
-        (result.coord_quantile, "C0o-", "per coordinate"),
-        (result.inf_quantile, "C3s-", f"inf-norm, d={result.dim}"),
+        (col("coord.quantile"), "C0o-", "per coordinate"),
+        (col("inf.quantile"), "C3s-", f"inf-norm, d={result.dim}"),
     ):
         v = np.asarray(values, dtype=float)
         keep = v > 0  # log axes: a zero quantile (e.g. constant g^2) is not drawn
@@ -38,11 +39,8 @@ def plot_result(result, path, *, dpi: int = 90) -> Path:
     ax1.set_ylabel("|vhat_k - vhat_k0|")
     ax1.set_title(f"{result.process}: k0={result.k0}, beta2={result.beta2:g}", fontsize=9)
     ax1.legend(fontsize=6.5, loc="upper left")
-    for rate, lo, hi, style, label in (
-        (result.coord_rate, result.coord_ci_low, result.coord_ci_high, "C0o", "per coordinate"),
-        (result.inf_rate, result.inf_ci_low, result.inf_ci_high, "C3s", "inf-norm"),
-    ):
-        rate, lo, hi = (np.asarray(x, dtype=float) for x in (rate, lo, hi))
+    for sample, style, label in (("coord", "C0o", "per coordinate"), ("inf", "C3s", "inf-norm")):
+        rate, lo, hi = (col(f"{sample}.{x}").astype(float) for x in ("rate", "ci_low", "ci_high"))
         ax2.errorbar(lags, rate, yerr=[rate - lo, hi - rate], fmt=style, ms=3, capsize=2,
                      lw=0.8, label=label)
     ax2.axhline(result.delta, color="k", lw=1, ls="--", label=f"delta = {result.delta:g}")
@@ -54,8 +52,10 @@ def plot_result(result, path, *, dpi: int = 90) -> Path:
                   f"coord {result.coord_overall}, inf {result.inf_overall}", fontsize=9)
     ax2.legend(fontsize=7)
     fig.tight_layout()
+    from stepsim._atomic import atomic_path
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    with atomic_path(path) as tmp:  # whole file or none; PNG whatever the name's suffix
+        fig.savefig(tmp, format="png")
     plt.close(fig)
     return path
