@@ -344,8 +344,9 @@ def test_analytic_columns_use_scalar_pow_in_a_fixed_order():
     for n in lags:
         k = k0 + n
         d = (1 - math.pow(b, n)) / ((1 - math.pow(b, k0)) * (1 - math.pow(b, k)))
-        s = (1 - b) ** 2 / (1 - b * b) * ((1 - math.pow(b, 2 * n)) / ((1 - math.pow(b, k))
-                                          * (1 - math.pow(b, k))) + (1 - math.pow(b, 2 * k0)) * d * d)
+        one_m_bk = 1 - math.pow(b, k)
+        s = (1 - b) ** 2 / (1 - b * b) * ((1 - math.pow(b, 2 * n)) / (one_m_bk * one_m_bk)
+                                          + (1 - math.pow(b, 2 * k0)) * d * d)
         h.append(G * math.sqrt(s * math.log(2 / delta) / 2))
     assert hoeffding_bound(G, beta2, k0, lags, delta).tolist() == h
 

@@ -421,5 +421,5 @@ class _Null:
         return False
 
 
-__all__ = ["BuiltinProcess", "Estimate", "LagRow", "Theorem1Result", "analyse", "check_theorem1", "clopper_pearson",
-           "hoeffding_bound", "theorem1_bound", "verdicts", "worst_case"]
+__all__ = ["BuiltinProcess", "Estimate", "LagRow", "Theorem1Result", "analyse", "check_theorem1",
+           "clopper_pearson", "hoeffding_bound", "theorem1_bound", "verdicts", "worst_case"]
