@@ -22,33 +22,29 @@ def add_arguments(parser) -> None:
                         help="also save the tables (with provenance) as JSON")
 
 
-def _verdict(paper_mb: float, ours_mb: float) -> str:
-    # The paper prints two decimals: reproduced means equal after rounding to two decimals.
-    return "REPRODUCED" if round(ours_mb, 2) == paper_mb else "NOT REPRODUCED"
-
-
 def run(args) -> int:
-    from stepsim.sparse24.memory import PAPER_TABLE5, memory_table
+    from stepsim.checks.c12_memory import cell_verdict
+    from stepsim.sparse24.memory import memory_table, table5_cells
 
     nms = args.nm or [(2, 4), (1, 4), (1, 16)]
     table = memory_table(args.model, nms, value_bytes=args.value_bytes, counted=args.counted,
                          metadata=args.metadata)
     print(table)
     paper_view = memory_table(args.model, nms, value_bytes=2, counted="paper", metadata="none")
-    paper = PAPER_TABLE5[args.model]
     print("\npaper Table 5 vs stepsim with the paper's accounting (counted=paper, metadata=none, "
           "2 bytes, MB = 1e6 B):")
     comparison = []
-    for row in paper_view.rows:
-        if row.setting not in paper:
+    shown = {r.setting for r in table.rows}
+    for cell in table5_cells(args.model, counted="paper", metadata="none"):
+        if cell.setting not in shown:
             continue
-        verdict = _verdict(paper[row.setting], row.mb)
-        mine = table.row(row.setting).mb
-        comparison.append({"setting": row.setting, "paper_mb": paper[row.setting],
-                           "paper_accounting_mb": row.mb, "chosen_accounting_mb": mine,
+        verdict = cell_verdict(cell)
+        mine = table.row(cell.setting).mb
+        comparison.append({"setting": cell.setting, "paper_mb": cell.paper_mb,
+                           "paper_accounting_mb": cell.stepsim_mb, "chosen_accounting_mb": mine,
                            "verdict": verdict})
-        print(f"  {row.setting:<6} paper {paper[row.setting]:8.2f} MB  stepsim {row.mb:8.3f} MB  "
-              f"{verdict:<15} (chosen accounting: {mine:.2f} MB)")
+        print(f"  {cell.setting:<6} paper {cell.paper_mb:8.2f} MB  stepsim {cell.stepsim_mb:8.3f} MB"
+              f"  {verdict:<15} (chosen accounting: {mine:.2f} MB)")
     if args.json:
         from stepsim._provenance import save_json
 

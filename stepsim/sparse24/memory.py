@@ -31,10 +31,12 @@ __all__ = [
     "MODELS",
     "PAPER_TABLE5",
     "MemoryRow",
+    "Table5Cell",
     "MemoryTable",
     "Param",
     "memory_table",
     "model_layers",
+    "table5_cells",
 ]
 
 #: The paper's Table 5 (MB, 2 bytes a value): model -> setting -> MB.
@@ -232,3 +234,43 @@ def memory_table(params, nms=((2, 4), (1, 4), (1, 16)), *, value_bytes: int = 2,
                               total_dense / total))
     return MemoryTable(model, counted, metadata, value_bytes, dense_kept + n_sparse,
                        n_sparse, tuple(rows))
+
+
+@dataclass(frozen=True)
+class Table5Cell:
+    """One cell of the paper's Table 5 beside stepsim's count under a stated accounting.
+
+    paper_mb: the printed figure (MB = 10^6 B, two decimals); stepsim_mb: stepsim's bytes
+    / 10^6 under ``counted`` and ``metadata`` (see :func:`memory_table`); matches: equal
+    once stepsim's figure is rounded to the paper's two decimals. The verdict built on
+    it lives with the paper checks (``stepsim.checks.c12_memory``).
+    """
+
+    model: str
+    setting: str
+    paper_mb: float
+    stepsim_mb: float
+    counted: str
+    metadata: str
+
+    @property
+    def matches(self) -> bool:
+        return round(self.stepsim_mb, 2) == self.paper_mb
+
+    @property
+    def difference_mb(self) -> float:
+        return self.stepsim_mb - self.paper_mb
+
+
+def table5_cells(model: str, *, counted: str = "paper", metadata: str = "none",
+                 value_bytes: int = 2) -> tuple:
+    """Every cell of the paper's Table 5 row of ``model`` as :class:`Table5Cell` s."""
+    from stepsim._validate import check_choice
+
+    check_choice("model", model, PAPER_TABLE5)
+    paper = PAPER_TABLE5[model]
+    nms = [tuple(int(x) for x in s.split(":")) for s in paper if s != "dense"]
+    table = memory_table(model, nms, value_bytes=value_bytes, counted=counted,
+                         metadata=metadata)
+    return tuple(Table5Cell(model, setting, mb, table.row(setting).mb, counted, metadata)
+                 for setting, mb in paper.items())

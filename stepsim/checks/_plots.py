@@ -1,0 +1,71 @@
+"""Small figure helpers of the paper checks (matplotlib, Agg, imported inside each function).
+
+Every figure is readable on its own: a title naming the claim and its verdict, labelled
+axes with units, a legend, and a footer with the problem, the seeds and what the error
+bars are. Files are written atomically (``stepsim._atomic``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high) of a Student-t interval; (mean, nan, nan) for one value."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return mean, mean - half, mean + half
+
+
+def save(fig, path) -> Path:
+    """Write ``fig`` as PNG to ``path`` atomically and close it."""
+    from stepsim._atomic import atomic_path
+
+    plt = _pyplot()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def footer(fig, text: str) -> None:
+    fig.text(0.01, 0.01, text, fontsize=6.5, color="0.3", ha="left", va="bottom", wrap=True)
+
+
+def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) -> Path:
+    """A bar per group (label -> values over seeds): mean, 95% t-CI, the seeds as dots."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(groups) + 2), 3.6), dpi=90)
+    for i, (label, values) in enumerate(groups.items()):
+        mean, lo, hi = t_interval(values)
+        err = None if math.isnan(lo) else [[mean - lo], [hi - mean]]
+        ax.bar(i, mean, color=f"C{i % 10}", alpha=0.6, yerr=err, capsize=4,
+               label=f"{label}: {mean:.3g}")
+        ax.plot(np.full(len(values), i), values, "k.", ms=4)
+    if hline is not None:
+        ax.axhline(hline, color="k", lw=0.8, ls="--")
+    ax.set_xticks(range(len(groups)), list(groups), rotation=20, ha="right", fontsize=7)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=6.5)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    footer(fig, note)
+    return save(fig, path)

@@ -1,0 +1,88 @@
+"""What every fit-based claim shares: the budget (quick/full), the problem, the error metric.
+
+* :class:`Budget`: mode, seeds, steps and the problem the claims run on. Quick mode is for
+  the machinery (3 seeds, short runs: seconds); full mode is the evidence (>= 5 seeds).
+* :func:`error_of`: one number per run, lower is better, in stated units — the test
+  error in percent when the problem reports ``accuracy``, else ln(test loss). A *gap*
+  is a difference of errors between two recipes on the same seed (paired).
+* :data:`MARGIN`: the smallest gap that counts as an effect, per unit, fixed before any
+  result was seen: 0.5 accuracy points; 0.02 in ln test loss (a 2% relative change).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from stepsim.checks._runs import Job
+
+ACCURACY_UNITS = "error points (%)"
+LOSS_UNITS = "ln test loss"
+MARGIN = {ACCURACY_UNITS: 0.5, LOSS_UNITS: 0.02}
+
+#: The problem of the fit-based claims until the MLP problems land: the synthetic
+#: regression with 1:8-able shapes and a dense teacher (so sparse students can fall short).
+DEFAULT_PROBLEM = ("regression", {"d_in": 32, "d_hidden": 16, "d_out": 4, "scale": 0.1,
+                                  "batch_size": 16, "noise": 0.1})
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """mode: "quick" | "full"; seeds: the seeds of every comparison (paired);
+    steps: training steps of a run; problem, problem_options: the registry name and
+    options (``stepsim.problems.registry``)."""
+
+    mode: str
+    seeds: tuple
+    steps: int
+    problem: str = DEFAULT_PROBLEM[0]
+    problem_options: dict = dataclasses.field(default_factory=lambda: dict(DEFAULT_PROBLEM[1]))
+
+    @property
+    def label(self) -> str:
+        options = ", ".join(f"{k}={v}" for k, v in sorted(self.problem_options.items()))
+        return f"{self.problem}({options}), {self.steps} steps"
+
+    def fit(self, recipe: str, seed: int, *, steps: int | None = None, criterion=None,
+            criterion_options=None, nm=None, loss_factor: float = 1.0, extras=(),
+            **recipe_options) -> Job:
+        """The :class:`Job` of one training run on this budget's problem."""
+        return Job("stepsim.checks._runs:fit_job", {
+            "problem": self.problem, "problem_options": dict(self.problem_options),
+            "recipe": recipe, "recipe_options": recipe_options,
+            "steps": int(steps or self.steps), "seed": int(seed), "criterion": criterion,
+            "criterion_options": criterion_options, "nm": None if nm is None else list(nm),
+            "loss_factor": float(loss_factor), "extras": list(extras)})
+
+
+def budget(mode: str, *, problem: str | None = None, problem_options: dict | None = None) -> Budget:
+    """The budget of ``mode``: quick = 3 seeds x 1500 steps; full = 5 seeds x 4000 steps."""
+    if mode not in ("quick", "full"):
+        raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
+    seeds, steps = ((0, 1, 2), 1500) if mode == "quick" else ((0, 1, 2, 3, 4), 4000)
+    kw = {}
+    if problem is not None:
+        kw = {"problem": problem, "problem_options": dict(problem_options or {})}
+    return Budget(mode, seeds, steps, **kw)
+
+
+def error_of(metrics: dict) -> tuple[float, str]:
+    """(error, units) of a run's held-out metrics: 100 (1 - accuracy) or ln(test_loss)."""
+    if "accuracy" in metrics:
+        return 100.0 * (1.0 - float(metrics["accuracy"])), ACCURACY_UNITS
+    if "test_accuracy" in metrics:
+        return 100.0 * (1.0 - float(metrics["test_accuracy"])), ACCURACY_UNITS
+    loss = float(metrics.get("test_loss", metrics.get("loss", math.nan)))
+    return (math.log(loss) if loss > 0 else math.nan), LOSS_UNITS
+
+
+def errors(results: dict, jobs) -> tuple[list[float], str]:
+    """The error of each job's run (in the order of ``jobs``) and their common units."""
+    values, units = [], set()
+    for job in jobs:
+        e, u = error_of(results[job.key]["metrics"])
+        values.append(e)
+        units.add(u)
+    if len(units) != 1:
+        raise ValueError(f"runs report different metrics: {sorted(units)}")
+    return values, units.pop()

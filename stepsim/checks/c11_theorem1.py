@@ -1,0 +1,225 @@
+"""C11 (Theorem 1): the precondition-error bound holds under its stated assumptions.
+
+Quantity. For every built-in process (``stepsim.theorem1.PROCESSES``: i.i.d. families,
+stationary time-dependent ones, and the nonstationary controls) the Monte-Carlo engine
+simulates ``trials`` x ``dim`` coordinates of Adam's vhat from step 1 to k0 + 10^4, at
+the statement's k0 (smallest k0 > log_b2(1 - 1/sqrt 2)), b2 = 0.999, delta = 0.05, G = 1,
+and records |vhat_k - vhat_k0| at log-spaced lags. Per lag: the violation probability of
+the paper's bound sqrt(4 G^2 (1-b2)^2 n log(2/delta)) with a Clopper-Pearson interval,
+per coordinate and for the inf-norm over d coordinates (``stepsim.theorem1.check``).
+
+Beyond the paper (reported, not part of the verdict): the corrected bounds of
+``stepsim.theorem1.corrected`` (Chebyshev with the exact variance: proved; sub-Gaussian
+with the exact variance: heuristic; both with a union bound over d for the inf-norm),
+their violation rates (|X| > bound) and tightness (empirical (1 - delta)-quantile / bound), and per
+process the smallest factor c by which the paper's bound must be multiplied to hold at
+delta: c = max over lags of the empirical (1 - delta)-quantile / bound.
+
+Rule (fixed before any result was seen): the claim is the statement as written, per
+coordinate. For every built-in STATIONARY process the paper's bound gets one overall
+verdict over all lags (Clopper-Pearson, Bonferroni over lags: ``check.overall``).
+REPRODUCED if every stationary process HOLDS; NOT REPRODUCED if any stationary process is
+VIOLATED; INCONCLUSIVE otherwise. Nonstationary processes are negative controls (the
+theorem makes no claim about them) and the inf-norm verdicts are reported beside the
+verdict, not folded in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from stepsim.checks import _plots
+from stepsim.checks._runs import Job
+from stepsim.checks.verdict import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    ClaimResult,
+    rule_of,
+)
+
+CLAIM = "C11"
+TITLE = "Theorem 1: ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1-b2)^2 (k-k0) log(2/delta)) w.p. >= 1-delta"
+RULE = rule_of(__doc__)
+BETA2, DELTA = 0.999, 0.05
+
+#: (label, process, parameters): every built-in, the dependent ones at several strengths
+PROCESSES = (
+    ("uniform", "uniform", {}), ("twopoint", "twopoint", {}), ("rademacher", "rademacher", {}),
+    ("clipped_gaussian", "clipped_gaussian", {}), ("spikes", "spikes", {}),
+    ("ar1 rho=0.9", "ar1", {"rho": 0.9}), ("ar1 rho=0.99", "ar1", {"rho": 0.99}),
+    ("ar1 rho=0.999", "ar1", {"rho": 0.999}), ("ar1 rho=0.9999", "ar1", {"rho": 0.9999}),
+    ("regime", "regime", {}), ("regime shared", "regime", {"shared": 1.0}),
+    ("sine", "sine", {}), ("drift (control)", "drift", {}), ("decay (control)", "decay", {}),
+)
+
+
+def _size(mode):
+    return {"trials": 100, "dim": 20, "per_decade": 4} if mode == "quick" else \
+        {"trials": 500, "dim": 100, "per_decade": 8}
+
+
+def _jobs(budget):
+    return {label: Job("stepsim.checks.c11_theorem1:process_job", {
+        "process": name, "params": params, "seed": 0, **_size(budget.mode)})
+        for label, name, params in PROCESSES}
+
+
+def jobs(budget):
+    return list(_jobs(budget).values())
+
+
+def process_job(*, process: str, params: dict, trials: int, dim: int, per_decade: int,
+                seed: int, horizon: int = 10_000) -> dict:
+    """One process: the paper's bound and the corrected bounds against simulation."""
+    from stepsim.theorem1 import analyse, k0_statement, lag_grid, make_process, simulate
+    from stepsim.theorem1.check import clopper_pearson, overall, verdicts
+    from stepsim.theorem1.corrected import corrected_bounds
+
+    proc = make_process(process, **params)
+    k0 = k0_statement(BETA2)
+    lags = lag_grid(horizon, per_decade)
+    sim = simulate(proc, beta2=BETA2, k0=k0, lags=lags, trials=trials, dim=dim, seed=seed)
+    paper = analyse(sim.stats, process=proc, G=proc.G, beta2=BETA2, delta=DELTA, k0=k0,
+                    lags=lags, seed=seed, max_g2=sim.max_g2,
+                    coordinate_steps=sim.coordinate_steps, seconds=sim.seconds)
+    out = {"process": process, "params": proc.params, "stationary": proc.stationary,
+           "trials": trials, "dim": dim, "k0": k0, "seed": seed, "lags": lags.tolist(),
+           "paper": {"coord_overall": paper.coord_overall, "inf_overall": paper.inf_overall,
+                     "bound": paper.column("bound").tolist(),
+                     "coord_quantile": paper.column("coord.quantile").tolist(),
+                     "inf_quantile": paper.column("inf.quantile").tolist(),
+                     "coord_rate": paper.column("coord.rate").tolist(),
+                     "inf_rate": paper.column("inf.rate").tolist()}}
+    bound = paper.column("bound")
+    # smallest factor c with P(stat >= c * bound) <= delta at every lag
+    out["inflation"] = {s: float(np.max(paper.column(f"{s}.quantile") / bound))
+                        for s in ("coord", "inf")}
+    if not proc.stationary:
+        return out
+    independent = bool(proc.independent_coordinates)
+    coord = sim.stats.reshape(-1, len(lags)) if independent else sim.stats[:, 0, :]
+    inf = sim.stats.max(axis=1)
+    bounds = corrected_bounds(proc, beta2=BETA2, k0=k0, lags=lags, delta=DELTA, dim=dim)
+    corrected = {"kappa": bounds["kappa"].tolist(), "variance": bounds["variance"].tolist(),
+                 "worst_case": bounds["worst_case"].tolist()}
+    for kind in ("chebyshev", "gauss"):
+        for sample_name, sample in (("coord", coord), ("inf", inf)):
+            b = bounds[f"{kind}_{sample_name}"]
+            # a corrected bound t claims P(|X| > t) <= delta: strict, so that the
+            # degenerate case (Var = 0, X = 0 a.s., t = 0) is not a violation
+            violations = np.count_nonzero(sample > b, axis=0)
+            lo, hi = clopper_pearson(violations, sample.shape[0], 0.95)
+            q = np.quantile(sample, 1 - DELTA, axis=0, method="inverted_cdf")
+            with np.errstate(invalid="ignore", divide="ignore"):
+                tight = np.where(b > 0, q / b, np.nan)
+            corrected[f"{kind}_{sample_name}"] = {
+                "bound": b.tolist(), "n": int(sample.shape[0]),
+                "violations": violations.tolist(), "ci_high": hi.tolist(),
+                "verdicts": list(verdicts(lo, hi, DELTA)),
+                "overall": overall(violations, sample.shape[0], DELTA, 0.95),
+                "tightness_max": _nanmax(tight), "tightness_median": _nanmedian(tight)}
+    out["corrected"] = corrected
+    return out
+
+
+def _nanmax(x):
+    x = np.asarray(x, dtype=float)
+    return float(np.nanmax(x)) if np.any(np.isfinite(x)) else math.nan
+
+
+def _nanmedian(x):
+    x = np.asarray(x, dtype=float)
+    return float(np.nanmedian(x)) if np.any(np.isfinite(x)) else math.nan
+
+
+def decide_claim(budget, results) -> ClaimResult:
+    per = {label: results[job.key] for label, job in _jobs(budget).items()}
+    stationary = {k: v for k, v in per.items() if v["stationary"]}
+    coord = {k: v["paper"]["coord_overall"] for k, v in stationary.items()}
+    violated = sorted(k for k, v in coord.items() if v == "VIOLATED")
+    if violated:
+        verdict = NOT_REPRODUCED
+        reason = (f"paper's bound VIOLATED per coordinate for stationary {', '.join(violated)} "
+                  f"(needs x{max(per[k]['inflation']['coord'] for k in violated):.2f} at most)")
+    elif all(v == "HOLDS" for v in coord.values()):
+        verdict, reason = REPRODUCED, "the paper's bound HOLDS for every stationary process"
+    else:
+        verdict, reason = INCONCLUSIVE, "some stationary processes INCONCLUSIVE, none VIOLATED"
+    corrected_fail = sorted(
+        f"{k} ({kind}, {s})" for k, v in stationary.items() for kind in ("chebyshev", "gauss")
+        for s in ("coord", "inf") if v["corrected"][f"{kind}_{s}"]["overall"] == "VIOLATED")
+    reason += ("; corrected bounds hold for every stationary process" if not corrected_fail
+               else f"; corrected bound VIOLATED: {', '.join(corrected_fail)}")
+    table = {label: {
+        "stationary": v["stationary"], "paper_coord": v["paper"]["coord_overall"],
+        "paper_inf": v["paper"]["inf_overall"], "inflation_coord": v["inflation"]["coord"],
+        "inflation_inf": v["inflation"]["inf"],
+        **({f"{kind}_{s}": v["corrected"][f"{kind}_{s}"]["overall"]
+            for kind in ("chebyshev", "gauss") for s in ("coord", "inf")} if v["stationary"]
+           else {}),
+        **({f"{kind}_{s}_tightness_max": v["corrected"][f"{kind}_{s}"]["tightness_max"]
+            for kind in ("chebyshev", "gauss") for s in ("coord", "inf")} if v["stationary"]
+           else {}),
+        "kappa_max": _nanmax(v["corrected"]["kappa"]) if v["stationary"] else None,
+    } for label, v in per.items()}
+    size = _size(budget.mode)
+    numbers = {"table": table, "per_process": per, "beta2": BETA2, "delta": DELTA, **size}
+    problem = (f"Theorem 1 engine: {size['trials']} trials x {size['dim']} coordinates per "
+               f"process, b2={BETA2}, delta={DELTA}, k0 = statement's, lags 1..10^4")
+    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, None, problem, (0,), budget.mode,
+                       numbers)
+
+
+def figures(result, out_dir):
+    """Two figures: the inflation factor per process; bounds vs simulation for AR(1)."""
+    from pathlib import Path
+
+    plt = _plots._pyplot()
+    table = result.numbers["table"]
+    labels = list(table)
+    fig, ax = plt.subplots(figsize=(8, 3.8), dpi=90)
+    x = np.arange(len(labels))
+    for i, (key, name) in enumerate((("inflation_coord", "per coordinate"),
+                                     ("inflation_inf", f"inf-norm, d={result.numbers['dim']}"))):
+        ax.bar(x + (i - 0.5) * 0.38, [max(table[k][key], 1e-3) for k in labels], 0.38,
+               color=f"C{i}", label=name)
+    ax.axhline(1.0, color="k", lw=1, ls="--", label="paper's bound (factor 1)")
+    ax.set_yscale("log")
+    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("factor c: (1-delta)-quantile / bound\n(max over lags)")
+    ax.set_title(f"C11 Theorem 1: factor the paper's bound needs to hold at delta={DELTA} — "
+                 f"{result.verdict}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    _plots.footer(fig, f"{result.problem}; seed 0; c > 1: the bound fails (c = how much it "
+                  "must be inflated); point estimates from the empirical quantile")
+    paths = [_plots.save(fig, Path(out_dir) / "c11_inflation.png")]
+
+    per = result.numbers["per_process"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=90)
+    for ax, label in zip(axes, ("ar1 rho=0.999", "regime")):
+        v = per[label]
+        lags = np.asarray(v["lags"])
+        ax.loglog(lags, v["paper"]["bound"], "k-", lw=2, label="paper's bound")
+        ax.loglog(lags, v["corrected"]["chebyshev_coord"]["bound"], "C2--",
+                  label="corrected, Chebyshev (proved)")
+        ax.loglog(lags, v["corrected"]["gauss_coord"]["bound"], "C4-.",
+                  label="corrected, sub-Gaussian (heuristic)")
+        ax.loglog(lags, v["corrected"]["gauss_inf"]["bound"], "C4:",
+                  label=f"sub-Gaussian, inf-norm (union over d={v['dim']})")
+        ax.loglog(lags, v["paper"]["coord_quantile"], "C0o-", ms=3,
+                  label=f"simulated {1 - DELTA:g}-quantile, coordinate")
+        ax.loglog(lags, v["paper"]["inf_quantile"], "C3s-", ms=3,
+                  label=f"simulated {1 - DELTA:g}-quantile, inf-norm")
+        ax.set_xlabel("lag k - k0 (steps)")
+        ax.set_ylabel("|vhat_k - vhat_k0| (units of G)")
+        ax.set_title(f"{label}: original vs corrected bounds", fontsize=9)
+        ax.legend(fontsize=6)
+    fig.suptitle(f"C11: Theorem 1 bound vs simulation (b2={BETA2}, delta={DELTA})", fontsize=9)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    _plots.footer(fig, f"{result.problem}; seed 0; quantiles are point estimates")
+    paths.append(_plots.save(fig, Path(out_dir) / "c11_bounds.png"))
+    return paths
