@@ -21,9 +21,10 @@ LOSS_UNITS = "ln test loss"
 MARGIN = {ACCURACY_UNITS: 0.5, LOSS_UNITS: 0.02}
 
 #: The problem of the fit-based claims until the MLP problems land: the synthetic
-#: regression with 1:8-able shapes and a dense teacher (so sparse students can fall short).
+#: regression with shapes that take M up to 16 and a dense teacher (so sparse students can
+#: fall short); claims that name no N:M run at 1:4 (the paper's second main ratio).
 DEFAULT_PROBLEM = ("regression", {"d_in": 32, "d_hidden": 16, "d_out": 4, "scale": 0.1,
-                                  "batch_size": 16, "noise": 0.1})
+                                  "batch_size": 16, "noise": 0.1, "nm": (1, 4)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,3 +87,30 @@ def errors(results: dict, jobs) -> tuple[list[float], str]:
     if len(units) != 1:
         raise ValueError(f"runs report different metrics: {sorted(units)}")
     return values, units.pop()
+
+
+def gaps(results: dict, jobs, reference_jobs) -> tuple[list[float], str]:
+    """Per seed: error of ``jobs`` minus error of ``reference_jobs`` (paired by position)."""
+    a, units = errors(results, jobs)
+    b, _ = errors(results, reference_jobs)
+    return [x - y for x, y in zip(a, b)], units
+
+
+def within(values, low: float, high: float, ci_level: float = 0.95) -> tuple[str, str, object]:
+    """(verdict, reason, Effect) of the claim "the mean of values lies in [low, high]".
+
+    REPRODUCED if the t-CI of the mean lies inside [low, high]; NOT REPRODUCED if it lies
+    entirely outside; INCONCLUSIVE otherwise (fewer than 2 values included).
+    """
+    from stepsim.checks.verdict import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED,
+                                        effect_of)
+
+    e = effect_of(values, name="mean", units="", margin=1.0, ci_level=ci_level)
+    if e.n < 2:
+        return INCONCLUSIVE, "fewer than 2 values: no interval", e
+    if low <= e.ci_low and e.ci_high <= high:
+        return REPRODUCED, f"CI [{e.ci_low:.3g}, {e.ci_high:.3g}] inside [{low:g}, {high:g}]", e
+    if e.ci_high < low or e.ci_low > high:
+        return NOT_REPRODUCED, (f"CI [{e.ci_low:.3g}, {e.ci_high:.3g}] outside "
+                                f"[{low:g}, {high:g}]"), e
+    return INCONCLUSIVE, f"CI [{e.ci_low:.3g}, {e.ci_high:.3g}] straddles [{low:g}, {high:g}]", e

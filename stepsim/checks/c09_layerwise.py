@@ -1,0 +1,84 @@
+"""C9 (Table 4): layer-wise N:M (DominoSearch-style) + STEP beats layer-wise alone at mixed N:M.
+
+Quantity. Per seed s, on the budget's problem with Adam (lr 1e-3): layer-wise N:M at a
+target sparsity of 75% with M = 8 and with M = 16 (each layer's N a power of two, chosen
+by stepsim's documented greedy allocation, ``recipes.transforms.allocate_layerwise`` — a
+stand-in for DominoSearch; M = 32 does not tile the problem's 16-wide layer and is left
+out), trained with SR-STE (layer-wise alone) and with STEP (AutoSwitch clipped); the
+error e of each, and of dense.
+
+Effect. e(layer-wise SR-STE, s) - e(layer-wise STEP, s), paired, per M, margin
+``MARGIN[units]``.
+
+Rule (fixed before any result was seen): ``verdict.decide`` per M with discriminates =
+"layer-wise SR-STE's gap to dense has a 95% CI above 0" (nothing to beat otherwise:
+INCONCLUSIVE), combined by ``verdict.combine``.
+"""
+
+from __future__ import annotations
+
+from stepsim.checks import _plots
+from stepsim.checks._setup import MARGIN, errors, gaps
+from stepsim.checks.verdict import ClaimResult, combine, decide, effect_of, paired_effect, rule_of
+
+CLAIM = "C9"
+TITLE = "Layer-wise N:M + STEP beats layer-wise N:M alone at mixed N:8 / N:16 (Table 4)"
+RULE = rule_of(__doc__)
+MS = (8, 16)
+TARGET = 0.75
+ADAM = {"optimizer": "adam", "lr": 1e-3}
+
+
+def _job(budget, recipe, m, s):
+    if recipe == "dense":
+        return budget.fit("dense", s, **ADAM)
+    kw = {"layerwise_target": TARGET, "layerwise_m": m, **ADAM}
+    if recipe == "layerwise-step":
+        return budget.fit(recipe, s, criterion="autoswitch", criterion_options={"clip": True},
+                          **kw)
+    return budget.fit(recipe, s, **kw)
+
+
+def jobs(budget):
+    out = [_job(budget, "dense", None, s) for s in budget.seeds]
+    for m in MS:
+        out += [_job(budget, r, m, s) for r in ("layerwise-sr-ste", "layerwise-step")
+                for s in budget.seeds]
+    return out
+
+
+def decide_claim(budget, results) -> ClaimResult:
+    dense = [_job(budget, "dense", None, s) for s in budget.seeds]
+    parts, effects, table, nm = {}, {}, {}, {}
+    for m in MS:
+        e = {}
+        for r in ("layerwise-sr-ste", "layerwise-step"):
+            e[r], units = errors(results, [_job(budget, r, m, s) for s in budget.seeds])
+            nm[f"{r} M={m}"] = results[_job(budget, r, m, budget.seeds[0]).key]["nm"]
+        table[f"M={m}"] = e
+        g, _ = gaps(results, [_job(budget, "layerwise-sr-ste", m, s) for s in budget.seeds],
+                    dense)
+        base = effect_of(g, name="gap", units=units, margin=MARGIN[units])
+        effects[f"M={m}"] = paired_effect(e["layerwise-sr-ste"], e["layerwise-step"],
+                                          name=f"e(layer-wise SR-STE) - e(layer-wise STEP), M={m}",
+                                          units=units, margin=MARGIN[units])
+        parts[f"M={m}"] = decide(effects[f"M={m}"], discriminates=base.ci_low > 0, why_not=(
+            f"too easy: layer-wise SR-STE's gap to dense at M={m} is not above 0"))
+    verdict = combine(v for v, _ in parts.values())
+    reason = "; ".join(f"{k}: {v} ({r})" for k, (v, r) in parts.items())
+    dense_e, _ = errors(results, dense)
+    numbers = {"units": units, "error": table, "dense_error": dense_e, "allocation_seed0": nm,
+               "parts": {k: v for k, (v, _) in parts.items()}, "effects": effects,
+               "target_sparsity": TARGET}
+    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effects[f"M={MS[0]}"],
+                       budget.label, tuple(budget.seeds), budget.mode, numbers)
+
+
+def figure(result, path):
+    n = result.numbers
+    groups = {"dense": n["dense_error"]}
+    groups.update({f"{r} {m}": v for m, e in n["error"].items() for r, v in e.items()})
+    return _plots.bars(path, title=f"C9 (Table 4): layer-wise N:M, SR-STE vs STEP — "
+                       f"{result.verdict}", groups=groups, ylabel=f"error ({n['units']})",
+                       note=f"{result.problem}; target sparsity {n['target_sparsity']}; seeds "
+                       f"{list(result.seeds)}; bars: mean and 95% t-CI, dots: seeds")
