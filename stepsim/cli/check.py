@@ -24,13 +24,22 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import os
     import time
+    from pathlib import Path
 
     from stepsim.checks import parse_claims, run_checks
 
-    claims = parse_claims(args.claims)  # bad names: a one-line error before any work
+    # bad input is a one-line error before any work starts
+    claims = parse_claims(args.claims)
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    out = Path(args.out)
+    if not args.out or (out.exists() and not out.is_dir()):
+        raise ValueError(f"--out must be a directory, got {args.out!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    if not os.access(out, os.W_OK):
+        raise ValueError(f"--out {args.out!r} is not writable")
     mode = "quick" if args.quick else "full"
     start = time.perf_counter()
     report = run_checks(claims, mode=mode, out=args.out, n_jobs=args.jobs,
