@@ -1,7 +1,10 @@
 """Regenerate the committed figures from the commands recorded beside them.
 
 Every result JSON under ``figures/`` carries in its provenance the exact ``stepsim``
-command (argv) that wrote it and its PNG, so this script needs no list of its own:
+command (argv) that wrote it and its PNG(s), so this script needs no list of its own —
+``figures/theorem1/*.json`` (one ``stepsim theorem1`` run each) and
+``figures/check/report.json`` (the full ``stepsim check --out figures/check``, which
+writes every claim's figure under ``figures/check/figures/``):
 
     python figures/regenerate.py                   # every figure (minutes)
     python figures/regenerate.py theorem1/ar1      # those whose path contains the text

@@ -16,9 +16,17 @@ def test_every_committed_result_records_a_stepsim_command():
     commands = regenerate.recorded_commands()
     assert len(commands) >= 10
     for path, command in commands:
-        assert command and command[0] in {"theorem1"}, (path, command)
-        assert str(path.relative_to(ROOT)) in command, "the command writes this very file"
-        assert path.with_suffix(".png").exists()
+        assert command and command[0] in {"theorem1", "check"}, (path, command)
+        if command[0] == "theorem1":
+            assert str(path.relative_to(ROOT)) in command, "the command writes this very file"
+            assert path.with_suffix(".png").exists()
+        else:  # stepsim check --out DIR writes DIR/report.json and DIR/figures/*.png
+            out = command[command.index("--out") + 1]
+            assert path.parent == ROOT / out and path.name == "report.json"
+            figures = json.loads(path.read_text())["result"]["claims"]
+            for claim in figures:
+                for figure in claim["figures"]:
+                    assert (path.parent / figure).exists(), figure
 
 
 def test_a_recorded_command_reproduces_its_committed_result(tmp_path):
