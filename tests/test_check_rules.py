@@ -338,3 +338,14 @@ def test_c12_rule_on_the_real_tables_and_on_made_up_cells():
     assert result.verdict == NR and "8/8 match with NO metadata" in result.reason
     assert module.cell_verdict(Table5Cell("gpt2", "2:4", 162.13, 162.129, "paper", "none")) == R
     assert module.cell_verdict(Table5Cell("gpt2", "2:4", 162.13, 174.56, "all", "index")) == NR
+
+
+def test_c4_a_criterion_that_never_fires_is_inconclusive():
+    module = claim_module("C4")
+
+    def extras(kw, i):
+        fired = kw["criterion"] != "tang" or i > 0
+        return {"table1": {"k0": 5 if fired else None, "score": 1.0 if fired else None,
+                           "steps_available": 1000 if fired else 0},
+                "score_curve": {"k0": [1], "score": [1.0]}}
+    assert verdict_of(module, lambda kw, i: -4.0, extras) == INC

@@ -27,7 +27,14 @@ import math
 import numpy as np
 
 from stepsim.checks import _plots
-from stepsim.checks.verdict import ClaimResult, combine, decide, paired_effect, rule_of
+from stepsim.checks.verdict import (
+    INCONCLUSIVE,
+    ClaimResult,
+    combine,
+    decide,
+    paired_effect,
+    rule_of,
+)
 
 CLAIM = "C4"
 TITLE = "AutoSwitch's k0 has a smaller later variance change than Eq. 10 and Eq. 11 (Table 1)"
@@ -65,6 +72,12 @@ def decide_claim(budget, results) -> ClaimResult:
     t1 = {c: [results[_job(budget, c, s).key]["table1"] for s in budget.seeds]
           for c in CRITERIA}
     parts, effects = {}, {}
+    missing = [c for c, rows in t1.items() if any(r["score"] is None for r in rows)]
+    if missing:  # a criterion that never fired (or fired too late to score) has no score
+        numbers = {"table1": t1, "never_scored": missing, "steps": _steps(budget)}
+        return ClaimResult(CLAIM, TITLE, INCONCLUSIVE, f"no Table 1 score for {missing} on "
+                           "some seed (never fired, or no step after k0)", RULE, None,
+                           budget.label, tuple(budget.seeds), budget.mode, numbers)
     for other in ("agarwal", "tang"):
         a = [math.log(x["score"]) for x in t1[other]]
         b = [math.log(x["score"]) for x in t1["autoswitch"]]

@@ -18,6 +18,8 @@ lies entirely outside, else INCONCLUSIVE (``_setup.within``). Combined by
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from stepsim.checks import _plots
@@ -60,8 +62,8 @@ def decide_claim(budget, results) -> ClaimResult:
     e_auto, _ = errors(results, [_auto(budget, s) for s in budget.seeds])
     verdict = combine([va, vb])
     reason = f"flat: {va} (range {ra}); AutoSwitch fraction {np.mean(frac):.2f}: {vb} ({rb})"
-    flat = flat.__class__(**{**flat.__dict__, "name": "range of error over switch fractions",
-                             "units": units, "margin": 2 * MARGIN[units]})
+    flat = dataclasses.replace(flat, name="range of error over switch fractions", units=units,
+                               margin=2 * MARGIN[units])
     numbers = {"units": units, "error_by_fraction": {str(f): v for f, v in e.items()},
                "range": spread, "autoswitch_k0": k0, "autoswitch_fraction": frac,
                "autoswitch_error": e_auto, "parts": {"flat": va, "near_20_percent": vb}}
