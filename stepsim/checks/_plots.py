@@ -51,21 +51,24 @@ def footer(fig, text: str) -> None:
 
 
 def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) -> Path:
-    """A bar per group (label -> values over seeds): mean, 95% t-CI, the seeds as dots."""
+    """One column per group (label -> values over seeds): the mean with its 95% t-CI as an
+    error bar, the seeds as dots. The y axis fits the data (not from 0: differences
+    between recipes are what matters)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(groups) + 2), 3.6), dpi=90)
     for i, (label, values) in enumerate(groups.items()):
         mean, lo, hi = t_interval(values)
         err = None if math.isnan(lo) else [[mean - lo], [hi - mean]]
-        ax.bar(i, mean, color=f"C{i % 10}", alpha=0.6, yerr=err, capsize=4,
-               label=f"{label}: {mean:.3g}")
-        ax.plot(np.full(len(values), i), values, "k.", ms=4)
+        ax.errorbar(i, mean, yerr=err, fmt="s", color=f"C{i % 10}", ms=6, capsize=5,
+                    label=f"{label}: {mean:.3g}")
+        ax.plot(np.full(len(values), i) + 0.12, values, ".", color="0.4", ms=4)
     if hline is not None:
         ax.axhline(hline, color="k", lw=0.8, ls="--")
     ax.set_xticks(range(len(groups)), list(groups), rotation=20, ha="right", fontsize=7)
+    ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=6.5)
+    ax.legend(fontsize=6, loc="best")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     footer(fig, note)
     return save(fig, path)

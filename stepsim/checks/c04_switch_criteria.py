@@ -151,4 +151,4 @@ def figures(result, out_dir):
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     _plots.footer(fig, f"{result.problem}; seeds {list(result.seeds)} (dots: seeds); "
                   "AutoSwitch clipped to [0.1T, 0.5T]")
-    return [_plots.save(fig, Path(out_dir) / "c04.png")]
+    return [_plots.save(fig, Path(out_dir) / "c4.png")]

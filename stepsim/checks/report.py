@@ -129,3 +129,32 @@ def markdown(report: Report) -> str:
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def load_report(path) -> Report:
+    """A :class:`Report` back from a report.json written by :func:`write_report`."""
+    import json
+
+    from stepsim.checks.verdict import ClaimResult, Effect
+
+    doc = json.loads(Path(path).read_text())["result"]
+    claims = []
+    for c in doc["claims"]:
+        effect = c["effect"]
+        if effect is not None:
+            effect = Effect(**{**effect, "ci_low": float(effect["ci_low"]),
+                               "ci_high": float(effect["ci_high"]),
+                               "values": tuple(effect["values"])})
+        claims.append(ClaimResult(**{**c, "effect": effect, "seeds": tuple(c["seeds"]),
+                                     "figures": tuple(c["figures"])}))
+    return Report(doc["mode"], tuple(claims), doc["runtime_s"], str(Path(path).parent))
+
+
+def redraw_figures(out_dir) -> list:
+    """Redraw every figure of the report in ``out_dir`` from its report.json (no re-run)."""
+    out_dir = Path(out_dir)
+    report = load_report(out_dir / "report.json")
+    paths = []
+    for result in report.claims:
+        paths += _draw(claim_module(result.claim), result, out_dir / "figures")
+    return paths
