@@ -23,11 +23,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--list-processes", action="store_true",
                         help="list the built-in processes and their parameters, then exit")
     parser.add_argument("--beta2", type=finite_float, default=0.999, help="Adam's beta2 (0.999)")
-    parser.add_argument("--delta", type=finite_float, default=0.05, help="failure probability (0.05)")
-    parser.add_argument("--G", type=finite_float, default=1.0, help="bound on g^2 (scales the process)")
+    parser.add_argument("--delta", type=finite_float, default=0.05,
+                        help="failure probability (0.05)")
+    parser.add_argument("--G", type=finite_float, default=1.0,
+                        help="bound on g^2 (scales the process)")
     parser.add_argument("--trials", type=positive_int, default=1000, help="independent runs (1000)")
     parser.add_argument("--dim", type=positive_int, default=100, help="coordinates per run (100)")
-    parser.add_argument("--horizon", type=positive_int, default=10_000, help="largest lag k - k0 (10^4)")
+    parser.add_argument("--horizon", type=positive_int, default=10_000,
+                        help="largest lag k - k0 (10^4)")
     parser.add_argument("--k0", default="statement", metavar="K",
                         help="switch step: an integer, 'statement' (default: smallest k0 > "
                              "log_b2(1 - 1/sqrt 2)) or 'proof' (smallest k0 > log(1/2)/log b2)")
