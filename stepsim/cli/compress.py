@@ -167,10 +167,16 @@ def run(args) -> int:
     for name, array in selected.items():
         # NaN/inf weights have no N:M mask and multiply to garbage: refuse them whether or
         # not the array needs masking (a train result's weights are already N:M sparse)
-        check_finite_array(f"{name} in {args.input}", array)
-        array = _convert(name, array, _DTYPES[args.dtype], args.saturate)
+        if array.dtype.kind not in "fiu" and array.dtype.name != "bfloat16":
+            raise ValueError(f"{name} in {args.input} has dtype {array.dtype}; only real "
+                             f"numeric arrays (float, bfloat16, int) can be N:M compressed")
         if array.ndim == 0:
             raise ValueError(f"{name}: a 0-d array cannot be N:M compressed")
+        if not -array.ndim <= args.axis < array.ndim:
+            raise ValueError(f"--axis {args.axis} is out of range for {name}, shape "
+                             f"{array.shape}")
+        check_finite_array(f"{name} in {args.input}", array)
+        array = _convert(name, array, _DTYPES[args.dtype], args.saturate)
         array, masked = _masked(name, array, n, m, args.axis)
         ok, why = _cutlass_ok(array, n, m, args.axis)
         if args.format == "cutlass" and not ok:

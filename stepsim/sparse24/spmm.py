@@ -62,7 +62,10 @@ def round_tf32(x: np.ndarray, mode: str = "rna") -> np.ndarray:
     from stepsim._validate import check_choice
 
     check_choice("tf32", mode, _TF32_MODES)
-    x = np.asarray(x, dtype=np.float32)
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu":
+        raise TypeError(f"x must be a real numeric array, got dtype {x.dtype}")
+    x = x.astype(np.float32, copy=False)
     if mode == "none":
         return x.copy()
     bits = x.view(np.uint32)
