@@ -63,7 +63,7 @@ def round_tf32(x: np.ndarray, mode: str = "rna") -> np.ndarray:
 
     check_choice("tf32", mode, _TF32_MODES)
     x = np.asarray(x)
-    if x.dtype.kind not in "fiu":
+    if x.dtype.kind not in "fiu" and x.dtype.name != "bfloat16":
         raise TypeError(f"x must be a real numeric array, got dtype {x.dtype}")
     x = x.astype(np.float32, copy=False)
     if mode == "none":
