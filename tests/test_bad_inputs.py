@@ -235,7 +235,7 @@ CLI_CASES = [
     # ---- train (cli/train.py belongs to the nn branch; its API checks are already here)
     case(TR + " --seed -1", r"argument --seed: a seed must be a non-negative integer", NN,
          id="train-seed-negative"),
-    case(TR + " --json {d}/t.npz", r"--json .*t\.npz: the \.npz file written beside it", NN,
+    case(TR + " --json {d}/t.npz", r"--json .*t\.npz must not end in \.npz: the \.npz file", NN,
          id="train-json-collides-with-trace"),
     case(TR + " --json {dir}", r"--json .*a_dir is a directory", NN, id="train-json-dir"),
     case(TR + " --json=", r"--json: empty path", NN, id="train-json-empty"),
@@ -610,7 +610,8 @@ API_CASES = [
         r"finite number, got 'nan'", id="args-finite-float"),
     api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
         files["d"] + "/t.npz", option="--json", sidecars=(".npz",)), ValueError,
-        r"--json .*t\.npz: the \.npz file written beside it would be .*t\.npz itself",
+        r"--json .*t\.npz must not end in \.npz: the \.npz file written beside it would be "
+        r".*t\.npz itself",
         id="output_path-sidecar"),
     api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
         files["d"] + "/good.json", option="--json", sidecars=(".npy",),

@@ -131,9 +131,8 @@ def output_path(text, *, option: str, suffixes: tuple = (), sidecars: tuple = ()
         beside = path.with_suffix(suffix)
         if _same_file(beside, path):
             raise OptionError(
-                f"{option} {text}: the {suffix} file written beside it would be {beside} "
-                f"itself; use a name that does not end in {suffix} (e.g. "
-                f"{path.with_suffix('.json')})")
+                f"{option} {text} must not end in {suffix}: the {suffix} file written beside "
+                f"it would be {beside} itself; use e.g. {path.with_suffix('.json')}")
     written = [(path, "")] + [(path.with_suffix(s), f" (its {s} file {path.with_suffix(s)})")
                               for s in sidecars]
     for out, what in written:
