@@ -146,11 +146,10 @@ def _cutlass_ok(array, n, m, axis):
 def run(args) -> int:
     import numpy as np
 
+    from stepsim._validate import check_finite_array
     from stepsim.sparse24.io import save_compressed
     from stepsim.sparse24.layout import Compressed24
     from stepsim.sparse24.nm_storage import compress_nm
-
-    from stepsim._validate import check_finite_array
 
     n, m = args.nm
     # the output is checked before anything is read or computed; never the input itself
@@ -165,8 +164,6 @@ def run(args) -> int:
     out, total_dense, total_stored, checks = {}, 0, 0, []
     rng = np.random.default_rng(0)
     for name, array in selected.items():
-        # NaN/inf weights have no N:M mask and multiply to garbage: refuse them whether or
-        # not the array needs masking (a train result's weights are already N:M sparse)
         if array.dtype.kind not in "fiu" and array.dtype.name != "bfloat16":
             raise ValueError(f"{name} in {args.input} has dtype {array.dtype}; only real "
                              f"numeric arrays (float, bfloat16, int) can be N:M compressed")
@@ -175,6 +172,8 @@ def run(args) -> int:
         if not -array.ndim <= args.axis < array.ndim:
             raise ValueError(f"--axis {args.axis} is out of range for {name}, shape "
                              f"{array.shape}")
+        # NaN/inf weights have no N:M mask and multiply to garbage: refuse them whether or
+        # not the array needs masking (a train result's weights are already N:M sparse)
         check_finite_array(f"{name} in {args.input}", array)
         array = _convert(name, array, _DTYPES[args.dtype], args.saturate)
         array, masked = _masked(name, array, n, m, args.axis)
