@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import stepsim
 
 PACKAGE_DIR = Path(stepsim.__file__).parent
@@ -160,9 +162,12 @@ def test_kernels_run_without_any_writable_cache_location():
         _chmod_tree(site, 0o555, 0o444)
         (root / "no-home").mkdir(mode=0o555)
         (out / "w24.npz").unlink()
-        run = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True,
-                             preexec_fn=_obey_permission_bits if as_root else None,
-                             timeout=300)
+        try:
+            run = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True,
+                                 preexec_fn=_obey_permission_bits if as_root else None,
+                                 timeout=300)
+        except subprocess.SubprocessError as exc:  # root without CAP_SETPCAP: cannot simulate
+            pytest.skip(f"cannot make a directory read-only for root here: {exc}")
         assert run.returncode == 0, run.stderr
         assert "Traceback" not in run.stderr
         lines = [line for line in run.stderr.splitlines() if "numba" in line]

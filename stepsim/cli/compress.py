@@ -45,6 +45,9 @@ def _load_inputs(path):
 
 def _select(inputs: dict, keys) -> dict:
     """The arrays to compress: ``keys`` if given, else see the --keys help."""
+    if "__stepsim__" in inputs:
+        raise ValueError("the input is already a stepsim compressed file; read it with "
+                         "stepsim.sparse24.load_compressed")
     if keys:
         missing = [k for k in keys if k not in inputs]
         if missing:
