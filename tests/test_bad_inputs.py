@@ -653,3 +653,17 @@ def test_saturate_is_explicit_and_exact(files, tmp_path, capsys):
     assert stored.dtype == np.float16 and np.isfinite(stored).all()
     assert float(np.abs(stored).max()) == 65504.0
     assert "wrote" in capsys.readouterr().out
+
+
+def test_available_memory_sees_an_address_space_limit():
+    """check_memory's default budget includes RLIMIT_AS (ulimit -v), not only free RAM."""
+    from stepsim._validate import available_memory, check_memory
+
+    before = available_memory()
+    assert before is not None and before > 0
+    with _address_space_limit(extra=256 << 20):
+        capped = available_memory()
+        assert capped <= 256 << 20
+        with pytest.raises(ValueError, match=r"the test arrays would need 1 GiB of memory"):
+            check_memory("the test arrays", 1 << 30)
+    assert check_memory("small", 1024) == 1024
