@@ -85,7 +85,7 @@ def _cases():
     add("layerwise-sr-ste/m=8", "layerwise-sr-ste", {"layerwise_m": 8, "layerwise_target": 0.7},
         new=greedy)
     add("layerwise-sr-ste/allocation", "layerwise-sr-ste",
-        {"layerwise_allocation": {"w1": 1, "w2": 2}}, new=greedy)
+        {"layerwise_allocation": {"w1": 1, "w2": 2}})
     add("layerwise-step", "layerwise-step", {"switch_at": 0.3}, new=greedy)
     add("layerwise-step/criterion", "layerwise-step", {"layerwise_target": 0.6},
         criterion=("autoswitch", {}), new=greedy)

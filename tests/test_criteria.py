@@ -22,7 +22,7 @@ from stepsim.criteria import (
     FixedStep,
     Table1Score,
     Tang,
-    _RingMean,
+    RingMean,
     make_criterion,
     run_criteria_on_v,
     table1_score,
@@ -413,14 +413,14 @@ def test_tang_undefined_before_window_and_on_zero_norm():
 def _footprint(state):
     """Number of floats a state holds: scalars count 1, arrays and rings their length."""
     total = 0
-    for f in dataclasses.fields(state):
-        x = getattr(state, f.name)
+    for name in state._fields:
+        x = getattr(state, name)
         if isinstance(x, np.ndarray):
             total += x.size
-        elif isinstance(x, _RingMean):
+        elif isinstance(x, RingMean):
             total += x.buf.size + 4
         else:
-            assert x is None or isinstance(x, (int, float)), (f.name, type(x))
+            assert x is None or isinstance(x, (int, float)), (name, type(x))
             total += 1
     return total
 
@@ -452,12 +452,12 @@ def test_ring_mean_does_not_drift():
     n = 7
     small = rng.uniform(1e-12, 2e-12, 6 * n)
     xs = list(small[:3]) + list(rng.uniform(1e6, 2e6, n)) + list(small[3:])
-    ring, naive, naive_err = _RingMean(n), 0.0, 0.0
+    ring, naive, naive_err = RingMean.empty(n), 0.0, 0.0
     for j, x in enumerate(xs):
         if j >= n:
             naive -= xs[j - n]
         naive += x
-        ring.push(x)
+        ring = ring.push(x)
         exact = math.fsum(xs[max(0, j - n + 1):j + 1]) / min(j + 1, n)
         assert ring.mean() == pytest.approx(exact, rel=1e-12, abs=0.0)
         naive_err = max(naive_err, abs(naive / min(j + 1, n) - exact) / exact)
