@@ -209,7 +209,8 @@ def test_criterion_by_name_follows_the_optimizers_beta2_and_eps():
 
     problem = SyntheticRegression(scale=0.1)
     recipe = make_recipe("step", beta2=0.99, eps=1e-6)
-    by_name = fit(problem, recipe, 600, rng=0, criterion="autoswitch", progress=False)
+    by_name = fit(problem, recipe, 600, rng=0, progress=False,
+                  criterion=make_criterion("autoswitch", adam=recipe.optimizer))
     explicit = fit(problem, recipe, 600, rng=0, progress=False,
                    criterion=make_criterion("autoswitch", beta2=0.99, eps=1e-6))
     assert by_name.switch_step is not None

@@ -629,6 +629,9 @@ def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=
         _unused(name, {"srste_placement": srste_placement}, "no SR-STE term (srste_lam=None)")
     masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw})
     if freeze_v:
+        if not isinstance(opt, T.Adam):
+            raise ValueError(f"recipe {name!r} freezes Adam's second moment; it needs "
+                             f"optimizer='adam' or 'adamw', got {type(opt).__name__}")
         freeze = FreezeV(opt.beta2, opt.eps, opt.eps_mode, v_star or "raw",
                          denominator or "paper")
         pieces = (*pieces, freeze)  # allocate first, then freeze (either order: same result)
