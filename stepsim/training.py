@@ -237,7 +237,8 @@ def _schedule_for(recipe, criterion, steps):
         given = criterion if is_schedule(criterion) else None
         if given is None:
             check_criterion("criterion", criterion)
-            given = SwitchWhen(criterion)
+            per_module = recipe.per_module and recipe.dense_phase
+            given = SwitchWhen(criterion, per_module=per_module)
     if not recipe.sparse:
         return None, given
     if not recipe.dense_phase:

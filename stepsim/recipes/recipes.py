@@ -340,8 +340,9 @@ class Recipe:
     ends it when ``fit`` gets no schedule — a step (int >= 0) or a fraction of the run
     (float in [0, 1], k0 = ceil(fraction * T)); None: a criterion is required.
     switch_explicit: the user chose ``switch_at`` (a schedule given to fit then conflicts).
-    gradient, after, on_switch: the pieces at those points, in order. options: what the
-    user passed.
+    gradient, after, on_switch: the pieces at those points, in order. per_module: a
+    criterion given to ``fit`` runs per module (each module switches on its own statistics;
+    layerwise-step's default, as the paper's Table 4). options: what the user passed.
     """
 
     name: str
@@ -353,6 +354,7 @@ class Recipe:
     gradient: tuple = ()
     after: tuple = ()
     on_switch: tuple = ()
+    per_module: bool = False
     options: tuple = ()
 
     def __post_init__(self):
@@ -621,7 +623,7 @@ def _asp(name, opt, *, prune_at=None):
 
 
 def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=None,
-          srste_placement=None, switch_at=None, layerwise=False, **lw):
+          srste_placement=None, switch_at=None, per_module=None, layerwise=False, **lw):
     if not freeze_v:
         _unused(name, {"v_star": v_star, "denominator": denominator},
                 "v keeps updating in phase 2 (freeze_v=False), so there is no frozen v* to read")
@@ -636,9 +638,17 @@ def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=
                          denominator or "paper")
         pieces = (*pieces, freeze)  # allocate first, then freeze (either order: same result)
     grad, after = _srste_pieces(srste_lam, srste_placement or "before")
+    if per_module is None:
+        per_module = bool(layerwise) and switch_at is None
+    if not isinstance(per_module, bool):
+        raise TypeError(f"per_module must be True or False, got {per_module!r}")
+    if per_module and switch_at is not None:
+        raise ValueError(f"recipe {name!r}: per_module=True switches each module when its "
+                         f"criterion fires; a fixed switch_at={switch_at!r} switches all at once "
+                         "(give per_module=False with switch_at)")
     return {"masker": masker or EveryStepMask(), "dense_phase": True, "switch_at": switch_at,
             "switch_explicit": switch_at is not None, "on_switch": pieces, "gradient": grad,
-            "after": after}
+            "after": after, "per_module": per_module}
 
 
 def _decaying(name, opt, *, dense_fraction=None, decay_rate=None, alpha_clock=None,
@@ -708,7 +718,7 @@ def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
 
     Names (``RECIPES``): dense, ste, sr-ste (lam=2e-4, placement before|after), asp
     (prune_at: step or fraction, default 0.5), step (freeze_v, v_star raw|bias-corrected,
-    denominator paper|public, srste_lam, srste_placement, switch_at), step-v-updated
+    denominator paper|public, srste_lam, srste_placement, switch_at, per_module), step-v-updated
     (Fig. 8), decaying-mask (dense_fraction default 0.1, decay_rate c, alpha_clock
     phase|frame), layerwise-sr-ste and layerwise-step (layerwise_rule domino|greedy,
     layerwise_target, layerwise_m, layerwise_allocation, domino_vote_ratio,
