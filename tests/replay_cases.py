@@ -88,7 +88,7 @@ def _cases():
         {"layerwise_allocation": {"w1": 1, "w2": 2}})
     add("layerwise-step", "layerwise-step", {"switch_at": 0.3}, new=greedy)
     add("layerwise-step/criterion", "layerwise-step", {"layerwise_target": 0.6},
-        criterion=("autoswitch", {}), new=greedy)
+        criterion=("autoswitch", {}), new={**greedy, "per_module": False})
     add("ste/layerwise", "ste", {"layerwise": True, "layerwise_target": 0.6}, new=greedy)
     add("step/layerwise", "step", {"switch_at": 0.3, "layerwise": True}, new=greedy)
     for crit, opts in [("autoswitch", {}), ("autoswitch", {"variant": "II"}),
