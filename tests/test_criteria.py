@@ -764,3 +764,18 @@ def test_make_criterion_takes_beta2_and_eps_from_adam():
     with pytest.raises(ValueError,
                        match=r"criterion's eps=1e-08 differs from the optimizer's eps=1e-06"):
         check_matches_adam(make_criterion("autoswitch", beta2=0.99), adam)
+
+
+@pytest.mark.parametrize("crit", [AutoSwitch(beta2=0.9), Tang(beta2=0.9), Agarwal(),
+                                  make_criterion("fixed-step", k0=3)])
+def test_update_is_pure_the_old_state_replays(crit):
+    stats = [AdamStats(dv_l1=4.0 / k, dv_log_sum=0.0, dv_zeros=0, v_l1=1.0 + k,
+                       v_l2sq=1.0 + k, size=4) for k in range(1, 30)]
+    state = crit.init(100)
+    for k, s in enumerate(stats[:10], start=1):
+        state, _ = crit.update(state, k, s)
+    snapshot = pickle.dumps(state)
+    a, _ = crit.update(state, 11, stats[10])
+    b, _ = crit.update(state, 11, stats[10])  # the same old state, again
+    assert pickle.dumps(state) == snapshot
+    assert pickle.dumps(a) == pickle.dumps(b)

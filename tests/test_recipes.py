@@ -365,3 +365,195 @@ def test_decaying_scale_multiplies_only_pruned_weights():
     expected = np.where(masks["a"], w["a"], 0.5 * w["a"])
     assert np.array_equal(out["a"], expected) and out["b"] is w["b"]
     assert np.array_equal(T.masked_forward(w, masks)["a"], np.where(masks["a"], w["a"], 0.0))
+
+
+# ----------------------------------------------------------------------------- issue 11
+from stepsim.recipes import DominoSearch, SwitchAt, SwitchWhen  # noqa: E402
+from stepsim.recipes import domino as D  # noqa: E402
+
+
+def test_per_module_switching_at_one_k0_equals_global_switching():
+    p = small()
+    recipe = make_recipe("step", lr=1e-2)
+    crit = make_criterion("fixed-step", k0=12)
+    glob = fit(p, recipe, 30, rng=4, criterion=crit, progress=False)
+    per = fit(p, recipe, 30, rng=4, criterion=SwitchWhen(crit, per_module=True),
+              progress=False)
+    at = fit(p, recipe, 30, rng=4, criterion=SwitchAt(12), progress=False)
+    assert set(per.module_switch_steps.values()) == {12}
+    for r in (per, at):
+        for name in glob.weights:
+            assert r.weights[name].tobytes() == glob.weights[name].tobytes()
+        for name in glob.trace.ARRAYS:
+            assert getattr(r.trace, name).tobytes() == getattr(glob.trace, name).tobytes()
+
+
+def _reference_step_per_module(p, switch, steps, lr, seed, b1=0.9, b2=0.999, eps=1e-8):
+    """Independent per-module STEP: NumPy Adam, STE masks (reference nm_mask), raw v*
+    frozen at each module's own step ``switch[name]``."""
+    init_rng, batch_rng = np.random.default_rng(seed).spawn(2)
+    w = p.init_params(init_rng)
+    m = {k: np.zeros_like(a) for k, a in w.items()}
+    v = {k: np.zeros_like(a) for k, a in w.items()}
+    for k in range(1, steps + 1):
+        batch = p.sample_batch(batch_rng)
+        fwd = {}
+        for name, a in w.items():
+            sparse = switch[name] is not None and k > switch[name]
+            fwd[name] = (np.where(ref_nm_mask(a, 2, 4), a, 0.0)
+                         if sparse and p.specs[name].sparse else a)
+        _, g = p.loss_and_grad(fwd, batch)
+        for name in w:
+            frozen = switch[name] is not None and k > switch[name]
+            m[name] = b1 * m[name] + (1 - b1) * g[name]
+            if not frozen:
+                v[name] = b2 * v[name] + (1 - b2) * g[name] ** 2
+            c2 = 1.0 if frozen else 1 - b2**k
+            w[name] = w[name] - lr * (m[name] / (1 - b1**k)) / np.sqrt(v[name] / c2 + eps)
+    return w
+
+
+def test_per_module_step_freezes_each_modules_v_at_its_own_step():
+    p = small()
+    crit = make_criterion("agarwal", threshold=0.02)  # fires at different steps per module
+    r = fit(p, make_recipe("step", lr=1e-2), 60, rng=2, progress=False,
+            criterion=SwitchWhen(crit, per_module=True))
+    steps = r.module_switch_steps
+    assert len({s for s in steps.values() if s is not None}) >= 2, steps
+    ref = _reference_step_per_module(p, steps, 60, 1e-2, 2)
+    for name, w in ref.items():
+        np.testing.assert_allclose(r.dense_weights[name], w, rtol=1e-9, atol=1e-12)
+
+
+def test_layerwise_step_defaults_to_per_module_domino():
+    recipe = make_recipe("layerwise-step")
+    assert recipe.per_module and recipe.masker.kind == "domino"
+    assert not make_recipe("layerwise-step", switch_at=10).per_module
+    with pytest.raises(ValueError, match="per_module=True"):
+        make_recipe("layerwise-step", per_module=True, switch_at=10)
+
+
+def test_domino_threshold_vote_and_erk():
+    groups = np.array([[1.0, 2.0, 3.0, 4.0], [4.0, 4.0, 0.0, 0.0]])
+    assert D.initial_threshold(groups).ravel().tolist() == [1.5, 0.0]
+    # entries above T: 3 and 2; fewer than 4 in both groups, fewer than 3 in half of them
+    assert D.vote(groups, D.initial_threshold(groups), 4, 0.75)
+    assert not D.vote(groups, D.initial_threshold(groups), 3, 0.75)
+    assert D.vote(groups, D.initial_threshold(groups), 3, 0.5)
+    erk = D.erk_sparsities({"a": (8, 64), "b": (64, 64)}, 0.5)
+    kept = (1 - erk["a"]) * 512 + (1 - erk["b"]) * 4096
+    assert kept == pytest.approx(0.5 * (512 + 4096)) and erk["b"] > erk["a"]
+
+
+def _domino_drive(search, weights_at, specs, steps):
+    """Run DominoSearch's rule on a given weight trajectory; returns [(step, state)]."""
+    params = weights_at(0)
+    state = search.init(params, specs)
+    state = search.start(state, params, tuple(specs), specs, 0)
+    out = []
+    for k in range(1, steps + 1):
+        state = search.observe(state, weights_at(k), specs, k)
+        out.append((k, state))
+    return out
+
+
+@pytest.mark.parametrize("m, target", [(4, 0.5), (8, 0.75), (16, 0.8)])
+def test_domino_meets_its_target_and_changes_n_only_by_its_rule(m, target):
+    rng = np.random.default_rng(m)
+    base = {"a": rng.standard_normal((16, 4 * m)), "b": rng.standard_normal((8, 2 * m))}
+    specs = {"a": ParamSpec(1, m), "b": ParamSpec(1, m)}
+    # the penalty's effect, simulated: the smallest entries of each group shrink over time
+    ranks = {k: np.argsort(np.argsort(np.abs(v).reshape(-1, m), axis=1), axis=1)
+             for k, v in base.items()}
+
+    def weights_at(k):
+        return {n: (v.reshape(-1, m) * np.where(ranks[n] < m - 1, np.exp(-k / 150), 1.0)
+                    ).reshape(v.shape) for n, v in base.items()}
+
+    search = DominoSearch(target=target, check_every=10)
+    hist = _domino_drive(search, weights_at, specs, 3000)
+    final = hist[-1][1]
+    assert final.done
+    shapes = {k: v.shape for k, v in base.items()}
+    reached = sparsity(specs, shapes, search.final_nm(final))
+    assert reached >= target - search.tolerance
+    prev = {k: (m, m) for k in base}
+    for k, st in hist:
+        for name, lay in st.layers.items():
+            n_prev, inter_prev = prev[name]
+            if st.done:
+                assert lay.n_inter == lay.n
+            else:
+                if lay.n_inter != inter_prev:  # only at check steps, by one
+                    assert (k - lay.start) % 10 == 0 and lay.n_inter == inter_prev - 1
+                if lay.n != n_prev:  # only to a power of two that N' just reached
+                    assert lay.n == lay.n_inter and lay.n & (lay.n - 1) == 0
+            prev[name] = (lay.n, lay.n_inter)
+
+
+def test_domino_in_a_run_changes_n_only_at_its_check_steps():
+    p = small(nm=(2, 8))
+    recipe = make_recipe("layerwise-sr-ste", lr=1e-2, domino_check_every=20, domino_decay=0.5)
+    r = fit(p, recipe, 200, rng=0, progress=False)
+    n = r.trace.n
+    changed = np.nonzero(np.any(np.diff(n, axis=0) != 0, axis=1))[0] + 2  # steps of change
+    # the rule runs in step k = 1, 21, 41, ... (t = k - 1 = 0 mod 20, on w_k); the forward
+    # of step k + 1 is the first to use the new N'
+    assert changed.size and np.all((changed - 2) % 20 == 0), changed
+    assert np.all(np.diff(n, axis=0) <= 0)
+    for name, (nn, mm) in r.nm.items():
+        assert ((r.weights[name].reshape(-1, mm) != 0).sum(axis=1) <= nn).all()
+
+
+def test_options_a_recipe_does_not_use_are_rejected():
+    with pytest.raises(ValueError, match="v_star"):
+        make_recipe("step-v-updated", v_star="bias-corrected")
+    with pytest.raises(ValueError, match="denominator"):
+        make_recipe("step", freeze_v=False, denominator="public")
+    with pytest.raises(ValueError, match="srste_placement"):
+        make_recipe("step", srste_placement="after")
+    with pytest.raises(ValueError, match="alpha_clock"):
+        make_recipe("decaying-mask", alpha_clock="frame")
+    with pytest.raises(ValueError, match="domino_decay"):
+        make_recipe("layerwise-sr-ste", layerwise_rule="greedy", domino_decay=1.0)
+    with pytest.raises(ValueError, match="layerwise_rule"):
+        make_recipe("ste", layerwise_rule="greedy")
+
+
+def test_step_v_updated_used_to_ignore_v_star_silently():
+    # the old behaviour was wrong: with v updating there is no v* to read, so v_star and
+    # denominator changed nothing (bit-identical runs) — now they are refused
+    p = small()
+    crit = make_criterion("fixed-step", k0=10)
+    a = fit(p, make_recipe("step", freeze_v=False, lr=1e-2), 30, rng=0, criterion=crit,
+            progress=False)
+    b = fit(p, make_recipe("step", lr=1e-2, v_star="bias-corrected"), 30, rng=0,
+            criterion=crit, progress=False)
+    assert a.weights["w1"].tobytes() != b.weights["w1"].tobytes()  # frozen: it matters
+
+
+@pytest.mark.parametrize("name, options", [("decaying-mask", {"dense_fraction": 0}),
+                                           ("asp", {"prune_at": 0}),
+                                           ("step", {"switch_at": 5})])
+def test_an_explicit_schedule_and_a_criterion_conflict(name, options):
+    p = small()
+    recipe = make_recipe(name, lr=1e-2, **options)
+    with pytest.raises(ValueError, match="explicit switch"):
+        fit(p, recipe, 10, rng=0, criterion=make_criterion("fixed-step", k0=5))
+    # without the explicit option the criterion decides, as before
+    default = make_recipe(name, lr=1e-2)
+    r = fit(p, default, 10, rng=0, criterion=make_criterion("fixed-step", k0=5),
+            progress=False)
+    assert r.switch_step == 5
+
+
+def test_decaying_alpha_follows_the_original_clock_by_default():
+    # the old clock restarted alpha at every frame: the first step of each frame forwarded
+    # the fully dense w, contrary to Kao et al.'s code (t counted once from the sparse phase)
+    new = DecaySchedule.make(1, 8, 11, 100, decay_rate=0.05)
+    old = DecaySchedule.make(1, 8, 11, 100, decay_rate=0.05, alpha_clock="frame")
+    starts = new.frame_starts
+    assert [old.alpha_at(s) for s in starts[:-1]] == [1.0] * (len(starts) - 1)
+    assert [new.alpha_at(s) for s in starts[1:-1]] == [
+        max(0.0, 1 - 0.05 * (s - 11)) for s in starts[1:-1]]
+    assert new.alpha_at(starts[1]) < 1.0
