@@ -13,7 +13,8 @@ Interface (every criterion implements it):
 * ``update(state, step, stats) -> (state, fired)``: feed step k's statistics (k = 1, 2,
   ...); ``fired`` is True at the step the criterion decides to switch, and stays True
   after (switching is one-way). ``update`` is pure: states are immutable NamedTuples, and
-  it returns a new one (the old state stays valid: a caller may keep or replay it). The state's ``fired_at`` is that step, or None.
+  it returns a new one (the old state stays valid: a caller may keep or replay it). The
+  state's ``fired_at`` is that step, or None.
   Once fired, ``update`` returns ``(state, True)`` without reading ``stats`` (which may
   then be None). The statistic-based criteria (autoswitch, agarwal, tang) need every
   step in order, k = 1, 2, 3, ...; a skipped or repeated step is a ValueError.

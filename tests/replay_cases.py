@@ -110,7 +110,8 @@ CASES = _cases()
 
 def _sha(array) -> str:
     a = np.ascontiguousarray(array)
-    return hashlib.sha256(str(a.dtype).encode() + str(a.shape).encode() + a.tobytes()).hexdigest()[:20]
+    head = str(a.dtype).encode() + str(a.shape).encode()
+    return hashlib.sha256(head + a.tobytes()).hexdigest()[:20]
 
 
 def run_case(case):
