@@ -32,7 +32,9 @@ class Trace:
     II; nan unless log statistics were on). dv_zeros: coordinates with dv exactly 0. v
     fields are nan under momentum SGD. flips: mask entries changed since the previous step
     (the dense phase counts as all kept). n, m: (T, L) N and M of each sparse layer in force
-    (N = M in the dense phase), layers in ``layer_names`` order. phase: 0 dense, 1 sparse.
+    (N = M in the dense phase), layers in ``layer_names`` order. phase: 0 dense, 1 sparse
+    (1 once any module is sparse). layer_phase: (T, L) the phase of each sparse layer (with
+    per-module switching, each layer's switch step is where its column turns 1).
     lr: the learning rate used.
     """
 
@@ -49,9 +51,10 @@ class Trace:
     phase: np.ndarray
     lr: np.ndarray
     layer_names: tuple[str, ...]
+    layer_phase: np.ndarray | None = None
 
     ARRAYS = ("loss", "v_l1", "v_l2", "dv_l1", "z", "z_geo", "dv_zeros", "flips", "n", "m",
-              "phase", "lr")
+              "phase", "lr", "layer_phase")
 
     @classmethod
     def empty(cls, steps: int, layer_names) -> Trace:
@@ -60,7 +63,8 @@ class Trace:
         return cls(loss=f(), v_l1=f(), v_l2=f(), dv_l1=f(), z=f(), z_geo=f(),
                    dv_zeros=np.zeros(steps, np.int64), flips=np.zeros(steps, np.int64),
                    n=np.zeros((steps, layers), np.int32), m=np.zeros((steps, layers), np.int32),
-                   phase=np.zeros(steps, np.int8), lr=f(), layer_names=tuple(layer_names))
+                   phase=np.zeros(steps, np.int8), lr=f(), layer_names=tuple(layer_names),
+                   layer_phase=np.zeros((steps, layers), np.int8))
 
     def __len__(self):
         return len(self.loss)
@@ -79,7 +83,10 @@ class Trace:
     @classmethod
     def load_npz(cls, path) -> Trace:
         with np.load(path) as data:
-            arrays = {name: data[name] for name in cls.ARRAYS}
+            arrays = {name: data[name] for name in cls.ARRAYS if name in data}
+            if "layer_phase" not in arrays:  # saved before issue 11: one global phase
+                arrays["layer_phase"] = np.repeat(arrays["phase"][:, None],
+                                                  arrays["n"].shape[1], axis=1)
             names = tuple(str(s) for s in data["layer_names"])
         return cls(layer_names=names, **arrays)
 
@@ -383,6 +390,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
 
     if stopped is not None:
         trace = trace.head(stopped - 1)
+    elif recipe.sparse:
+        message = recipe.masker.report(state.masker_state)
     weights = recipe.inference_weights(state, params, ctx)
     metrics = dict(problem.evaluate(weights))
     nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied above
@@ -443,6 +452,7 @@ def _record(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> None:
     trace.flips[i] = state.flips
     for j, name in enumerate(layer_names):
         trace.n[i, j], trace.m[i, j] = state.nm_now[name]
+        trace.layer_phase[i, j] = state.phases[name]
     if stats is not None:
         trace.v_l1[i] = stats.v_l1
         trace.v_l2[i] = stats.v_l2

@@ -557,3 +557,38 @@ def test_decaying_alpha_follows_the_original_clock_by_default():
     assert [new.alpha_at(s) for s in starts[1:-1]] == [
         max(0.0, 1 - 0.05 * (s - 11)) for s in starts[1:-1]]
     assert new.alpha_at(starts[1]) < 1.0
+
+
+def test_per_module_criterion_reads_each_modules_own_statistics():
+    from stepsim.optim import AdamStats
+
+    def st(z):  # AutoSwitch Option I sample Z = dv_l1 / size = z
+        return AdamStats(dv_l1=4 * z, dv_log_sum=0.0, dv_zeros=0, v_l1=1.0, v_l2sq=1.0, size=4)
+
+    sched = SwitchWhen(make_criterion("autoswitch", beta2=0.5), per_module=True)  # T_w = 2
+    state = sched.init(10, ("a", "b"))
+    fired_at = {}
+    for k in range(1, 6):
+        za, zb = 1e-9, (1e-9 if k >= 3 else 1.0)  # b is quiet only from step 3
+        state, fired = sched.update(state, k, {"a": st(za), "b": st(zb)})
+        for name in fired:
+            fired_at[name] = k
+    assert fired_at == {"a": 2, "b": 4}  # each after its own window of 2 quiet samples
+    glob = SwitchWhen(make_criterion("autoswitch", beta2=0.5))
+    gstate, when = glob.init(10, ("a", "b")), {}
+    for k in range(1, 6):
+        zb = 1e-9 if k >= 3 else 1.0
+        gstate, fired = glob.update(gstate, k, {"a": st(1e-9), "b": st(zb)})
+        when.update(dict.fromkeys(fired, k))
+    assert when == {"a": 4, "b": 4}  # one criterion on the mean over all of v
+
+
+def test_layer_phase_and_an_unfinished_search_are_reported():
+    p = small(nm=(2, 8))
+    r = fit(p, make_recipe("layerwise-step", lr=1e-2), 40, rng=1, progress=False,
+            criterion=SwitchWhen(make_criterion("agarwal", threshold=0.02), per_module=True))
+    lp = r.trace.layer_phase
+    for j, name in enumerate(r.trace.layer_names):
+        k0 = r.module_switch_steps[name]
+        assert k0 is not None and np.all(lp[:k0, j] == 0) and np.all(lp[k0:, j] == 1)
+    assert "did not reach its target sparsity 0.75" in r.message and r.success

@@ -110,6 +110,10 @@ class _Masker:
     def final_masks(self, mstate, params, specs, nm):
         return T.nm_masks(params, specs, nm)
 
+    def report(self, mstate) -> str:
+        """A note for the run's result ("" when there is nothing to say)."""
+        return ""
+
 
 @dataclasses.dataclass(frozen=True)
 class EveryStepMask(_Masker):
@@ -204,6 +208,13 @@ class DynamicLayerwise(_Masker):
 
     def final_nm(self, mstate, nm):
         return {**nm, **self.search.final_nm(mstate)}
+
+    def report(self, mstate) -> str:
+        if not mstate.layers or mstate.done:
+            return ""
+        found = ", ".join(f"{k} {n}:{m}" for k, (n, m) in self.search.final_nm(mstate).items())
+        return (f"DominoSearch did not reach its target sparsity {mstate.target:.4g} before "
+                f"the run ended; the result keeps the N found so far ({found})")
 
 
 # --------------------------------------------------------------------------- switch pieces
