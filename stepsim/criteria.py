@@ -70,6 +70,17 @@ def fraction_to_step(fraction: float, total_steps: int) -> int:
     In floating point 0.55 * 100 is 55.00000000000001, whose plain ceil is 56; a product
     within 1e-9 (relative) of an integer is taken as that integer, so the Figure 7 sweep
     switches at the step the fraction names.
+
+    Parameters
+    ----------
+    fraction : float in [0, 1]
+    total_steps : int
+        The run length T.
+
+    Returns
+    -------
+    int
+        k0 >= 1.
     """
     x = float(fraction) * total_steps
     nearest = round(x)
@@ -85,6 +96,15 @@ def window_length(beta2: float) -> int:
     of an integer is that integer: 0.999 -> 1000 and 0.99 -> 100 (the exact reals are
     1000 and 100; naive ``int(1/(1-0.999))`` gives 999, as one public implementation
     does — pass ``window_length=999`` to a criterion to reproduce it). 0.9985 -> 666.
+
+    Parameters
+    ----------
+    beta2 : float in (0, 1)
+
+    Returns
+    -------
+    int
+        T_w >= 1.
     """
     beta2 = check_open_unit("beta2", beta2)
     return _robust_floor(1.0 / (1.0 - beta2))
@@ -560,6 +580,19 @@ def make_criterion(name: str, *, adam=None, **options):
     its values become the defaults of the criterion's tied options (``ADAM_TIED_OPTIONS``).
     Unknown names raise ValueError listing the choices; unknown options raise TypeError
     naming the option; bad option values raise ValueError/TypeError naming the value.
+
+    Parameters
+    ----------
+    name : str
+        A key of ``CRITERIA``.
+    adam : Adam, optional
+        The optimizer watched (supplies beta2 and eps).
+    **options
+        The criterion's fields.
+
+    Returns
+    -------
+    AutoSwitch, Agarwal, Tang, FixedStep or FixedFraction
     """
     check_choice("criterion", name, CRITERIA)
     cls = CRITERIA[name]
@@ -576,7 +609,18 @@ def make_criterion(name: str, *, adam=None, **options):
 
 
 def check_matches_adam(criterion, adam) -> None:
-    """Raise ValueError if ``criterion``'s beta2 or eps differs from the Adam it watches."""
+    """Raise ValueError if ``criterion``'s beta2 or eps differs from the Adam it watches.
+
+    Parameters
+    ----------
+    criterion : criterion object
+    adam : Adam
+
+    Raises
+    ------
+    ValueError
+        Naming the option that differs.
+    """
     for key in ADAM_TIED_OPTIONS:
         if hasattr(criterion, key) and getattr(criterion, key) != getattr(adam, key):
             raise ValueError(
@@ -626,6 +670,17 @@ def table1_score(dv_l1_trace, k0: int, horizon: int = 1000) -> Table1Score:
     10^-3 * sum_{t=t0}^{t0+1000}, 1001 terms; SPEC's horizon terms differ by <= 0.1%.)
     If the trace ends before step k0 + horizon, the available steps are averaged and
     ``steps_available`` (< horizon) says how many; none available is a ValueError.
+
+    Parameters
+    ----------
+    dv_l1_trace : array_like, shape (T,)
+        ||v_k - v_{k-1}||_1 per step (finite, >= 0).
+    k0 : int >= 1
+    horizon : int >= 1
+
+    Returns
+    -------
+    Table1Score
     """
     trace = np.asarray(dv_l1_trace, dtype=np.float64)
     if trace.ndim != 1:
@@ -658,6 +713,18 @@ def run_criteria_on_v(v_trajectory, criteria, *, beta2: float = 0.999, v0=None,
 
     Returns the final state(s), in the shape given: a state, or a dict label -> state;
     ``state.fired_at`` is the switch step or None.
+
+    Parameters
+    ----------
+    v_trajectory : ndarray, shape (T, ...)
+    criteria : criterion or dict label -> criterion
+    beta2 : float
+    v0 : ndarray, optional
+    total_steps : int, optional
+
+    Returns
+    -------
+    state or dict label -> state
     """
     from stepsim.optim import AdamStats, vhat_scales
     from stepsim.reference import adam_stats

@@ -61,7 +61,18 @@ def _is_power_of_two(n: int) -> bool:
 
 
 def group_magnitudes(w: np.ndarray, axis: int, m: int) -> np.ndarray:
-    """|w| as (groups, m) float64: groups of ``m`` consecutive entries along ``axis``."""
+    """|w| as (groups, m) float64: groups of ``m`` consecutive entries along ``axis``.
+
+    Parameters
+    ----------
+    w : ndarray
+    axis : int
+    m : int
+
+    Returns
+    -------
+    ndarray, shape (w.size // m, m)
+    """
     return np.abs(np.moveaxis(w, axis, -1).astype(np.float64)).reshape(-1, m)
 
 
@@ -84,7 +95,19 @@ def initial_threshold(groups: np.ndarray) -> np.ndarray:
 
 def vote(groups: np.ndarray, threshold: np.ndarray, n_inter: int, ratio: float) -> bool:
     """DominoSearch's vote: do at least ``ratio`` of the groups keep fewer than ``n_inter``
-    entries above their threshold?"""
+    entries above their threshold?
+
+    Parameters
+    ----------
+    groups : ndarray, shape (G, M)
+    threshold : ndarray, shape (G, 1)
+    n_inter : int
+    ratio : float in [0, 1]
+
+    Returns
+    -------
+    bool
+    """
     above = np.count_nonzero(groups > threshold, axis=1)
     return float(np.mean(above < n_inter)) >= ratio
 
@@ -130,7 +153,19 @@ def erk_sparsities(shapes: Mapping[str, tuple], target: float) -> dict[str, floa
 
 def penalty_factors(sizes: Mapping[str, int], n_of: Mapping[str, tuple[int, int]],
                     erk: Mapping[str, float], erk_weight: float) -> dict[str, float]:
-    """lambda_l = erk_weight * e_l + (1 - erk_weight) * f_l (see the module docstring)."""
+    """lambda_l = erk_weight * e_l + (1 - erk_weight) * f_l (see the module docstring).
+
+    Parameters
+    ----------
+    sizes : dict name -> int
+    n_of : dict name -> (n, m)
+    erk : dict name -> float
+    erk_weight : float in [0, 1]
+
+    Returns
+    -------
+    dict name -> float
+    """
     cost = {k: sizes[k] * n / m for k, (n, m) in n_of.items()}
     top = max(cost.values()) if cost else 1.0
     f = {k: c / top if top else 0.0 for k, c in cost.items()}

@@ -109,12 +109,32 @@ class SwitchWhen:
 
 
 def switch_steps(state: ScheduleState) -> dict:
-    """module -> the step after which it switched (None: it did not)."""
+    """module -> the step after which it switched (None: it did not).
+
+    Parameters
+    ----------
+    state : ScheduleState
+
+    Returns
+    -------
+    dict module -> int or None
+    """
     return dict(state.fired)
 
 
 def check_criterion(name: str, value) -> None:
-    """TypeError unless ``value`` looks like a criterion (init, update, stats_on, needs_log)."""
+    """TypeError unless ``value`` looks like a criterion (init, update, stats_on, needs_log).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message.
+    value : object
+
+    Raises
+    ------
+    TypeError
+    """
     missing = [a for a in ("init", "update", "stats_on", "needs_log") if not hasattr(value, a)]
     if missing:
         hint = (" (build one with make_criterion(name, adam=recipe.optimizer))"
@@ -124,5 +144,14 @@ def check_criterion(name: str, value) -> None:
 
 
 def is_schedule(value) -> bool:
-    """True for a switch schedule (SwitchAt, SwitchWhen, or anything with their interface)."""
+    """True for a switch schedule (SwitchAt, SwitchWhen, or anything with their interface).
+
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    bool
+    """
     return all(hasattr(value, a) for a in ("init", "at_start", "update"))

@@ -53,6 +53,19 @@ def learning_rate(base: float, step: int, total_steps: int, schedule: str = "con
 
     constant: base. cosine: base * (1 + cos(pi * (k - 1) / total_steps)) / 2 (from base at
     k = 1 towards 0). Warm-up multiplies by min(1, k / warmup_steps).
+
+    Parameters
+    ----------
+    base : float
+        The base learning rate.
+    step, total_steps : int
+        k (1-based) and T.
+    schedule : {"constant", "cosine"}
+    warmup_steps : int
+
+    Returns
+    -------
+    float
     """
     lr = base
     if schedule == "cosine":
@@ -259,7 +272,19 @@ class SGDM:
 # --------------------------------------------------------------------------- masks
 def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
              nm: Mapping[str, tuple[int, int]]) -> Masks:
-    """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else None."""
+    """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else None.
+
+    Parameters
+    ----------
+    params : dict name -> ndarray
+    specs : dict name -> ParamSpec
+    nm : dict name -> (n, m)
+        For every sparse parameter.
+
+    Returns
+    -------
+    dict name -> bool ndarray (shaped like the parameter) or None
+    """
     from stepsim.masks import nm_mask
 
     out = {}
@@ -270,7 +295,17 @@ def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
 
 
 def count_flips(old: Masks | None, new: Masks) -> int:
-    """Mask entries that changed from ``old`` to ``new``; ``old=None`` means all kept (dense)."""
+    """Mask entries that changed from ``old`` to ``new``; ``old=None`` means all kept (dense).
+
+    Parameters
+    ----------
+    old : dict name -> bool ndarray or None, or None
+    new : dict name -> bool ndarray or None
+
+    Returns
+    -------
+    int
+    """
     flips = 0
     for name, mask in new.items():
         if mask is None:
@@ -295,6 +330,17 @@ def masked_forward(params: Mapping, masks: Masks, alpha: float | Mapping = 0.0) 
     """The weights the forward pass uses: Pi * w, pruned entries scaled by ``alpha`` (default 0).
 
     alpha: one scale for every layer, or a dict name -> scale (missing names: 0).
+
+    Parameters
+    ----------
+    params : dict name -> ndarray
+    masks : dict name -> bool ndarray or None
+    alpha : float or dict name -> float
+
+    Returns
+    -------
+    dict name -> ndarray
+        New arrays for masked parameters; the others are passed through.
     """
     def pruned(name, w):
         a = alpha.get(name, 0.0) if isinstance(alpha, Mapping) else alpha
@@ -304,25 +350,70 @@ def masked_forward(params: Mapping, masks: Masks, alpha: float | Mapping = 0.0) 
 
 
 def srste_term(grads: Mapping, params: Mapping, masks: Masks, lam: float) -> Params:
-    """SR-STE's gradient (Eq. 9): g + lam * (1 - Pi) * w; kept entries are g unchanged."""
+    """SR-STE's gradient (Eq. 9): g + lam * (1 - Pi) * w; kept entries are g unchanged.
+
+    Parameters
+    ----------
+    grads, params : dict name -> ndarray
+    masks : dict name -> bool ndarray or None
+    lam : float >= 0
+
+    Returns
+    -------
+    dict name -> ndarray
+    """
     return _on_pruned(grads, masks,
                       lambda name, g: g + params[name].dtype.type(lam) * params[name])
 
 
 def srste_decoupled(new_params: Mapping, old_params: Mapping, masks: Masks, lam: float,
                     lr: float) -> Params:
-    """SR-STE after the optimizer normalised the gradient: w -= lr * lam * (1 - Pi) * w_old."""
+    """SR-STE after the optimizer normalised the gradient: w -= lr * lam * (1 - Pi) * w_old.
+
+    Parameters
+    ----------
+    new_params : dict name -> ndarray
+        w after the optimizer step.
+    old_params : dict name -> ndarray
+        w_k, before it.
+    masks : dict name -> bool ndarray or None
+    lam, lr : float
+
+    Returns
+    -------
+    dict name -> ndarray
+    """
     return _on_pruned(new_params, masks,
                       lambda name, w: w - w.dtype.type(lr * lam) * old_params[name])
 
 
 def mask_gradients(grads: Mapping, masks: Masks) -> Params:
-    """ASP (apex): gradients of pruned weights are zeroed before the optimizer step."""
+    """ASP (apex): gradients of pruned weights are zeroed before the optimizer step.
+
+    Parameters
+    ----------
+    grads : dict name -> ndarray
+    masks : dict name -> bool ndarray or None
+
+    Returns
+    -------
+    dict name -> ndarray
+    """
     return masked_forward(grads, masks)
 
 
 def mask_weights(params: Mapping, masks: Masks) -> Params:
-    """ASP (apex): pruned weights are set to zero after the optimizer step."""
+    """ASP (apex): pruned weights are set to zero after the optimizer step.
+
+    Parameters
+    ----------
+    params : dict name -> ndarray
+    masks : dict name -> bool ndarray or None
+
+    Returns
+    -------
+    dict name -> ndarray
+    """
     return masked_forward(params, masks)
 
 
@@ -333,6 +424,15 @@ def decay_sequence(n: int, m: int) -> tuple[int, ...]:
     Frame 0 keeps M-1 of M; frame s >= 1 keeps max(n, M // 2**s) (the paper's N = M/2^s);
     repeated values are dropped and the sequence stops at n. 1:8 -> (7, 4, 2, 1);
     2:4 -> (3, 2); 1:4 -> (3, 2, 1); 3:8 -> (7, 4, 3); N = M -> (M,).
+
+    Parameters
+    ----------
+    n, m : int
+        The target N:M.
+
+    Returns
+    -------
+    tuple of int
     """
     n, m = check_nm(n, m)
     seq = [max(n, m - 1)]
@@ -489,6 +589,17 @@ def allocate_layerwise(params: Mapping, specs: Mapping[str, ParamSpec], target_s
     m: the M of every sparse layer (default: each spec's own M). Returns name -> (n, m) for
     the sparse parameters. Raises ValueError if the target is outside [0, 1] or not
     reachable (every N = 1 still keeps too much), or M does not tile a layer.
+
+    Parameters
+    ----------
+    params : dict name -> ndarray
+    specs : dict name -> ParamSpec
+    target_sparsity : float in [0, 1]
+    m : int, optional
+
+    Returns
+    -------
+    dict name -> (n, m)
     """
     target = check_fraction("target_sparsity", target_sparsity)
     if m is not None:
