@@ -400,6 +400,8 @@ class Recipe:
         """STEP: the switch freezes Adam's v."""
         return any(isinstance(p, FreezeV) for p in self.on_switch)
 
+    freeze_v = freezes_v  # the attribute's name before the pieces (kept for callers)
+
     def static_switch_step(self, total_steps: int) -> int | None:
         """k0 from ``switch_at`` for a run of ``total_steps`` (0: no dense phase at all)."""
         if not self.sparse:
