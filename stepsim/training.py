@@ -5,8 +5,9 @@ weights (Pi_k * w_k in a sparse phase), take the problem's loss and gradient the
 recipe update (optimizer + its gradient/weight pieces), record a row of the trace, and feed
 Adam's statistics (per module) to the switch schedule; when it fires for some modules after
 step k0 they enter their sparse phase (STEP: v* = v_{k0} of those modules). Recipes without a
-dense phase only observe a criterion (its step is still reported). A non-finite loss,
-gradient or weight stops the run with a status saying where.
+dense phase only observe a criterion (its step is still reported). A non-finite loss or
+gradient stops the run with a status saying where (weights stay finite: the gradient is
+checked before the update).
 """
 
 from __future__ import annotations
@@ -302,7 +303,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     Returns
     -------
     FitResult
-        A non-finite loss, gradient or weight stops the run: ``status="non-finite"``,
+        A non-finite loss or gradient stops the run: ``status="non-finite"``,
         ``stopped_at`` the step and ``message`` which parameter went non-finite first.
     """
     from stepsim._progress import Progress
@@ -363,15 +364,12 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
             batch = problem.sample_batch(batch_rng)
             fwd, state = recipe.forward(state, params, k, ctx)
             loss, grads = problem.loss_and_grad(fwd, batch)
-            bad = _first_non_finite(loss, grads, "gradient")
-            if bad is None:
-                new, state, stats = recipe.update(state, params, grads, k, ctx)
-                bad = _first_non_finite(0.0, new, "weight")
+            bad = _first_non_finite(loss, grads)
             if bad is not None:
                 status, stopped = STATUS_NON_FINITE, k
                 message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
                 break
-            params = new
+            params, state, stats = recipe.update(state, params, grads, k, ctx)
             total = _total(stats, modules)
             _record(trace, k - 1, loss, total, state, layer_names,
                     recipe.optimizer.lr_at(k, steps))
@@ -410,14 +408,18 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                              for k, v in curves.items()})
 
 
-def _first_non_finite(loss, arrays, what: str) -> str | None:
-    """A description of the first non-finite value (the loss, then arrays in order)."""
+def _first_non_finite(loss, grads) -> str | None:
+    """A description of the first non-finite value: the loss, then the gradients in order.
+
+    One sum per array (a NaN or inf makes it non-finite); only a non-finite sum, which a
+    finite array can also give by overflowing, is checked element by element.
+    """
     if not np.isfinite(loss):
         return f"the loss is {float(loss)}"
-    for name, a in arrays.items():
-        if not np.isfinite(a).all():
-            count = int(np.count_nonzero(~np.isfinite(a)))
-            return f"the {what} of {name!r} has {count} non-finite value(s)"
+    for name, g in grads.items():
+        if not np.isfinite(g.sum()) and not np.isfinite(g).all():
+            count = int(np.count_nonzero(~np.isfinite(g)))
+            return f"the gradient of {name!r} has {count} non-finite value(s)"
     return None
 
 
