@@ -309,6 +309,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     from stepsim._progress import Progress
     from stepsim.recipes import Recipe
     from stepsim.recipes.recipes import RunContext
+    from stepsim.recipes.switch import StepStats
     from stepsim.recipes.transforms import SGDM
     from stepsim.sparsity import with_nm
 
@@ -369,9 +370,9 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                 status, stopped = STATUS_NON_FINITE, k
                 message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
                 break
-            params, state, stats = recipe.update(state, params, grads, k, ctx)
-            total = _total(stats, modules)
-            _record(trace, k - 1, loss, total, state, layer_names,
+            params, state, parts = recipe.update(state, params, grads, k, ctx)
+            stats = StepStats(parts, _total(parts, modules))
+            _record(trace, k - 1, loss, stats.total, state, layer_names,
                     recipe.optimizer.lr_at(k, steps))
             if ostate is not None:
                 ostate, _ = observed.update(ostate, k, stats)

@@ -27,7 +27,7 @@ from stepsim.recipes.recipes import (
     make_recipe,
     recipe_options,
 )
-from stepsim.recipes.switch import SwitchAt, SwitchWhen
+from stepsim.recipes.switch import StepStats, SwitchAt, SwitchWhen
 from stepsim.recipes.transforms import (
     SGDM,
     Adam,
@@ -67,6 +67,7 @@ __all__ = [
     "SGDMState",
     "SrsteDecoupled",
     "SrsteTerm",
+    "StepStats",
     "SwitchAt",
     "SwitchWhen",
     "allocate_layerwise",

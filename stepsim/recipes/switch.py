@@ -11,9 +11,10 @@ A schedule answers, step by step, "which modules switch now?". Three kinds:
   step — the paper's per-module AutoSwitch (Table 4).
 
 Interface: ``init(total_steps, modules) -> state``; ``at_start(state)`` -> modules that
-switch before step 1; ``update(state, step, stats) -> (state, fired)`` where ``stats``
-maps each module to its AdamStats of step k (None under SGD-M) and ``fired`` is the tuple
-of modules that switch after step k. States are immutable; ``switch_steps(state)`` gives
+switch before step 1; ``update(state, step, stats) -> (state, fired)`` where ``stats`` is
+a :class:`StepStats` (each module's AdamStats of step k and their total; None under
+SGD-M) or a plain dict module -> AdamStats, and ``fired`` is the tuple of modules that
+switch after step k. States are immutable; ``switch_steps(state)`` gives
 module -> step (None: not yet). A module is one parameter array.
 """
 
@@ -23,6 +24,14 @@ import dataclasses
 from typing import NamedTuple
 
 from stepsim._validate import check_int, check_step_or_fraction
+
+
+class StepStats(NamedTuple):
+    """One step's Adam statistics: by_module (module -> AdamStats or None) and total
+    (``AdamStats.combine`` over the modules in order, or None under SGD-M)."""
+
+    by_module: dict
+    total: object
 
 
 class ScheduleState(NamedTuple):
@@ -91,15 +100,21 @@ class SwitchWhen:
     def update(self, state: ScheduleState, step: int, stats) -> tuple[ScheduleState, tuple]:
         from stepsim.optim import AdamStats
 
+        if isinstance(stats, StepStats):
+            by_module, total = stats
+        else:
+            by_module, total = stats, None
         crit, fired, now = dict(state.criteria), dict(state.fired), []
         for key, cstate in state.criteria.items():
             if cstate.fired_at is not None:
                 continue
             if key == "*":
-                watched = AdamStats.combine(stats[m] for m in state.modules)
+                watched = total
+                if watched is None:
+                    watched = AdamStats.combine(by_module[m] for m in state.modules)
                 members = state.modules
             else:
-                watched, members = stats[key], (key,)
+                watched, members = by_module[key], (key,)
             crit[key], hit = self.criterion.update(cstate, step, watched)
             if hit:
                 for m in members:
