@@ -493,7 +493,8 @@ def test_domino_meets_its_target_and_changes_n_only_by_its_rule(m, target):
 
 def test_domino_in_a_run_changes_n_only_at_its_check_steps():
     p = small(nm=(2, 8))
-    recipe = make_recipe("layerwise-sr-ste", lr=1e-2, domino_check_every=20, domino_decay=0.5)
+    recipe = make_recipe("layerwise-sr-ste", lr=1e-2, domino_check_every=20, domino_decay=0.5,
+                         domino_deadline=1.0)  # no deadline: the original's rule only
     r = fit(p, recipe, 200, rng=0, progress=False)
     n = r.trace.n
     changed = np.nonzero(np.any(np.diff(n, axis=0) != 0, axis=1))[0] + 2  # steps of change
@@ -585,10 +586,27 @@ def test_per_module_criterion_reads_each_modules_own_statistics():
 
 def test_layer_phase_and_an_unfinished_search_are_reported():
     p = small(nm=(2, 8))
-    r = fit(p, make_recipe("layerwise-step", lr=1e-2), 40, rng=1, progress=False,
+    r = fit(p, make_recipe("layerwise-step", lr=1e-2, domino_deadline=1.0), 40, rng=1,
+            progress=False,
             criterion=SwitchWhen(make_criterion("agarwal", threshold=0.02), per_module=True))
     lp = r.trace.layer_phase
     for j, name in enumerate(r.trace.layer_names):
         k0 = r.module_switch_steps[name]
         assert k0 is not None and np.all(lp[:k0, j] == 0) and np.all(lp[k0:, j] == 1)
     assert "did not reach its target sparsity 0.75" in r.message and r.success
+
+
+def test_domino_deadline_meets_the_target_in_a_short_run():
+    p = small(nm=(2, 8))
+    r = fit(p, make_recipe("layerwise-sr-ste", lr=1e-2), 300, rng=0, progress=False)
+    shapes = {k: v.shape for k, v in r.weights.items()}
+    assert sparsity(p.specs, shapes, r.nm) >= 0.75 - 1e-3 and r.message == ""
+    n = r.trace.n
+    steps = np.nonzero(np.any(np.diff(n, axis=0) != 0, axis=1))[0] + 2
+    before = steps[steps <= 151]  # deadline: step 1 + int(0.5 * 300) = 151 (rule on w_151)
+    assert np.all((before - 2) % 100 == 0)  # the original's checks
+    late = np.diff(n[150:], axis=0)
+    assert np.all(late <= 0) and np.all((late != 0).sum(axis=1) <= 1)  # one layer, by one
+    assert np.all(np.abs(late).sum(axis=1) <= 1)
+    for name, (nn, mm) in r.nm.items():
+        assert ((r.weights[name].reshape(-1, mm) != 0).sum(axis=1) <= nn).all()

@@ -194,7 +194,7 @@ class DynamicLayerwise(_Masker):
         return self.search.init(params, specs)
 
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
-        return self.search.start(mstate, params, names, specs, k0), params
+        return self.search.start(mstate, params, names, specs, k0, total_steps), params
 
     def masks(self, mstate, params, names, specs, nm, step):
         now = {k: v for k, v in self.search.nm_now(mstate).items() if k in names}
@@ -541,7 +541,7 @@ LAYERWISE_RULES = ("domino", "greedy")
 SRSTE_PLACEMENTS = ("before", "after")
 _DOMINO_KEYS = {"domino_vote_ratio": "vote_ratio", "domino_check_every": "check_every",
                 "domino_penalty_every": "penalty_every", "domino_decay": "decay",
-                "domino_erk_weight": "erk_weight"}
+                "domino_erk_weight": "erk_weight", "domino_deadline": "deadline"}
 
 
 def make_optimizer(optimizer: str = "adam", **options):
@@ -735,7 +735,8 @@ def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     (Fig. 8), decaying-mask (dense_fraction default 0.1, decay_rate c, alpha_clock
     phase|frame), layerwise-sr-ste and layerwise-step (layerwise_rule domino|greedy,
     layerwise_target, layerwise_m, layerwise_allocation, domino_vote_ratio,
-    domino_check_every, domino_penalty_every, domino_decay, domino_erk_weight). ste,
+    domino_check_every, domino_penalty_every, domino_decay, domino_erk_weight,
+    domino_deadline). ste,
     sr-ste and step also take layerwise=True.
 
     Parameters
