@@ -33,7 +33,6 @@ def _xfail(branch: str, what: str):
     return pytest.mark.xfail(strict=True, reason=f"fixed on branch {branch}: {what}")
 
 
-RECIPE = _xfail("recipe", "fit validates its arguments")
 PERF = _xfail("perf", "adam_step checks v >= 0, eps > 0 and accepts a read-only g")
 NN = _xfail("nn", "cli/train.py uses cli._args (output_path, seed) and check_memory")
 THEOREM1_API = _xfail("none yet (lead)", "check_theorem1 should call check_memory itself")
@@ -597,12 +596,12 @@ API_CASES = [
         id="SyntheticRegression-memory"),
     api(_np(lambda: _fit(steps=0)), ValueError, r"steps must be >= 1", id="fit-steps"),
     api(_np(lambda: _fit(threads=0)), ValueError, r"threads must be >= 1", id="fit-threads"),
-    api(_np(lambda: _fit(rng="abc")), TypeError, r"\brng\b", RECIPE, id="fit-rng-text"),
-    api(_np(lambda: _fit(rng=-1)), ValueError, r"\brng\b", RECIPE, id="fit-rng-negative"),
-    api(_np(lambda: _fit(nm="2:4")), TypeError, r"\bnm\b", RECIPE, id="fit-nm-string"),
-    api(_np(lambda: _fit(criterion=42)), TypeError, r"\bcriterion\b", RECIPE,
+    api(_np(lambda: _fit(rng="abc")), TypeError, r"\brng\b", id="fit-rng-text"),
+    api(_np(lambda: _fit(rng=-1)), ValueError, r"\brng\b", id="fit-rng-negative"),
+    api(_np(lambda: _fit(nm="2:4")), TypeError, r"\bnm\b", id="fit-nm-string"),
+    api(_np(lambda: _fit(criterion=42)), TypeError, r"\bcriterion\b",
         id="fit-criterion-int"),
-    api(_np(lambda: _fit(problem=None)), TypeError, r"\bproblem\b", RECIPE, id="fit-problem-none"),
+    api(_np(lambda: _fit(problem=None)), TypeError, r"\bproblem\b", id="fit-problem-none"),
     # ---- shared helpers the CLI and problems use
     api(_np(lambda: __import__("stepsim._validate")._validate.check_memory(
         "the activations", 8 * 10**18, available=2**30)), ValueError,
