@@ -2,10 +2,10 @@
 
 Quantity. Per seed s, on the budget's problem with Adam (lr 1e-3): layer-wise N:M at a
 target sparsity of 75% with M = 8 and with M = 16 (each layer's N a power of two, chosen
-by stepsim's documented greedy allocation, ``recipes.transforms.allocate_layerwise`` — a
-stand-in for DominoSearch; M = 32 does not tile the problem's 16-wide layer and is left
-out), trained with SR-STE (layer-wise alone) and with STEP (AutoSwitch clipped); the
-error e of each, and of dense.
+by the recipes' default layer-wise rule — DominoSearch's dynamic N since the recipe core of
+issue 11, the one-shot greedy allocation before it; M = 32 does not tile the regression's
+16-wide layer and is left out), trained with SR-STE (layer-wise alone) and with STEP
+(AutoSwitch clipped); the error e of each, and of dense.
 
 Effect. e(layer-wise SR-STE, s) - e(layer-wise STEP, s), paired, per M, margin
 ``MARGIN[units]``.
