@@ -4,7 +4,8 @@ Quantity. Per seed s, on the budget's problem with Adam (lr 1e-3): layer-wise N:
 target sparsity of 75% with M = 8 and with M = 16 (each layer's N a power of two, chosen
 by the recipes' default layer-wise rule — DominoSearch's dynamic N since the recipe core of
 issue 11, the one-shot greedy allocation before it; M = 32 does not tile the regression's
-16-wide layer and is left out), trained with SR-STE (layer-wise alone) and with STEP
+16-wide layer and is left out; on a problem whose layers it tiles, M = 32 is run too),
+trained with SR-STE (layer-wise alone) and with STEP
 (AutoSwitch clipped); the error e of each, and of dense.
 
 Effect. e(layer-wise SR-STE, s) - e(layer-wise STEP, s), paired, per M, margin
@@ -17,16 +18,29 @@ INCONCLUSIVE), combined by ``verdict.combine``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from stepsim.checks import _plots
 from stepsim.checks._setup import MARGIN, errors, gaps
 from stepsim.checks.verdict import ClaimResult, combine, decide, effect_of, paired_effect, rule_of
 
 CLAIM = "C9"
-TITLE = "Layer-wise N:M + STEP beats layer-wise N:M alone at mixed N:8 / N:16 (Table 4)"
+TITLE = "Layer-wise N:M + STEP beats layer-wise N:M alone at mixed N:8 / 16 / 32 (Table 4)"
 RULE = rule_of(__doc__)
-MS = (8, 16)
+MS = (8, 16, 32)
 TARGET = 0.75
 ADAM = {"optimizer": "adam", "lr": 1e-3}
+
+
+def _ms(budget) -> tuple:
+    """The M of MS that tile every sparse layer of the budget's problem (grouping axis)."""
+    from stepsim.problems.registry import make_problem
+
+    problem = make_problem(budget.problem, **budget.problem_options)
+    params = problem.init_params(np.random.default_rng(0))
+    sparse = [params[name].shape[spec.axis] for name, spec in problem.specs.items()
+              if spec.sparse]
+    return tuple(m for m in MS if all(size % m == 0 for size in sparse))
 
 
 def _job(budget, recipe, m, s):
@@ -41,7 +55,7 @@ def _job(budget, recipe, m, s):
 
 def jobs(budget):
     out = [_job(budget, "dense", None, s) for s in budget.seeds]
-    for m in MS:
+    for m in _ms(budget):
         out += [_job(budget, r, m, s) for r in ("layerwise-sr-ste", "layerwise-step")
                 for s in budget.seeds]
     return out
@@ -50,7 +64,8 @@ def jobs(budget):
 def decide_claim(budget, results) -> ClaimResult:
     dense = [_job(budget, "dense", None, s) for s in budget.seeds]
     parts, effects, table, nm = {}, {}, {}, {}
-    for m in MS:
+    ms = _ms(budget)
+    for m in ms:
         e = {}
         for r in ("layerwise-sr-ste", "layerwise-step"):
             e[r], units = errors(results, [_job(budget, r, m, s) for s in budget.seeds])
@@ -70,7 +85,7 @@ def decide_claim(budget, results) -> ClaimResult:
     numbers = {"units": units, "error": table, "dense_error": dense_e, "allocation_seed0": nm,
                "parts": {k: v for k, (v, _) in parts.items()}, "effects": effects,
                "target_sparsity": TARGET}
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effects[f"M={MS[0]}"],
+    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effects[f"M={ms[0]}"],
                        budget.label, tuple(budget.seeds), budget.mode, numbers)
 
 
