@@ -51,3 +51,24 @@ def test_help_imports_nothing_heavy():
             "import stepsim.checks; print('numpy' in sys.modules, 'numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_same_results_in_process_in_a_pool_and_on_dask():
+    """Every executor gives the same numbers for the same jobs (runtime aside)."""
+    from dask.distributed import LocalCluster
+
+    from stepsim.checks._runs import run_jobs
+    from stepsim.checks._setup import budget
+
+    b = budget("quick")
+    jobs = [b.fit("dense", s, steps=60, optimizer="adam", lr=1e-3, extras=("v_curve",))
+            for s in (0, 1)]
+    jobs.append(jobs[0])  # a job asked for twice runs once
+    strip = lambda results: {k: {f: v for f, v in r.items() if f != "seconds"}
+                             for k, r in results.items()}
+    serial = strip(run_jobs(jobs))
+    assert len(serial) == 2 and serial[jobs[0].key] != serial[jobs[1].key]
+    assert strip(run_jobs(jobs, n_jobs=2)) == serial
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster:
+        assert strip(run_jobs(jobs, scheduler=cluster.scheduler_address)) == serial
