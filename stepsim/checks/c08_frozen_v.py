@@ -4,10 +4,11 @@ Quantity. Per seed s, on the budget's problem with Adam (lr 1e-3, b2 0.999, so
 1/(1 - b2) = 1000 steps): STEP with v frozen as Algorithm 1 does (raw v* = v_k0, no bias
 correction), STEP with the bias-corrected v* = v_k0 / (1 - b2^k0), and STEP with v updated
 in phase 2 (the paper's ablation), each switched at a fixed fraction of the run: an
-*early* switch (0.2 T) and a *late* one (0.8 T). In quick mode (T = 1500) these are steps
-300 (< 1000) and 1200 (> 1000); in full mode (T = 4000) 800 (< 1000) and 3200 (> 1000):
-the raw v* of the early switch is still biased low by the factor 1 - b2^k0 (0.26 at
-k0 = 300, 0.55 at 800), the late one by less (0.70 at 1200, 0.96 at 3200).
+*early* switch (0.2 T) and a *late* one (0.8 T). With the budgets' run lengths (quick
+T = 1500, full T = 4000 on the regression) the early switch falls before 1/(1 - b2) steps
+(k0 = 300 or 800), where the raw v* is still biased low by the factor 1 - b2^k0 (0.26 or
+0.55), and the late one after it (k0 = 1200 or 3200: 0.70 or 0.96); the report states each
+k0, k0 (1 - b2) and 1 - b2^k0.
 
 Effect. e(updated, s) - e(frozen raw, s), paired, at each switch (the claim with the
 paper's STEP), margin ``MARGIN[units]``. Beside it, the decomposition of the same gap:
