@@ -43,7 +43,16 @@ def test_bad_arguments_fail_before_any_work(tmp_path, capsys):
     a_file.write_text("x")
     assert main(["check", "C12", "--out", str(a_file)]) == 2
     assert "--out must be a directory" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists()
+    assert main(["check", "C1", "--problem-option", "hidden=(", "--problem", "regression",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "--problem-option hidden" in capsys.readouterr().err
+    assert main(["check", "C1", "--problem", "regression", "--problem-option", "depth=3",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "unknown option(s) ['depth']" in capsys.readouterr().err
+    assert main(["check", "C1", "--problem-option", "d_in=8", "--out", str(tmp_path / "x")]) == 2
+    assert main(["check", "C1", "--steps", "10", "--out", str(tmp_path / "x")]) == 2
+    assert "steps must be an integer >= 1500" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
 
 
 def test_help_imports_nothing_heavy():

@@ -38,10 +38,17 @@ class Job:
 
 
 def execute(job: Job) -> dict:
-    """Run one job here; returns its dict with ``seconds`` (wall time) added."""
+    """Run one job here; returns its dict with ``seconds`` (wall time) added.
+
+    BLAS runs on one thread: jobs run side by side (one per worker), and a multi-threaded
+    BLAS under them oversubscribes the cores (measured 5-8x slower on the MLP problems).
+    """
+    from threadpoolctl import threadpool_limits
+
     module, name = job.fn.split(":")
     start = time.perf_counter()
-    out = getattr(importlib.import_module(module), name)(**job.kwargs)
+    with threadpool_limits(limits=1, user_api="blas"):
+        out = getattr(importlib.import_module(module), name)(**job.kwargs)
     out["seconds"] = time.perf_counter() - start
     return out
 

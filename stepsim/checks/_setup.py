@@ -56,11 +56,20 @@ class Budget:
             "loss_factor": float(loss_factor), "extras": list(extras)})
 
 
-def budget(mode: str, *, problem: str | None = None, problem_options: dict | None = None) -> Budget:
-    """The budget of ``mode``: quick = 3 seeds x 1500 steps; full = 5 seeds x 4000 steps."""
+def budget(mode: str, *, problem: str | None = None, problem_options: dict | None = None,
+           steps: int | None = None) -> Budget:
+    """The budget of ``mode``: quick = 3 seeds x 1500 steps; full = 5 seeds x 4000 steps.
+
+    problem, problem_options: a registry problem instead of ``DEFAULT_PROBLEM``; steps: a
+    run length instead of the mode's (>= 1500, so that AutoSwitch's 1000-step window and a
+    switch before and after it fit in a run).
+    """
     if mode not in ("quick", "full"):
         raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
-    seeds, steps = ((0, 1, 2), 1500) if mode == "quick" else ((0, 1, 2, 3, 4), 4000)
+    seeds, default_steps = ((0, 1, 2), 1500) if mode == "quick" else ((0, 1, 2, 3, 4), 4000)
+    if steps is not None and (not isinstance(steps, int) or steps < 1500):
+        raise ValueError(f"steps must be an integer >= 1500, got {steps!r}")
+    steps = steps or default_steps
     kw = {}
     if problem is not None:
         kw = {"problem": problem, "problem_options": dict(problem_options or {})}

@@ -45,7 +45,9 @@ EPS = (1e-8, 1e-6)
 
 
 def _steps(budget):
-    return 3000 if budget.mode == "quick" else 6000
+    """Profiling runs are longer than the budget's: 2000 steps after its end (quick 3500,
+    full 6000), so that a switch late in the run still has 1000 steps to be scored."""
+    return budget.steps + 2000
 
 
 def _job(budget, criterion, seed, factor=1.0, eps=1e-8):

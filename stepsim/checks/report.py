@@ -39,13 +39,13 @@ class Report:
 
 def run_checks(claims=("all",), *, mode: str = "quick", out=None, n_jobs: int = 1,
                scheduler: str | None = None, progress: bool = True, problem: str | None = None,
-               problem_options: dict | None = None) -> Report:
+               problem_options: dict | None = None, steps: int | None = None) -> Report:
     """Run the paper checks ``claims`` ("all" or "C1".."C12") and write the report to ``out``.
 
     mode: "quick" (machinery, ~a minute) or "full" (>= 5 seeds). out: a directory (None:
     nothing written). n_jobs: worker processes; scheduler: a Dask scheduler address.
     problem, problem_options: the registry problem of the fit-based claims (default
-    ``_setup.DEFAULT_PROBLEM``).
+    ``_setup.DEFAULT_PROBLEM``); steps: their run length instead of the mode's.
     """
     from stepsim._progress import Progress
     from stepsim._provenance import versions
@@ -53,7 +53,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None, n_jobs: int = 
 
     start = time.perf_counter()
     names = parse_claims(claims)
-    budget = make_budget(mode, problem=problem, problem_options=problem_options)
+    budget = make_budget(mode, problem=problem, problem_options=problem_options, steps=steps)
     modules = {c: claim_module(c) for c in names}
     jobs = {c: m.jobs(budget) for c, m in modules.items()}
     distinct = {j.key for js in jobs.values() for j in js}

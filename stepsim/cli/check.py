@@ -21,6 +21,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--problem", metavar="NAME",
                         help="registry problem for the training claims C1-C10 (default: the "
                              "synthetic regression; see stepsim.problems.registry)")
+    parser.add_argument("--problem-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of --problem as a Python literal, e.g. hidden=(64,) "
+                             "or nm=(1,4) (repeatable)")
+    parser.add_argument("--steps", type=int, metavar="N",
+                        help="training steps of a run (default: quick 1500, full 4000; >= 1500)")
 
 
 def run(args) -> int:
@@ -40,10 +45,28 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if not os.access(out, os.W_OK):
         raise ValueError(f"--out {args.out!r} is not writable")
+    import ast
+
+    from stepsim.cli._args import key_values
+
+    def literal(text):
+        try:
+            return ast.literal_eval(text)
+        except SyntaxError as exc:
+            raise ValueError(f"not a Python literal: {exc.msg}") from None
+
+    options = key_values(args.problem_option, "--problem-option", literal)
+    if options and not args.problem:
+        raise ValueError("--problem-option needs --problem")
+    if args.problem:
+        from stepsim.problems.registry import make_problem
+
+        make_problem(args.problem, **options)  # unknown names/options: fail before any work
     mode = "quick" if args.quick else "full"
     start = time.perf_counter()
     report = run_checks(claims, mode=mode, out=args.out, n_jobs=args.jobs,
-                        scheduler=args.scheduler, problem=args.problem)
+                        scheduler=args.scheduler, problem=args.problem,
+                        problem_options=options, steps=args.steps)
     print(report.table())
     print(f"{len(report.claims)} claim(s) in {time.perf_counter() - start:.1f} s; wrote "
           f"{args.out}/report.json, {args.out}/report.md and {args.out}/figures/")
