@@ -209,7 +209,7 @@ def run(args) -> int:
     print(f"table1     {score}")
     if args.json:
         params = {"args": run_params(args), "problem_name": args.problem,
-                  "problem": problem.config()}
+                  "problem_config": problem.config()}
         jpath, npz = result.save(args.json, params=params)
         print(f"saved      {jpath} and {npz}")
     return 0
