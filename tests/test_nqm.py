@@ -99,7 +99,7 @@ def test_step_recipe_phase_two_agrees_with_the_conditional_closed_form():
     from stepsim.recipes import make_recipe
 
     problem = NoisyQuadratic(dim=16, replicas=500, batch_size=4, alpha=0.5, w_star_nm=(2, 4),
-                             w_star_scale=2.0, init_scale=0.0, seed=2)
+                             w_star_scale=3.0, init_scale=0.0, seed=2)
     lr, k0, steps = 0.01, 40, 160
     recipe = make_recipe("step", switch_at=k0, lr=lr, beta2=0.9)
     rng = np.random.default_rng(5)

@@ -10,13 +10,23 @@ from stepsim.recipes import make_recipe
 from stepsim.training import fit
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_blas_thread():
+    """One BLAS thread: on a loaded 2-core machine OpenBLAS's spinning threads made these
+    small matmuls 10-20x slower (222 vs 13-19 ms a step measured); results are the same."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, "blas"):
+        yield
+
+
 @pytest.fixture(scope="module")
 def digits():
     return make_problem("digits")  # 64-256-256-10, batch 128, float32
 
 
 def test_dense_digits_mlp_reaches_95_percent(digits):
-    result = fit(digits, "dense", 300, rng=0, threads=1, progress=False)
+    result = fit(digits, "dense", 150, rng=0, threads=1, progress=False)
     assert result.initial_metrics["test_accuracy"] < 0.3
     assert result.metrics["test_accuracy"] >= 0.95
     assert result.trace.loss[-20:].mean() < 0.1 * result.trace.loss[0]
@@ -25,7 +35,7 @@ def test_dense_digits_mlp_reaches_95_percent(digits):
 @pytest.mark.parametrize("nm", [(2, 4), (1, 8)])
 @pytest.mark.parametrize("name", ["ste", "sr-ste", "asp", "step"])
 def test_sparse_recipes_on_digits_end_exactly_nm(digits, name, nm):
-    steps = 60
+    steps = 40
     recipe = make_recipe(name, lr=1e-3, **({"prune_at": 0.5} if name == "asp" else {}))
     crit = None
     if name == "step":
@@ -33,7 +43,7 @@ def test_sparse_recipes_on_digits_end_exactly_nm(digits, name, nm):
     result = fit(digits, recipe, steps, rng=1, nm=nm, criterion=crit, threads=1,
                  progress=False)
     if name in ("asp", "step"):
-        assert result.switch_step == 30 and result.trace.phase[-1] == 1
+        assert result.switch_step == 20 and result.trace.phase[-1] == 1
     n, m = nm
     for key, spec in digits.specs.items():
         w = result.weights[key]
