@@ -123,6 +123,8 @@ def test_absurd_sizes_are_refused_before_allocating():
         TeacherStudent(d_in=64, hidden=(10**6, 10**6), d_out=10)
     with pytest.raises(ValueError, match="GiB"):
         TeacherStudent(n_train=10**11)
+    with pytest.raises(ValueError, match="GiB"):
+        Digits(hidden=(10**6, 10**6))
     with pytest.raises(ValueError, match="not divisible by M = 4"):
         TeacherStudent(d_in=6)
     with pytest.raises(ValueError, match="task"):
