@@ -32,7 +32,8 @@ def test_train_runs_every_problem_and_saves_its_test_metrics(argv, tmp_path, cap
     if argv[1] != "nqm":
         assert "test_loss" in doc["metrics"]
     if argv[1] == "teacher":
-        assert params["problem_config"]["teacher_nm"] == [2, 4] and "mask_recovery" in doc["metrics"]
+        assert params["problem_config"]["teacher_nm"] == [2, 4]
+        assert "mask_recovery" in doc["metrics"]
     if argv[1] == "digits":
         assert params["problem_config"]["hidden"] == [32] and doc["nm"]["w1"] == [1, 8]
     assert (tmp_path / "run.npz").exists()

@@ -168,7 +168,8 @@ class NoisyQuadratic:
     variance c_i = c_scale h_i^c_power per example. batch_size: B (variance c_i / B).
     w_star_scale, init_scale: std of w* and of w_0. w_star_nm: make w* itself N:M sparse
     (by magnitude; its pruned coordinates then feel pure noise under STE). dtype: float64
-    (default) or float32. seed: w* (``init_params`` and ``sample_batch`` take the caller's generator).
+    (default) or float32. seed: w* (``init_params`` and ``sample_batch`` take the caller's
+    generator).
     """
 
     def __init__(self, *, dim: int = 256, alpha: float = 1.0, h_max: float = 1.0,
