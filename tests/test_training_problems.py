@@ -26,7 +26,7 @@ def digits():
 
 
 def test_dense_digits_mlp_reaches_95_percent(digits):
-    result = fit(digits, "dense", 150, rng=0, threads=1, progress=False)
+    result = fit(digits, make_recipe("dense"), 150, rng=0, threads=1, progress=False)
     assert result.initial_metrics["test_accuracy"] < 0.3
     assert result.metrics["test_accuracy"] >= 0.95
     assert result.trace.loss[-20:].mean() < 0.1 * result.trace.loss[0]

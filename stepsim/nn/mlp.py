@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_choice, check_int, check_nm
+from stepsim._validate import check_choice, check_int, check_nm_pair
 from stepsim.nn import layers as L
 from stepsim.sparsity import ParamSpec, check_divides
 
@@ -69,7 +69,7 @@ class MLP:
         object.__setattr__(self, "sizes", sizes)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("sparsify", self.sparsify, SPARSIFY)
-        object.__setattr__(self, "nm", check_nm(*self.nm))
+        object.__setattr__(self, "nm", check_nm_pair("nm", self.nm))
         object.__setattr__(self, "bias", bool(self.bias))
         for name, spec in self.specs().items():
             if spec.sparse:

@@ -18,10 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_int, check_real
+from stepsim._validate import check_int, check_memory, check_real
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import MLP, _float_dtype
-from stepsim.problems._memory import check_memory
 
 
 class Batch(NamedTuple):
