@@ -25,19 +25,21 @@ N_STATS = 5  # dv_l1, dv_log_sum, dv_zeros, v_l1, v_l2sq
 
 
 @njit
-def _adam_block(w, g, g_bits, abs_mask, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2,
-                eps_in, eps_out, lr, decay):
+def _adam_block(w, g, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out,
+                lr, decay):
     """Adam on one block; v_old receives v before the update if keep_old (for statistics).
 
-    Returns the largest |g| bit pattern (g_bits: g viewed as unsigned integers): above the
-    infinity pattern iff the block holds a non-finite g. An integer max vectorises in a
-    strict loop, where a float sum would not.
+    Returns (bad_g, bad_v): how many g are not finite (g - g is 0 only for finite g) and
+    how many incoming v are not >= 0 (negative or NaN). Integer counts of comparisons
+    vectorise in a strict loop, where a float reduction would not.
     """
-    largest = g_bits[0] & abs_mask
+    bad_g = 0
+    bad_v = 0
     for i in range(w.shape[0]):
-        largest = max(largest, g_bits[i] & abs_mask)
         gi = g[i]
         vo = v[i]
+        bad_g += (gi - gi) != 0
+        bad_v += not vo >= 0
         if keep_old:  # loop-invariant: compiled as two loops
             v_old[i] = vo
         mi = b1 * m[i] + c1 * gi
@@ -45,20 +47,23 @@ def _adam_block(w, g, g_bits, abs_mask, m, v, v_old, keep_old, b1, c1, b2, c2, i
         vi = b2 * vo + c2 * (gi * gi)
         v[i] = vi
         w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
-    return largest
+    return bad_g, bad_v
 
 
 @njit
-def _adam_block_frozen_v(w, g, g_bits, abs_mask, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out,
-                         lr, decay):
+def _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay):
     """Adam on one block with v read, never written (STEP phase 2); returns as _adam_block."""
-    largest = g_bits[0] & abs_mask
+    bad_g = 0
+    bad_v = 0
     for i in range(w.shape[0]):
-        largest = max(largest, g_bits[i] & abs_mask)
-        mi = b1 * m[i] + c1 * g[i]
+        gi = g[i]
+        vi = v[i]
+        bad_g += (gi - gi) != 0
+        bad_v += not vi >= 0
+        mi = b1 * m[i] + c1 * gi
         m[i] = mi
-        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(v[i] * inv_bc2 + eps_in) + eps_out))
-    return largest
+        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
+    return bad_g, bad_v
 
 
 @njit(reduction=True)
@@ -97,44 +102,105 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
     out[4] = v_l2sq
 
 
+@njit
+def _byte_ranges(arrays, j, start, stop):
+    """[start, stop) byte addresses of arrays[i] into start[4 i + j], stop[4 i + j]."""
+    for i in range(len(arrays)):
+        a = arrays[i]
+        start[4 * i + j] = a.ctypes.data
+        stop[4 * i + j] = a.ctypes.data + a.size * a.itemsize
+
+
+@njit
+def _first_overlap(ws, gs, ms, vs):
+    """-1 if no w, m or v shares a byte with any other array; else the index of a parameter
+    whose arrays overlap something (the wrapper then names the pair). Two g may overlap:
+    they are only read. Sorting the byte ranges costs O(K log K) for K parameters."""
+    k = len(ws)
+    start = np.empty(4 * k, np.int64)
+    stop = np.empty(4 * k, np.int64)
+    _byte_ranges(ws, 0, start, stop)
+    _byte_ranges(gs, 1, start, stop)
+    _byte_ranges(ms, 2, start, stop)
+    _byte_ranges(vs, 3, start, stop)
+    order = np.argsort(start, kind="mergesort")
+    end_any = np.iinfo(np.int64).min  # furthest end of any range seen so far
+    end_written = np.iinfo(np.int64).min  # ... of a range that is written (w, m, v)
+    for r in order:
+        if stop[r] == start[r]:
+            continue  # an empty array touches no memory
+        written = r % 4 != 1
+        if start[r] < (end_any if written else end_written):
+            return r // 4
+        end_any = max(end_any, stop[r])
+        if written:
+            end_written = max(end_written, stop[r])
+    return -1
+
+
 @njit(parallel=True)
-def adam(w, g, g_bits, abs_mask, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
-         decay, freeze_v, with_stats, log_stats, scale_prev, scale_new, g_largest, partial,
-         scratch):
-    """One Adam(W) step over flat arrays w, g, m, v (same dtype), in place.
+def adam_many(ws, gs, ms, vs, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay,
+              freeze_v, with_stats, log_stats, scale_prev, scale_new, tasks, totals):
+    """One Adam(W) step over K parameters at once, in place: ws, gs, ms, vs are tuples of K
+    flat arrays of one dtype (parameter i: ws[i], gs[i], ms[i], vs[i], of one size).
 
     m = b1*m + c1*g; v = b2*v + c2*g*g (skipped if freeze_v);
     w = w*decay - lr * (m*inv_bc1) / (sqrt(v*inv_bc2 + eps_in) + eps_out).
-    g_bits: g viewed as unsigned integers; g_largest (blocks,) receives each block's largest
-    |g| bit pattern (the wrapper compares it with infinity's).
-    partial (blocks, N_STATS) float64, if with_stats, receives each block's statistics of
-    dv = scale_new*v_new - scale_prev*v_old: sum|dv|, sum log|dv| over dv != 0 (0 unless
-    log_stats), count of dv == 0, sum scale_new*v_new, sum (scale_new*v_new)^2.
-    scratch (tasks, BLOCK): one row per parallel task for the old v of its current block.
-    Each task walks its own contiguous run of blocks (an allocation per block cost ~10% of
-    a step at 2^24, and asking numba for a thread id would make the kernel uncacheable).
+    All parameters are cut into one list of blocks of BLOCK elements (a block never spans
+    two parameters), and ``tasks`` parallel tasks each walk a contiguous run of it.
+    totals (N_STATS,) float64, if with_stats, receives the statistics of
+    dv = scale_new*v_new - scale_prev*v_old over every parameter: sum|dv|, sum log|dv|
+    over dv != 0 (0 unless log_stats), count of dv == 0, sum scale_new*v_new and
+    sum (scale_new*v_new)^2. They are summed block by block in order within a parameter,
+    then parameter by parameter: the order of ``adam_apply`` per parameter followed by
+    ``AdamStats.combine``, so the bits are the same, whatever the thread count.
+    Returns (overlap, bad_g, bad_v): overlap is -1, or a parameter whose arrays overlap
+    another's (nothing was written); bad_g counts non-finite g, bad_v incoming v not >= 0.
     """
-    n = w.shape[0]
-    blocks = g_largest.shape[0]
-    tasks = scratch.shape[0]
+    k = len(ws)
+    overlap = _first_overlap(ws, gs, ms, vs)
+    if overlap >= 0:
+        return overlap, 0, 0
+    first_block = np.zeros(k + 1, np.int64)  # parameter i owns blocks first_block[i:i+1]
+    for i in range(k):
+        first_block[i + 1] = first_block[i] + (ws[i].shape[0] + BLOCK - 1) // BLOCK
+    blocks = first_block[k]
+    owner = np.empty(blocks, np.int64)
+    for i in range(k):
+        owner[first_block[i]:first_block[i + 1]] = i
+    partial = np.zeros((blocks if with_stats else 0, N_STATS))
+    bad = np.zeros((blocks, 2), np.int64)
+    tasks = max(1, min(tasks, blocks))
+    scratch = np.empty((tasks, BLOCK if with_stats and not freeze_v else 1), ws[0].dtype)
     per_task = (blocks + tasks - 1) // tasks
     for t in prange(tasks):
         for b in range(t * per_task, min((t + 1) * per_task, blocks)):
-            lo = b * BLOCK
-            hi = min(lo + BLOCK, n)
-            vb = v[lo:hi]
+            i = owner[b]
+            lo = (b - first_block[i]) * BLOCK
+            hi = min(lo + BLOCK, ws[i].shape[0])
+            w, g, m, v = ws[i][lo:hi], gs[i][lo:hi], ms[i][lo:hi], vs[i][lo:hi]
             if freeze_v:
-                g_largest[b] = _adam_block_frozen_v(w[lo:hi], g[lo:hi], g_bits[lo:hi], abs_mask,
-                                                    m[lo:hi], vb, b1, c1, inv_bc1, inv_bc2,
+                bad_g, bad_v = _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2,
                                                     eps_in, eps_out, lr, decay)
-                v_old = vb
+                v_old = v
             else:
                 v_old = scratch[t, : hi - lo]
-                g_largest[b] = _adam_block(w[lo:hi], g[lo:hi], g_bits[lo:hi], abs_mask,
-                                           m[lo:hi], vb, v_old, with_stats, b1, c1, b2, c2,
+                bad_g, bad_v = _adam_block(w, g, m, v, v_old, with_stats, b1, c1, b2, c2,
                                            inv_bc1, inv_bc2, eps_in, eps_out, lr, decay)
+            bad[b, 0] = bad_g
+            bad[b, 1] = bad_v
             if with_stats:
-                _block_stats(vb, v_old, scale_prev, scale_new, log_stats, partial[b])
+                _block_stats(v, v_old, scale_prev, scale_new, log_stats, partial[b])
+    if with_stats:
+        totals[:] = 0.0
+        for i in range(k):
+            per_param = np.zeros(N_STATS)
+            for b in range(first_block[i], first_block[i + 1]):
+                for s in range(N_STATS):
+                    per_param[s] += partial[b, s]
+            for s in range(N_STATS):
+                totals[s] += per_param[s]
+    return -1, bad[:, 0].sum(), bad[:, 1].sum()
 
 
 @njit
