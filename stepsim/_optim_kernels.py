@@ -16,7 +16,8 @@ order of :func:`stepsim.reference.adam_step`, so results agree bit for bit with 
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
+from numba import carray, prange, types
+from numba.extending import intrinsic
 
 from stepsim._jit import njit
 
@@ -102,31 +103,35 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
     out[4] = v_l2sq
 
 
-@njit
-def _byte_ranges(arrays, j, start, stop):
-    """[start, stop) byte addresses of arrays[i] into start[4 i + j], stop[4 i + j]."""
-    for i in range(len(arrays)):
-        a = arrays[i]
-        start[4 * i + j] = a.ctypes.data
-        stop[4 * i + j] = a.ctypes.data + a.size * a.itemsize
+@intrinsic
+def _pointer_to(typingctx, address, like):
+    """A typed pointer (to elements of ``like``'s type) from an integer address."""
+    sig = types.CPointer(like)(address, like)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return sig, codegen
 
 
 @njit
-def _first_overlap(ws, gs, ms, vs):
-    """-1 if no w, m or v shares a byte with any other array; else the index of a parameter
-    whose arrays overlap something (the wrapper then names the pair). Two g may overlap:
-    they are only read. Sorting the byte ranges costs O(K log K) for K parameters."""
-    k = len(ws)
-    start = np.empty(4 * k, np.int64)
-    stop = np.empty(4 * k, np.int64)
-    _byte_ranges(ws, 0, start, stop)
-    _byte_ranges(gs, 1, start, stop)
-    _byte_ranges(ms, 2, start, stop)
-    _byte_ranges(vs, 3, start, stop)
-    order = np.argsort(start, kind="mergesort")
+def addresses(w, g, m, v):
+    """Data addresses of one parameter's four arrays (any shape), for a table row."""
+    return w.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data
+
+
+@njit
+def _first_overlap(table, sizes, itemsize):
+    """-1 if no w, m or v (columns 0, 2, 3 of ``table``) shares a byte with any other array;
+    else a parameter whose arrays overlap something (the wrapper then names the pair).
+    Two g (column 1) may overlap: they are only read. O(K log K) for K parameters."""
+    start = table.ravel()
+    stop = np.empty_like(start)
+    for r in range(start.shape[0]):
+        stop[r] = start[r] + sizes[r // 4] * itemsize
     end_any = np.iinfo(np.int64).min  # furthest end of any range seen so far
     end_written = np.iinfo(np.int64).min  # ... of a range that is written (w, m, v)
-    for r in order:
+    for r in np.argsort(start, kind="mergesort"):
         if stop[r] == start[r]:
             continue  # an empty array touches no memory
         written = r % 4 != 1
@@ -139,46 +144,55 @@ def _first_overlap(ws, gs, ms, vs):
 
 
 @njit(parallel=True)
-def adam_many(ws, gs, ms, vs, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay,
-              freeze_v, with_stats, log_stats, scale_prev, scale_new, tasks, totals):
-    """One Adam(W) step over K parameters at once, in place: ws, gs, ms, vs are tuples of K
-    flat arrays of one dtype (parameter i: ws[i], gs[i], ms[i], vs[i], of one size).
+def adam_many(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+              decay, freeze_v, with_stats, log_stats, scale_prev, scale_new, scratch, totals):
+    """One Adam(W) step over K parameters at once, in place.
 
+    table (K, 4) int64: the data addresses of parameter i's w, g, m, v (C-contiguous
+    arrays of ``sizes[i]`` elements of b1's dtype, ``itemsize`` bytes each; the wrapper has
+    checked every one and holds them alive). A table rather than a tuple of arrays: numba would compile a tuple
+    kernel once per K (seconds each); this one compiles once per dtype.
     m = b1*m + c1*g; v = b2*v + c2*g*g (skipped if freeze_v);
     w = w*decay - lr * (m*inv_bc1) / (sqrt(v*inv_bc2 + eps_in) + eps_out).
     All parameters are cut into one list of blocks of BLOCK elements (a block never spans
-    two parameters), and ``tasks`` parallel tasks each walk a contiguous run of it.
+    two parameters), and each of the parallel tasks walks a contiguous run of it, keeping
+    the old v of its current block in its own row of scratch (tasks, BLOCK or 1) (an
+    allocation per block cost ~10% of a step at 2^24, and a thread id would make the
+    kernel uncacheable).
     totals (N_STATS,) float64, if with_stats, receives the statistics of
     dv = scale_new*v_new - scale_prev*v_old over every parameter: sum|dv|, sum log|dv|
     over dv != 0 (0 unless log_stats), count of dv == 0, sum scale_new*v_new and
     sum (scale_new*v_new)^2. They are summed block by block in order within a parameter,
-    then parameter by parameter: the order of ``adam_apply`` per parameter followed by
+    then parameter by parameter: the order of per-parameter steps followed by
     ``AdamStats.combine``, so the bits are the same, whatever the thread count.
     Returns (overlap, bad_g, bad_v): overlap is -1, or a parameter whose arrays overlap
-    another's (nothing was written); bad_g counts non-finite g, bad_v incoming v not >= 0.
+    another's (then nothing was written); bad_g counts non-finite g, bad_v incoming v that
+    are not >= 0.
     """
-    k = len(ws)
-    overlap = _first_overlap(ws, gs, ms, vs)
+    k = sizes.shape[0]
+    overlap = _first_overlap(table, sizes, itemsize)
     if overlap >= 0:
         return overlap, 0, 0
     first_block = np.zeros(k + 1, np.int64)  # parameter i owns blocks first_block[i:i+1]
     for i in range(k):
-        first_block[i + 1] = first_block[i] + (ws[i].shape[0] + BLOCK - 1) // BLOCK
+        first_block[i + 1] = first_block[i] + (sizes[i] + BLOCK - 1) // BLOCK
     blocks = first_block[k]
     owner = np.empty(blocks, np.int64)
     for i in range(k):
         owner[first_block[i]:first_block[i + 1]] = i
     partial = np.zeros((blocks if with_stats else 0, N_STATS))
     bad = np.zeros((blocks, 2), np.int64)
-    tasks = max(1, min(tasks, blocks))
-    scratch = np.empty((tasks, BLOCK if with_stats and not freeze_v else 1), ws[0].dtype)
+    tasks = max(1, min(scratch.shape[0], blocks))
     per_task = (blocks + tasks - 1) // tasks
     for t in prange(tasks):
         for b in range(t * per_task, min((t + 1) * per_task, blocks)):
             i = owner[b]
             lo = (b - first_block[i]) * BLOCK
-            hi = min(lo + BLOCK, ws[i].shape[0])
-            w, g, m, v = ws[i][lo:hi], gs[i][lo:hi], ms[i][lo:hi], vs[i][lo:hi]
+            hi = min(lo + BLOCK, sizes[i])
+            w = carray(_pointer_to(table[i, 0], b1), sizes[i])[lo:hi]
+            g = carray(_pointer_to(table[i, 1], b1), sizes[i])[lo:hi]
+            m = carray(_pointer_to(table[i, 2], b1), sizes[i])[lo:hi]
+            v = carray(_pointer_to(table[i, 3], b1), sizes[i])[lo:hi]
             if freeze_v:
                 bad_g, bad_v = _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2,
                                                     eps_in, eps_out, lr, decay)

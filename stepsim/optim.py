@@ -203,37 +203,25 @@ def _kernel_scalars(hyper: AdamHyper, dtype: np.dtype) -> tuple:
             dt(hyper.lr), dt(hyper.decay))
 
 
-def _flat_read_only(g: np.ndarray) -> np.ndarray:
-    """g as a flat, C-contiguous, read-only array for the kernels, which only read it.
-
-    A non-contiguous g is copied (it is never written, so nothing is lost); marking the
-    view read-only gives every g one numba type, whether the caller's array is writeable
-    or not, so one compiled kernel serves both.
-    """
-    flat = np.ascontiguousarray(g).reshape(-1)
-    flat.flags.writeable = False
-    return flat
-
-
-def _fast_flat(arrays, dtype, read_only: int):
-    """Flat views of one parameter's arrays, or None if any check might fail.
+def _fast_row(arrays, dtype, kernels):
+    """One parameter's (w, g, m, v) as a row of data addresses, or None if a check fails.
 
     The common case costs a few attribute reads; anything unusual returns None and the
     caller runs the full checks (:func:`_check_state`), which name the bad argument.
-    ``read_only``: the position of g, which is only read (any layout, any flags).
+    g (second) is only read: a non-contiguous g is copied (nothing is lost, it is never
+    written) and a read-only one is fine. Returns (row, arrays the kernel reads).
     """
-    shape = arrays[0].shape
-    out = []
-    for j, a in enumerate(arrays):
+    w, g, m, v = arrays
+    shape = w.shape
+    for a in arrays:
         if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
             return None
-        if j == read_only:
-            out.append(_flat_read_only(a))
-        elif a.flags.c_contiguous and a.flags.writeable:
-            out.append(a.reshape(-1))
-        else:
+    for a in (w, m, v):
+        if not (a.flags.c_contiguous and a.flags.writeable):
             return None
-    return out
+    if not g.flags.c_contiguous:
+        g = np.ascontiguousarray(g)
+    return kernels.addresses(w, g, m, v), g
 
 
 def _labelled(names, params, i):
@@ -243,24 +231,27 @@ def _labelled(names, params, i):
     return [(f"{n}s[{i}]", a) for n, a in zip(names, params[i])]
 
 
-def _flatten_checked(names, params):
-    """Validate parameters, each a tuple of arrays named ``names`` (g, at position 1, is
-    only read); return one tuple of flat arrays per name, for the kernel."""
+def _address_table(names, params, kernels):
+    """Validate parameters, each (w, g, m, v) named ``names``; return (table, sizes, keep):
+    the (K, 4) int64 data addresses and (K,) sizes the kernel walks, and the arrays it
+    reads that the caller must hold alive during the call (copies of non-contiguous g)."""
     first = params[0][0]
     dtype = first.dtype if isinstance(first, np.ndarray) else None
-    flat = []
+    rows, keep = [], []
     for i, arrays in enumerate(params):
-        views = _fast_flat(arrays, dtype, 1) if dtype in _OPT_DTYPES else None
-        if views is None:  # the slow path exists to raise the right error
+        fast = _fast_row(arrays, dtype, kernels) if dtype in _OPT_DTYPES else None
+        if fast is None:  # the slow path exists to raise the right error
             labelled = _labelled(names, params, i)
             _check_state(labelled)
             if arrays[0].dtype != dtype:
                 raise TypeError(f"{labelled[0][0]} has dtype {arrays[0].dtype} but "
                                 f"{names[0]}s[0] has dtype {dtype}; all parameters of one "
                                 "step must share a dtype")
-            views = _fast_flat(arrays, dtype, 1)
-        flat.append(views)
-    return tuple(zip(*flat))
+            fast = _fast_row(arrays, dtype, kernels)
+        rows.append(fast[0])
+        keep.append(fast[1])
+    sizes = np.array([arrays[0].size for arrays in params], dtype=np.int64)
+    return np.array(rows, dtype=np.int64).reshape(-1, 4), sizes, keep
 
 
 def _overlap_error(names, params, index) -> ValueError:
@@ -324,12 +315,15 @@ def _adam_apply(params, hyper):
         raise TypeError(f"hyper must be an AdamHyper (from adam_hyper), got {type(hyper).__name__}")
     if not params:
         return AdamStats.combine([]) if hyper.stats else None
-    flat = _flatten_checked(_ADAM_NAMES, params)
     k = _load_kernels()
+    table, sizes, alive = _address_table(_ADAM_NAMES, params, k)  # alive: held until return
+    dtype = params[0][0].dtype
     totals = np.empty(k.N_STATS)
+    tasks = max(1, min(num_threads(), -(-int(sizes.sum()) // k.BLOCK)))
+    scratch = np.empty((tasks, k.BLOCK if hyper.stats and not hyper.freeze_v else 1), dtype)
     overlap, bad_g, bad_v = k.adam_many(
-        *flat, *_kernel_scalars(hyper, flat[0][0].dtype), hyper.freeze_v, hyper.stats,
-        hyper.log_stats, hyper.scale_prev, hyper.scale_new, num_threads(), totals)
+        table, sizes, dtype.itemsize, *_kernel_scalars(hyper, dtype), hyper.freeze_v,
+        hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new, scratch, totals)
     if overlap >= 0:
         raise _overlap_error(_ADAM_NAMES, params, int(overlap))
     if bad_g or bad_v:
