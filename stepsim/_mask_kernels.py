@@ -9,6 +9,7 @@ in the same pass. Reference: :func:`stepsim.reference.nm_mask_groups`.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import prange
 
 from stepsim._jit import njit
@@ -63,36 +64,194 @@ def mask_m4(bits, n, abs_mask, inf_bits, out):
     return blocks_with_nan
 
 
-@njit(parallel=True)
-def mask_select(bits, n, abs_mask, inf_bits, out):
-    """Any M: keep n by repeated arg-max, or drop M-n by repeated arg-min.
+@njit
+def _m8_block(bits, n, abs_mask, out):
+    """Groups of 8 in one flat block, as :func:`_m4_block`: element i is kept iff fewer
+    than n others beat it. c{i}{j} (i < j) = 1 if element i beats element j (|x_i| >= |x_j|);
+    element i's rank is the count of j < i with c{j}{i} plus the count of j > i without
+    c{i}{j}. Unrolled (28 compares a group) so that LLVM vectorises across groups with
+    interleaved loads; a loop over pairs, or M = 16, would not vectorise."""
+    largest = bits[0] & abs_mask
+    for gi in range(bits.shape[0] // 8):
+        j = 8 * gi
+        a0, a1, a2, a3 = bits[j] & abs_mask, bits[j + 1] & abs_mask, bits[j + 2] & abs_mask, \
+            bits[j + 3] & abs_mask
+        a4, a5, a6, a7 = bits[j + 4] & abs_mask, bits[j + 5] & abs_mask, \
+            bits[j + 6] & abs_mask, bits[j + 7] & abs_mask
+        largest = max(largest, max(max(max(a0, a1), max(a2, a3)),
+                                   max(max(a4, a5), max(a6, a7))))
+        c01, c02, c03, c04 = a0 >= a1, a0 >= a2, a0 >= a3, a0 >= a4
+        c05, c06, c07 = a0 >= a5, a0 >= a6, a0 >= a7
+        c12, c13, c14, c15, c16, c17 = a1 >= a2, a1 >= a3, a1 >= a4, a1 >= a5, a1 >= a6, a1 >= a7
+        c23, c24, c25, c26, c27 = a2 >= a3, a2 >= a4, a2 >= a5, a2 >= a6, a2 >= a7
+        c34, c35, c36, c37 = a3 >= a4, a3 >= a5, a3 >= a6, a3 >= a7
+        c45, c46, c47 = a4 >= a5, a4 >= a6, a4 >= a7
+        c56, c57 = a5 >= a6, a5 >= a7
+        c67 = a6 >= a7
+        out[j] = 7 - (c01 + c02 + c03 + c04 + c05 + c06 + c07) < n
+        out[j + 1] = 6 + c01 - (c12 + c13 + c14 + c15 + c16 + c17) < n
+        out[j + 2] = 5 + (c02 + c12) - (c23 + c24 + c25 + c26 + c27) < n
+        out[j + 3] = 4 + (c03 + c13 + c23) - (c34 + c35 + c36 + c37) < n
+        out[j + 4] = 3 + (c04 + c14 + c24 + c34) - (c45 + c46 + c47) < n
+        out[j + 5] = 2 + (c05 + c15 + c25 + c35 + c45) - (c56 + c57) < n
+        out[j + 6] = 1 + (c06 + c16 + c26 + c36 + c46 + c56) - c67 < n
+        out[j + 7] = (c07 + c17 + c27 + c37 + c47 + c57 + c67) < n
+    return largest
 
-    bits: (G, M) unsigned view; out: (G, M) bool, written. Cost per group is
-    O(min(n, M - n) * M). Arg-max takes the first (lowest) index among equals, so
-    ties keep the lower index; arg-min takes the last among equals, so ties drop the
-    higher index — the same rule from the other side. Returns the NaN count.
-    """
-    groups, m = bits.shape
+
+@njit(parallel=True)
+def mask_m8(bits, n, abs_mask, inf_bits, out):
+    """N:8 mask over flat arrays, as :func:`mask_m4`: bits (8G,) unsigned view, out (8G,)
+    uint8, written. Returns how many blocks hold a NaN."""
+    size = bits.shape[0]
+    step = 8 * GROUPS_PER_BLOCK
+    blocks_with_nan = 0
+    for b in prange((size + step - 1) // step):
+        lo = b * step
+        hi = min(lo + step, size)
+        blocks_with_nan += _m8_block(bits[lo:hi], n, abs_mask, out[lo:hi]) > inf_bits
+    return blocks_with_nan
+
+
+# ---------------------------------------------------------------------------- any M
+# Groups of M != 4 are cut into blocks of about ELEMS_PER_BLOCK elements. A block is first
+# transposed to t (M, G) - row i holds the i-th element of every group - so that every
+# later loop runs along the groups, contiguous, and LLVM vectorises it across groups (a
+# group's own M elements would need shuffles). The magnitudes are signed integers there
+# (bits & abs_mask is >= 0), which leaves -1 free as a "taken" sentinel and lets CPUs
+# without unsigned vector compares (AVX2) compare them directly.
+ELEMS_PER_BLOCK = 4096  # t of a float32 block is 16 KiB: it stays in L1 across the M passes
+
+
+@njit
+def _transpose_in(bits, abs_mask, t):
+    """t[i, g] = |x| bits of element i of group g; returns the largest pattern (NaN check)."""
+    m, groups = t.shape
+    largest = bits[0] & abs_mask
+    for i in range(m):
+        row = t[i]
+        for g in range(groups):
+            a = bits[g * m + i] & abs_mask
+            row[g] = a
+            largest = max(largest, a)
+    return largest
+
+
+@njit
+def _count_beaters(t, i, lo, hi, ties_beat, rank):
+    """rank[g] += how many elements j in [lo, hi) of group g beat element i: |x_j| >= |x_i|
+    if ties_beat (j < i: ties keep the lower index) else |x_j| > |x_i|. Four rows a pass
+    so the running ranks are loaded and stored a quarter as often."""
+    ti = t[i]
+    j = lo
+    while j + 4 <= hi:
+        t0, t1, t2, t3 = t[j], t[j + 1], t[j + 2], t[j + 3]
+        if ties_beat:  # loop-invariant: compiled as two loops
+            for g in range(rank.shape[0]):
+                x = ti[g]
+                rank[g] += (np.int32(t0[g] >= x) + np.int32(t1[g] >= x)) + (
+                    np.int32(t2[g] >= x) + np.int32(t3[g] >= x))
+        else:
+            for g in range(rank.shape[0]):
+                x = ti[g]
+                rank[g] += (np.int32(t0[g] > x) + np.int32(t1[g] > x)) + (
+                    np.int32(t2[g] > x) + np.int32(t3[g] > x))
+        j += 4
+    while j < hi:
+        tj = t[j]
+        if ties_beat:
+            for g in range(rank.shape[0]):
+                rank[g] += np.int32(tj[g] >= ti[g])
+        else:
+            for g in range(rank.shape[0]):
+                rank[g] += np.int32(tj[g] > ti[g])
+        j += 1
+
+
+@njit
+def _rank_block(t, n, rank, out):
+    """Keep element i of a group iff fewer than n elements of its group beat it (as in
+    _m4_block). O(M) compares an element, whatever n. out: (G*M,) uint8, written."""
+    m, groups = t.shape
+    for i in range(m):
+        rank[:] = 0
+        _count_beaters(t, i, 0, i, True, rank)
+        _count_beaters(t, i, i + 1, m, False, rank)
+        for g in range(groups):
+            out[g * m + i] = rank[g] < n
+
+
+@njit
+def _select_block(t, n, best_val, best_idx, out):
+    """Keep n by n rounds of arg-max, or drop M-n by rounds of arg-min, whichever is fewer:
+    O(min(n, M-n)) compares an element. A taken element is set to -1, below every
+    magnitude. Arg-max with a strict > takes the lowest index among equals (ties keep the
+    lower index); arg-min runs on abs_mask - |x| with >=, so among equal magnitudes it
+    drops the highest index - the same rule from the other side."""
+    m, groups = t.shape
     keep_directly = 2 * n <= m
-    nan_count = 0
-    for g in prange(groups):
-        for j in range(m):
-            nan_count += (bits[g, j] & abs_mask) > inf_bits
-            out[g, j] = not keep_directly
-        rounds = n if keep_directly else m - n
-        for _ in range(rounds):
-            best = -1
-            best_val = bits[g, 0] & abs_mask
-            for j in range(m):
-                if out[g, j] != keep_directly:  # still a candidate
-                    a = bits[g, j] & abs_mask
-                    # three plain branches: a merged condition or a select measured 1.6x
-                    # slower here (1:8 at 2^24: 2.7 vs 1.7 ns/element)
-                    if best < 0:  # noqa: SIM114
-                        best, best_val = j, a
-                    elif keep_directly and a > best_val:  # noqa: SIM114
-                        best, best_val = j, a
-                    elif (not keep_directly) and a <= best_val:
-                        best, best_val = j, a
-            out[g, best] = keep_directly
-    return nan_count
+    if not keep_directly:  # flip the order: the smallest magnitude becomes the largest
+        top = t.dtype.type(np.iinfo(t.dtype).max)
+        for i in range(m):
+            row = t[i]
+            for g in range(groups):
+                row[g] = top - row[g]
+    for _ in range(n if keep_directly else m - n):
+        best_val[:] = t[0]
+        best_idx[:] = 0
+        for j in range(1, m):
+            tj = t[j]
+            if keep_directly:
+                for g in range(groups):
+                    better = tj[g] > best_val[g]
+                    best_val[g] = tj[g] if better else best_val[g]
+                    best_idx[g] = j if better else best_idx[g]
+            else:
+                for g in range(groups):
+                    better = tj[g] >= best_val[g]
+                    best_val[g] = tj[g] if better else best_val[g]
+                    best_idx[g] = j if better else best_idx[g]
+        for g in range(groups):
+            t[best_idx[g], g] = -1
+    for i in range(m):
+        row = t[i]
+        for g in range(groups):
+            out[g * m + i] = (row[g] < 0) == keep_directly
+
+
+def use_rank(n: int, m: int) -> bool:
+    """Rank (M compares an element) or rounds of selection (~3 min(n, M-n))?"""
+    return 3 * min(n, m - n) > m
+
+
+@njit(parallel=True)
+def mask_groups(bits, m, n, abs_mask, inf_bits, by_rank, tasks, out):
+    """N:M mask for any M: bits (G*M,) signed-integer view of the weights, out (G*M,)
+    uint8, written. by_rank: :func:`use_rank`. tasks: parallel tasks, each with its own
+    scratch, walking a contiguous run of blocks. Returns how many blocks hold a NaN."""
+    size = bits.shape[0]
+    per_block = max(1, ELEMS_PER_BLOCK // m)  # groups
+    step = per_block * m
+    blocks = (size + step - 1) // step
+    tasks = max(1, min(tasks, blocks))
+    per_task = (blocks + tasks - 1) // tasks
+    blocks_with_nan = 0
+    for task in prange(tasks):
+        t = np.empty((m, per_block), bits.dtype)
+        best_val = np.empty(per_block, bits.dtype)
+        counts = np.empty(per_block, np.int32)  # ranks, or arg-max indices
+        for b in range(task * per_task, min((task + 1) * per_task, blocks)):
+            lo = b * step
+            hi = min(lo + step, size)
+            groups = (hi - lo) // m
+            if groups < per_block:  # the last, shorter block: C-contiguous scratch of its size
+                t = np.empty((m, groups), bits.dtype)
+                best_val = np.empty(groups, bits.dtype)
+                counts = np.empty(groups, np.int32)
+            largest = _transpose_in(bits[lo:hi], abs_mask, t)
+            blocks_with_nan += largest > inf_bits
+            if by_rank:
+                _rank_block(t, n, counts, out[lo:hi])
+            else:
+                _select_block(t, n, best_val, counts, out[lo:hi])
+    return blocks_with_nan
