@@ -13,7 +13,7 @@ import importlib
 import sys
 import time
 
-SECTIONS = ("kernels", "theorem1", "layout")
+SECTIONS = ("kernels", "theorem1", "layout", "train")
 
 
 class Bench:
@@ -27,23 +27,30 @@ class Bench:
         self.started = time.perf_counter()
         self.first_figure_s: float | None = None
 
-    def compare(self, impls: dict, *, repeats: int | None = None, number: int = 1) -> dict:
+    def compare(self, impls: dict, *, repeats: int | None = None, number: int = 1,
+                clock=None) -> dict:
         """Median seconds per call of each callable in ``impls``, timed interleaved.
 
-        Each implementation runs once untimed (warm-up, JIT load), then ``repeats`` rounds
-        each call every implementation ``number`` times in turn.
+        Each implementation runs twice untimed first (compilation, cache loads and thread
+        start-up never fall inside a timing), then ``repeats`` rounds each call every
+        implementation ``number`` times in turn. clock: ``time.perf_counter`` (default,
+        wall time) or e.g. ``time.thread_time`` (CPU time of this thread; only meaningful
+        when all the work runs on it). Returns name -> :class:`Timing` (a float, the
+        median, carrying the samples' spread).
         """
+        clock = clock or time.perf_counter
         repeats = repeats or (5 if self.quick else 15)
         for fn in impls.values():
+            fn()
             fn()
         samples = {name: [] for name in impls}
         for _ in range(repeats):
             for name, fn in impls.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(number):
                     fn()
-                samples[name].append((time.perf_counter() - t0) / number)
-        return {name: sorted(s)[len(s) // 2] for name, s in samples.items()}
+                samples[name].append((clock() - t0) / number)
+        return {name: Timing.of(s) for name, s in samples.items()}
 
     def emit(self, section: str, case: str, impl: str, seconds: float, *, units: float,
              unit: str = "element", bytes_moved: float | None = None, show: bool = True,
@@ -70,6 +77,24 @@ class Bench:
 
     def print(self, text: str = "") -> None:
         print(text, file=self.stream, flush=True)
+
+
+class Timing(float):
+    """A median time in seconds (a float) that also carries its samples' ``spread``:
+    (75th - 25th percentile) / median, the interquartile range relative to the median."""
+
+    spread: float = 0.0
+    samples: int = 1
+
+    @classmethod
+    def of(cls, samples) -> Timing:
+        s = sorted(samples)
+        median = s[len(s) // 2]
+        timing = cls(median)
+        q1, q3 = s[len(s) // 4], s[(3 * len(s)) // 4]
+        timing.spread = (q3 - q1) / median if median > 0 else float("inf")
+        timing.samples = len(s)
+        return timing
 
 
 def format_row(row: dict) -> str:
