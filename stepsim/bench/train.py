@@ -9,7 +9,7 @@ the same shapes and batch size as ``nn.Linear`` layers with ``torch.optim.Adam(f
 on the CPU: zero_grad, forward, cross-entropy, backward, step.
 
 Where a stepsim step's time goes, each part timed on its own in the same run:
-``matmul`` (the six float32 matmuls of forward and backward, as NumPy runs them),
+``matmul`` (the float32 matmuls of forward and backward, as NumPy runs them: five here),
 ``element-wise`` (the rest of loss_and_grad: ReLU, softmax, bias sums, copies), ``optimizer``
 (the recipe's update: Adam and the copies that keep recipes pure), ``masks`` (the recipe's
 forward: N:M masks and masked weights; ~0 when dense), ``batch`` (sampling), and
@@ -32,6 +32,7 @@ TITLE = "train: digits MLP 64-256-256-10, batch 128, Adam (float32) — steps/s 
 
 SWITCH_AFTER = 20  # dense steps before the sparse phase's rows are timed
 LR = 1e-3
+PROBLEM_OPTIONS: dict = {}  # make_problem("digits", **PROBLEM_OPTIONS); tests shrink the model
 
 
 class _Loop:
@@ -73,22 +74,24 @@ class _Loop:
         return self.recipe.update(self.state, self.params, grads, self.k)
 
 
-def _matmuls(params, batch):
-    """The six matmuls of the digits MLP's forward and backward (shapes as stepsim runs them)."""
-    x = batch.x
-    h1 = x @ params["w1"].T
-    h2 = h1 @ params["w2"].T
-    out = h2 @ params["w3"].T
-    d2 = out @ params["w3"]
-    d1 = d2 @ params["w2"]
-    return (out.T @ h2, d2.T @ h1, d1.T @ x)
+def _matmuls(params, batch, layers):
+    """The matmuls of the MLP's forward and backward, as stepsim's engine runs them: one
+    per layer forward, and dW (and dx, except for the first layer) per layer backward."""
+    hs = [batch.x]
+    for l in range(1, layers + 1):
+        hs.append(hs[-1] @ params[f"w{l}"].T)
+    d = hs[-1]
+    for l in range(layers, 0, -1):
+        d.T @ hs[l - 1]
+        if l > 1:
+            d = d @ params[f"w{l}"]
 
 
 def run(bench) -> None:
     from stepsim._threads import training_threads
     from stepsim.problems.registry import make_problem
 
-    problem = make_problem("digits")
+    problem = make_problem("digits", **PROBLEM_OPTIONS)
     reps = 5 if bench.quick else 15
     number = 20 if bench.quick else 50
     torch = _torch_or_none(bench)
@@ -162,7 +165,7 @@ def _breakdown(bench, loop, label, step_seconds, reps, clock):
         "batch": loop.part_batch,
         "masks": loop.part_masks,
         "loss_and_grad": partial(loop.part_loss_and_grad, fwd, batch),
-        "matmul": partial(_matmuls, fwd, batch),
+        "matmul": partial(_matmuls, fwd, batch, loop.problem.mlp.layers),
         "optimizer": partial(loop.part_update, grads),
     }, repeats=reps, number=20, clock=time.thread_time if clock == "cpu" else None)
     shares = {
