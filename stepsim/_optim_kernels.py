@@ -144,7 +144,7 @@ def _first_overlap(table, sizes, itemsize):
 
 
 @njit(parallel=True)
-def adam_many(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
               decay, freeze_v, with_stats, log_stats, scale_prev, scale_new, scratch, totals):
     """One Adam(W) step over K parameters at once, in place.
 

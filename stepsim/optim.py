@@ -321,7 +321,7 @@ def _adam_apply(params, hyper):
     totals = np.empty(k.N_STATS)
     tasks = max(1, min(num_threads(), -(-int(sizes.sum()) // k.BLOCK)))
     scratch = np.empty((tasks, k.BLOCK if hyper.stats and not hyper.freeze_v else 1), dtype)
-    overlap, bad_g, bad_v = k.adam_many(
+    overlap, bad_g, bad_v = k.adam(
         table, sizes, dtype.itemsize, *_kernel_scalars(hyper, dtype), hyper.freeze_v,
         hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new, scratch, totals)
     if overlap >= 0:
