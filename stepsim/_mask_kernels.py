@@ -124,10 +124,38 @@ ELEMS_PER_BLOCK = 4096  # t of a float32 block is 16 KiB: it stays in L1 across 
 
 
 @njit
-def _transpose_in(bits, abs_mask, t):
-    """t[i, g] = |x| bits of element i of group g; returns the largest pattern (NaN check)."""
+def _transpose_in(bits, abs_mask, t, t8):
+    """t[i, g] = |x| bits of element i of group g; returns the largest pattern (NaN check).
+
+    For M = 16 or 32 in two vectorised passes through t8 (8, G*M/8): first the data as
+    rows of 8 (an unrolled stride-8 loop, which LLVM turns into vector loads and
+    shuffles), then each of those rows split by M/8. A direct stride-M gather is scalar
+    and cost most of a mask; other M take it."""
     m, groups = t.shape
     largest = bits[0] & abs_mask
+    if m == 16 or m == 32:
+        for r in range(t8.shape[1]):
+            j = 8 * r
+            a0, a1, a2, a3 = bits[j] & abs_mask, bits[j + 1] & abs_mask, \
+                bits[j + 2] & abs_mask, bits[j + 3] & abs_mask
+            a4, a5, a6, a7 = bits[j + 4] & abs_mask, bits[j + 5] & abs_mask, \
+                bits[j + 6] & abs_mask, bits[j + 7] & abs_mask
+            largest = max(largest, max(max(max(a0, a1), max(a2, a3)),
+                                       max(max(a4, a5), max(a6, a7))))
+            t8[0, r], t8[1, r], t8[2, r], t8[3, r] = a0, a1, a2, a3
+            t8[4, r], t8[5, r], t8[6, r], t8[7, r] = a4, a5, a6, a7
+        for k in range(8):
+            src = t8[k]
+            if m == 16:
+                r0, r1 = t[k], t[8 + k]
+                for g in range(groups):
+                    r0[g], r1[g] = src[2 * g], src[2 * g + 1]
+            else:
+                r0, r1, r2, r3 = t[k], t[8 + k], t[16 + k], t[24 + k]
+                for g in range(groups):
+                    r0[g], r1[g] = src[4 * g], src[4 * g + 1]
+                    r2[g], r3[g] = src[4 * g + 2], src[4 * g + 3]
+        return largest
     for i in range(m):
         row = t[i]
         for g in range(groups):
@@ -135,6 +163,34 @@ def _transpose_in(bits, abs_mask, t):
             row[g] = a
             largest = max(largest, a)
     return largest
+
+
+@njit
+def _transpose_out(kept, k8, out):
+    """out[g*M + i] = kept[i, g]: the inverse of :func:`_transpose_in` (bytes)."""
+    m, groups = kept.shape
+    if m == 16 or m == 32:
+        for k in range(8):
+            dst = k8[k]
+            if m == 16:
+                r0, r1 = kept[k], kept[8 + k]
+                for g in range(groups):
+                    dst[2 * g], dst[2 * g + 1] = r0[g], r1[g]
+            else:
+                r0, r1, r2, r3 = kept[k], kept[8 + k], kept[16 + k], kept[24 + k]
+                for g in range(groups):
+                    dst[4 * g], dst[4 * g + 1] = r0[g], r1[g]
+                    dst[4 * g + 2], dst[4 * g + 3] = r2[g], r3[g]
+        for r in range(k8.shape[1]):
+            j = 8 * r
+            out[j], out[j + 1], out[j + 2], out[j + 3] = k8[0, r], k8[1, r], k8[2, r], k8[3, r]
+            out[j + 4], out[j + 5], out[j + 6], out[j + 7] = k8[4, r], k8[5, r], k8[6, r], \
+                k8[7, r]
+        return
+    for i in range(m):
+        row = kept[i]
+        for g in range(groups):
+            out[g * m + i] = row[g]
 
 
 @njit
@@ -169,20 +225,21 @@ def _count_beaters(t, i, lo, hi, ties_beat, rank):
 
 
 @njit
-def _rank_block(t, n, rank, out):
+def _rank_block(t, n, rank, kept):
     """Keep element i of a group iff fewer than n elements of its group beat it (as in
-    _m4_block). O(M) compares an element, whatever n. out: (G*M,) uint8, written."""
+    _m4_block). O(M) compares an element, whatever n. kept: (M, G) uint8, written."""
     m, groups = t.shape
     for i in range(m):
         rank[:] = 0
         _count_beaters(t, i, 0, i, True, rank)
         _count_beaters(t, i, i + 1, m, False, rank)
+        row = kept[i]
         for g in range(groups):
-            out[g * m + i] = rank[g] < n
+            row[g] = rank[g] < n
 
 
 @njit
-def _select_block(t, n, best_val, best_idx, out):
+def _select_block(t, n, best_val, best_idx, kept):
     """Keep n by n rounds of arg-max, or drop M-n by rounds of arg-min, whichever is fewer:
     O(min(n, M-n)) compares an element. A taken element is set to -1, below every
     magnitude. Arg-max with a strict > takes the lowest index among equals (ties keep the
@@ -214,14 +271,25 @@ def _select_block(t, n, best_val, best_idx, out):
         for g in range(groups):
             t[best_idx[g], g] = -1
     for i in range(m):
-        row = t[i]
+        row, kept_row = t[i], kept[i]
         for g in range(groups):
-            out[g * m + i] = (row[g] < 0) == keep_directly
+            kept_row[g] = (row[g] < 0) == keep_directly
 
 
 def use_rank(n: int, m: int) -> bool:
     """Rank (M compares an element) or rounds of selection (~3 min(n, M-n))?"""
     return 3 * min(n, m - n) > m
+
+
+@njit
+def _scratch(m, groups, dtype):
+    """One task's scratch for blocks of ``groups`` groups of m: t (m, groups) magnitudes,
+    t8 (8, groups*m/8) for the two-pass transposes (M = 16, 32), kept and k8 likewise in
+    bytes, best_val and counts (groups,)."""
+    rows8 = groups * m // 8 if m % 8 == 0 else 0
+    return (np.empty((m, groups), dtype), np.empty((8, rows8), dtype),
+            np.empty((m, groups), np.uint8), np.empty((8, rows8), np.uint8),
+            np.empty(groups, dtype), np.empty(groups, np.int32))
 
 
 @njit(parallel=True)
@@ -237,21 +305,18 @@ def mask_groups(bits, m, n, abs_mask, inf_bits, by_rank, tasks, out):
     per_task = (blocks + tasks - 1) // tasks
     blocks_with_nan = 0
     for task in prange(tasks):
-        t = np.empty((m, per_block), bits.dtype)
-        best_val = np.empty(per_block, bits.dtype)
-        counts = np.empty(per_block, np.int32)  # ranks, or arg-max indices
+        t, t8, kept, k8, best_val, counts = _scratch(m, per_block, bits.dtype)
         for b in range(task * per_task, min((task + 1) * per_task, blocks)):
             lo = b * step
             hi = min(lo + step, size)
             groups = (hi - lo) // m
             if groups < per_block:  # the last, shorter block: C-contiguous scratch of its size
-                t = np.empty((m, groups), bits.dtype)
-                best_val = np.empty(groups, bits.dtype)
-                counts = np.empty(groups, np.int32)
-            largest = _transpose_in(bits[lo:hi], abs_mask, t)
+                t, t8, kept, k8, best_val, counts = _scratch(m, groups, bits.dtype)
+            largest = _transpose_in(bits[lo:hi], abs_mask, t, t8)
             blocks_with_nan += largest > inf_bits
             if by_rank:
-                _rank_block(t, n, counts, out[lo:hi])
+                _rank_block(t, n, counts, kept)
             else:
-                _select_block(t, n, best_val, counts, out[lo:hi])
+                _select_block(t, n, best_val, counts, kept)
+            _transpose_out(kept, k8, out[lo:hi])
     return blocks_with_nan
