@@ -13,6 +13,7 @@ import numpy as np
 from numba import prange
 
 from stepsim._jit import njit
+from stepsim._threads import serial_twin
 
 GROUPS_PER_BLOCK = 2048  # groups of 4 a parallel task handles (32 KiB of float32)
 
@@ -320,3 +321,9 @@ def mask_groups(bits, m, n, abs_mask, inf_bits, by_rank, tasks, out):
                 _select_block(t, n, best_val, counts, kept)
             _transpose_out(kept, k8, out[lo:hi])
     return blocks_with_nan
+
+
+# one thread: the same drivers compiled without parallel=True run inline (see serial_twin)
+mask_m4_serial = njit(serial_twin(mask_m4, "mask_m4_serial"))
+mask_m8_serial = njit(serial_twin(mask_m8, "mask_m8_serial"))
+mask_groups_serial = njit(serial_twin(mask_groups, "mask_groups_serial"))

@@ -20,6 +20,7 @@ from numba import carray, prange, types
 from numba.extending import intrinsic
 
 from stepsim._jit import njit
+from stepsim._threads import serial_twin
 
 BLOCK = 4096  # elements a block: 4 arrays x 16 KiB stay in L1/L2 while reduced
 N_STATS = 5  # dv_l1, dv_log_sum, dv_zeros, v_l1, v_l2sq
@@ -215,6 +216,9 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
             for s in range(N_STATS):
                 totals[s] += per_param[s]
     return -1, bad[:, 0].sum(), bad[:, 1].sum()
+
+
+adam_serial = njit(serial_twin(adam, "adam_serial"))
 
 
 @njit

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import types
 
 
 @contextlib.contextmanager
@@ -84,3 +85,20 @@ def _blas_limit(blas: int | None):
         return
     with threadpool_limits(limits=blas, user_api="blas"):
         yield
+
+
+def serial_twin(parallel_kernel, name: str):
+    """The Python function of a ``parallel=True`` kernel, as a new function called ``name``,
+    for compiling without ``parallel`` (its ``prange`` then runs as ``range``).
+
+    With one thread, a serial kernel runs inline: no parallel launch, which costs a few
+    microseconds with OpenMP and, with numba's workqueue layer (chosen beside PyTorch), a
+    hand-over to a worker thread that measured ~1 ms a call on a busy machine. The new name
+    gives the twin its own on-disk cache entry (numba names cache files after the function).
+    """
+    func = parallel_kernel.py_func
+    twin = types.FunctionType(func.__code__, func.__globals__, name, func.__defaults__,
+                              func.__closure__)
+    twin.__qualname__ = name
+    twin.__doc__ = f"{func.__name__}, compiled without parallel=True (one thread, inline)."
+    return twin

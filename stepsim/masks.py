@@ -58,15 +58,19 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
 
         bits = unsigned_view(groups)
         abs_mask, inf_bits = MAGNITUDE_BITS[bits.dtype]
+        threads = num_threads()
+        flat_out = out.reshape(-1).view(np.uint8)
         if m in (4, 8):  # unrolled kernels, vectorised across groups
-            flat_out = out.reshape(-1).view(np.uint8)
-            kernel = k.mask_m4 if m == 4 else k.mask_m8
+            if m == 4:
+                kernel = k.mask_m4 if threads > 1 else k.mask_m4_serial
+            else:
+                kernel = k.mask_m8 if threads > 1 else k.mask_m8_serial
             found_nan = kernel(bits.reshape(-1), n, abs_mask, inf_bits, flat_out)
         else:
             signed = SIGNED[bits.dtype]
-            found_nan = k.mask_groups(bits.reshape(-1).view(signed), m, n, signed.type(abs_mask),
-                                      signed.type(inf_bits), k.use_rank(n, m), num_threads(),
-                                      out.reshape(-1).view(np.uint8))
+            kernel = k.mask_groups if threads > 1 else k.mask_groups_serial
+            found_nan = kernel(bits.reshape(-1).view(signed), m, n, signed.type(abs_mask),
+                               signed.type(inf_bits), k.use_rank(n, m), threads, flat_out)
         if found_nan:
             bad = np.isnan(w)
             first = tuple(int(i) for i in np.argwhere(bad)[0])

@@ -319,9 +319,11 @@ def _adam_apply(params, hyper):
     table, sizes, alive = _address_table(_ADAM_NAMES, params, k)  # alive: held until return
     dtype = params[0][0].dtype
     totals = np.empty(k.N_STATS)
-    tasks = max(1, min(num_threads(), -(-int(sizes.sum()) // k.BLOCK)))
+    threads = num_threads()
+    tasks = max(1, min(threads, -(-int(sizes.sum()) // k.BLOCK)))
     scratch = np.empty((tasks, k.BLOCK if hyper.stats and not hyper.freeze_v else 1), dtype)
-    overlap, bad_g, bad_v = k.adam(
+    kernel = k.adam if threads > 1 else k.adam_serial  # one thread: inline, no launch
+    overlap, bad_g, bad_v = kernel(
         table, sizes, dtype.itemsize, *_kernel_scalars(hyper, dtype), hyper.freeze_v,
         hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new, scratch, totals)
     if overlap >= 0:

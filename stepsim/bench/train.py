@@ -126,6 +126,7 @@ def run(bench) -> None:
             _emit_steps(bench, t, "cpu")
         for loop, label in ((dense, "dense"), (sparse, "sparse")):
             _breakdown(bench, loop, label, t[label], reps, clock)
+        _optimizer_rows(bench, dense.params, torch, reps, clock)
     _fit_runs(bench, problem)
 
 
@@ -181,6 +182,42 @@ def _breakdown(bench, loop, label, step_seconds, reps, clock):
     bench.print(f"    {label} step {1e6 * step_seconds:.0f} us ({clock}) = {text}")
     bench.rows.append({"section": "train", "case": f"{label} step parts",
                        "parts_seconds": shares, "step_seconds": step_seconds})
+
+
+def _optimizer_rows(bench, params, torch, reps, clock):
+    """One Adam step on the model's arrays: one multi-tensor call, one call per array, and
+    torch's fused Adam (with ``--torch``), in place on copies, statistics on."""
+    from stepsim.optim import AdamStats, adam_apply, adam_apply_many, adam_hyper
+
+    rng = np.random.default_rng(0)
+    ws = [w.copy() for w in params.values()]
+    gs = [rng.standard_normal(w.shape).astype(w.dtype) for w in ws]
+    ms = [np.zeros_like(w) for w in ws]
+    vs = [np.full_like(w, 1e-3) for w in ws]
+    hyper = adam_hyper(step=10, lr=1e-9)
+    impls = {
+        "adam_apply_many": lambda: adam_apply_many(ws, gs, ms, vs, hyper),
+        "adam_apply per array": lambda: AdamStats.combine(
+            [adam_apply(w, g, m, v, hyper) for w, g, m, v in zip(ws, gs, ms, vs)]),
+    }
+    if torch is not None:
+        tp = [torch.nn.Parameter(torch.from_numpy(w.copy())) for w in ws]
+        for p, g in zip(tp, gs):
+            p.grad = torch.from_numpy(g.copy())
+        opt = torch.optim.Adam(tp, lr=1e-9, fused=True)
+        threads = torch.get_num_threads()
+        if clock == "cpu":
+            torch.set_num_threads(1)
+        impls["torch Adam(fused=True)"] = opt.step
+    t = bench.compare(impls, repeats=reps, number=20,
+                      clock=time.thread_time if clock == "cpu" else None)
+    if torch is not None:
+        torch.set_num_threads(threads)
+    size = sum(w.size for w in ws)
+    for name, seconds in t.items():
+        bench.emit("train", f"Adam step, {len(ws)} arrays", f"{name} ({clock})", seconds,
+                   units=size, ratio=f"{1e6 * seconds:6.1f} us a step, "
+                   f"{t['adam_apply_many'] / seconds:.2f}x adam_apply_many's time", clock=clock)
 
 
 def _fit_runs(bench, problem):
