@@ -240,6 +240,23 @@ def _rank_block(t, n, rank, kept):
 
 
 @njit
+def _argmax_rows(t, j, rows, ties_win, best_val, best_idx):
+    """Fold rows j .. j+rows-1 (rows <= 4) of t, in order, into the running arg-max
+    (best_val, best_idx) of every group: a row wins on > (or >= if ties_win). Four rows a
+    pass keep the running values in registers for all four."""
+    t0, t1, t2, t3 = t[j], t[j + min(1, rows - 1)], t[j + min(2, rows - 1)], \
+        t[j + min(3, rows - 1)]
+    for g in range(best_val.shape[0]):
+        bv, bi = best_val[g], best_idx[g]
+        for r, x in ((0, t0[g]), (1, t1[g]), (2, t2[g]), (3, t3[g])):
+            if r < rows:
+                better = (x >= bv) if ties_win else (x > bv)
+                bv = x if better else bv
+                bi = j + r if better else bi
+        best_val[g], best_idx[g] = bv, bi
+
+
+@njit
 def _select_block(t, n, best_val, best_idx, kept):
     """Keep n by n rounds of arg-max, or drop M-n by rounds of arg-min, whichever is fewer:
     O(min(n, M-n)) compares an element. A taken element is set to -1, below every
@@ -257,18 +274,14 @@ def _select_block(t, n, best_val, best_idx, kept):
     for _ in range(n if keep_directly else m - n):
         best_val[:] = t[0]
         best_idx[:] = 0
-        for j in range(1, m):
-            tj = t[j]
-            if keep_directly:
-                for g in range(groups):
-                    better = tj[g] > best_val[g]
-                    best_val[g] = tj[g] if better else best_val[g]
-                    best_idx[g] = j if better else best_idx[g]
+        j = 1
+        while j < m:
+            rows = min(4, m - j)
+            if keep_directly:  # loop-invariant: compiled as separate loops
+                _argmax_rows(t, j, rows, False, best_val, best_idx)
             else:
-                for g in range(groups):
-                    better = tj[g] >= best_val[g]
-                    best_val[g] = tj[g] if better else best_val[g]
-                    best_idx[g] = j if better else best_idx[g]
+                _argmax_rows(t, j, rows, True, best_val, best_idx)
+            j += rows
         for g in range(groups):
             t[best_idx[g], g] = -1
     for i in range(m):
