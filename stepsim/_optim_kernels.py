@@ -5,8 +5,9 @@ statistics the switch criteria need in that pass. To keep both halves vectorised
 works in blocks of ``BLOCK`` elements: a strict element-wise loop updates a block (and
 keeps the block's old v in a small L1-resident scratch array), then a reduction helper,
 allowed to reassociate, sums the block's statistics in float64 while it is still in
-cache. Per-block sums go to ``partial`` and the wrapper adds them in block order, so the
-statistics do not depend on the number of threads.
+cache. Per-block sums go to ``partial`` and are added in block order, so the statistics
+do not depend on the number of threads. One call updates every parameter of a model
+(:func:`adam`, multi-tensor); ``adam_serial`` is the same driver compiled for one thread.
 
 All scalar arguments arrive already in the arrays' dtype (a Python float would silently
 turn a float32 loop into float64), and the element-wise arithmetic is written in the
@@ -151,8 +152,8 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
 
     table (K, 4) int64: the data addresses of parameter i's w, g, m, v (C-contiguous
     arrays of ``sizes[i]`` elements of b1's dtype, ``itemsize`` bytes each; the wrapper has
-    checked every one and holds them alive). A table rather than a tuple of arrays: numba would compile a tuple
-    kernel once per K (seconds each); this one compiles once per dtype.
+    checked every one and holds them alive). A table rather than a tuple of arrays: numba
+    would compile a tuple kernel once per K (seconds each); this compiles once per dtype.
     m = b1*m + c1*g; v = b2*v + c2*g*g (skipped if freeze_v);
     w = w*decay - lr * (m*inv_bc1) / (sqrt(v*inv_bc2 + eps_in) + eps_out).
     All parameters are cut into one list of blocks of BLOCK elements (a block never spans

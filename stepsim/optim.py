@@ -1,9 +1,10 @@
 """Fused optimizer steps: Adam(W) (with STEP's frozen v) and momentum SGD (SPEC section 1).
 
 Both update their arrays in place in one pass over memory. Arrays: float32 or float64,
-one dtype, one shape, C-contiguous and writeable (any shape; they are treated as flat).
-Non-contiguous arrays are rejected rather than copied, because a copy would silently
-lose the in-place update.
+one dtype, one shape (any shape; they are treated as flat); w, m, v (buf) C-contiguous
+and writeable — a non-contiguous one is rejected rather than copied, because a copy would
+silently lose the in-place update. g is only read: any layout, read-only is fine.
+:func:`adam_apply_many` updates every parameter of a model in one validated call.
 
 Steps are numbered k = 1, 2, ... (Kingma & Ba; the paper's Algorithm 1 starts at 0 and
 would divide by 1 - beta1^0 = 0):
