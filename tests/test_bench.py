@@ -168,3 +168,13 @@ def test_auto_blas_uses_one_thread_only_on_a_busy_machine(monkeypatch, load, cor
     monkeypatch.setattr(_threads.os, "cpu_count", lambda: cores)
     threads, why = _threads.auto_blas_threads()
     assert threads == expected and f"load {load:.1f}" in why
+
+
+def test_a_ratio_is_unreliable_when_its_peer_timing_is():
+    bench = _bench()
+    steady = Timing.of([1.0, 1.0, 1.0])
+    noisy = Timing.of([1.0, 3.0, 0.5, 2.0])
+    row = bench.emit("s", "case", "torch", steady, units=1, ratio="stepsim is 9x torch",
+                     partner=noisy)
+    assert not row["reliable"] and "its peer's interquartile range" in row["unreliable_because"]
+    assert bench.emit("s", "case", "torch", steady, units=1, partner=steady)["reliable"]

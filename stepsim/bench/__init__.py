@@ -66,11 +66,12 @@ class Bench:
 
     def emit(self, section: str, case: str, impl: str, seconds: float, *, units: float,
              unit: str = "element", bytes_moved: float | None = None, show: bool = True,
-             suffix: str = "", **extra) -> dict:
+             suffix: str = "", partner=None, **extra) -> dict:
         """Record one measurement: ``seconds`` per call handling ``units`` units.
 
         extra: more fields of the row (e.g. ``ratio="12.3x numpy"``, printed after the
-        figures). show: print the row (:func:`format_row`, then ``suffix``) right away.
+        figures). partner: the :class:`Timing` the row's ratio divides by, if any: the row
+        is unreliable if either timing is. show: print the row (:func:`format_row`, then ``suffix``) right away.
         Returns the row (a dict, as saved in the JSON).
         """
         if self.first_figure_s is None:
@@ -83,6 +84,9 @@ class Bench:
             row["gb_per_s"] = bytes_moved / seconds / 1e9
         row.update(extra)
         problems = unreliable_because(seconds, extra.get("fraction_of_probe_bw"))
+        partner_problems = unreliable_because(partner) if partner is not None else ""
+        if partner_problems:  # a ratio is only as good as both of its timings
+            problems = "; ".join(filter(None, [problems, f"its peer's {partner_problems}"]))
         if isinstance(seconds, Timing):
             row["spread"] = seconds.spread
         row["reliable"] = not problems

@@ -130,6 +130,7 @@ def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
     speedup = times["numpy"] / times["numba"]
     fraction = moved / times["numba"] / 1e9 / probe_gbps  # the row's gb_per_s / the probe's
     bench.emit("kernels", case, "numba", times["numba"], units=size, bytes_moved=moved,
+               partner=times["numpy"],
                ratio=f"{speedup:6.1f}x numpy, {100 * fraction:4.0f}% of probe BW",
                speedup_vs_numpy=speedup, fraction_of_probe_bw=fraction)
     bench.emit("kernels", case, "numpy", times["numpy"], units=size, bytes_moved=moved)
@@ -172,7 +173,7 @@ def run_torch_peers(bench, torch) -> None:
             "torch": opt.step,
         }, repeats=reps, number=3)
         bench.emit("kernels", f"adam_step {label}", "torch Adam(fused=True)", times["torch"],
-                   units=size, bytes_moved=ADAM_BYTES * size,
+                   units=size, bytes_moved=ADAM_BYTES * size, partner=times["stats"],
                    ratio=f"stepsim is {times['torch'] / times['stats']:.2f}x torch "
                          f"({times['torch'] / times['no stats']:.2f}x without stats)")
         for n, mm in MASK_RATIOS:
@@ -182,5 +183,6 @@ def run_torch_peers(bench, torch) -> None:
             }, repeats=reps, number=3)
             bench.emit("kernels", f"nm_mask {n}:{mm} {label}", "torch topk+scatter",
                        times["torch"], units=size, bytes_moved=MASK_BYTES * size,
+                       partner=times["numba"],
                        ratio=f"stepsim is {times['torch'] / times['numba']:.1f}x torch",
                        stepsim_vs_torch=times["torch"] / times["numba"])

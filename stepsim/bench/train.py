@@ -138,6 +138,7 @@ def _emit_steps(bench, t, clock):
         extra = {}
         if best_torch is not None:
             extra["vs_torch"] = best_torch / t[name]
+            extra["partner"] = best_torch
             text += f", {extra['vs_torch']:.2f}x PyTorch's best steps/s"
         bench.emit("train", case, f"stepsim ({clock})", t[name], units=1, unit="step",
                    ratio=text, clock=clock, **extra)
