@@ -123,26 +123,47 @@ def addresses(w, g, m, v):
 
 
 @njit
+def addresses3(w, g, buf):
+    """Data addresses of one parameter's three momentum-SGD arrays, for a table row."""
+    return w.ctypes.data, g.ctypes.data, buf.ctypes.data
+
+
+@njit
 def _first_overlap(table, sizes, itemsize):
-    """-1 if no w, m or v (columns 0, 2, 3 of ``table``) shares a byte with any other array;
-    else a parameter whose arrays overlap something (the wrapper then names the pair).
-    Two g (column 1) may overlap: they are only read. O(K log K) for K parameters."""
+    """-1 if no written array (every column of ``table`` but column 1, g) shares a byte
+    with any other array; else a parameter whose arrays overlap something (the wrapper
+    then names the pair). Two g may overlap: they are only read. O(K log K)."""
+    cols = table.shape[1]
     start = table.ravel()
     stop = np.empty_like(start)
     for r in range(start.shape[0]):
-        stop[r] = start[r] + sizes[r // 4] * itemsize
+        stop[r] = start[r] + sizes[r // cols] * itemsize
     end_any = np.iinfo(np.int64).min  # furthest end of any range seen so far
-    end_written = np.iinfo(np.int64).min  # ... of a range that is written (w, m, v)
+    end_written = np.iinfo(np.int64).min  # ... of a range that is written
     for r in np.argsort(start, kind="mergesort"):
         if stop[r] == start[r]:
             continue  # an empty array touches no memory
-        written = r % 4 != 1
+        written = r % cols != 1
         if start[r] < (end_any if written else end_written):
-            return r // 4
+            return r // cols
         end_any = max(end_any, stop[r])
         if written:
             end_written = max(end_written, stop[r])
     return -1
+
+
+@njit
+def _block_table(sizes):
+    """(first_block, owner): parameter i owns blocks first_block[i]:first_block[i+1] of
+    BLOCK elements (a block never spans two parameters); owner[b] is block b's parameter."""
+    k = sizes.shape[0]
+    first_block = np.zeros(k + 1, np.int64)
+    for i in range(k):
+        first_block[i + 1] = first_block[i] + (sizes[i] + BLOCK - 1) // BLOCK
+    owner = np.empty(first_block[k], np.int64)
+    for i in range(k):
+        owner[first_block[i]:first_block[i + 1]] = i
+    return first_block, owner
 
 
 @njit(parallel=True)
@@ -175,13 +196,8 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
     overlap = _first_overlap(table, sizes, itemsize)
     if overlap >= 0:
         return overlap, 0, 0
-    first_block = np.zeros(k + 1, np.int64)  # parameter i owns blocks first_block[i:i+1]
-    for i in range(k):
-        first_block[i + 1] = first_block[i] + (sizes[i] + BLOCK - 1) // BLOCK
+    first_block, owner = _block_table(sizes)
     blocks = first_block[k]
-    owner = np.empty(blocks, np.int64)
-    for i in range(k):
-        owner[first_block[i]:first_block[i + 1]] = i
     partial = np.zeros((blocks if with_stats else 0, N_STATS))
     bad = np.zeros((blocks, 2), np.int64)
     tasks = max(1, min(scratch.shape[0], blocks))
@@ -236,17 +252,30 @@ def _sgdm_block(w, g, buf, lr, momentum, weight_decay, nesterov):
 
 
 @njit(parallel=True)
-def sgdm(w, g, buf, lr, momentum, weight_decay, nesterov):
-    """One momentum-SGD step over flat arrays, in place (PyTorch's rule, no dampening).
+def sgdm(table, sizes, itemsize, lr, momentum, weight_decay, nesterov):
+    """One momentum-SGD step over K parameters at once, in place (PyTorch's rule, no
+    dampening): table (K, 3) int64 holds the addresses of parameter i's w, g, buf (as
+    :func:`adam`'s table, ``sizes[i]`` elements of lr's dtype each).
 
     d = g + weight_decay*w; buf = momentum*buf + d; w -= lr*(nesterov ? d + momentum*buf : buf).
-    Returns the count of non-finite g.
+    Returns (overlap, bad_g): overlap is -1 or a parameter whose arrays overlap another's
+    (then nothing was written); bad_g counts non-finite g.
     """
-    n = w.shape[0]
-    bad_g = 0
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        lo = b * BLOCK
-        hi = min(lo + BLOCK, n)
-        bad_g += _sgdm_block(w[lo:hi], g[lo:hi], buf[lo:hi], lr, momentum, weight_decay,
-                             nesterov)
-    return bad_g
+    overlap = _first_overlap(table, sizes, itemsize)
+    if overlap >= 0:
+        return overlap, 0
+    first_block, owner = _block_table(sizes)
+    blocks = owner.shape[0]
+    bad = np.zeros(blocks, np.int64)
+    for b in prange(blocks):
+        i = owner[b]
+        lo = (b - first_block[i]) * BLOCK
+        hi = min(lo + BLOCK, sizes[i])
+        w = carray(_pointer_to(table[i, 0], lr), sizes[i])[lo:hi]
+        g = carray(_pointer_to(table[i, 1], lr), sizes[i])[lo:hi]
+        buf = carray(_pointer_to(table[i, 2], lr), sizes[i])[lo:hi]
+        bad[b] = _sgdm_block(w, g, buf, lr, momentum, weight_decay, nesterov)
+    return -1, bad.sum()
+
+
+sgdm_serial = njit(serial_twin(sgdm, "sgdm_serial"))

@@ -205,24 +205,27 @@ def _kernel_scalars(hyper: AdamHyper, dtype: np.dtype) -> tuple:
 
 
 def _fast_row(arrays, dtype, kernels):
-    """One parameter's (w, g, m, v) as a row of data addresses, or None if a check fails.
+    """One parameter's arrays ((w, g, m, v) or (w, g, buf)) as a row of data addresses, or
+    None if a check fails.
 
     The common case costs a few attribute reads; anything unusual returns None and the
     caller runs the full checks (:func:`_check_state`), which name the bad argument.
     g (second) is only read: a non-contiguous g is copied (nothing is lost, it is never
     written) and a read-only one is fine. Returns (row, arrays the kernel reads).
     """
-    w, g, m, v = arrays
-    shape = w.shape
+    shape = arrays[0].shape
     for a in arrays:
-        if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+        if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype:
             return None
-    for a in (w, m, v):
-        if not (a.flags.c_contiguous and a.flags.writeable):
+    for j, a in enumerate(arrays):
+        if j != 1 and not (a.flags.c_contiguous and a.flags.writeable):
             return None
+    g = arrays[1]
     if not g.flags.c_contiguous:
         g = np.ascontiguousarray(g)
-    return kernels.addresses(w, g, m, v), g
+    if len(arrays) == 4:
+        return kernels.addresses(arrays[0], g, arrays[2], arrays[3]), g
+    return kernels.addresses3(arrays[0], g, arrays[2]), g
 
 
 def _labelled(names, params, i):
@@ -233,8 +236,8 @@ def _labelled(names, params, i):
 
 
 def _address_table(names, params, kernels):
-    """Validate parameters, each (w, g, m, v) named ``names``; return (table, sizes, keep):
-    the (K, 4) int64 data addresses and (K,) sizes the kernel walks, and the arrays it
+    """Validate parameters, each a tuple of arrays named ``names`` (g second); return
+    (table, sizes, keep): the (K, len(names)) int64 data addresses and (K,) sizes the kernel walks, and the arrays it
     reads that the caller must hold alive during the call (copies of non-contiguous g)."""
     first = params[0][0]
     dtype = first.dtype if isinstance(first, np.ndarray) else None
@@ -252,7 +255,7 @@ def _address_table(names, params, kernels):
         rows.append(fast[0])
         keep.append(fast[1])
     sizes = np.array([arrays[0].size for arrays in params], dtype=np.int64)
-    return np.array(rows, dtype=np.int64).reshape(-1, 4), sizes, keep
+    return np.array(rows, dtype=np.int64).reshape(-1, len(names)), sizes, keep
 
 
 def _overlap_error(names, params, index) -> ValueError:
@@ -338,22 +341,47 @@ def _adam_apply(params, hyper):
                      int(zeros), float(v_l1), float(v_l2sq), sum(p[0].size for p in params))
 
 
+_SGDM_NAMES = ("w", "g", "buf")
+
+
 def sgdm_step(w, g, buf, *, lr, momentum=0.9, weight_decay=0.0, nesterov=False) -> None:
     """One momentum-SGD step, in place on w and buf (PyTorch's torch.optim.SGD rule).
 
-    w, g, buf: arrays of one shape and dtype (float32/float64), C-contiguous; buf starts
-    at zeros. d = g + weight_decay * w (coupled L2); buf = momentum * buf + d;
-    w -= lr * (d + momentum * buf if nesterov else buf). lr >= 0, momentum in [0, 1).
+    w, g, buf: arrays of one shape and dtype (float32/float64); w and buf C-contiguous and
+    writeable, g only read; buf starts at zeros. d = g + weight_decay * w (coupled L2);
+    buf = momentum * buf + d; w -= lr * (d + momentum * buf if nesterov else buf).
+    lr >= 0, momentum in [0, 1).
     """
-    _check_state([("w", w), ("g", g), ("buf", buf)])
+    _sgdm_apply(((w, g, buf),), lr, momentum, weight_decay, nesterov)
+
+
+def sgdm_apply_many(ws, gs, bufs, *, lr, momentum=0.9, weight_decay=0.0,
+                    nesterov=False) -> None:
+    """:func:`sgdm_step` on every parameter of a model in one validated call (parameter i
+    is (ws[i], gs[i], bufs[i])); the same bits as one call per parameter."""
+    if not len(ws) == len(gs) == len(bufs):
+        raise ValueError(f"ws, gs, bufs must hold one array per parameter, got lengths "
+                         f"{len(ws)}, {len(gs)}, {len(bufs)}")
+    _sgdm_apply(tuple(zip(ws, gs, bufs)), lr, momentum, weight_decay, nesterov)
+
+
+def _sgdm_apply(params, lr, momentum, weight_decay, nesterov):
     lr = check_real("lr", lr, minimum=0.0)
     momentum = check_beta("momentum", momentum)
     weight_decay = check_real("weight_decay", weight_decay, minimum=0.0)
     if nesterov and momentum == 0.0:
         raise ValueError("nesterov=True needs momentum > 0, got momentum=0.0")
+    if not params:
+        return
     k = _load_kernels()
-    dt = w.dtype.type
-    bad_g = k.sgdm(w.reshape(-1), g.reshape(-1), buf.reshape(-1), dt(lr), dt(momentum),
-                   dt(weight_decay), bool(nesterov))
+    table, sizes, alive = _address_table(_SGDM_NAMES, params, k)  # alive: held until return
+    dt = params[0][0].dtype.type
+    kernel = k.sgdm if num_threads() > 1 else k.sgdm_serial  # one thread: inline
+    overlap, bad_g = kernel(table, sizes, params[0][0].dtype.itemsize, dt(lr), dt(momentum),
+                            dt(weight_decay), bool(nesterov))
+    if overlap >= 0:
+        raise _overlap_error(_SGDM_NAMES, params, int(overlap))
     if bad_g:
-        raise ValueError(f"g contains {bad_g} non-finite value(s); w and buf now hold them too")
+        g = "g" if len(params) == 1 else "gs"
+        raise ValueError(f"{g} contains {bad_g} non-finite value(s); w and buf now hold "
+                         "them too")

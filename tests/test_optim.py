@@ -376,3 +376,28 @@ def test_read_only_or_strided_g_is_accepted_and_never_written():
         np.testing.assert_array_equal(g, g_before)
         for a, b in zip(ours, theirs):
             np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=20)
+@given(_model_state(), st.booleans())
+def test_sgdm_apply_many_is_per_array_bit_for_bit(case, nesterov):
+    from stepsim.optim import sgdm_apply_many
+
+    params, hyper = case
+    kwargs = {"lr": hyper["lr"], "momentum": 0.9, "weight_decay": hyper["weight_decay"],
+              "nesterov": nesterov}
+    one_by_one = [_copies(p[:3]) for p in params]
+    together = [_copies(p[:3]) for p in params]
+    for w, g, buf in one_by_one:
+        sgdm_step(w, g, buf, **kwargs)
+    sgdm_apply_many(*zip(*together), **kwargs)
+    for p, q in zip(one_by_one, together):
+        for a, b in zip(p, q):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_ndarray_subclasses_are_accepted():
+    _, g, m, v = _state()
+    sub = np.ones(8, np.float32).view(type("Sub", (np.ndarray,), {}))
+    assert adam_step(sub, g, m, v, step=1, lr=0.1) is not None
+    assert (sub < 1.0).all()
