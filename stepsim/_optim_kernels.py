@@ -5,8 +5,9 @@ statistics the switch criteria need in that pass. To keep both halves vectorised
 works in blocks of ``BLOCK`` elements: a strict element-wise loop updates a block (and
 keeps the block's old v in a small L1-resident scratch array), then a reduction helper,
 allowed to reassociate, sums the block's statistics in float64 while it is still in
-cache. Per-block sums go to ``partial`` and the wrapper adds them in block order, so the
-statistics do not depend on the number of threads.
+cache. Per-block sums go to ``partial`` and are added in block order, so the statistics
+do not depend on the number of threads. One call updates every parameter of a model
+(:func:`adam`, multi-tensor); ``adam_serial`` is the same driver compiled for one thread.
 
 All scalar arguments arrive already in the arrays' dtype (a Python float would silently
 turn a float32 loop into float64), and the element-wise arithmetic is written in the
@@ -16,28 +17,32 @@ order of :func:`stepsim.reference.adam_step`, so results agree bit for bit with 
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
+from numba import carray, prange, types
+from numba.extending import intrinsic
 
 from stepsim._jit import njit
+from stepsim._threads import serial_twin
 
 BLOCK = 4096  # elements a block: 4 arrays x 16 KiB stay in L1/L2 while reduced
 N_STATS = 5  # dv_l1, dv_log_sum, dv_zeros, v_l1, v_l2sq
 
 
 @njit
-def _adam_block(w, g, g_bits, abs_mask, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2,
-                eps_in, eps_out, lr, decay):
+def _adam_block(w, g, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out,
+                lr, decay):
     """Adam on one block; v_old receives v before the update if keep_old (for statistics).
 
-    Returns the largest |g| bit pattern (g_bits: g viewed as unsigned integers): above the
-    infinity pattern iff the block holds a non-finite g. An integer max vectorises in a
-    strict loop, where a float sum would not.
+    Returns (bad_g, bad_v): how many g are not finite (g - g is 0 only for finite g) and
+    how many incoming v are not >= 0 (negative or NaN). Integer counts of comparisons
+    vectorise in a strict loop, where a float reduction would not.
     """
-    largest = g_bits[0] & abs_mask
+    bad_g = 0
+    bad_v = 0
     for i in range(w.shape[0]):
-        largest = max(largest, g_bits[i] & abs_mask)
         gi = g[i]
         vo = v[i]
+        bad_g += (gi - gi) != 0
+        bad_v += not vo >= 0
         if keep_old:  # loop-invariant: compiled as two loops
             v_old[i] = vo
         mi = b1 * m[i] + c1 * gi
@@ -45,20 +50,23 @@ def _adam_block(w, g, g_bits, abs_mask, m, v, v_old, keep_old, b1, c1, b2, c2, i
         vi = b2 * vo + c2 * (gi * gi)
         v[i] = vi
         w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
-    return largest
+    return bad_g, bad_v
 
 
 @njit
-def _adam_block_frozen_v(w, g, g_bits, abs_mask, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out,
-                         lr, decay):
+def _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay):
     """Adam on one block with v read, never written (STEP phase 2); returns as _adam_block."""
-    largest = g_bits[0] & abs_mask
+    bad_g = 0
+    bad_v = 0
     for i in range(w.shape[0]):
-        largest = max(largest, g_bits[i] & abs_mask)
-        mi = b1 * m[i] + c1 * g[i]
+        gi = g[i]
+        vi = v[i]
+        bad_g += (gi - gi) != 0
+        bad_v += not vi >= 0
+        mi = b1 * m[i] + c1 * gi
         m[i] = mi
-        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(v[i] * inv_bc2 + eps_in) + eps_out))
-    return largest
+        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
+    return bad_g, bad_v
 
 
 @njit(reduction=True)
@@ -97,44 +105,137 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
     out[4] = v_l2sq
 
 
-@njit(parallel=True)
-def adam(w, g, g_bits, abs_mask, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
-         decay, freeze_v, with_stats, log_stats, scale_prev, scale_new, g_largest, partial,
-         scratch):
-    """One Adam(W) step over flat arrays w, g, m, v (same dtype), in place.
+@intrinsic
+def _pointer_to(typingctx, address, like):
+    """A typed pointer (to elements of ``like``'s type) from an integer address."""
+    sig = types.CPointer(like)(address, like)
 
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return sig, codegen
+
+
+@njit
+def addresses(w, g, m, v):
+    """Data addresses of one parameter's four arrays (any shape), for a table row."""
+    return w.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data
+
+
+@njit
+def addresses3(w, g, buf):
+    """Data addresses of one parameter's three momentum-SGD arrays, for a table row."""
+    return w.ctypes.data, g.ctypes.data, buf.ctypes.data
+
+
+@njit
+def _first_overlap(table, sizes, itemsize):
+    """-1 if no written array (every column of ``table`` but column 1, g) shares a byte
+    with any other array; else a parameter whose arrays overlap something (the wrapper
+    then names the pair). Two g may overlap: they are only read. O(K log K)."""
+    cols = table.shape[1]
+    start = table.ravel()
+    stop = np.empty_like(start)
+    for r in range(start.shape[0]):
+        stop[r] = start[r] + sizes[r // cols] * itemsize
+    end_any = np.iinfo(np.int64).min  # furthest end of any range seen so far
+    end_written = np.iinfo(np.int64).min  # ... of a range that is written
+    for r in np.argsort(start, kind="mergesort"):
+        if stop[r] == start[r]:
+            continue  # an empty array touches no memory
+        written = r % cols != 1
+        if start[r] < (end_any if written else end_written):
+            return r // cols
+        end_any = max(end_any, stop[r])
+        if written:
+            end_written = max(end_written, stop[r])
+    return -1
+
+
+@njit
+def _block_table(sizes):
+    """(first_block, owner): parameter i owns blocks first_block[i]:first_block[i+1] of
+    BLOCK elements (a block never spans two parameters); owner[b] is block b's parameter."""
+    k = sizes.shape[0]
+    first_block = np.zeros(k + 1, np.int64)
+    for i in range(k):
+        first_block[i + 1] = first_block[i] + (sizes[i] + BLOCK - 1) // BLOCK
+    owner = np.empty(first_block[k], np.int64)
+    for i in range(k):
+        owner[first_block[i]:first_block[i + 1]] = i
+    return first_block, owner
+
+
+@njit(parallel=True)
+def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+              decay, freeze_v, with_stats, log_stats, scale_prev, scale_new, scratch, totals):
+    """One Adam(W) step over K parameters at once, in place.
+
+    table (K, 4) int64: the data addresses of parameter i's w, g, m, v (C-contiguous
+    arrays of ``sizes[i]`` elements of b1's dtype, ``itemsize`` bytes each; the wrapper has
+    checked every one and holds them alive). A table rather than a tuple of arrays: numba
+    would compile a tuple kernel once per K (seconds each); this compiles once per dtype.
     m = b1*m + c1*g; v = b2*v + c2*g*g (skipped if freeze_v);
     w = w*decay - lr * (m*inv_bc1) / (sqrt(v*inv_bc2 + eps_in) + eps_out).
-    g_bits: g viewed as unsigned integers; g_largest (blocks,) receives each block's largest
-    |g| bit pattern (the wrapper compares it with infinity's).
-    partial (blocks, N_STATS) float64, if with_stats, receives each block's statistics of
-    dv = scale_new*v_new - scale_prev*v_old: sum|dv|, sum log|dv| over dv != 0 (0 unless
-    log_stats), count of dv == 0, sum scale_new*v_new, sum (scale_new*v_new)^2.
-    scratch (tasks, BLOCK): one row per parallel task for the old v of its current block.
-    Each task walks its own contiguous run of blocks (an allocation per block cost ~10% of
-    a step at 2^24, and asking numba for a thread id would make the kernel uncacheable).
+    All parameters are cut into one list of blocks of BLOCK elements (a block never spans
+    two parameters), and each of the parallel tasks walks a contiguous run of it, keeping
+    the old v of its current block in its own row of scratch (tasks, BLOCK or 1) (an
+    allocation per block cost ~10% of a step at 2^24, and a thread id would make the
+    kernel uncacheable).
+    totals (N_STATS,) float64, if with_stats, receives the statistics of
+    dv = scale_new*v_new - scale_prev*v_old over every parameter: sum|dv|, sum log|dv|
+    over dv != 0 (0 unless log_stats), count of dv == 0, sum scale_new*v_new and
+    sum (scale_new*v_new)^2. They are summed block by block in order within a parameter,
+    then parameter by parameter: the order of per-parameter steps followed by
+    ``AdamStats.combine``, so the bits are the same, whatever the thread count.
+    Returns (overlap, bad_g, bad_v): overlap is -1, or a parameter whose arrays overlap
+    another's (then nothing was written); bad_g counts non-finite g, bad_v incoming v that
+    are not >= 0.
     """
-    n = w.shape[0]
-    blocks = g_largest.shape[0]
-    tasks = scratch.shape[0]
+    k = sizes.shape[0]
+    overlap = _first_overlap(table, sizes, itemsize)
+    if overlap >= 0:
+        return overlap, 0, 0
+    first_block, owner = _block_table(sizes)
+    blocks = first_block[k]
+    partial = np.zeros((blocks if with_stats else 0, N_STATS))
+    bad = np.zeros((blocks, 2), np.int64)
+    tasks = max(1, min(scratch.shape[0], blocks))
     per_task = (blocks + tasks - 1) // tasks
     for t in prange(tasks):
         for b in range(t * per_task, min((t + 1) * per_task, blocks)):
-            lo = b * BLOCK
-            hi = min(lo + BLOCK, n)
-            vb = v[lo:hi]
+            i = owner[b]
+            lo = (b - first_block[i]) * BLOCK
+            hi = min(lo + BLOCK, sizes[i])
+            w = carray(_pointer_to(table[i, 0], b1), sizes[i])[lo:hi]
+            g = carray(_pointer_to(table[i, 1], b1), sizes[i])[lo:hi]
+            m = carray(_pointer_to(table[i, 2], b1), sizes[i])[lo:hi]
+            v = carray(_pointer_to(table[i, 3], b1), sizes[i])[lo:hi]
             if freeze_v:
-                g_largest[b] = _adam_block_frozen_v(w[lo:hi], g[lo:hi], g_bits[lo:hi], abs_mask,
-                                                    m[lo:hi], vb, b1, c1, inv_bc1, inv_bc2,
+                bad_g, bad_v = _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2,
                                                     eps_in, eps_out, lr, decay)
-                v_old = vb
+                v_old = v
             else:
                 v_old = scratch[t, : hi - lo]
-                g_largest[b] = _adam_block(w[lo:hi], g[lo:hi], g_bits[lo:hi], abs_mask,
-                                           m[lo:hi], vb, v_old, with_stats, b1, c1, b2, c2,
+                bad_g, bad_v = _adam_block(w, g, m, v, v_old, with_stats, b1, c1, b2, c2,
                                            inv_bc1, inv_bc2, eps_in, eps_out, lr, decay)
+            bad[b, 0] = bad_g
+            bad[b, 1] = bad_v
             if with_stats:
-                _block_stats(vb, v_old, scale_prev, scale_new, log_stats, partial[b])
+                _block_stats(v, v_old, scale_prev, scale_new, log_stats, partial[b])
+    if with_stats:
+        totals[:] = 0.0
+        for i in range(k):
+            per_param = np.zeros(N_STATS)
+            for b in range(first_block[i], first_block[i + 1]):
+                for s in range(N_STATS):
+                    per_param[s] += partial[b, s]
+            for s in range(N_STATS):
+                totals[s] += per_param[s]
+    return -1, bad[:, 0].sum(), bad[:, 1].sum()
+
+
+adam_serial = njit(serial_twin(adam, "adam_serial"))
 
 
 @njit
@@ -151,17 +252,30 @@ def _sgdm_block(w, g, buf, lr, momentum, weight_decay, nesterov):
 
 
 @njit(parallel=True)
-def sgdm(w, g, buf, lr, momentum, weight_decay, nesterov):
-    """One momentum-SGD step over flat arrays, in place (PyTorch's rule, no dampening).
+def sgdm(table, sizes, itemsize, lr, momentum, weight_decay, nesterov):
+    """One momentum-SGD step over K parameters at once, in place (PyTorch's rule, no
+    dampening): table (K, 3) int64 holds the addresses of parameter i's w, g, buf (as
+    :func:`adam`'s table, ``sizes[i]`` elements of lr's dtype each).
 
     d = g + weight_decay*w; buf = momentum*buf + d; w -= lr*(nesterov ? d + momentum*buf : buf).
-    Returns the count of non-finite g.
+    Returns (overlap, bad_g): overlap is -1 or a parameter whose arrays overlap another's
+    (then nothing was written); bad_g counts non-finite g.
     """
-    n = w.shape[0]
-    bad_g = 0
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        lo = b * BLOCK
-        hi = min(lo + BLOCK, n)
-        bad_g += _sgdm_block(w[lo:hi], g[lo:hi], buf[lo:hi], lr, momentum, weight_decay,
-                             nesterov)
-    return bad_g
+    overlap = _first_overlap(table, sizes, itemsize)
+    if overlap >= 0:
+        return overlap, 0
+    first_block, owner = _block_table(sizes)
+    blocks = owner.shape[0]
+    bad = np.zeros(blocks, np.int64)
+    for b in prange(blocks):
+        i = owner[b]
+        lo = (b - first_block[i]) * BLOCK
+        hi = min(lo + BLOCK, sizes[i])
+        w = carray(_pointer_to(table[i, 0], lr), sizes[i])[lo:hi]
+        g = carray(_pointer_to(table[i, 1], lr), sizes[i])[lo:hi]
+        buf = carray(_pointer_to(table[i, 2], lr), sizes[i])[lo:hi]
+        bad[b] = _sgdm_block(w, g, buf, lr, momentum, weight_decay, nesterov)
+    return -1, bad.sum()
+
+
+sgdm_serial = njit(serial_twin(sgdm, "sgdm_serial"))

@@ -17,7 +17,12 @@ from __future__ import annotations
 import numpy as np
 
 from stepsim._bits import MAGNITUDE_BITS, unsigned_view
+from stepsim._jit import num_threads
 from stepsim._validate import check_float_array, check_nm, normalize_axis
+
+# the kernels for M != 4 compare magnitudes as signed integers (see stepsim._mask_kernels)
+SIGNED = {np.dtype(np.uint16): np.dtype(np.int16), np.dtype(np.uint32): np.dtype(np.int32),
+          np.dtype(np.uint64): np.dtype(np.int64)}
 
 
 def _validated_groups(w, n, m, axis):
@@ -53,11 +58,19 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
 
         bits = unsigned_view(groups)
         abs_mask, inf_bits = MAGNITUDE_BITS[bits.dtype]
-        if m == 4:
-            flat_out = out.reshape(-1).view(np.uint8)
-            found_nan = k.mask_m4(bits.reshape(-1), n, abs_mask, inf_bits, flat_out)
+        threads = num_threads()
+        flat_out = out.reshape(-1).view(np.uint8)
+        if m in (4, 8):  # unrolled kernels, vectorised across groups
+            if m == 4:
+                kernel = k.mask_m4 if threads > 1 else k.mask_m4_serial
+            else:
+                kernel = k.mask_m8 if threads > 1 else k.mask_m8_serial
+            found_nan = kernel(bits.reshape(-1), n, abs_mask, inf_bits, flat_out)
         else:
-            found_nan = k.mask_select(bits, n, abs_mask, inf_bits, out)
+            signed = SIGNED[bits.dtype]
+            kernel = k.mask_groups if threads > 1 else k.mask_groups_serial
+            found_nan = kernel(bits.reshape(-1).view(signed), m, n, signed.type(abs_mask),
+                               signed.type(inf_bits), k.use_rank(n, m), threads, flat_out)
         if found_nan:
             bad = np.isnan(w)
             first = tuple(int(i) for i in np.argwhere(bad)[0])

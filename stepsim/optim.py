@@ -1,9 +1,10 @@
 """Fused optimizer steps: Adam(W) (with STEP's frozen v) and momentum SGD (SPEC section 1).
 
 Both update their arrays in place in one pass over memory. Arrays: float32 or float64,
-one dtype, one shape, C-contiguous and writeable (any shape; they are treated as flat).
-Non-contiguous arrays are rejected rather than copied, because a copy would silently
-lose the in-place update.
+one dtype, one shape (any shape; they are treated as flat); w, m, v (buf) C-contiguous
+and writeable — a non-contiguous one is rejected rather than copied, because a copy would
+silently lose the in-place update. g is only read: any layout, read-only is fine.
+:func:`adam_apply_many` updates every parameter of a model in one validated call.
 
 Steps are numbered k = 1, 2, ... (Kingma & Ba; the paper's Algorithm 1 starts at 0 and
 would divide by 1 - beta1^0 = 0):
@@ -77,8 +78,9 @@ def _check_state(names_arrays):
     (w_name, w), *rest = names_arrays
     check_float_array(w_name, w, dtypes=_OPT_DTYPES)
     check_same_layout(w_name, w, **dict(rest))
-    for name, array in names_arrays:
-        check_c_contiguous(name, array)
+    for j, (name, array) in enumerate(names_arrays):
+        if j != 1:  # g (second) is only read: any layout will do
+            check_c_contiguous(name, array)
     # no two arrays may overlap: the kernel reads g while it writes w, m and v. For
     # C-contiguous arrays the cheap bounds test is exact (np.shares_memory costs ~10x more).
     for i, (name_a, a) in enumerate(names_arrays):
@@ -130,7 +132,8 @@ def adam_hyper(*, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mode="inside",
     lr = check_real("lr", lr, minimum=0.0)
     beta1 = check_beta("beta1", beta1)
     beta2 = check_beta("beta2", beta2)
-    eps = check_real("eps", eps, minimum=0.0)
+    # eps = 0 would make the step 0/0 = NaN wherever g and v are both 0
+    eps = check_real("eps", eps, minimum=0.0, min_open=True)
     check_choice("eps_mode", eps_mode, ("inside", "outside"))
     weight_decay = check_real("weight_decay", weight_decay, minimum=0.0)
     check_choice("stats_on", stats_on, ("v", "vhat"))
@@ -155,9 +158,10 @@ def adam_step(w, g, m, v, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mod
               log_stats=False, stats_on="v") -> AdamStats | None:
     """One Adam(W) step, in place on w, m and v (v untouched when ``freeze_v``).
 
-    w, g, m, v: arrays of one shape and dtype (float32/float64), C-contiguous, no two
-    overlapping. step: the step number k >= 1 (bias corrections use it). lr >= 0.
-    beta1, beta2 in [0, 1); eps >= 0; eps_mode "inside" (paper) or "outside" (PyTorch).
+    w, g, m, v: arrays of one shape and dtype (float32/float64), no two overlapping; w, m,
+    v C-contiguous and writeable; g is only read (read-only or non-contiguous is fine).
+    v >= 0. step: the step number k >= 1 (bias corrections use it). lr >= 0.
+    beta1, beta2 in [0, 1); eps > 0; eps_mode "inside" (paper) or "outside" (PyTorch).
     weight_decay >= 0: decoupled (AdamW): w is first scaled by (1 - lr * weight_decay).
     freeze_v: v is read, never written (STEP phase 2).
     bias_correction2: divisor of v in the denominator, in (0, 1]; default 1 - beta2**step.
@@ -166,7 +170,8 @@ def adam_step(w, g, m, v, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mod
     log_stats: also reduce sum log|dv| (costs a log per element; AutoSwitch Option II).
     stats_on: "v" (raw) or "vhat" (bias-corrected) for the returned statistics.
     Returns :class:`AdamStats` (None if ``stats=False``). Raises ValueError if g holds a
-    non-finite value (after the update, which then carries it into w, m and v).
+    non-finite value or v a negative or NaN one (checked in the same pass, so after the
+    update, which then carries them into w, m and v).
     Equivalent to ``adam_apply(w, g, m, v, adam_hyper(...))``; loops over many arrays
     with one set of hyper-parameters should make the hyper once.
     """
@@ -199,53 +204,184 @@ def _kernel_scalars(hyper: AdamHyper, dtype: np.dtype) -> tuple:
             dt(hyper.lr), dt(hyper.decay))
 
 
+def _fast_row(arrays, dtype, kernels):
+    """One parameter's arrays ((w, g, m, v) or (w, g, buf)) as a row of data addresses, or
+    None if a check fails.
+
+    The common case costs a few attribute reads; anything unusual returns None and the
+    caller runs the full checks (:func:`_check_state`), which name the bad argument.
+    g (second) is only read: a non-contiguous g is copied (nothing is lost, it is never
+    written) and a read-only one is fine. Returns (row, arrays the kernel reads).
+    """
+    shape = arrays[0].shape
+    for a in arrays:
+        if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype:
+            return None
+    for j, a in enumerate(arrays):
+        if j != 1 and not (a.flags.c_contiguous and a.flags.writeable):
+            return None
+    g = arrays[1]
+    if not g.flags.c_contiguous:
+        g = np.ascontiguousarray(g)
+    if len(arrays) == 4:
+        return kernels.addresses(arrays[0], g, arrays[2], arrays[3]), g
+    return kernels.addresses3(arrays[0], g, arrays[2]), g
+
+
+def _labelled(names, params, i):
+    """(name, array) pairs of parameter i: "w" for a single parameter, "ws[i]" for many."""
+    if len(params) == 1:
+        return list(zip(names, params[0]))
+    return [(f"{n}s[{i}]", a) for n, a in zip(names, params[i])]
+
+
+def _address_table(names, params, kernels):
+    """Validate parameters, each a tuple of arrays named ``names`` (g second); return
+    (table, sizes, keep): the (K, len(names)) int64 data addresses and (K,) sizes the kernel walks, and the arrays it
+    reads that the caller must hold alive during the call (copies of non-contiguous g)."""
+    first = params[0][0]
+    dtype = first.dtype if isinstance(first, np.ndarray) else None
+    rows, keep = [], []
+    for i, arrays in enumerate(params):
+        fast = _fast_row(arrays, dtype, kernels) if dtype in _OPT_DTYPES else None
+        if fast is None:  # the slow path exists to raise the right error
+            labelled = _labelled(names, params, i)
+            _check_state(labelled)
+            if arrays[0].dtype != dtype:
+                raise TypeError(f"{labelled[0][0]} has dtype {arrays[0].dtype} but "
+                                f"{names[0]}s[0] has dtype {dtype}; all parameters of one "
+                                "step must share a dtype")
+            fast = _fast_row(arrays, dtype, kernels)
+        rows.append(fast[0])
+        keep.append(fast[1])
+    sizes = np.array([arrays[0].size for arrays in params], dtype=np.int64)
+    return np.array(rows, dtype=np.int64).reshape(-1, len(names)), sizes, keep
+
+
+def _overlap_error(names, params, index) -> ValueError:
+    """The ValueError for parameter ``index``, whose arrays overlap another array."""
+    everyone = [pair for i in range(len(params)) for pair in _labelled(names, params, i)]
+    mine = {name for name, _ in _labelled(names, params, index)}
+    for j, (name_b, b) in enumerate(everyone):
+        for name_a, a in everyone[:j]:
+            both_g = name_a.startswith(names[1]) and name_b.startswith(names[1])
+            if (name_a in mine or name_b in mine) and a.size and b.size and not both_g \
+                    and np.shares_memory(a, b):
+                return ValueError(f"{name_b} shares memory with {name_a}; "
+                                  "each array must be its own")
+    return ValueError(f"the arrays of parameter {index} overlap another array")
+
+
+def _raise_bad_values(names, params, step, bad_g, bad_v, frozen):
+    g, v = (names[1], names[3]) if len(params) == 1 else (names[1] + "s", names[3] + "s")
+    problems = []
+    if bad_g:
+        problems.append(f"{g} contains {bad_g} non-finite value(s)")
+    if bad_v:
+        problems.append(f"{v} contains {bad_v} negative or NaN value(s) (a second moment "
+                        "must be >= 0)")
+    carried = "w and m" if frozen else "w, m and v"
+    raise ValueError(f"{'; '.join(problems)} at step {step}; {carried} now hold them too")
+
+
+_ADAM_NAMES = ("w", "g", "m", "v")
+
+
 def adam_apply(w, g, m, v, hyper: AdamHyper) -> AdamStats | None:
     """Apply one validated Adam step (:func:`adam_hyper`) to one set of arrays, in place."""
+    return _adam_apply(((w, g, m, v),), hyper)
+
+
+def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper) -> AdamStats | None:
+    """One validated Adam step (:func:`adam_hyper`) on every parameter of a model at once.
+
+    ws, gs, ms, vs: sequences of K arrays; parameter i is (ws[i], gs[i], ms[i], vs[i]),
+    four arrays of one shape; all parameters share one dtype (float32/float64). w, m, v
+    are updated in place (v untouched when ``hyper.freeze_v``) and must be C-contiguous and
+    writeable; g is only read (any layout and flags; a non-contiguous g is copied). No w,
+    m or v may share memory with any other array.
+    Returns the :class:`AdamStats` of all parameters taken together (None if
+    ``hyper.stats`` is off): bit for bit ``AdamStats.combine`` of :func:`adam_apply` on
+    each parameter in order, and every array gets the same bits as with those calls.
+    One validation pass and one parallel kernel launch for the whole model, so the
+    per-call cost (~20 us for a small array) is paid once per step, not once per layer.
+    Raises ValueError if g holds a non-finite value or v a negative or NaN one (after the
+    update, which then carries them into w, m and v), or if arrays overlap (before it).
+    """
+    if not len(ws) == len(gs) == len(ms) == len(vs):
+        raise ValueError(f"ws, gs, ms, vs must hold one array per parameter, got lengths "
+                         f"{len(ws)}, {len(gs)}, {len(ms)}, {len(vs)}")
+    return _adam_apply(tuple(zip(ws, gs, ms, vs)), hyper)
+
+
+def _adam_apply(params, hyper):
     if not isinstance(hyper, AdamHyper):
         raise TypeError(f"hyper must be an AdamHyper (from adam_hyper), got {type(hyper).__name__}")
-    _check_state([("w", w), ("g", g), ("m", m), ("v", v)])
+    if not params:
+        return AdamStats.combine([]) if hyper.stats else None
     k = _load_kernels()
-    blocks = -(-w.size // k.BLOCK)
-    g_bits = unsigned_view(g.reshape(-1))
-    abs_mask, inf_bits = MAGNITUDE_BITS[g_bits.dtype]
-    g_largest = np.empty(blocks, dtype=g_bits.dtype)
-    stats = hyper.stats
-    partial = np.zeros((blocks if stats else 0, k.N_STATS))
-    tasks = max(1, min(num_threads(), blocks))
-    scratch = np.empty((tasks, k.BLOCK if stats and not hyper.freeze_v else 1), dtype=w.dtype)
-    k.adam(
-        w.reshape(-1), g.reshape(-1), g_bits, abs_mask, m.reshape(-1), v.reshape(-1),
-        *_kernel_scalars(hyper, w.dtype), hyper.freeze_v, stats, hyper.log_stats,
-        hyper.scale_prev, hyper.scale_new, g_largest, partial, scratch,
-    )
-    if w.size and g_largest.max() >= inf_bits:  # inf or NaN somewhere; g is never written
-        bad_g = int(np.count_nonzero(~np.isfinite(g)))
-        raise ValueError(f"g contains {bad_g} non-finite value(s) at step {hyper.step}; "
-                         "w, m and v now hold them too")
-    if not stats:
+    table, sizes, alive = _address_table(_ADAM_NAMES, params, k)  # alive: held until return
+    dtype = params[0][0].dtype
+    totals = np.empty(k.N_STATS)
+    threads = num_threads()
+    tasks = max(1, min(threads, -(-int(sizes.sum()) // k.BLOCK)))
+    scratch = np.empty((tasks, k.BLOCK if hyper.stats and not hyper.freeze_v else 1), dtype)
+    kernel = k.adam if threads > 1 else k.adam_serial  # one thread: inline, no launch
+    overlap, bad_g, bad_v = kernel(
+        table, sizes, dtype.itemsize, *_kernel_scalars(hyper, dtype), hyper.freeze_v,
+        hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new, scratch, totals)
+    if overlap >= 0:
+        raise _overlap_error(_ADAM_NAMES, params, int(overlap))
+    if bad_g or bad_v:
+        _raise_bad_values(_ADAM_NAMES, params, hyper.step, bad_g, bad_v, hyper.freeze_v)
+    if not hyper.stats:
         return None
-    # blocks are added in order, so the statistics do not depend on the thread count
-    dv_l1, dv_log, zeros, v_l1, v_l2sq = partial.sum(axis=0)
+    dv_l1, dv_log, zeros, v_l1, v_l2sq = totals
     return AdamStats(float(dv_l1), float(dv_log) if hyper.log_stats else float("nan"),
-                     int(zeros), float(v_l1), float(v_l2sq), int(w.size))
+                     int(zeros), float(v_l1), float(v_l2sq), sum(p[0].size for p in params))
+
+
+_SGDM_NAMES = ("w", "g", "buf")
 
 
 def sgdm_step(w, g, buf, *, lr, momentum=0.9, weight_decay=0.0, nesterov=False) -> None:
     """One momentum-SGD step, in place on w and buf (PyTorch's torch.optim.SGD rule).
 
-    w, g, buf: arrays of one shape and dtype (float32/float64), C-contiguous; buf starts
-    at zeros. d = g + weight_decay * w (coupled L2); buf = momentum * buf + d;
-    w -= lr * (d + momentum * buf if nesterov else buf). lr >= 0, momentum in [0, 1).
+    w, g, buf: arrays of one shape and dtype (float32/float64); w and buf C-contiguous and
+    writeable, g only read; buf starts at zeros. d = g + weight_decay * w (coupled L2);
+    buf = momentum * buf + d; w -= lr * (d + momentum * buf if nesterov else buf).
+    lr >= 0, momentum in [0, 1).
     """
-    _check_state([("w", w), ("g", g), ("buf", buf)])
+    _sgdm_apply(((w, g, buf),), lr, momentum, weight_decay, nesterov)
+
+
+def sgdm_apply_many(ws, gs, bufs, *, lr, momentum=0.9, weight_decay=0.0,
+                    nesterov=False) -> None:
+    """:func:`sgdm_step` on every parameter of a model in one validated call (parameter i
+    is (ws[i], gs[i], bufs[i])); the same bits as one call per parameter."""
+    if not len(ws) == len(gs) == len(bufs):
+        raise ValueError(f"ws, gs, bufs must hold one array per parameter, got lengths "
+                         f"{len(ws)}, {len(gs)}, {len(bufs)}")
+    _sgdm_apply(tuple(zip(ws, gs, bufs)), lr, momentum, weight_decay, nesterov)
+
+
+def _sgdm_apply(params, lr, momentum, weight_decay, nesterov):
     lr = check_real("lr", lr, minimum=0.0)
     momentum = check_beta("momentum", momentum)
     weight_decay = check_real("weight_decay", weight_decay, minimum=0.0)
     if nesterov and momentum == 0.0:
         raise ValueError("nesterov=True needs momentum > 0, got momentum=0.0")
+    if not params:
+        return
     k = _load_kernels()
-    dt = w.dtype.type
-    bad_g = k.sgdm(w.reshape(-1), g.reshape(-1), buf.reshape(-1), dt(lr), dt(momentum),
-                   dt(weight_decay), bool(nesterov))
+    table, sizes, alive = _address_table(_SGDM_NAMES, params, k)  # alive: held until return
+    dt = params[0][0].dtype.type
+    kernel = k.sgdm if num_threads() > 1 else k.sgdm_serial  # one thread: inline
+    overlap, bad_g = kernel(table, sizes, params[0][0].dtype.itemsize, dt(lr), dt(momentum),
+                            dt(weight_decay), bool(nesterov))
+    if overlap >= 0:
+        raise _overlap_error(_SGDM_NAMES, params, int(overlap))
     if bad_g:
-        raise ValueError(f"g contains {bad_g} non-finite value(s); w and buf now hold them too")
+        g = "g" if len(params) == 1 else "gs"
+        raise ValueError(f"{g} contains {bad_g} non-finite value(s); w and buf now hold "
+                         "them too")

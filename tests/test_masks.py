@@ -133,3 +133,29 @@ def test_bad_weights():
         nm_mask(np.array(1.0, dtype=np.float32), 1, 1)
     with pytest.raises(ValueError, match="must be 4-D"):
         nm_mask_conv(np.ones((4, 8), dtype=np.float32), 2, 4)
+
+
+# --- the kernels for M = 8, 16, 32 (unrolled N:8; transposed blocks, rank or selection) ---
+
+@pytest.mark.parametrize("m", [8, 16, 32, 12])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_every_n_of_wide_groups_matches_the_reference(m, dtype):
+    # every N (both kernels of the transposed path: rounds of selection for N or M - N
+    # small, ranks otherwise), ties from a coarse grid, a block edge crossed
+    rng = np.random.default_rng(m)
+    groups = 4096 // m * 2 + 3
+    w = rng.integers(-6, 7, size=(groups, m)).astype(dtype)
+    w[::3] = rng.standard_normal((len(w[::3]), m))
+    w[5] = -0.0
+    w[6, ::2] = 0.0
+    for n in range(1, m + 1):
+        np.testing.assert_array_equal(nm_mask(w, n, m), ref.nm_mask(w, n, m), err_msg=f"{n}:{m}")
+
+
+@pytest.mark.parametrize("m", [8, 16, 32])
+def test_nan_is_found_by_the_wide_kernels(m):
+    w = np.ones((3, 2 * m), np.float32)
+    w[2, m + 1] = np.nan
+    for n in (1, m // 2, m - 1):
+        with pytest.raises(ValueError, match=r"1 NaN value\(s\) \(first at index \(2, "):
+            nm_mask(w, n, m)

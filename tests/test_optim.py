@@ -3,7 +3,8 @@ their in-pass statistics, PyTorch as an optional peer, and argument checks."""
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stepsim import AdamStats, adam_step, sgdm_step
 from stepsim import reference as ref
@@ -258,3 +259,145 @@ def test_sgdm_bad_input():
     g[0] = np.nan
     with pytest.raises(ValueError, match="non-finite"):
         sgdm_step(w, g, buf, lr=0.1)
+
+
+# --- multi-tensor Adam -----------------------------------------------------------------
+
+@st.composite
+def _model_state(draw):
+    """A model's Adam state: 1-5 parameters of mixed shapes (some across a block edge, some
+    empty), one dtype; plus hyper-parameters as in adam_case."""
+    (_, _, _, _), hyper = draw(adam_case())
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shapes = draw(st.lists(st.one_of(st.tuples(st.integers(0, 40)),
+                                     st.tuples(st.integers(1, 70), st.integers(60, 130))),
+                           min_size=1, max_size=5))
+    params = []
+    for shape in shapes:
+        w, g, m = (rng.standard_normal(shape).astype(dtype) for _ in range(3))
+        v = np.abs(rng.standard_normal(shape) * 0.01).astype(dtype)
+        v[rng.random(shape) < 0.2] = 0.0
+        g[rng.random(shape) < 0.2] = 0.0
+        params.append((w, g, m, v))
+    hyper["stats_on"] = draw(st.sampled_from(["v", "vhat"]))
+    hyper["log_stats"] = draw(st.booleans())
+    return params, hyper
+
+
+def _same_stats(a, b):
+    """Equal bit for bit (nan equal to nan)."""
+    return all(x == y or (np.isnan(x) and np.isnan(y)) for x, y in zip(a, b))
+
+
+@settings(max_examples=25)  # each example runs the step twice and switches thread counts
+@given(_model_state(), st.sampled_from([1, 2]))
+def test_adam_apply_many_is_per_array_then_combine_bit_for_bit(case, threads):
+    import numba
+
+    from stepsim.optim import adam_apply, adam_apply_many, adam_hyper
+
+    params, kwargs = case
+    hyper = adam_hyper(**kwargs)
+    one_by_one = [_copies(p) for p in params]
+    together = [_copies(p) for p in params]
+    expected = AdamStats.combine([adam_apply(*p, hyper) for p in one_by_one])
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        stats = adam_apply_many(*zip(*together), hyper)
+    finally:
+        numba.set_num_threads(before)
+    assert _same_stats(stats, expected), (stats, expected)
+    for p, q in zip(one_by_one, together):
+        for name, a, b in zip("wgmv", p, q):
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} differs")
+    assert stats.size == sum(p[0].size for p in params)
+
+
+def test_adam_apply_many_without_stats_and_without_parameters():
+    from stepsim.optim import adam_apply_many, adam_hyper
+
+    assert adam_apply_many([], [], [], [], adam_hyper(step=1, lr=0.1)) == AdamStats.combine([])
+    assert adam_apply_many([], [], [], [], adam_hyper(step=1, lr=0.1, stats=False)) is None
+    w, g, m, v = _state()
+    assert adam_apply_many([w], [g], [m], [v], adam_hyper(step=1, lr=0.1, stats=False)) is None
+
+
+def test_adam_apply_many_bad_input_names_the_parameter():
+    from stepsim.optim import adam_apply_many, adam_hyper
+
+    hyper = adam_hyper(step=1, lr=0.1)
+    a, b = _state(), _state(n=6)
+    with pytest.raises(ValueError, match="one array per parameter, got lengths 2, 2, 1, 2"):
+        adam_apply_many([a[0], b[0]], [a[1], b[1]], [a[2]], [a[3], b[3]], hyper)
+    with pytest.raises(ValueError, match=r"gs\[1\] has shape \(5,\) but ws\[1\] has shape"):
+        adam_apply_many([a[0], b[0]], [a[1], b[1][:5]], [a[2], b[2]], [a[3], b[3]], hyper)
+    b64 = _state(n=6, dtype=np.float64)
+    with pytest.raises(TypeError, match=r"ws\[1\] has dtype float64 but ws\[0\] has dtype float32"):
+        adam_apply_many([a[0], b64[0]], [a[1], b64[1]], [a[2], b64[2]], [a[3], b64[3]], hyper)
+    # an array shared between two parameters would be updated twice, racing
+    with pytest.raises(ValueError, match=r"ms\[1\] shares memory with ws\[0\]"):
+        adam_apply_many([a[0], b[0]], [a[1], b[1]], [a[2], a[0][:6]], [a[3], b[3]], hyper)
+    # ... but one gradient may serve two parameters: it is only read
+    adam_apply_many([a[0], b[0]], [a[1], a[1][:6]], [a[2], b[2]], [a[3], b[3]], hyper)
+
+
+@pytest.mark.parametrize("freeze_v", [False, True])
+def test_negative_or_nan_v_is_an_error(freeze_v):
+    w, g, m, v = (np.ones(5000, np.float32) for _ in range(4))
+    v[[7, 4500]] = [-1e-3, np.nan]
+    v[9] = -0.0  # -0 is >= 0: allowed
+    with pytest.raises(ValueError, match=r"v contains 2 negative or NaN value\(s\)"):
+        adam_step(w, g, m, v, step=3, lr=0.1, freeze_v=freeze_v, bias_correction2=1.0)
+
+
+def test_eps_must_be_positive():
+    # eps = 0 would give 0/0 = NaN wherever g = v = 0
+    with pytest.raises(ValueError, match=r"eps must be in \(0.0, inf\), got 0.0"):
+        adam_step(*_state(), step=1, lr=0.1, eps=0.0)
+
+
+def test_read_only_or_strided_g_is_accepted_and_never_written():
+    rng = np.random.default_rng(9)
+    w, m = rng.standard_normal(64), rng.standard_normal(64)
+    v = np.abs(rng.standard_normal(64))
+    g_big = rng.standard_normal(128)
+    read_only = g_big[::2].copy()
+    read_only.flags.writeable = False
+    for g in (read_only, g_big[::2], np.asfortranarray(g_big.reshape(8, 16))[:, :8].T):
+        ours = [w.copy(), m.copy(), v.copy()]
+        theirs = [w.copy(), m.copy(), v.copy()]
+        g_before = g.copy()
+        adam_step(ours[0].reshape(g.shape), g, ours[1].reshape(g.shape), ours[2].reshape(g.shape),
+                  step=2, lr=0.01)
+        ref.adam_step(theirs[0], np.ascontiguousarray(g).reshape(-1), theirs[1], theirs[2],
+                      step=2, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8)
+        np.testing.assert_array_equal(g, g_before)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=20)
+@given(_model_state(), st.booleans())
+def test_sgdm_apply_many_is_per_array_bit_for_bit(case, nesterov):
+    from stepsim.optim import sgdm_apply_many
+
+    params, hyper = case
+    kwargs = {"lr": hyper["lr"], "momentum": 0.9, "weight_decay": hyper["weight_decay"],
+              "nesterov": nesterov}
+    one_by_one = [_copies(p[:3]) for p in params]
+    together = [_copies(p[:3]) for p in params]
+    for w, g, buf in one_by_one:
+        sgdm_step(w, g, buf, **kwargs)
+    sgdm_apply_many(*zip(*together), **kwargs)
+    for p, q in zip(one_by_one, together):
+        for a, b in zip(p, q):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_ndarray_subclasses_are_accepted():
+    _, g, m, v = _state()
+    sub = np.ones(8, np.float32).view(type("Sub", (np.ndarray,), {}))
+    assert adam_step(sub, g, m, v, step=1, lr=0.1) is not None
+    assert (sub < 1.0).all()

@@ -13,7 +13,7 @@ import importlib
 import sys
 import time
 
-SECTIONS = ("kernels", "theorem1", "layout")
+SECTIONS = ("kernels", "theorem1", "layout", "train")
 
 
 class Bench:
@@ -27,42 +27,71 @@ class Bench:
         self.started = time.perf_counter()
         self.first_figure_s: float | None = None
 
-    def compare(self, impls: dict, *, repeats: int | None = None, number: int = 1) -> dict:
+    def compare(self, impls: dict, *, repeats: int | None = None, number: int = 1,
+                clock=None) -> dict:
         """Median seconds per call of each callable in ``impls``, timed interleaved.
 
-        Each implementation runs once untimed (warm-up, JIT load), then ``repeats`` rounds
-        each call every implementation ``number`` times in turn.
+        Each implementation runs twice untimed first (compilation, cache loads and thread
+        start-up never fall inside a timing), then ``repeats`` rounds each call every
+        implementation ``number`` times in turn. clock: ``time.perf_counter`` (default,
+        wall time) or e.g. ``time.thread_time`` (CPU time of this thread; only meaningful
+        when all the work runs on it). Returns name -> :class:`Timing` (a float, the
+        median, carrying the samples' spread).
         """
+        clock = clock or time.perf_counter
         repeats = repeats or (5 if self.quick else 15)
         for fn in impls.values():
+            fn()
             fn()
         samples = {name: [] for name in impls}
         for _ in range(repeats):
             for name, fn in impls.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(number):
                     fn()
-                samples[name].append((time.perf_counter() - t0) / number)
-        return {name: sorted(s)[len(s) // 2] for name, s in samples.items()}
+                samples[name].append((clock() - t0) / number)
+        return {name: Timing.of(s) for name, s in samples.items()}
+
+    def compare_until_stable(self, impls: dict, watch: str, *, tries: int = 4,
+                             **kwargs) -> dict:
+        """:meth:`compare`, repeated (up to ``tries`` times, more repeats each time) until
+        the spread of ``impls[watch]`` is within ``SPREAD_LIMIT``; returns the last
+        timings. If it never settles, the row :meth:`emit` makes of it says so."""
+        repeats = kwargs.pop("repeats", None) or (5 if self.quick else 15)
+        for attempt in range(tries):
+            times = self.compare(impls, repeats=repeats * (attempt + 1), **kwargs)
+            if times[watch].spread <= SPREAD_LIMIT:
+                break
+        return times
 
     def emit(self, section: str, case: str, impl: str, seconds: float, *, units: float,
              unit: str = "element", bytes_moved: float | None = None, show: bool = True,
-             suffix: str = "", **extra) -> dict:
+             suffix: str = "", partner=None, **extra) -> dict:
         """Record one measurement: ``seconds`` per call handling ``units`` units.
 
         extra: more fields of the row (e.g. ``ratio="12.3x numpy"``, printed after the
-        figures). show: print the row (:func:`format_row`, then ``suffix``) right away.
+        figures). partner: the :class:`Timing` the row's ratio divides by, if any: the row
+        is unreliable if either timing is. show: print the row (:func:`format_row`, then ``suffix``) right away.
         Returns the row (a dict, as saved in the JSON).
         """
         if self.first_figure_s is None:
             self.first_figure_s = time.perf_counter() - self.started
         row = {
-            "section": section, "case": case, "impl": impl, "seconds": seconds,
+            "section": section, "case": case, "impl": impl, "seconds": float(seconds),
             "units": units, "unit": unit, "ns_per_unit": 1e9 * seconds / units,
         }
         if bytes_moved is not None:
             row["gb_per_s"] = bytes_moved / seconds / 1e9
         row.update(extra)
+        problems = unreliable_because(seconds, extra.get("fraction_of_probe_bw"))
+        partner_problems = unreliable_because(partner) if partner is not None else ""
+        if partner_problems:  # a ratio is only as good as both of its timings
+            problems = "; ".join(filter(None, [problems, f"its peer's {partner_problems}"]))
+        if isinstance(seconds, Timing):
+            row["spread"] = seconds.spread
+        row["reliable"] = not problems
+        if problems:
+            row["unreliable_because"] = problems
         self.rows.append(row)
         if show:
             self.print(format_row(row) + suffix)
@@ -72,12 +101,75 @@ class Bench:
         print(text, file=self.stream, flush=True)
 
 
+class Timing(float):
+    """A median time in seconds (a float) that also carries its samples' ``spread``:
+    (75th - 25th percentile) / median, the interquartile range relative to the median."""
+
+    spread: float = 0.0
+    samples: int = 1
+
+    @classmethod
+    def of(cls, samples) -> Timing:
+        s = sorted(samples)
+        median = s[len(s) // 2]
+        timing = cls(median)
+        q1, q3 = s[len(s) // 4], s[(3 * len(s)) // 4]
+        timing.spread = (q3 - q1) / median if median > 0 else float("inf")
+        timing.samples = len(s)
+        return timing
+
+
+SPREAD_LIMIT = 0.25  # interquartile range / median above which a timing cannot rank
+
+
+def unreliable_because(seconds, fraction_of_probe=None) -> str:
+    """Why a timing is not a result ("" if it is one): samples spread too widely to rank,
+    or a kernel faster than the memory-traffic probe of its own pattern allows."""
+    problems = []
+    spread = getattr(seconds, "spread", None)
+    if spread is not None and spread > SPREAD_LIMIT:
+        problems.append(f"interquartile range {100 * spread:.0f}% of the median (limit "
+                        f"{100 * SPREAD_LIMIT:.0f}%): too wide to rank")
+    if fraction_of_probe is not None and fraction_of_probe > 1.0:
+        problems.append(f"{100 * fraction_of_probe:.0f}% of its probe's bandwidth is "
+                        "impossible (the probe was disturbed)")
+    return "; ".join(problems)
+
+
 def format_row(row: dict) -> str:
-    """One aligned line: case, implementation, ns per unit, GB/s and any ratio."""
+    """One aligned line: case, implementation, ns per unit, spread (interquartile range
+    relative to the median), GB/s and any ratio; a
+    row that is not a result says UNRELIABLE and why instead of its ratio."""
     gb = f"{row['gb_per_s']:7.1f} GB/s" if "gb_per_s" in row else " " * 12
+    spread = f"iqr {min(100 * row['spread'], 999):3.0f}%" if "spread" in row else " " * 8
     ratio = f"  {row['ratio']}" if "ratio" in row else ""
+    if row.get("unreliable_because"):
+        ratio = f"  UNRELIABLE: {row['unreliable_because']}"
     return (f"  {row['case']:<26} {row['impl']:<22} {row['ns_per_unit']:9.3f} "
-            f"ns/{row['unit']:<8} {gb}{ratio}")
+            f"ns/{row['unit']:<8} {spread} {gb}{ratio}")
+
+
+def choose_threading_layer(torch_peers: bool) -> str:
+    """numba's threading layer for this run, chosen before its first parallel launch.
+
+    With PyTorch peers, numba's OpenMP layer and torch's OpenMP runtime contend in one
+    process (rows of 100+ ns/element, "1000% of the probe"): use ``workqueue`` then, unless
+    the user set NUMBA_THREADING_LAYER. Returns a description for the header.
+    """
+    import os
+
+    import numba
+
+    if os.environ.get("NUMBA_THREADING_LAYER"):
+        return f"{numba.config.THREADING_LAYER} (NUMBA_THREADING_LAYER)"
+    from numba.np.ufunc import parallel
+
+    if torch_peers:
+        if parallel._is_initialized:
+            return f"{numba.threading_layer()} (already started: could not switch)"
+        numba.config.THREADING_LAYER = "workqueue"
+        return "workqueue (torch peers: avoids two OpenMP runtimes)"
+    return f"{numba.config.THREADING_LAYER} (numba's default)"
 
 
 def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
@@ -92,10 +184,12 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
     bench = Bench(quick, stream, torch_peers)
     from stepsim._jit import num_threads
 
+    layer = choose_threading_layer(torch_peers)
     v = versions()
     bench.print(
         f"stepsim bench{' --quick' if quick else ''}: numba {v['numba']} "
-        f"({num_threads()} threads), numpy {v['numpy']}, python {v['python']}"
+        f"({num_threads()} threads, threading layer {layer}), numpy {v['numpy']}, "
+        f"python {v['python']}"
     )
     for name in SECTIONS:
         if only and name not in only:

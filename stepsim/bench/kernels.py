@@ -16,7 +16,7 @@ import numpy as np
 
 TITLE = "kernels: N:M masks, Adam, momentum SGD (float32)"
 
-MASK_RATIOS = ((2, 4), (1, 4), (1, 8), (1, 16))
+MASK_RATIOS = ((2, 4), (1, 4), (1, 8), (2, 8), (4, 16), (1, 16), (1, 32), (8, 32), (16, 32))
 ADAM_BYTES = 28  # reads w, g, m, v; writes w, m, v (4 bytes each)
 ADAM_FROZEN_BYTES = 20  # reads w, g, m, v; writes w, m
 SGDM_BYTES = 20  # reads w, g, buf; writes w, buf
@@ -130,6 +130,7 @@ def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
     speedup = times["numpy"] / times["numba"]
     fraction = moved / times["numba"] / 1e9 / probe_gbps  # the row's gb_per_s / the probe's
     bench.emit("kernels", case, "numba", times["numba"], units=size, bytes_moved=moved,
+               partner=times["numpy"],
                ratio=f"{speedup:6.1f}x numpy, {100 * fraction:4.0f}% of probe BW",
                speedup_vs_numpy=speedup, fraction_of_probe_bw=fraction)
     bench.emit("kernels", case, "numpy", times["numpy"], units=size, bytes_moved=moved)
@@ -149,7 +150,7 @@ def _torch_or_none(bench):
 
 
 def run_torch_peers(bench, torch) -> None:
-    """PyTorch CPU peers at each size: fused Adam and topk+scatter 2:4 masks vs stepsim."""
+    """PyTorch CPU peers at each size: fused Adam and topk+scatter N:M masks vs stepsim."""
     import stepsim
 
     for size, label, reps, w0, g in _cases(bench):
@@ -159,7 +160,7 @@ def run_torch_peers(bench, torch) -> None:
         opt = torch.optim.Adam([p], lr=1e-9, fused=True)
         tw = torch.from_numpy(w0)
 
-        def torch_mask(n=2, m=4, tw=tw):
+        def torch_mask(n, m, tw=tw):
             groups = tw.view(-1, m)
             idx = groups.abs().topk(n, dim=1).indices
             return torch.zeros_like(groups, dtype=torch.bool).scatter_(1, idx, True)
@@ -172,13 +173,16 @@ def run_torch_peers(bench, torch) -> None:
             "torch": opt.step,
         }, repeats=reps, number=3)
         bench.emit("kernels", f"adam_step {label}", "torch Adam(fused=True)", times["torch"],
-                   units=size, bytes_moved=ADAM_BYTES * size,
+                   units=size, bytes_moved=ADAM_BYTES * size, partner=times["stats"],
                    ratio=f"stepsim is {times['torch'] / times['stats']:.2f}x torch "
                          f"({times['torch'] / times['no stats']:.2f}x without stats)")
-        times = bench.compare({
-            "numba": partial(stepsim.nm_mask, w0, 2, 4),
-            "torch": torch_mask,
-        }, repeats=reps, number=3)
-        bench.emit("kernels", f"nm_mask 2:4 {label}", "torch topk+scatter", times["torch"],
-                   units=size, bytes_moved=MASK_BYTES * size,
-                   ratio=f"stepsim is {times['torch'] / times['numba']:.1f}x torch")
+        for n, mm in MASK_RATIOS:
+            times = bench.compare({
+                "numba": partial(stepsim.nm_mask, w0, n, mm),
+                "torch": partial(torch_mask, n, mm),
+            }, repeats=reps, number=3)
+            bench.emit("kernels", f"nm_mask {n}:{mm} {label}", "torch topk+scatter",
+                       times["torch"], units=size, bytes_moved=MASK_BYTES * size,
+                       partner=times["numba"],
+                       ratio=f"stepsim is {times['torch'] / times['numba']:.1f}x torch",
+                       stepsim_vs_torch=times["torch"] / times["numba"])

@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
         "--only",
         metavar="SECTION",
         action="append",
-        help="run only this section (repeatable): kernels, theorem1, layout",
+        help="run only this section (repeatable): kernels, theorem1, layout, train",
     )
 
 

@@ -1,0 +1,287 @@
+"""Bench section: training steps/s of the digits MLP beside the same model in PyTorch.
+
+The model is ``make_problem("digits")``'s: 64-256-256-10, ReLU, batch 128, Adam (lr 1e-3),
+float32. A stepsim step is what :func:`stepsim.fit` runs in its loop: draw a batch, let the
+recipe give the forward weights, take the loss and gradient, let the recipe update —
+dense (recipe ``dense``) and in STEP's sparse phase (recipe ``step`` after its switch:
+2:4 masks recomputed every step, Adam with v frozen). The PyTorch peer (``--torch``) runs
+the same shapes and batch size as ``nn.Linear`` layers with ``torch.optim.Adam(fused=True)``
+on the CPU: zero_grad, forward, cross-entropy, backward, step.
+
+Where a stepsim step's time goes, each part timed on its own in the same run:
+``matmul`` (the float32 matmuls of forward and backward, as NumPy runs them: five here),
+``element-wise`` (the rest of loss_and_grad: ReLU, softmax, bias sums, copies), ``optimizer``
+(the recipe's update: Adam and the copies that keep recipes pure), ``masks`` (the recipe's
+forward: N:M masks and masked weights; ~0 when dense), ``batch`` (sampling), and
+``python`` (the step minus those parts: dispatch, dicts, bookkeeping).
+
+Threads: stepsim rows run under :func:`stepsim._threads.training_threads` (numba kernels on
+one thread, BLAS as the policy decides); the policy's effect is the last table: full
+``fit`` runs with and without it. Without ``--quick`` a 5,000-step dense ``fit`` on digits
+is timed (the target is under 30 s on 2 cores).
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import numpy as np
+
+TITLE = "train: digits MLP 64-256-256-10, batch 128, Adam (float32) — steps/s beside PyTorch"
+
+SWITCH_AFTER = 20  # dense steps before the sparse phase's rows are timed
+LR = 1e-3
+PROBLEM_OPTIONS: dict = {}  # make_problem("digits", **PROBLEM_OPTIONS); tests shrink the model
+
+
+class _Loop:
+    """One recipe's training state on a problem, stepped as fit's loop steps it."""
+
+    def __init__(self, problem, recipe_name: str, total_steps: int, seed: int = 0, **options):
+        from stepsim.recipes import make_recipe
+
+        self.problem = problem
+        self.recipe = make_recipe(recipe_name, lr=LR, **options)
+        init_rng, self.batch_rng = np.random.default_rng(seed).spawn(2)
+        self.params = problem.init_params(init_rng)
+        self.state = self.recipe.init(self.params, dict(problem.specs), total_steps)
+        self.k = 0
+
+    def step(self):
+        self.k += 1
+        batch = self.problem.sample_batch(self.batch_rng)
+        fwd, self.state = self.recipe.forward(self.state, self.params, self.k)
+        loss, grads = self.problem.loss_and_grad(fwd, batch)
+        self.params, self.state, _ = self.recipe.update(self.state, self.params, grads, self.k)
+        return loss
+
+    def switch(self):
+        self.params, self.state = self.recipe.switch(self.state, self.params, self.k)
+
+    # the parts of a step, each runnable on its own (they repeat the same step's work)
+    def part_batch(self):
+        return self.problem.sample_batch(self.batch_rng)
+
+    def part_masks(self):
+        return self.recipe.forward(self.state, self.params, self.k)
+
+    def part_loss_and_grad(self, fwd, batch):
+        return self.problem.loss_and_grad(fwd, batch)
+
+    def part_update(self, grads):
+        # on copies made once: the recipe never modifies its inputs, so repeating is safe
+        return self.recipe.update(self.state, self.params, grads, self.k)
+
+
+def _matmuls(params, batch, layers):
+    """The matmuls of the MLP's forward and backward, as stepsim's engine runs them: one
+    per layer forward, and dW (and dx, except for the first layer) per layer backward."""
+    hs = [batch.x]
+    for l in range(1, layers + 1):
+        hs.append(hs[-1] @ params[f"w{l}"].T)
+    d = hs[-1]
+    for l in range(layers, 0, -1):
+        d.T @ hs[l - 1]
+        if l > 1:
+            d = d @ params[f"w{l}"]
+
+
+def run(bench) -> None:
+    from stepsim._threads import training_threads
+    from stepsim.problems.registry import make_problem
+
+    problem = make_problem("digits", **PROBLEM_OPTIONS)
+    reps = 5 if bench.quick else 15
+    number = 20 if bench.quick else 50
+    torch = _torch_or_none(bench)
+    with training_threads() as threads:
+        bench.print(f"  threads: numba {threads['numba']}, BLAS {threads['blas']} "
+                    f"({threads['why']})")
+        dense = _Loop(problem, "dense", 10**6)
+        sparse = _Loop(problem, "step", 10**6, switch_at=SWITCH_AFTER)
+        for _ in range(SWITCH_AFTER):
+            sparse.step()
+        sparse.switch()
+        for loop in (dense, sparse):  # compile / load kernels outside any timing
+            for _ in range(3):
+                loop.step()
+        impls = {"dense": dense.step, "sparse": sparse.step}
+        peer = _torch_step(torch, problem) if torch is not None else None
+        if peer is not None:
+            impls.update(peer)
+        bench.print("  wall clock:")
+        t = bench.compare(impls, repeats=reps, number=number)
+        _emit_steps(bench, t, "wall")
+        # CPU time of the calling thread: on a shared machine, the work a step costs without
+        # the time it spent descheduled. Only for single-threaded runs (all work on this
+        # thread): stepsim under the policy with BLAS on 1 thread, and torch on 1 thread.
+        clock = "wall"
+        if threads["blas"] == 1 or _blas_threads() == 1:
+            clock = "cpu"
+            bench.print("  CPU time of the calling thread (every run here on one thread):")
+            single = {k: f for k, f in impls.items() if not k.startswith("torch ") or
+                      k == "torch 1 thread"}
+            t = bench.compare(single, repeats=reps, number=number, clock=time.thread_time)
+            _emit_steps(bench, t, "cpu")
+        for loop, label in ((dense, "dense"), (sparse, "sparse")):
+            _breakdown(bench, loop, label, t[label], reps, clock)
+        _optimizer_rows(bench, dense.params, torch, reps, clock)
+    _fit_runs(bench, problem)
+
+
+def _emit_steps(bench, t, clock):
+    """Rows for the steps in ``t`` (name -> seconds), stepsim's as a ratio to PyTorch's best."""
+    best_torch = min((v for k, v in t.items() if k.startswith("torch")), default=None)
+    for name, case in (("dense", "dense step"), ("sparse", "STEP sparse-phase step")):
+        text = f"{1 / t[name]:7.0f} steps/s"
+        extra = {}
+        if best_torch is not None:
+            extra["vs_torch"] = best_torch / t[name]
+            extra["partner"] = best_torch
+            text += f", {extra['vs_torch']:.2f}x PyTorch's best steps/s"
+        bench.emit("train", case, f"stepsim ({clock})", t[name], units=1, unit="step",
+                   ratio=text, clock=clock, **extra)
+    for name in t:
+        if name.startswith("torch"):
+            bench.emit("train", "dense step", f"{name} ({clock})", t[name], units=1,
+                       unit="step", ratio=f"{1 / t[name]:7.0f} steps/s", clock=clock)
+
+
+def _blas_threads():
+    """Threads the loaded BLAS uses now (threadpoolctl), or None if unknown."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover
+        return None
+    counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(counts) if counts else None
+
+
+def _breakdown(bench, loop, label, step_seconds, reps, clock):
+    """Time each part of one step on its own; print them as shares of the whole step."""
+    batch = loop.part_batch()
+    fwd, _ = loop.part_masks()
+    _, grads = loop.part_loss_and_grad(fwd, batch)
+    parts = bench.compare({
+        "batch": loop.part_batch,
+        "masks": loop.part_masks,
+        "loss_and_grad": partial(loop.part_loss_and_grad, fwd, batch),
+        "matmul": partial(_matmuls, fwd, batch, loop.problem.mlp.layers),
+        "optimizer": partial(loop.part_update, grads),
+    }, repeats=reps, number=20, clock=time.thread_time if clock == "cpu" else None)
+    shares = {
+        "matmul": parts["matmul"],
+        "element-wise": max(parts["loss_and_grad"] - parts["matmul"], 0.0),
+        "optimizer": parts["optimizer"],
+        "masks": parts["masks"],
+        "batch": parts["batch"],
+    }
+    shares["python"] = max(step_seconds - sum(shares.values()), 0.0)
+    text = ", ".join(f"{k} {1e6 * v:.0f} us ({100 * v / step_seconds:.0f}%)"
+                     for k, v in shares.items())
+    bench.print(f"    {label} step {1e6 * step_seconds:.0f} us ({clock}) = {text}")
+    bench.rows.append({"section": "train", "case": f"{label} step parts",
+                       "parts_seconds": shares, "step_seconds": step_seconds})
+
+
+def _optimizer_rows(bench, params, torch, reps, clock):
+    """One Adam step on the model's arrays: one multi-tensor call, one call per array, and
+    torch's fused Adam (with ``--torch``), in place on copies, statistics on."""
+    from stepsim.optim import AdamStats, adam_apply, adam_apply_many, adam_hyper
+
+    rng = np.random.default_rng(0)
+    ws = [w.copy() for w in params.values()]
+    gs = [rng.standard_normal(w.shape).astype(w.dtype) for w in ws]
+    ms = [np.zeros_like(w) for w in ws]
+    vs = [np.full_like(w, 1e-3) for w in ws]
+    hyper = adam_hyper(step=10, lr=1e-9)
+    impls = {
+        "adam_apply_many": lambda: adam_apply_many(ws, gs, ms, vs, hyper),
+        "adam_apply per array": lambda: AdamStats.combine(
+            [adam_apply(w, g, m, v, hyper) for w, g, m, v in zip(ws, gs, ms, vs)]),
+    }
+    if torch is not None:
+        tp = [torch.nn.Parameter(torch.from_numpy(w.copy())) for w in ws]
+        for p, g in zip(tp, gs):
+            p.grad = torch.from_numpy(g.copy())
+        opt = torch.optim.Adam(tp, lr=1e-9, fused=True)
+        threads = torch.get_num_threads()
+        if clock == "cpu":
+            torch.set_num_threads(1)
+        impls["torch Adam(fused=True)"] = opt.step
+    t = bench.compare(impls, repeats=reps, number=20,
+                      clock=time.thread_time if clock == "cpu" else None)
+    if torch is not None:
+        torch.set_num_threads(threads)
+    size = sum(w.size for w in ws)
+    for name, seconds in t.items():
+        bench.emit("train", f"Adam step, {len(ws)} arrays", f"{name} ({clock})", seconds,
+                   units=size, ratio=f"{1e6 * seconds:6.1f} us a step, "
+                   f"{t['adam_apply_many'] / seconds:.2f}x adam_apply_many's time", clock=clock)
+
+
+def _fit_runs(bench, problem):
+    """Whole fit runs: dense digits with the thread policy and with numba's own setting."""
+    from stepsim._threads import training_threads
+    from stepsim.training import fit
+
+    steps = 300 if bench.quick else 5000
+    fit(problem, "dense", 5, rng=0, progress=False)  # load kernels outside the timing
+    # without the policy a step can take 100x longer on a busy machine: fewer steps there
+    for label, policy in (("thread policy", True), ("numba's default threads", False)):
+        if not policy:
+            steps = 30 if bench.quick else 200
+        t0 = time.perf_counter()
+        if policy:
+            with training_threads():
+                result = fit(problem, "dense", steps, rng=0, progress=False, threads=1)
+        else:
+            result = fit(problem, "dense", steps, rng=0, progress=False)
+        seconds = time.perf_counter() - t0
+        acc = result.metrics.get("test_accuracy", float("nan"))
+        bench.emit("train", f"fit dense {steps} steps", label, seconds, units=steps,
+                   unit="step", ratio=f"{seconds:6.1f} s total, test accuracy {acc:.3f}",
+                   total_seconds=seconds, test_accuracy=acc)
+
+
+def _torch_or_none(bench):
+    if not bench.torch_peers:
+        return None
+    try:
+        import torch
+    except ImportError:
+        bench.print("  (torch not installed: PyTorch peer skipped)")
+        return None
+    return torch
+
+
+def _torch_step(torch, problem):
+    """{name: step} for the PyTorch peer at 1 and at all threads (the better one is the bar)."""
+    sizes = problem.mlp.sizes
+    gen = torch.Generator().manual_seed(0)
+    x = torch.from_numpy(np.ascontiguousarray(problem.x, dtype=np.float32))
+    y = torch.from_numpy(problem.y)
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    net = torch.nn.Sequential(*layers)
+    opt = torch.optim.Adam(net.parameters(), lr=LR, fused=True)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    batch = problem.batch_size
+    all_threads = torch.get_num_threads()
+
+    def step(threads):
+        torch.set_num_threads(threads)
+        idx = torch.randint(0, len(y), (batch,), generator=gen)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+
+    impls = {"torch 1 thread": partial(step, 1)}
+    if all_threads > 1:
+        impls[f"torch {all_threads} threads"] = partial(step, all_threads)
+    return impls

@@ -1,0 +1,180 @@
+"""stepsim bench's machinery: timings with their spread, rows flagged unreliable instead of
+printed as results, warm-up outside the timings, the threading layer beside torch peers,
+the train section, and the training thread policy."""
+
+import io
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from stepsim.bench import SPREAD_LIMIT, Bench, Timing, unreliable_because
+
+
+def _bench():
+    return Bench(quick=True, stream=io.StringIO())
+
+
+def test_timing_is_the_median_with_its_interquartile_spread():
+    t = Timing.of([4.0, 1.0, 2.0, 3.0, 100.0])
+    assert float(t) == 3.0 and t.samples == 5
+    assert t.spread == pytest.approx((4.0 - 2.0) / 3.0)
+    assert Timing.of([2.0]).spread == 0.0
+
+
+def test_wide_spread_or_impossible_bandwidth_is_flagged_not_printed_as_a_result():
+    bench = _bench()
+    steady = Timing.of([1.0, 1.0, 1.01, 1.0])
+    noisy = Timing.of([1.0, 3.0, 0.5, 2.0])
+    assert noisy.spread > SPREAD_LIMIT and unreliable_because(steady) == ""
+    ok = bench.emit("s", "case a", "numba", steady, units=10, ratio="2.0x numpy")
+    bad = bench.emit("s", "case b", "numba", noisy, units=10, ratio="2.0x numpy")
+    fast = bench.emit("s", "case c", "numba", steady, units=10, ratio="9.0x numpy",
+                      fraction_of_probe_bw=10.43)
+    assert ok["reliable"] and not bad["reliable"] and not fast["reliable"]
+    assert "interquartile range" in bad["unreliable_because"]
+    assert "1043% of its probe's bandwidth is impossible" in fast["unreliable_because"]
+    printed = bench.stream.getvalue().splitlines()
+    assert "2.0x numpy" in printed[0] and "UNRELIABLE" not in printed[0]
+    for line in printed[1:]:
+        assert "UNRELIABLE" in line and "x numpy" not in line
+
+
+def test_compare_keeps_warm_up_out_of_the_timings():
+    calls = itertools.count()
+
+    def slow_first_two():  # e.g. a JIT compile, then a thread pool starting
+        if next(calls) < 2:
+            import time
+
+            time.sleep(0.05)
+
+    t = _bench().compare({"f": slow_first_two}, repeats=3)
+    assert t["f"] < 0.01 and next(calls) == 5
+
+
+def test_compare_until_stable_repeats_until_the_spread_settles():
+    # a fake clock: every call of the watched function takes 1 s except in the first
+    # attempt, whose samples are 1, 5, 1, 5, ... seconds
+    durations = iter([1.0, 5.0, 1.0, 5.0, 1.0] + [1.0] * 100)
+    now = [0.0]
+    ticking = [False]
+
+    def clock():
+        if ticking[0]:
+            now[0] += next(durations)
+        ticking[0] = not ticking[0]
+        return now[0]
+
+    bench = _bench()
+    attempts = []
+    original = bench.compare
+
+    def counting(impls, **kw):
+        attempts.append(kw["repeats"])
+        return original(impls, **kw)
+
+    bench.compare = counting
+    t = bench.compare_until_stable({"dense": lambda: None}, "dense", repeats=5, clock=clock)
+    assert attempts == [5, 10] and t["dense"].spread == 0.0
+
+
+def test_torch_peers_get_the_workqueue_threading_layer_before_numba_starts():
+    code = ("import numba, numpy as np\n"
+            "from stepsim.bench import choose_threading_layer\n"
+            "print(choose_threading_layer(True))\n"
+            "import stepsim\n"
+            "stepsim.nm_mask(np.ones(64, np.float32), 2, 4)\n"
+            "print(numba.threading_layer())\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_THREADING_LAYER"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.splitlines()
+    assert out[0].startswith("workqueue") and out[1] == "workqueue"
+
+
+def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
+    from stepsim.bench import train
+
+    monkeypatch.setattr(train, "PROBLEM_OPTIONS", {"hidden": (16,), "batch_size": 8})
+    monkeypatch.setattr(train, "SWITCH_AFTER", 2)
+    bench = _bench()
+    bench.compare = _fast_compare(bench.compare)
+    train.run(bench)
+    rows = {(r["case"], r["impl"]): r for r in bench.rows if "impl" in r}
+    assert ("dense step", "stepsim (wall)") in rows
+    assert ("STEP sparse-phase step", "stepsim (wall)") in rows
+    parts = [r for r in bench.rows if r["case"].endswith("step parts")]
+    assert {tuple(sorted(p["parts_seconds"])) for p in parts} == {
+        ("batch", "element-wise", "masks", "matmul", "optimizer", "python")}
+    fits = [r for r in bench.rows if r["case"].startswith("fit dense")]
+    assert [r["impl"] for r in fits] == ["thread policy", "numba's default threads"]
+    assert fits[0]["test_accuracy"] > 0.5  # 300 steps of a real run, not a stub
+
+
+def _fast_compare(compare):
+    def fast(impls, **kw):
+        kw["repeats"], kw["number"] = 2, 1
+        return compare(impls, **kw)
+    return fast
+
+
+def test_sparse_loop_trains_on_exactly_nm_weights():
+    from stepsim.bench.train import _Loop
+    from stepsim.problems.registry import make_problem
+
+    loop = _Loop(make_problem("digits", hidden=(16,), batch_size=8), "step", 100, switch_at=2)
+    loop.step()
+    loop.step()
+    loop.switch()
+    loop.step()
+    fwd, _ = loop.part_masks()
+    for name in ("w1", "w2"):
+        groups = fwd[name].reshape(-1, 4)
+        assert (np.count_nonzero(groups, axis=1) <= 2).all()
+
+
+# --- the training thread policy -----------------------------------------------------------
+
+def test_training_threads_sets_and_restores_numba_and_blas():
+    import numba
+    from threadpoolctl import threadpool_info
+
+    from stepsim._threads import training_threads
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    numba_before, blas_before = numba.get_num_threads(), blas_threads()
+    with training_threads(kernels=1, blas=1) as got:
+        assert numba.get_num_threads() == 1 and got["numba"] == 1 and got["blas"] == 1
+        assert set(blas_threads()) <= {1}
+    assert numba.get_num_threads() == numba_before and blas_threads() == blas_before
+    with pytest.raises(ValueError, match="kernels must be >= 1, got 0"):
+        with training_threads(kernels=0):
+            pass
+    with pytest.raises(ValueError, match="blas must be an int >= 1, None or 'auto'"):
+        with training_threads(blas="many"):
+            pass
+
+
+@pytest.mark.parametrize("load, cores, expected", [(9.0, 2, 1), (1.2, 2, None), (3.0, 8, None),
+                                                    (50.0, 1, None)])
+def test_auto_blas_uses_one_thread_only_on_a_busy_machine(monkeypatch, load, cores, expected):
+    from stepsim import _threads
+
+    monkeypatch.setattr(_threads.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(_threads.os, "cpu_count", lambda: cores)
+    threads, why = _threads.auto_blas_threads()
+    assert threads == expected and f"load {load:.1f}" in why
+
+
+def test_a_ratio_is_unreliable_when_its_peer_timing_is():
+    bench = _bench()
+    steady = Timing.of([1.0, 1.0, 1.0])
+    noisy = Timing.of([1.0, 3.0, 0.5, 2.0])
+    row = bench.emit("s", "case", "torch", steady, units=1, ratio="stepsim is 9x torch",
+                     partner=noisy)
+    assert not row["reliable"] and "its peer's interquartile range" in row["unreliable_because"]
+    assert bench.emit("s", "case", "torch", steady, units=1, partner=steady)["reliable"]
