@@ -306,7 +306,8 @@ def c11_results(paper_verdicts):
         ok = {"overall": "HOLDS", "tightness_max": 0.5}
         out[label] = {"stationary": stationary, "paper": {"coord_overall": v, "inf_overall": v},
                       "inflation": {"coord": 2.0 if v == "VIOLATED" else 0.5, "inf": 1.0},
-                      "corrected": {"kappa": [1.0], **{f"{k}_{s}": ok for k in ("chebyshev", "gauss")
+                      "corrected": {"kappa": [1.0], **{f"{k}_{s}": ok
+                                                       for k in ("chebyshev", "gauss")
                                                        for s in ("coord", "inf")}}}
     return {job.key: out[label] for label, job in module._jobs(BUDGET).items()}
 

@@ -1,4 +1,4 @@
-"""C7 (Fig. 7): final accuracy is flat for switch fractions in [10%, 80%]; AutoSwitch lands near 20%.
+"""C7 (Fig. 7): accuracy is flat for switch fractions in [10%, 80%]; AutoSwitch lands near 20%.
 
 Quantity. Per seed s, on the budget's problem with Adam (lr 1e-3): STEP switched at a
 fixed fraction f of the run, f in {0.1, 0.4, 0.8} (quick) or {0.1, 0.2, 0.4, 0.6, 0.8}

@@ -41,7 +41,8 @@ from stepsim.checks.verdict import (
 )
 
 CLAIM = "C11"
-TITLE = "Theorem 1: ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1-b2)^2 (k-k0) log(2/delta)) w.p. >= 1-delta"
+TITLE = ("Theorem 1: ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1-b2)^2 (k-k0) log(2/delta)) "
+         "w.p. >= 1-delta")
 RULE = rule_of(__doc__)
 BETA2, DELTA = 0.999, 0.05
 

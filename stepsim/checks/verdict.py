@@ -67,7 +67,8 @@ class Effect:
 
     def __str__(self) -> str:
         return (f"{self.name} = {self.estimate:.4g} {self.units} "
-                f"[{self.ci_low:.4g}, {self.ci_high:.4g}] ({100 * self.ci_level:g}% CI, n={self.n}, "
+                f"[{self.ci_low:.4g}, {self.ci_high:.4g}] ({100 * self.ci_level:g}% CI, "
+                f"n={self.n}, "
                 f"margin {self.margin:.4g})")
 
 

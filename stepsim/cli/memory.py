@@ -43,7 +43,8 @@ def run(args) -> int:
         comparison.append({"setting": cell.setting, "paper_mb": cell.paper_mb,
                            "paper_accounting_mb": cell.stepsim_mb, "chosen_accounting_mb": mine,
                            "verdict": verdict})
-        print(f"  {cell.setting:<6} paper {cell.paper_mb:8.2f} MB  stepsim {cell.stepsim_mb:8.3f} MB"
+        print(f"  {cell.setting:<6} paper {cell.paper_mb:8.2f} MB  "
+              f"stepsim {cell.stepsim_mb:8.3f} MB"
               f"  {verdict:<15} (chosen accounting: {mine:.2f} MB)")
     if args.json:
         from stepsim._provenance import save_json

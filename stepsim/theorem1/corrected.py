@@ -1,4 +1,4 @@
-"""A corrected Theorem 1 for stationary but time-dependent g^2 (derivation: paper_checks/theorem1.md §6).
+"""A corrected Theorem 1 for stationary, time-dependent g^2 (paper_checks/theorem1.md §4).
 
 The statistic is a weighted sum. With a_{k,j} = (1-b2) b2^(k-j) / (1-b2^k) (j <= k), the
 weights of vhat_k, and n = k - k0,
