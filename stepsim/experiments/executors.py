@@ -1,0 +1,131 @@
+"""Where runs execute: in this process, in a local process pool, or on a Dask cluster.
+
+Every executor calls the same :func:`execute` (one ``fit`` with one numba thread and one
+BLAS thread) and hands the finished :class:`~stepsim.training.FitResult` back to the
+caller, which writes the files — so results are bit-identical whatever the executor and
+the number of workers, and a cluster needs no shared filesystem.
+
+* :func:`run_serial` — ``jobs=1``: in this process, one run after another.
+* :func:`run_pool` — a ``concurrent.futures.ProcessPoolExecutor`` (spawned workers, each
+  limited to one numba and one BLAS thread, so workers x threads <= cores).
+* :func:`run_dask` — ``dask.distributed``: ``Client(address)`` (or a Client/LocalCluster
+  passed in), one task per run, collected as they complete.
+
+Each takes the runs to do and ``on_done(run, output)``, called in this process as each
+run finishes (in completion order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOutput:
+    """What a worker sends back: the FitResult, fit's wall time (s) and the final sparsity."""
+
+    result: object
+    runtime_s: float
+    final_sparsity: float
+
+
+def execute(params: dict, rng_seed: int) -> RunOutput:
+    """Train one run (see :func:`stepsim.experiments.adapter.fit_run`) with one BLAS thread."""
+    from threadpoolctl import threadpool_limits
+
+    from stepsim.experiments import adapter
+
+    with threadpool_limits(limits=1):
+        result, runtime = adapter.fit_run(params, rng_seed)
+    return RunOutput(result, runtime, adapter.final_sparsity(params, result))
+
+
+def usable_cores() -> int:
+    """CPU cores this process may use (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def worker_count(jobs: int | None, pending: int) -> int:
+    """Workers for a local pool: ``jobs`` (default: every core), at most the cores and runs.
+
+    Each worker runs one numba and one BLAS thread, so workers <= cores keeps
+    workers x threads <= cores; a larger ``jobs`` is lowered with a warning.
+    """
+    from stepsim._validate import check_int
+
+    cores = usable_cores()
+    if jobs is None:
+        jobs = cores
+    jobs = check_int("jobs", jobs, minimum=1)
+    if jobs > cores:
+        warnings.warn(f"jobs={jobs} exceeds the {cores} usable cores; using {cores} workers "
+                      "(each runs one numba thread)", stacklevel=3)
+        jobs = cores
+    return max(1, min(jobs, pending))
+
+
+def run_serial(runs, on_done) -> None:
+    """Run every run in this process, in order."""
+    for run in runs:
+        on_done(run, execute(run.params, run.rng_seed))
+
+
+def _init_worker() -> None:
+    # before numba or BLAS start their pools in this fresh (spawned) worker
+    os.environ["NUMBA_NUM_THREADS"] = "1"
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+def run_pool(runs, on_done, workers: int) -> None:
+    """Run ``runs`` on a local pool of ``workers`` spawned processes."""
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process with numba/BLAS threads
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                             initializer=_init_worker) as pool:
+        futures = {pool.submit(execute, run.params, run.rng_seed): run for run in runs}
+        try:
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for fut in done:
+                    on_done(futures[fut], _result(fut, futures[fut]))
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+
+
+def run_dask(runs, on_done, scheduler) -> None:
+    """Run ``runs`` on Dask; scheduler: an address ("tcp://host:8786"), a Client or a cluster."""
+    from distributed import Client, as_completed
+
+    own = not isinstance(scheduler, Client)
+    client = Client(scheduler) if own else scheduler
+    try:
+        futures = {client.submit(execute, run.params, run.rng_seed, pure=False,
+                                 key=f"stepsim-run-{run.run_id}"): run for run in runs}
+        try:
+            for fut in as_completed(futures):
+                on_done(futures[fut], _result(fut, futures[fut]))
+        except BaseException:
+            client.cancel(list(futures))
+            raise
+    finally:
+        if own:
+            client.close()
+
+
+def _result(future, run):
+    try:
+        return future.result()
+    except Exception as exc:
+        raise RuntimeError(f"run {run.name} failed ({type(exc).__name__}: {exc}); "
+                           f"parameters: {run.params}") from exc
