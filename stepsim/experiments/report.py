@@ -94,38 +94,46 @@ def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 
     """Every condition minus the ``baseline`` recipe, paired on seeds.
 
     A condition's run with seed index s is paired with the baseline's run on the same
-    problem (and options), N:M, steps and s. Each dict: the varying condition columns,
-    ``baseline``, ``n`` (pairs with finite values), ``mean_diff`` (condition - baseline),
-    ``low``, ``high`` (t-interval), ``cohen_dz``, ``t_pvalue``, ``wilcoxon_pvalue``
-    (:func:`stepsim.stats.paired_difference`; NaN when n < 2). A baseline with several
-    conditions at one pairing (e.g. a grid of its options) is a ValueError.
+    problem (and options), N:M, steps and s that also agrees on every recipe option both
+    set (so with a grid over lr, each recipe meets the baseline at its own lr). Each dict:
+    the varying condition columns, ``baseline``, ``n`` (pairs with finite values),
+    ``mean_diff`` (condition - baseline), ``low``, ``high`` (t-interval), ``cohen_dz``,
+    ``t_pvalue``, ``wilcoxon_pvalue`` (:func:`stepsim.stats.paired_difference`; NaN when
+    n < 2). A run that matches several baseline runs is a ValueError (ambiguous baseline).
     """
     cond = condition_columns(table)
     shown = varying_columns(table, cond)
     context = [c for c in cond if c in CONTEXT_COLUMNS or c.startswith("problem.")]
+    shared = [c for c in cond if c == "optimizer" or c.startswith("recipe.")]
     base = {}
     for row in table.rows:
         if row["recipe"] == baseline:
-            key = tuple(_key(row.get(c)) for c in context) + (row["seed"],)
-            if key in base:
-                raise ValueError(f"baseline {baseline!r} has several runs per seed and context "
-                                 f"(options {_key({c: row.get(c) for c in cond})}); compare "
-                                 "needs one baseline condition")
-            base[key] = row
+            base.setdefault(_pair_key(row, context), []).append(row)
     if not base:
         raise ValueError(f"baseline recipe {baseline!r} has no runs in the table; recipes: "
                          f"{sorted(set(table.column('recipe')))}")
+
+    def partner(row):
+        found = [b for b in base.get(_pair_key(row, context), ())
+                 if all(row.get(c) is None or b.get(c) is None or row[c] == b[c]
+                        for c in shared)]
+        if len(found) > 1:
+            raise ValueError(f"run {row['run_id']} matches {len(found)} runs of baseline "
+                             f"{baseline!r} (they differ in options it does not set); compare "
+                             "needs one baseline condition per pairing")
+        return found[0] if found else None
+
     out = []
     for rows in _groups(table.rows, cond).values():
         if rows[0]["recipe"] == baseline:
             continue
         a, b = [], []
         for row in rows:
-            partner = base.get(tuple(_key(row.get(c)) for c in context) + (row["seed"],))
-            if partner is None:
+            other = partner(row)
+            if other is None:
                 continue
             x, y = (float(r[metric]) if r.get(metric) is not None else math.nan
-                    for r in (row, partner))
+                    for r in (row, other))
             if math.isfinite(x) and math.isfinite(y):
                 a.append(x)
                 b.append(y)
@@ -140,6 +148,10 @@ def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 
                        t_pvalue=math.nan, wilcoxon_pvalue=math.nan)
         out.append(res)
     return out
+
+
+def _pair_key(row, context) -> tuple:
+    return tuple(_key(row.get(c)) for c in context) + (row["seed"],)
 
 
 def plot_vs_sparsity(table, metric: str, path, *, confidence: float = 0.95,

@@ -117,7 +117,7 @@ class SweepSpec:
         """The spec as JSON-ready data (``parse_spec(spec.to_dict()) == spec``)."""
         return {"name": self.name, "steps": list(self.steps), "seeds": list(self.seeds),
                 "nm": [f"{n}:{m}" for n, m in self.nm], "problems": list(self.problems),
-                "criterion": self.criterion, "recipes": list(self.recipes)}
+                "criterion": self.criterion, "recipes": [_recipe_out(r) for r in self.recipes]}
 
     def runs(self, needs_criterion) -> list[Run]:
         """Every run, in grid order (problem, recipe, criterion, N:M, steps, seed).
@@ -292,6 +292,16 @@ def _recipe(where: str, entry) -> dict:
     out["criteria"] = [] if none else [_entry(f"{where} criteria[{i}]", c, CRITERION_KEYS)
                                        for i, c in enumerate(crits)]
     out["default_criterion"] = not none and not out["criteria"]
+    return out
+
+
+def _recipe_out(entry: dict) -> dict:
+    """A normalised recipe entry in the spec's own form (inverse of :func:`_recipe`)."""
+    out = {k: entry[k] for k in ("name", "optimizer", "options", "grid")}
+    if entry["criteria"]:
+        out["criteria"] = entry["criteria"]
+    elif not entry["default_criterion"]:
+        out["criterion"] = "none"
     return out
 
 
