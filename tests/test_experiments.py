@@ -160,7 +160,7 @@ def test_a_crash_between_arrays_and_json_is_redone_and_the_table_is_unchanged(tm
     monkeypatch.setattr(executors, "execute", lambda *a: pytest.fail("a finished run re-ran"))
     again = run_sweep(TINY, tmp_path / "resumed", jobs=1, progress=False)
     assert again.rows == resumed.rows
-    on_disk = json.loads((tmp_path / "resumed" / "table.json").read_text())
+    on_disk = json.loads((tmp_path / "resumed" / "table.json").read_text())["result"]
     assert len(on_disk["rows"]) == 8 and on_disk["rows"] == [dict(r) for r in again.rows]
     assert (tmp_path / "resumed" / "table.csv").read_text() == again.to_csv()
 
@@ -208,6 +208,13 @@ def test_summarize_and_compare_use_the_stats_functions_on_the_right_groups():
         compare(table, "test_loss", baseline="asp")
     with pytest.raises(ValueError, match="metric 'accuracy' is not a column"):
         summarize(table, "accuracy")
+    # two dense conditions differing in an option step does not set: ambiguous pairing
+    extra = [dict(r, run_id=r["run_id"] + "b", **{"recipe.weight_decay": 0.1})
+             for r in table.rows if r["recipe"] == "dense"]
+    ambiguous = Table(rows=table.rows + tuple(extra), columns=table.columns + (
+        "recipe.weight_decay",))
+    with pytest.raises(ValueError, match="matches 2 runs of baseline 'dense'"):
+        compare(ambiguous, "test_loss", baseline="dense")
 
 
 def test_figure_is_written_atomically(tmp_path):
@@ -227,7 +234,18 @@ def test_cli_sweep_from_flags_then_report(tmp_path, capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "paired difference vs dense" in text and "wall time" in text
-    assert len(load_table(out)) == 8
+    table = load_table(out)
+    assert len(table) == 8
+    # with a grid over lr, each sr-ste condition is paired with dense at its own lr
+    pairs = compare(table, "final_loss", baseline="dense")
+    assert [(p["recipe"], p["recipe.lr"], p["n"]) for p in pairs] == [
+        ("sr-ste", 1e-3, 2), ("sr-ste", 2e-3, 2)]
+    for p in pairs:
+        def losses(recipe, lr=p["recipe.lr"]):
+            return [r["final_loss"] for r in sorted(table.rows, key=lambda r: r["seed"])
+                    if r["recipe"] == recipe and r["recipe.lr"] == lr]
+        ref = stats.paired_difference(losses("sr-ste"), losses("dense"))
+        assert p["mean_diff"] == ref.mean_diff and p["t_pvalue"] == ref.t_pvalue
     assert main(["report", str(out), "--metric", "final_loss", "--ci", "bootstrap"]) == 0
     text = capsys.readouterr().out
     assert "final_loss: mean over seeds, 95% CI (bootstrap)" in text

@@ -72,14 +72,17 @@ def worker_count(jobs: int | None, pending: int) -> int:
 def run_serial(runs, on_done) -> None:
     """Run every run in this process, in order."""
     for run in runs:
-        on_done(run, execute(run.params, run.rng_seed))
+        try:
+            output = execute(run.params, run.rng_seed)
+        except Exception as exc:
+            raise _failed(run, exc) from exc
+        on_done(run, output)
 
 
 def _init_worker() -> None:
-    # before numba or BLAS start their pools in this fresh (spawned) worker
+    # numba is not imported yet in a fresh spawned worker: give it a single-thread pool.
+    # (NumPy's BLAS is already loaded here; execute() limits it with threadpoolctl.)
     os.environ["NUMBA_NUM_THREADS"] = "1"
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
 
 
 def run_pool(runs, on_done, workers: int) -> None:
@@ -127,5 +130,9 @@ def _result(future, run):
     try:
         return future.result()
     except Exception as exc:
-        raise RuntimeError(f"run {run.name} failed ({type(exc).__name__}: {exc}); "
-                           f"parameters: {run.params}") from exc
+        raise _failed(run, exc) from exc
+
+
+def _failed(run, exc) -> RuntimeError:
+    return RuntimeError(f"run {run.name} failed ({type(exc).__name__}: {exc}); "
+                        f"parameters: {run.params}")

@@ -133,14 +133,15 @@ class Table:
         return buf.getvalue()
 
     def save(self, out_dir) -> tuple[Path, Path]:
-        """Write ``table.csv`` and ``table.json`` into ``out_dir`` (atomically)."""
-        from stepsim._atomic import write_json, write_text
+        """Write ``table.csv`` and ``table.json`` (rows under "result", with provenance)."""
+        from stepsim._atomic import write_text
+        from stepsim._provenance import save_json
 
         out_dir = Path(out_dir)
         csv_path = write_text(out_dir / TABLE_CSV, self.to_csv())
-        json_path = write_json(out_dir / TABLE_JSON, {"columns": list(self.columns),
-                                                      "rows": list(self.rows),
-                                                      "missing": list(self.missing)})
+        table = {"columns": list(self.columns), "rows": list(self.rows),
+                 "missing": list(self.missing)}
+        json_path = save_json(out_dir / TABLE_JSON, table, params={"sweep_dir": str(out_dir)})
         return csv_path, json_path
 
 
