@@ -43,17 +43,22 @@ def build_recipe(entry: dict):
     return make_recipe(entry["name"], optimizer=entry["optimizer"], **_tuples(entry["options"]))
 
 
-def build_criterion(entry: dict | None, recipe):
-    """The criterion of ``params["criterion"]`` ({"name", "options"} or None) for ``recipe``."""
+def build_criterion(entry: dict | None, recipe=None):
+    """The criterion of ``params["criterion"]`` ({"name", "options"} or None) for ``recipe``.
+
+    recipe None: build it on its own (names and options are checked; the options tied to
+    Adam keep the criterion's defaults).
+    """
     if entry is None:
         return None
     from stepsim.criteria import make_criterion
     from stepsim.recipes.transforms import SGDM
 
-    if isinstance(recipe.optimizer, SGDM):
+    if recipe is not None and isinstance(recipe.optimizer, SGDM):
         raise ValueError(f"criterion {entry['name']!r} watches Adam's second moment; recipe "
                          f"{recipe.name!r} uses momentum SGD, which has none")
-    return make_criterion(entry["name"], adam=recipe.optimizer, **_tuples(entry["options"]))
+    adam = None if recipe is None else recipe.optimizer
+    return make_criterion(entry["name"], adam=adam, **_tuples(entry["options"]))
 
 
 def needs_criterion(entry: dict, options: dict) -> bool:

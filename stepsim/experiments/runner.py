@@ -18,10 +18,19 @@ def plan_sweep(spec) -> list[Run]:
     naming the offending entry, e.g. ``recipes[1] ('asp'): unknown option(s) ['lamb'] ...``.
     """
     spec = _as_spec(spec)
-    for i, entry in enumerate(spec.recipes):  # a bad option fails here, naming the entry
+    # each entry on its own first, so an error names the entry of the spec at fault
+    for i, entry in enumerate(spec.problems):
+        for options in entry_options(entry):
+            _named(f"problems[{i}] ({entry['name']!r})", adapter.build_problem,
+                   {"name": entry["name"], "options": options})
+    for where, entry in _criterion_entries(spec):
+        for options in entry_options(entry):
+            _named(where, adapter.build_criterion, {"name": entry["name"], "options": options})
+    for i, entry in enumerate(spec.recipes):
         for options in entry_options(entry):
             _named(f"recipes[{i}] ({entry['name']!r})", adapter.build_recipe,
                    dict(entry, options=options))
+    # then every combination (tied options, a missing criterion, N:M against the layers)
     runs = spec.runs(adapter.needs_criterion)
     if not runs:
         raise ValueError("spec: the grid is empty (no runs)")
@@ -33,6 +42,14 @@ def plan_sweep(spec) -> list[Run]:
             checked.add(key)
             _named(_describe(run.params), adapter.check_run, run.params)
     return runs
+
+
+def _criterion_entries(spec: SweepSpec):
+    if spec.criterion is not None:
+        yield "criterion", spec.criterion
+    for i, recipe in enumerate(spec.recipes):
+        for j, entry in enumerate(recipe["criteria"]):
+            yield f"recipes[{i}] ({recipe['name']!r}) criteria[{j}] ({entry['name']!r})", entry
 
 
 def _as_spec(spec) -> SweepSpec:
@@ -71,7 +88,8 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
         one sweep process per directory at a time.
     jobs : int, optional
         Local workers (default: every usable core; 1 runs in this process). Ignored with
-        ``scheduler``.
+        ``scheduler``. Workers are spawned processes: in a script, call ``run_sweep``
+        under ``if __name__ == "__main__":`` (as for any multiprocessing code).
     scheduler : str, distributed.Client or cluster, optional
         Run on Dask distributed instead: a scheduler address such as "tcp://10.0.0.5:8786",
         or a Client / LocalCluster object.

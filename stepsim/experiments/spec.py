@@ -25,8 +25,10 @@ A spec (a dict, or a TOML/JSON file holding one)::
     criteria = ["autoswitch", { name = "fixed-fraction", options = { fraction = 0.2 } }]
 
 An entry is a name, or a table with ``name``, ``options`` and ``grid`` (recipes also take
-``optimizer`` and ``criterion``/``criteria``). The runs are the product problem x recipe x
-criterion x N:M x steps x seed. Every run is a :class:`Run`: its canonical parameters, an id
+``optimizer`` and ``criterion``/``criteria``; ``criterion = "none"`` keeps the default
+criterion away from that recipe). The runs are the product problem x recipe x criterion x
+N:M x steps x seed. Option values are plain numbers, strings, booleans or lists (lists
+become tuples for the constructors, e.g. ``teacher_nm = [2, 4]``). Every run is a :class:`Run`: its canonical parameters, an id
 (a hash of them) and its seed.
 
 Seeds. A run's generator is ``SeedSequence(rng_seed)`` with ``rng_seed`` a 64-bit hash of
@@ -126,27 +128,32 @@ class SweepSpec:
         criterion; the spec's default ``criterion`` goes to those (and only those) whose
         entry names none. (:func:`stepsim.experiments.plan_sweep` passes the adapter's.)
         """
-        runs = []
-        for problem in self.problems:
-            for p_opts in entry_options(problem):
-                for recipe in self.recipes:
-                    for r_opts in entry_options(recipe):
-                        default = (self.criterion if recipe["default_criterion"]
-                                   and needs_criterion(recipe, r_opts) else None)
-                        for crit in recipe["criteria"] or [default]:
-                            for c_opts in ([None] if crit is None else entry_options(crit)):
-                                for (n, m), steps, seed in itertools.product(
-                                        self.nm, self.steps, self.seeds):
-                                    runs.append(Run.from_params({
-                                        "problem": {"name": problem["name"], "options": p_opts},
-                                        "recipe": {"name": recipe["name"],
-                                                   "optimizer": recipe["optimizer"],
-                                                   "options": r_opts},
-                                        "criterion": None if crit is None else
-                                        {"name": crit["name"], "options": c_opts},
-                                        "nm": [n, m], "steps": steps, "seed": seed,
-                                    }))
-        return runs
+        problems = [{"name": p["name"], "options": options}
+                    for p in self.problems for options in entry_options(p)]
+        recipes = [pair for r in self.recipes
+                   for pair in _recipe_variants(r, self.criterion, needs_criterion)]
+        return [Run.from_params({"problem": problem, "recipe": recipe, "criterion": criterion,
+                                 "nm": list(nm), "steps": steps, "seed": seed})
+                for problem, (recipe, criterion), nm, steps, seed in itertools.product(
+                    problems, recipes, self.nm, self.steps, self.seeds)]
+
+
+def _recipe_variants(entry: dict, default: dict | None, needs_criterion) -> list[tuple]:
+    """(recipe params, criterion params or None) for every option and criterion of an entry."""
+    out = []
+    for options in entry_options(entry):
+        recipe = {"name": entry["name"], "optimizer": entry["optimizer"], "options": options}
+        criteria = entry["criteria"]
+        if not criteria:
+            wants_default = entry["default_criterion"] and needs_criterion(entry, options)
+            criteria = [default] if wants_default and default is not None else [None]
+        for crit in criteria:
+            if crit is None:
+                out.append((recipe, None))
+            else:
+                out.extend((recipe, {"name": crit["name"], "options": c_opts})
+                           for c_opts in entry_options(crit))
+    return out
 
 
 def entry_options(entry: dict) -> list[dict]:
