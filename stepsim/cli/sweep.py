@@ -22,7 +22,9 @@ def add_arguments(parser) -> None:
                              "(e.g. tcp://10.0.0.5:8786) instead of the local pool")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the spec and list the runs; train nothing")
-    grid = parser.add_argument_group("grid on the command line (comma lists are grid axes)")
+    grid = parser.add_argument_group(
+        "grid on the command line", "a comma list of values is a grid axis (a tuple-valued "
+        "option, e.g. teacher_nm, needs a SPEC file)")
     grid.add_argument("--recipes", metavar="A,B,...", help="e.g. dense,asp,sr-ste,step")
     grid.add_argument("--optimizer", default=None, help="adam (default), adamw or sgdm")
     grid.add_argument("-o", "--option", action="append", metavar="KEY=V[,V...]",
@@ -30,7 +32,7 @@ def add_arguments(parser) -> None:
     grid.add_argument("--criterion", metavar="NAME",
                       help="criterion for recipes that need one (default autoswitch)")
     grid.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
-                      help="option of that criterion, repeatable")
+                      help="option of that criterion, repeatable (one value each)")
     grid.add_argument("--problem", metavar="NAME", help="problem name (default regression)")
     grid.add_argument("-p", "--problem-option", action="append", metavar="KEY=V[,V...]",
                       help="problem option, repeatable (scale=0.1, batch_size=16,64)")
@@ -69,9 +71,10 @@ def build_spec(args) -> dict:
     elif args.option or args.optimizer:
         raise ValueError("--option/--optimizer apply to --recipes; give --recipes too")
     if args.criterion or args.criterion_option:
-        opts = key_values(args.criterion_option, "--criterion-option", _values)
-        data["criterion"] = {"name": args.criterion or "autoswitch",
-                             "options": {k: v[0] if len(v) == 1 else v for k, v in opts.items()}}
+        from stepsim.cli.train import _value
+
+        opts = key_values(args.criterion_option, "--criterion-option", _value)
+        data["criterion"] = {"name": args.criterion or "autoswitch", "options": opts}
     elif not args.spec:
         data["criterion"] = "autoswitch"  # as `stepsim train`: the default for STEP
     if args.problem or args.problem_option:
