@@ -1,5 +1,6 @@
 """Sweeps survive SIGKILL, and give the same bits on any executor (process pool, Dask)."""
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ from stepsim.experiments import load_table, run_sweep
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"steps": 100, "seeds": 2, "nm": ["2:4", "1:8"], "criterion": "autoswitch",
         "problem": {"name": "regression", "options": {"d_in": 16, "d_hidden": 8}},
-        "recipes": ["dense", "sr-ste", "step"]}
+        "recipes": ["sr-ste", "step"]}
 
 
 def arrays_of(out_dir) -> dict:
@@ -36,23 +37,54 @@ def straight(tmp_path_factory):
     return out, run_sweep(SPEC, out, jobs=1, progress=False)
 
 
+def children(pid: int) -> set[int]:
+    """PIDs of the live processes whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_sigkill_mid_sweep_then_resume_gives_the_same_table(straight, tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(SPEC))
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "stepsim", "sweep", str(spec), "--out", str(out), "--jobs", "1"]
+    cmd = [sys.executable, "-m", "stepsim", "sweep", str(spec), "--out", str(out), "--jobs", "2"]
     env = dict(os.environ, PYTHONPATH=str(ROOT), STEPSIM_PROGRESS="0")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     runs = out / "runs"
-    deadline = time.monotonic() + 60
-    try:  # kill -9 as soon as the first runs are written: mid-sweep, maybe mid-write
+    deadline = time.monotonic() + 90
+    try:  # kill -9 the sweep as soon as its first runs are written: mid-sweep, maybe mid-write
         while len([p for p in runs.glob("*.json") if not p.name.startswith(".")]) < 2:
             assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "the sweep wrote no result in 60 s"
+            assert time.monotonic() < deadline, "the sweep wrote no result in 90 s"
             time.sleep(0.005)
-        os.killpg(proc.pid, signal.SIGKILL)
+        workers = children(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)  # the sweep process only, as a crash would
+        proc.wait()
+        # its pool workers notice and leave (within their 0.5 s poll), running nothing more
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert workers and not any(alive(pid) for pid in workers)
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # clean up whatever the test itself started
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     total = len(straight[1])

@@ -79,10 +79,23 @@ def run_serial(runs, on_done) -> None:
         on_done(run, output)
 
 
-def _init_worker() -> None:
+def _init_worker(parent_pid: int) -> None:
     # numba is not imported yet in a fresh spawned worker: give it a single-thread pool.
     # (NumPy's BLAS is already loaded here; execute() limits it with threadpoolctl.)
     os.environ["NUMBA_NUM_THREADS"] = "1"
+    # a SIGKILLed sweep cannot stop its pool; without this its workers would live on as
+    # orphans, blocked on the task queue (measured), so each one leaves with its parent
+    import threading
+
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
+    import time
+
+    while os.getppid() == parent_pid:
+        time.sleep(poll_s)
+    os._exit(1)  # reparented: the sweep process is gone; its files are all atomic
 
 
 def run_pool(runs, on_done, workers: int) -> None:
@@ -92,7 +105,7 @@ def run_pool(runs, on_done, workers: int) -> None:
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process with numba/BLAS threads
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                             initializer=_init_worker) as pool:
+                             initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(execute, run.params, run.rng_seed): run for run in runs}
         try:
             pending = set(futures)
