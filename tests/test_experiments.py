@@ -91,6 +91,8 @@ BAD_SPECS = [
     (dict(TINY, recipes=[{"name": "dense", "optimizer": "sgdm", "criteria": ["autoswitch"]}]),
      "criterion=autoswitch.*momentum SGD"),
     (dict(TINY, seed=3), r"unknown key\(s\) \['seed'\]"),
+    (dict(TINY, recipes=["dense", "step", {"name": "dense", "options": {}}]),
+     r"4 runs are listed twice \(e.g. dense_2-4_s0_"),
 ]
 
 

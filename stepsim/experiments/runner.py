@@ -34,6 +34,14 @@ def plan_sweep(spec) -> list[Run]:
     runs = spec.runs(adapter.needs_criterion)
     if not runs:
         raise ValueError("spec: the grid is empty (no runs)")
+    seen, twice = set(), []
+    for run in runs:
+        if run.run_id in seen:
+            twice.append(run.name)
+        seen.add(run.run_id)
+    if twice:
+        raise ValueError(f"spec: {len(twice)} runs are listed twice (e.g. {twice[0]}): two "
+                         "entries give the same parameters; remove one")
     checked = set()
     for run in runs:
         key = adapter.canonical_json({k: run.params[k]
