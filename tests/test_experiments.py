@@ -230,8 +230,8 @@ def test_figure_is_written_atomically(tmp_path):
 def test_cli_sweep_from_flags_then_report(tmp_path, capsys):
     out = tmp_path / "sw"
     argv = ["sweep", "--recipes", "dense,sr-ste", "--nm", "2:4", "--seeds", "2", "--steps",
-            "20", "-p", "d_in=16", "-p", "d_hidden=8", "-o", "lr=1e-3,2e-3", "--out", str(out),
-            "--jobs", "1"]
+            "20", "-p", "d_in=16", "-p", "d_hidden=8", "--grid", "recipe.lr=1e-3,2e-3",
+            "--out", str(out), "--jobs", "1"]
     assert main(argv + ["--dry-run"]) == 0
     assert "8 runs; spec OK" in capsys.readouterr().out
     assert not out.exists()

@@ -23,74 +23,101 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="check the spec and list the runs; train nothing")
     grid = parser.add_argument_group(
-        "grid on the command line", "a comma list of values is a grid axis (a tuple-valued "
-        "option, e.g. teacher_nm, needs a SPEC file)")
+        "grid on the command line", "options as in `stepsim train`; --grid makes an axis")
     grid.add_argument("--recipes", metavar="A,B,...", help="e.g. dense,asp,sr-ste,step")
     grid.add_argument("--optimizer", default=None, help="adam (default), adamw or sgdm")
-    grid.add_argument("-o", "--option", action="append", metavar="KEY=V[,V...]",
+    grid.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
                       help="recipe/optimizer option for every recipe, repeatable (lr=1e-3)")
     grid.add_argument("--criterion", metavar="NAME",
                       help="criterion for recipes that need one (default autoswitch)")
     grid.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
-                      help="option of that criterion, repeatable (one value each)")
+                      help="option of that criterion, repeatable")
     grid.add_argument("--problem", metavar="NAME", help="problem name (default regression)")
-    grid.add_argument("-p", "--problem-option", action="append", metavar="KEY=V[,V...]",
-                      help="problem option, repeatable (scale=0.1, batch_size=16,64)")
+    grid.add_argument("-p", "--problem-option", action="append", metavar="KEY=VALUE",
+                      help="problem option, repeatable (scale=0.1)")
+    grid.add_argument("--grid", action="append", metavar="WHERE.KEY=V1,V2,...",
+                      help="a grid axis over a recipe (WHERE=recipe) or problem (WHERE=problem) "
+                           "option, repeatable: --grid recipe.lr=1e-3,3e-3 "
+                           "--grid problem.batch_size=16,64")
     grid.add_argument("--nm", metavar="N:M[,N:M...]", help="e.g. 2:4,1:8")
     grid.add_argument("--steps", metavar="T[,T...]", help="training steps (default 2000)")
     grid.add_argument("--seeds", metavar="K", help="seed count K (indices 0..K-1) or a list 0,3,7")
 
 
-def _values(text: str) -> list:
-    from stepsim.cli.train import _value
+def _value(text: str):
+    from stepsim.cli.train import _value  # the same KEY=VALUE values as `stepsim train`
 
+    return _value(text)
+
+
+def _grid_values(text: str) -> list:
     return [_value(part.strip()) for part in text.split(",")]
 
 
-def _split_grid(items, option: str) -> tuple[dict, dict]:
-    """KEY=V options -> (fixed options, grid of those given several comma values)."""
-    fixed, grid = {}, {}
-    for key, values in key_values(items, option, _values).items():
-        if len(values) == 1:
-            fixed[key] = values[0]
-        else:
-            grid[key] = values
-    return fixed, grid
+def _grids(items) -> dict:
+    """--grid WHERE.KEY=V1,V2 options -> {"recipe": {KEY: [...]}, "problem": {...}}."""
+    out = {"recipe": {}, "problem": {}}
+    for key, values in key_values(items, "--grid", _grid_values).items():
+        where, _, name = key.partition(".")
+        if where not in out or not name:
+            raise ValueError(f"--grid {key}: must look like recipe.KEY=V1,V2 or "
+                             "problem.KEY=V1,V2")
+        out[where][name] = values
+    return out
+
+
+def _entries(raw) -> list[dict]:
+    """Spec entries (names or tables) as editable tables."""
+    return [dict(e, options=dict(e.get("options", {})), grid=dict(e.get("grid", {})))
+            if isinstance(e, dict) else {"name": e, "options": {}, "grid": {}} for e in raw]
 
 
 def build_spec(args) -> dict:
-    """The spec dict: SPEC's contents (if given) with the grid flags applied on top."""
+    """The spec dict: SPEC's contents (if given) with the grid flags applied on top.
+
+    --recipes / --problem replace the spec's entries; -o, -p and --grid set options of every
+    recipe / problem entry; --nm, --steps, --seeds and --criterion replace those fields.
+    """
     from stepsim.experiments.spec import read_spec_file
 
     data = read_spec_file(args.spec) if args.spec else {}
+    grids = _grids(args.grid)
     if args.recipes:
-        fixed, grid = _split_grid(args.option, "--option")
-        data["recipes"] = [{"name": r.strip(), "options": fixed, "grid": grid,
-                            **({"optimizer": args.optimizer} if args.optimizer else {})}
-                           for r in args.recipes.split(",")]
-    elif args.option or args.optimizer:
-        raise ValueError("--option/--optimizer apply to --recipes; give --recipes too")
+        data["recipes"] = [r.strip() for r in args.recipes.split(",")]
+    if not data.get("recipes"):
+        raise ValueError("no recipes: give a SPEC file or --recipes (e.g. dense,step)")
+    recipes = _entries(data["recipes"]) if isinstance(data["recipes"], list) else None
+    if recipes is not None:
+        for entry in recipes:
+            entry["options"].update(key_values(args.option, "--option", _value))
+            entry["grid"].update(grids["recipe"])
+            if args.optimizer:
+                entry["optimizer"] = args.optimizer
+        data["recipes"] = recipes
+    if args.problem:
+        data.pop("problems", None)
+        data["problem"] = args.problem
+    problems = [data.pop("problem")] if "problem" in data else data.pop("problems",
+                                                                        ["regression"])
+    problems = _entries(problems) if isinstance(problems, list) else problems
+    if isinstance(problems, list):
+        for entry in problems:
+            entry["options"].update(key_values(args.problem_option, "--problem-option", _value))
+            entry["grid"].update(grids["problem"])
+    data["problems"] = problems
     if args.criterion or args.criterion_option:
-        from stepsim.cli.train import _value
-
         opts = key_values(args.criterion_option, "--criterion-option", _value)
         data["criterion"] = {"name": args.criterion or "autoswitch", "options": opts}
     elif not args.spec:
         data["criterion"] = "autoswitch"  # as `stepsim train`: the default for STEP
-    if args.problem or args.problem_option:
-        fixed, grid = _split_grid(args.problem_option, "--problem-option")
-        data.pop("problems", None)
-        data["problem"] = {"name": args.problem or "regression", "options": fixed, "grid": grid}
     if args.nm:
         data["nm"] = [part.strip() for part in args.nm.split(",")]
     if args.steps:
-        data["steps"] = _ints("--steps", args.steps)
-        data["steps"] = data["steps"][0] if len(data["steps"]) == 1 else data["steps"]
+        steps = _ints("--steps", args.steps)
+        data["steps"] = steps[0] if len(steps) == 1 else steps
     if args.seeds:
         seeds = _ints("--seeds", args.seeds)
         data["seeds"] = seeds[0] if len(seeds) == 1 and "," not in args.seeds else seeds
-    if not data.get("recipes"):
-        raise ValueError("no recipes: give a SPEC file or --recipes (e.g. dense,step)")
     return data
 
 
