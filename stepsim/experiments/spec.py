@@ -28,8 +28,8 @@ An entry is a name, or a table with ``name``, ``options`` and ``grid`` (recipes 
 ``optimizer`` and ``criterion``/``criteria``; ``criterion = "none"`` keeps the default
 criterion away from that recipe). The runs are the product problem x recipe x criterion x
 N:M x steps x seed. Option values are plain numbers, strings, booleans or lists (lists
-become tuples for the constructors, e.g. ``teacher_nm = [2, 4]``). Every run is a :class:`Run`: its canonical parameters, an id
-(a hash of them) and its seed.
+become tuples for the constructors, e.g. ``teacher_nm = [2, 4]``). Every run is a
+:class:`Run`: its canonical parameters, an id (a hash of them) and its seed.
 
 Seeds. A run's generator is ``SeedSequence(rng_seed)`` with ``rng_seed`` a 64-bit hash of
 the canonical JSON of the run's problem (name and options) and its seed index — never its
