@@ -102,12 +102,32 @@ def test_sigkill_mid_sweep_then_resume_gives_the_same_table(straight, tmp_path):
                if r["run_id"] in before)
 
 
-def test_process_pool_and_dask_give_the_same_rows_and_bits(straight, tmp_path):
+def saves_and_finishes(monkeypatch):
+    """Record when this process saves each run and when its worker finished it."""
+    from stepsim.experiments import store
+
+    saved, finished = [], []
+    real_save = store.save_run
+
+    def save_run(out_dir, run, output):
+        saved.append(time.time())
+        finished.append(output.finished_at)
+        return real_save(out_dir, run, output)
+
+    monkeypatch.setattr(store, "save_run", save_run)
+    return saved, finished
+
+
+def test_process_pool_and_dask_give_the_same_rows_and_bits(straight, tmp_path, monkeypatch):
     from distributed import LocalCluster
 
+    saved, finished = saves_and_finishes(monkeypatch)
     pool = run_sweep(SPEC, tmp_path / "pool", jobs=2, progress=False)
     assert pool.stable_rows() == straight[1].stable_rows()
     assert arrays_of(tmp_path / "pool") == arrays_of(straight[0])
+    # results are saved as they arrive, not after the last run: what a kill can lose is
+    # only the runs in flight (8 runs on 2 workers: the first save precedes the last finish)
+    assert len(saved) == len(pool) and min(saved) < max(finished)
 
     # a real scheduler address on loopback TCP; workers as threads keep the test fast
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",

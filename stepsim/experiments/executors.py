@@ -17,18 +17,11 @@ run finishes (in completion order).
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import time
 import warnings
 
-
-@dataclasses.dataclass(frozen=True)
-class RunOutput:
-    """What a worker sends back: the FitResult, fit's wall time (s) and the final sparsity."""
-
-    result: object
-    runtime_s: float
-    final_sparsity: float
+from stepsim.experiments.store import RunOutput
 
 
 def execute(params: dict, rng_seed: int) -> RunOutput:
@@ -39,7 +32,7 @@ def execute(params: dict, rng_seed: int) -> RunOutput:
 
     with threadpool_limits(limits=1):
         result, runtime = adapter.fit_run(params, rng_seed)
-    return RunOutput(result, runtime, adapter.final_sparsity(params, result))
+    return RunOutput(result, runtime, adapter.final_sparsity(params, result), time.time())
 
 
 def usable_cores() -> int:
@@ -91,8 +84,6 @@ def _init_worker(parent_pid: int) -> None:
 
 
 def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
-    import time
-
     while os.getppid() == parent_pid:
         time.sleep(poll_s)
     os._exit(1)  # reparented: the sweep process is gone; its files are all atomic
@@ -101,18 +92,15 @@ def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
 def run_pool(runs, on_done, workers: int) -> None:
     """Run ``runs`` on a local pool of ``workers`` spawned processes."""
     import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process with numba/BLAS threads
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                              initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(execute, run.params, run.rng_seed): run for run in runs}
-        try:
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                for fut in done:
-                    on_done(futures[fut], _result(fut, futures[fut]))
+        try:  # each result is saved as soon as it arrives: a kill loses only runs in flight
+            for fut in as_completed(futures):
+                on_done(futures[fut], _result(fut, futures[fut]))
         except BaseException:
             for fut in futures:
                 fut.cancel()

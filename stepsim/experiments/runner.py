@@ -121,7 +121,7 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     todo = [run for run in runs if not store.is_finished(out_dir, run)]
 
     def on_done(run, output):
-        store.save_run(out_dir, run, output.result, output.runtime_s, output.final_sparsity)
+        store.save_run(out_dir, run, output)
         bar.update(1)
 
     label = f"sweep {spec.name or out_dir.name}"

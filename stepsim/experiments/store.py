@@ -51,12 +51,27 @@ def _read_result(path: Path, run_id: str) -> dict | None:
     return doc if ok else None
 
 
-def save_run(out_dir, run: Run, result, runtime_s: float, final_sparsity: float) -> Path:
-    """Write ``run``'s FitResult (arrays first, JSON with provenance last); return the JSON path."""
+@dataclasses.dataclass(frozen=True)
+class RunOutput:
+    """What a worker sends back for one run.
+
+    result: the :class:`~stepsim.training.FitResult`. runtime_s: wall time of ``fit`` (s).
+    final_sparsity: fraction of the sparsified entries pruned at the end. finished_at: when
+    the worker finished (``time.time()``; for monitoring, not saved).
+    """
+
+    result: object
+    runtime_s: float
+    final_sparsity: float
+    finished_at: float
+
+
+def save_run(out_dir, run: Run, output: RunOutput) -> Path:
+    """Write ``run``'s result (arrays first, JSON with provenance last); return the JSON path."""
     path, _ = run_paths(out_dir, run)
     sweep = {"run_id": run.run_id, "rng_seed": run.rng_seed, "run": run.params,
-             "runtime_s": runtime_s, "final_sparsity": final_sparsity}
-    result.save(path, params={"sweep": sweep})
+             "runtime_s": output.runtime_s, "final_sparsity": output.final_sparsity}
+    output.result.save(path, params={"sweep": sweep})
     return path
 
 
