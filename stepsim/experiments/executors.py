@@ -99,8 +99,9 @@ def run_pool(runs, on_done, workers: int) -> None:
                              initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(execute, run.params, run.rng_seed): run for run in runs}
         try:  # each result is saved as soon as it arrives: a kill loses only runs in flight
-            for fut in as_completed(futures):
-                on_done(futures[fut], _result(fut, futures[fut]))
+            for fut in as_completed(list(futures)):
+                run = futures.pop(fut)  # drop our reference once it is saved
+                on_done(run, _result(fut, run))
         except BaseException:
             for fut in futures:
                 fut.cancel()
@@ -117,8 +118,10 @@ def run_dask(runs, on_done, scheduler) -> None:
         futures = {client.submit(execute, run.params, run.rng_seed, pure=False,
                                  key=f"stepsim-run-{run.run_id}"): run for run in runs}
         try:
-            for fut in as_completed(futures):
-                on_done(futures[fut], _result(fut, futures[fut]))
+            for fut in as_completed(list(futures)):
+                run = futures.pop(fut)
+                on_done(run, _result(fut, run))
+                fut.release()  # the worker may drop the result once it is saved
         except BaseException:
             client.cancel(list(futures))
             raise
