@@ -100,7 +100,10 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
         under ``if __name__ == "__main__":`` (as for any multiprocessing code).
     scheduler : str, distributed.Client or cluster, optional
         Run on Dask distributed instead: a scheduler address such as "tcp://10.0.0.5:8786",
-        or a Client / LocalCluster object.
+        or a Client / LocalCluster object. Workers need stepsim installed, and should run
+        one thread each (``dask worker ADDRESS --nthreads 1``): the BLAS limit is per
+        process. Results come back to this process, which writes every file (no shared
+        filesystem needed).
     progress : bool, optional
         A tqdm bar on stderr (runs done / total, elapsed, ETA); default: when stderr is
         a terminal (``STEPSIM_PROGRESS=0/1`` overrides).
