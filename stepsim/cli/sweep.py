@@ -66,12 +66,6 @@ def _grids(items) -> dict:
     return out
 
 
-def _entries(raw) -> list[dict]:
-    """Spec entries (names or tables) as editable tables."""
-    return [dict(e, options=dict(e.get("options", {})), grid=dict(e.get("grid", {})))
-            if isinstance(e, dict) else {"name": e, "options": {}, "grid": {}} for e in raw]
-
-
 def build_spec(args) -> dict:
     """The spec dict: SPEC's contents (if given) with the grid flags applied on top.
 
@@ -81,30 +75,25 @@ def build_spec(args) -> dict:
     from stepsim.experiments.spec import read_spec_file
 
     data = read_spec_file(args.spec) if args.spec else {}
+    if "problem" in data and "problems" in data:
+        raise ValueError("spec: give 'problem' (one entry) or 'problems' (a list), not both")
     grids = _grids(args.grid)
     if args.recipes:
         data["recipes"] = [r.strip() for r in args.recipes.split(",")]
     if not data.get("recipes"):
         raise ValueError("no recipes: give a SPEC file or --recipes (e.g. dense,step)")
-    recipes = _entries(data["recipes"]) if isinstance(data["recipes"], list) else None
-    if recipes is not None:
-        for entry in recipes:
-            entry["options"].update(key_values(args.option, "--option", _value))
-            entry["grid"].update(grids["recipe"])
-            if args.optimizer:
-                entry["optimizer"] = args.optimizer
-        data["recipes"] = recipes
+    recipe_options = key_values(args.option, "--option", _value)
+    data["recipes"] = _edited(data["recipes"], recipe_options, grids["recipe"])
+    if args.optimizer and isinstance(data["recipes"], list):
+        for entry in data["recipes"]:
+            entry["optimizer"] = args.optimizer
     if args.problem:
         data.pop("problems", None)
         data["problem"] = args.problem
     problems = [data.pop("problem")] if "problem" in data else data.pop("problems",
                                                                         ["regression"])
-    problems = _entries(problems) if isinstance(problems, list) else problems
-    if isinstance(problems, list):
-        for entry in problems:
-            entry["options"].update(key_values(args.problem_option, "--problem-option", _value))
-            entry["grid"].update(grids["problem"])
-    data["problems"] = problems
+    problem_options = key_values(args.problem_option, "--problem-option", _value)
+    data["problems"] = _edited(problems, problem_options, grids["problem"])
     if args.criterion or args.criterion_option:
         opts = key_values(args.criterion_option, "--criterion-option", _value)
         data["criterion"] = {"name": args.criterion or "autoswitch", "options": opts}
@@ -119,6 +108,22 @@ def build_spec(args) -> dict:
         seeds = _ints("--seeds", args.seeds)
         data["seeds"] = seeds[0] if len(seeds) == 1 and "," not in args.seeds else seeds
     return data
+
+
+def _edited(entries, options: dict, grid: dict):
+    """Spec entries (names or tables) as tables with ``options`` and ``grid`` added to each.
+
+    Anything but a list is returned as it is, for parse_spec to reject with its message.
+    """
+    if not isinstance(entries, list):
+        return entries
+    out = []
+    for e in entries:
+        e = dict(e) if isinstance(e, dict) else {"name": e}
+        e["options"] = dict(e.get("options", {}), **options)
+        e["grid"] = dict(e.get("grid", {}), **grid)
+        out.append(e)
+    return out
 
 
 def _ints(option: str, text: str) -> list[int]:

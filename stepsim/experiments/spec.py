@@ -277,9 +277,8 @@ def _entry(where: str, entry, allowed) -> dict:
     both = sorted(set(options) & set(grid))
     if both:
         raise ValueError(f"{where}: option(s) {both} given both in 'options' and in 'grid'")
-    _json_ready(where, options)
-    _json_ready(where, grid)
-    out = {"name": name, "options": dict(options), "grid": {k: list(v) for k, v in grid.items()}}
+    out = {"name": name, "options": _json_ready(where, options),
+           "grid": _json_ready(where, {k: list(v) for k, v in grid.items()})}
     if "optimizer" in allowed:
         out["optimizer"] = entry.get("optimizer", "adam")
     return out
@@ -340,9 +339,10 @@ def _seeds(value) -> tuple[int, ...]:
     return tuple(range(count))
 
 
-def _json_ready(where: str, options: dict) -> None:
+def _json_ready(where: str, options: dict) -> dict:
+    """``options`` as JSON values (tuples become lists), as they are hashed and stored."""
     try:
-        canonical_json(options)
+        return json.loads(canonical_json(options))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: options must be plain numbers, strings, booleans and "
                          f"lists ({exc})") from None
