@@ -179,6 +179,10 @@ def test_table_rows_carry_parameters_outcomes_and_versions(tmp_path):
     assert step["version.numpy"] == np.__version__
     dense = next(r for r in table.rows if r["recipe"] == "dense")
     assert dense["final_sparsity"] == 0.0 and dense["criterion"] is None
+    assert table.where(recipe="step", nm="1:8").rows == (step,)
+    assert len(table.where(recipe="dense")) == 2 and len(table.where(recipe="asp")) == 0
+    with pytest.raises(ValueError, match=r"unknown column\(s\) \['recipes'\]"):
+        table.where(recipes="step")
     doc = json.loads(next((tmp_path / "runs").glob("step_1-8_*.json")).read_text())
     assert doc["provenance"]["seed"] == step["rng_seed"]  # fit got the run's own seed
     assert math.isfinite(step["test_loss"])

@@ -134,6 +134,17 @@ class Table:
         """The values of column ``name`` (None where a row lacks it)."""
         return [row.get(name) for row in self.rows]
 
+    def where(self, **equal) -> Table:
+        """The rows whose columns equal the given values, e.g. ``where(recipe="step", nm="2:4")``.
+
+        Column names with dots are passed as a dict: ``where(**{"recipe.lr": 1e-3})``.
+        """
+        unknown = sorted(set(equal) - set(self.columns))
+        if unknown:
+            raise ValueError(f"unknown column(s) {unknown}; columns: {list(self.columns)}")
+        rows = tuple(r for r in self.rows if all(r.get(k) == v for k, v in equal.items()))
+        return dataclasses.replace(self, rows=rows, missing=())
+
     def stable_rows(self) -> list[dict]:
         """The rows without the :attr:`VOLATILE` columns (equal for equal runs, bit for bit)."""
         return [{k: v for k, v in row.items() if k not in self.VOLATILE} for row in self.rows]
