@@ -43,6 +43,8 @@ _EXPORTS = {
     "ParamSpec": "stepsim.sparsity",
     "allocate_layerwise": "stepsim.recipes",
     "decay_sequence": "stepsim.recipes",
+    "SwitchAt": "stepsim.recipes",
+    "SwitchWhen": "stepsim.recipes",
     "SyntheticRegression": "stepsim.problems",
     "Problem": "stepsim.problems",
     # 2:4 hardware layout, sparse matmul, general N:M storage, memory

@@ -30,6 +30,13 @@ def atomic_path(path, *, suffix: str | None = None):
                                dir=path.parent)
     os.close(fd)
     tmp = Path(tmp)
+    # mkstemp makes the file 0600; give it the mode a plain open() would (0666 less umask),
+    # or the destination's own mode when it is being replaced
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    os.chmod(tmp, mode)
     try:
         yield tmp
         with open(tmp, "rb+") as f:  # the writer closed it; make its bytes durable
@@ -39,6 +46,12 @@ def atomic_path(path, *, suffix: str | None = None):
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes(path, data: bytes) -> Path:

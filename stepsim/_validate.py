@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -163,3 +164,153 @@ def normalize_axis(axis, ndim: int, name: str = "axis") -> int:
     if not -ndim <= axis < ndim:
         raise ValueError(f"{name}={axis} is out of range for an array with {ndim} dimension(s)")
     return axis % ndim
+
+
+def check_finite_array(name: str, array: np.ndarray) -> np.ndarray:
+    """``array`` must hold no NaN or infinity (integer arrays always pass).
+
+    The message counts each kind and gives the first offending index, e.g.
+    "weights/W1 contains 1 NaN and 0 infinite value(s) (first at index (3, 5))".
+    """
+    if array.dtype.kind not in "fc" and array.dtype.name != "bfloat16":
+        return array
+    with np.errstate(invalid="ignore"):  # ml_dtypes warns on NaN compares
+        finite = np.isfinite(array)
+    if not finite.all():
+        nans = int(np.count_nonzero(np.isnan(array)))
+        infs = int(finite.size - np.count_nonzero(finite)) - nans
+        first = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise ValueError(f"{name} contains {nans} NaN and {infs} infinite value(s) (first at "
+                         f"index {first}, value {array[first]})")
+    return array
+
+
+def format_bytes(nbytes: float) -> str:
+    """``nbytes`` in binary units, e.g. "1.5 GiB"."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+        value /= 1024
+    return f"{value:.3g} PiB"  # pragma: no cover
+
+
+def _read_int(path: str):
+    try:
+        with open(path) as f:
+            text = f.read().split()[0]
+    except (OSError, IndexError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still allocate, as far as the system says; None if unknown.
+
+    The smallest of: MemAvailable (/proc/meminfo), the cgroup's limit minus its usage
+    (containers), and the address-space rlimit minus the current virtual size.
+    """
+    limits = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is not None and usage is not None and limit < 1 << 60:
+            limits.append(max(0, limit - usage))
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/statm") as f:
+                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            limits.append(max(0, soft - used))
+    except (ImportError, OSError, ValueError, AttributeError):
+        pass
+    if not limits and hasattr(os, "sysconf"):
+        try:
+            limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError):
+            pass
+    return min(limits) if limits else None
+
+
+def check_memory(what: str, nbytes: int, *, available: int | None = None) -> int:
+    """Refuse a computation whose arrays would not fit in memory, before allocating them.
+
+    what: the arrays and the sizes that make them, for the message (e.g. "the statistics,
+    trials x dim x lags float64 = 1000 x 100 x 33"). nbytes: the estimated peak bytes.
+    available: bytes available (default :func:`available_memory`; unknown -> no check).
+    Raises ValueError ("... would need 2.3 TiB of memory; 5.1 GiB available").
+    Returns ``nbytes``.
+    """
+    nbytes = int(nbytes)
+    if available is None:
+        available = available_memory()
+    if available is not None and nbytes > available:
+        raise ValueError(f"{what} would need {format_bytes(nbytes)} of memory; "
+                         f"{format_bytes(available)} available")
+    return nbytes
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first member / an empty zip
+
+
+def load_arrays(path, *, what: str = "input file") -> dict:
+    """Every array of a .npy (-> {stem: array}) or .npz file, with one-line errors.
+
+    Refuses, naming ``what`` and the file: a missing path or a directory
+    (FileNotFoundError / ValueError), a file that is not what its name says (a text file
+    named .npz used to surface as NumPy's misleading "contains pickled data... allow_pickle"),
+    a truncated or corrupt archive (zipfile.BadZipFile, EOFError, zlib errors deep in
+    NumPy), and object arrays (never unpickled). Arrays are read fully, so the file can be
+    replaced afterwards.
+    """
+    import zipfile
+    import zlib
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise ValueError(f"{what} {path} is a directory, not a .npy or .npz file")
+    if path.suffix not in (".npy", ".npz"):
+        raise ValueError(f"{what} must be a .npy or .npz file, got {path.name}")
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if path.suffix == ".npy" and head != _NPY_MAGIC:
+        raise ValueError(f"{what} {path} is not a .npy file (no NumPy header; empty, text, or "
+                         f"another format?)")
+    if path.suffix == ".npz" and head[:4] not in _ZIP_MAGICS:
+        raise ValueError(f"{what} {path} is not a .npz file (not a zip archive; empty, text, "
+                         f"or another format?)")
+    try:
+        if path.suffix == ".npy":
+            return {path.stem: np.load(path, allow_pickle=False)}
+        with np.load(path, allow_pickle=False) as z:
+            out = {}
+            for name in z.files:
+                try:
+                    out[name] = z[name]
+                except ValueError as exc:
+                    if "allow_pickle" in str(exc):
+                        raise ValueError(f"{what} {path}: array {name!r} holds Python objects, "
+                                         f"which stepsim never unpickles") from None
+                    raise
+            return out
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
+        raise ValueError(f"{what} {path} is truncated or corrupt "
+                         f"({type(exc).__name__}: {exc})") from None
+    except ValueError as exc:
+        if str(path) in str(exc):
+            raise
+        raise ValueError(f"{what} {path} cannot be read ({exc})") from None

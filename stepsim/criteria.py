@@ -12,7 +12,9 @@ Interface (every criterion implements it):
 * ``init(total_steps) -> state``: a fresh state for a run of ``total_steps`` steps.
 * ``update(state, step, stats) -> (state, fired)``: feed step k's statistics (k = 1, 2,
   ...); ``fired`` is True at the step the criterion decides to switch, and stays True
-  after (switching is one-way). The state's ``fired_at`` is that step, or None.
+  after (switching is one-way). ``update`` is pure: states are immutable NamedTuples, and
+  it returns a new one (the old state stays valid: a caller may keep or replay it). The
+  state's ``fired_at`` is that step, or None.
   Once fired, ``update`` returns ``(state, True)`` without reading ``stats`` (which may
   then be None). The statistic-based criteria (autoswitch, agarwal, tang) need every
   step in order, k = 1, 2, 3, ...; a skipped or repeated step is a ValueError.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -67,6 +70,17 @@ def fraction_to_step(fraction: float, total_steps: int) -> int:
     In floating point 0.55 * 100 is 55.00000000000001, whose plain ceil is 56; a product
     within 1e-9 (relative) of an integer is taken as that integer, so the Figure 7 sweep
     switches at the step the fraction names.
+
+    Parameters
+    ----------
+    fraction : float in [0, 1]
+    total_steps : int
+        The run length T.
+
+    Returns
+    -------
+    int
+        k0 >= 1.
     """
     x = float(fraction) * total_steps
     nearest = round(x)
@@ -82,6 +96,15 @@ def window_length(beta2: float) -> int:
     of an integer is that integer: 0.999 -> 1000 and 0.99 -> 100 (the exact reals are
     1000 and 100; naive ``int(1/(1-0.999))`` gives 999, as one public implementation
     does — pass ``window_length=999`` to a criterion to reproduce it). 0.9985 -> 666.
+
+    Parameters
+    ----------
+    beta2 : float in (0, 1)
+
+    Returns
+    -------
+    int
+        T_w >= 1.
     """
     beta2 = check_open_unit("beta2", beta2)
     return _robust_floor(1.0 / (1.0 - beta2))
@@ -90,16 +113,17 @@ def window_length(beta2: float) -> int:
 # ---------------------------------------------------------------------------- states
 
 
-@dataclasses.dataclass
-class FiredState:
-    """Shared part of every criterion's state.
+class FiredState(NamedTuple):
+    """The state of the fixed criteria (and the fields every criterion state has).
 
     fired_at: the step it fired at (None: not yet). value: the quantity last compared
-    with the threshold (nan while undefined, and for the fixed criteria).
+    with the threshold (nan while undefined, and for the fixed criteria). k0: the step a
+    fixed criterion fires at (resolved from the run length by ``init``).
     """
 
     fired_at: int | None = None
     value: float = math.nan
+    k0: int = 1
 
 
 def _check_next_step(state, step: int) -> int:
@@ -110,53 +134,62 @@ def _check_next_step(state, step: int) -> int:
             f"step {step} fed after step {state.step}; feed every step's statistics in "
             f"order, k = 1, 2, 3, ..."
         )
-    state.step = step
     return step
 
 
-class _RingMean:
-    """The mean of the last ``n`` pushed numbers in O(n) memory.
+class RingMean(NamedTuple):
+    """The mean of the last ``n`` pushed numbers in O(n) memory, as an immutable value.
 
-    A ring buffer of float64 with a running sum. A plain running sum drifts: after a large
-    sample leaves the window, the rounding error it left behind can dwarf the small
+    A ring buffer of float64 with a running sum; :meth:`push` returns a new ring (the
+    buffer is copied: O(n) per push, n = T_w floats). A plain running sum drifts: after a
+    large sample leaves the window, the rounding error it left behind can dwarf the small
     samples that remain (1e6 in, 1e6 out leaves ~1e-10 of noise beside samples of 1e-12).
     So the sum is a Neumaier-compensated pair (total, comp), recomputed exactly
     (``math.fsum``, total and its rounding residual) each time the ring wraps around: the
     error never accumulates for longer than one window.
     """
 
-    __slots__ = ("buf", "comp", "count", "pos", "total")
+    buf: np.ndarray  # (n,) float64, the samples held (read-only)
+    count: int = 0  # samples held, <= n
+    pos: int = 0  # slot the next sample goes to
+    total: float = 0.0
+    comp: float = 0.0  # Neumaier compensation: total + comp is the sum
 
-    def __init__(self, n: int):
-        self.buf = np.zeros(n, dtype=np.float64)
-        self.count = 0  # samples held, <= n
-        self.pos = 0  # slot the next sample goes to
-        self.total = 0.0
-        self.comp = 0.0  # Neumaier compensation: total + comp is the sum
+    @classmethod
+    def empty(cls, n: int) -> RingMean:
+        buf = np.zeros(n, dtype=np.float64)
+        buf.flags.writeable = False
+        return cls(buf)
 
-    def _add(self, x: float) -> None:
-        t = self.total + x
-        if abs(self.total) >= abs(x):
-            self.comp += (self.total - t) + x
+    @staticmethod
+    def _add(total: float, comp: float, x: float) -> tuple[float, float]:
+        t = total + x
+        if abs(total) >= abs(x):
+            comp += (total - t) + x
         else:
-            self.comp += (x - t) + self.total
-        self.total = t
+            comp += (x - t) + total
+        return t, comp
 
-    def push(self, x: float) -> None:
+    def push(self, x: float) -> RingMean:
+        """A new ring with ``x`` pushed (the oldest sample dropped once full)."""
         n = self.buf.size
-        if self.count == n:
-            self._add(-float(self.buf[self.pos]))
+        total, comp, count = self.total, self.comp, self.count
+        if count == n:
+            total, comp = self._add(total, comp, -float(self.buf[self.pos]))
         else:
-            self.count += 1
-        self.buf[self.pos] = x
-        self._add(x)
-        self.pos = (self.pos + 1) % n
-        if self.pos == 0:  # wrapped: the ring is full; restart the sum exactly
-            values = self.buf.tolist()
-            self.total = math.fsum(values)
+            count += 1
+        buf = self.buf.copy()
+        buf[self.pos] = x
+        total, comp = self._add(total, comp, x)
+        pos = (self.pos + 1) % n
+        if pos == 0:  # wrapped: the ring is full; restart the sum exactly
+            values = buf.tolist()
+            total = math.fsum(values)
             # keep what rounding total to one float lost: it can outweigh every small
             # sample once a large one leaves the window
-            self.comp = math.fsum([*values, -self.total])
+            comp = math.fsum([*values, -total])
+        buf.flags.writeable = False
+        return RingMean(buf, count, pos, total, comp)
 
     @property
     def full(self) -> bool:
@@ -172,7 +205,7 @@ class _RingMean:
         return self.count
 
     def __repr__(self) -> str:
-        return f"_RingMean(n={self.buf.size}, count={self.count}, mean={self.mean():.6g})"
+        return f"RingMean(n={self.buf.size}, count={self.count}, mean={self.mean():.6g})"
 
 
 # ---------------------------------------------------------------------- fixed criteria
@@ -190,11 +223,11 @@ class FixedStep:
         check_int("k0", self.k0, minimum=1)
 
     def init(self, total_steps: int) -> FiredState:
-        return FiredState()
+        return FiredState(k0=self.k0)
 
     def update(self, state: FiredState, step: int, stats) -> tuple[FiredState, bool]:
-        if state.fired_at is None and step >= self.k0:
-            state.fired_at = step
+        if state.fired_at is None and step >= state.k0:
+            state = state._replace(fired_at=step)
         return state, state.fired_at is not None
 
 
@@ -217,17 +250,12 @@ class FixedFraction:
 
     def init(self, total_steps: int) -> FiredState:
         check_int("total_steps", total_steps, minimum=1)
-        return _FractionState(k0=self.step_for(total_steps))
+        return FiredState(k0=self.step_for(total_steps))
 
-    def update(self, state, step: int, stats):
+    def update(self, state: FiredState, step: int, stats) -> tuple[FiredState, bool]:
         if state.fired_at is None and step >= state.k0:
-            state.fired_at = step
+            state = state._replace(fired_at=step)
         return state, state.fired_at is not None
-
-
-@dataclasses.dataclass
-class _FractionState(FiredState):
-    k0: int = 1
 
 
 # ------------------------------------------------------------------ shared option checks
@@ -252,18 +280,20 @@ def _resolve_bound(value, total_steps: int) -> int | None:
 # ------------------------------------------------------------------------- AutoSwitch
 
 
-@dataclasses.dataclass
-class AutoSwitchState(FiredState):
+class AutoSwitchState(NamedTuple):
     """AutoSwitch's state: O(T_w) floats.
 
-    step: last step fed. z: the last sample Z_k. window: the last T_w samples and their
-    sum. t_min, t_max: clipping bounds in steps (None: clipping off). value (inherited):
-    the window mean Z-bar at the last step (nan while the "full" window is not full).
+    window: the last T_w samples and their sum (a :class:`RingMean`). fired_at: the step
+    it fired at, or None. value: the window mean Z-bar at the last step (nan while the
+    "full" window is not full). step: last step fed. z: the last sample Z_k. t_min, t_max:
+    clipping bounds in steps (None: clipping off).
     """
 
+    window: RingMean
+    fired_at: int | None = None
+    value: float = math.nan
     step: int = 0
     z: float = math.nan
-    window: _RingMean | None = None
     t_min: int | None = None
     t_max: int | None = None
 
@@ -384,7 +414,8 @@ class AutoSwitch:
             if t_min > t_max:
                 raise ValueError(f"t_min ({lo!r} -> step {t_min}) must be <= t_max "
                                  f"({hi!r} -> step {t_max}) for total_steps={total_steps}")
-        return AutoSwitchState(window=_RingMean(self.window_steps), t_min=t_min, t_max=t_max)
+        return AutoSwitchState(window=RingMean.empty(self.window_steps), t_min=t_min,
+                               t_max=t_max)
 
     def update(self, state: AutoSwitchState, step: int, stats) -> tuple[AutoSwitchState, bool]:
         if state.fired_at is not None:
@@ -393,25 +424,27 @@ class AutoSwitch:
         z = self.sample(stats)
         if not math.isfinite(z):
             raise ValueError(f"AutoSwitch sample Z at step {step} is {z} (non-finite v?)")
-        state.z = z
-        state.window.push(z)
-        if state.window.full or self.window == "partial":
-            state.value = state.window.mean()
-        passed = state.value < self.eps  # False while value is nan
+        window = state.window.push(z)
+        value = state.value
+        if window.full or self.window == "partial":
+            value = window.mean()
+        passed = value < self.eps  # False while value is nan
         forced = state.t_max is not None and step > state.t_max
         allowed = state.t_min is None or step > state.t_min
-        if forced or (passed and allowed):
-            state.fired_at = step
-        return state, state.fired_at is not None
+        fired_at = step if forced or (passed and allowed) else None
+        state = state._replace(window=window, value=value, step=step, z=z, fired_at=fired_at)
+        return state, fired_at is not None
 
 
 # --------------------------------------------------------------------------- Agarwal
 
 
-@dataclasses.dataclass
-class AgarwalState(FiredState):
-    """Agarwal's state: the last step fed and ||v_{k-1}|| (nan before the first step)."""
+class AgarwalState(NamedTuple):
+    """Agarwal's state: fired_at, value (as every state), the last step fed and
+    ||v_{k-1}|| (nan before the first step)."""
 
+    fired_at: int | None = None
+    value: float = math.nan
     step: int = 0
     prev_norm: float = math.nan
 
@@ -450,25 +483,27 @@ class Agarwal:
             return state, True
         step = _check_next_step(state, step)
         norm = stats.v_l2 if self.norm == "l2" else stats.v_l1
-        prev, state.prev_norm = state.prev_norm, norm
-        if step == 1 or not prev > 0.0:
-            state.value = math.nan
-        else:
-            state.value = abs(norm - prev) / prev
-            if state.value < self.threshold:
-                state.fired_at = step
-        return state, state.fired_at is not None
+        prev = state.prev_norm
+        value, fired_at = math.nan, None
+        if step != 1 and prev > 0.0:
+            value = abs(norm - prev) / prev
+            if value < self.threshold:
+                fired_at = step
+        state = AgarwalState(fired_at=fired_at, value=value, step=step, prev_norm=norm)
+        return state, fired_at is not None
 
 
 # ------------------------------------------------------------------------------ Tang
 
 
-@dataclasses.dataclass
-class TangState(FiredState):
-    """Tang's state: the last step fed and a ring of the last T_w norms ||v_j||_1."""
+class TangState(NamedTuple):
+    """Tang's state: fired_at, value (as every state), the last step fed and a ring of
+    the last T_w norms ||v_j||_1 (read-only; each update makes a new one)."""
 
+    norms: np.ndarray  # norms[(j - 1) % T_w] = ||v_j||_1 for the last T_w j
+    fired_at: int | None = None
+    value: float = math.nan
     step: int = 0
-    norms: np.ndarray | None = None  # norms[(j - 1) % T_w] = ||v_j||_1 for the last T_w j
 
 
 @dataclasses.dataclass(frozen=True)
@@ -498,7 +533,9 @@ class Tang:
 
     def init(self, total_steps: int) -> TangState:
         check_int("total_steps", total_steps, minimum=1)
-        return TangState(norms=np.zeros(self.window_steps, dtype=np.float64))
+        norms = np.zeros(self.window_steps, dtype=np.float64)
+        norms.flags.writeable = False
+        return TangState(norms=norms)
 
     def update(self, state: TangState, step: int, stats) -> tuple[TangState, bool]:
         if state.fired_at is not None:
@@ -507,14 +544,16 @@ class Tang:
         slot = (step - 1) % state.norms.size
         old = float(state.norms[slot])  # ||v_{k-T_w}||_1 once k > T_w
         norm = stats.v_l1
-        state.norms[slot] = norm
-        if step <= state.norms.size or not old > 0.0:
-            state.value = math.nan
-        else:
-            state.value = norm / old
-            if state.value > self.threshold:
-                state.fired_at = step
-        return state, state.fired_at is not None
+        norms = state.norms.copy()
+        norms[slot] = norm
+        norms.flags.writeable = False
+        value, fired_at = math.nan, None
+        if step > norms.size and old > 0.0:
+            value = norm / old
+            if value > self.threshold:
+                fired_at = step
+        state = TangState(norms=norms, fired_at=fired_at, value=value, step=step)
+        return state, fired_at is not None
 
 
 # ------------------------------------------------------------------------- registry
@@ -541,6 +580,19 @@ def make_criterion(name: str, *, adam=None, **options):
     its values become the defaults of the criterion's tied options (``ADAM_TIED_OPTIONS``).
     Unknown names raise ValueError listing the choices; unknown options raise TypeError
     naming the option; bad option values raise ValueError/TypeError naming the value.
+
+    Parameters
+    ----------
+    name : str
+        A key of ``CRITERIA``.
+    adam : Adam, optional
+        The optimizer watched (supplies beta2 and eps).
+    **options
+        The criterion's fields.
+
+    Returns
+    -------
+    AutoSwitch, Agarwal, Tang, FixedStep or FixedFraction
     """
     check_choice("criterion", name, CRITERIA)
     cls = CRITERIA[name]
@@ -557,7 +609,18 @@ def make_criterion(name: str, *, adam=None, **options):
 
 
 def check_matches_adam(criterion, adam) -> None:
-    """Raise ValueError if ``criterion``'s beta2 or eps differs from the Adam it watches."""
+    """Raise ValueError if ``criterion``'s beta2 or eps differs from the Adam it watches.
+
+    Parameters
+    ----------
+    criterion : criterion object
+    adam : Adam
+
+    Raises
+    ------
+    ValueError
+        Naming the option that differs.
+    """
     for key in ADAM_TIED_OPTIONS:
         if hasattr(criterion, key) and getattr(criterion, key) != getattr(adam, key):
             raise ValueError(
@@ -607,6 +670,17 @@ def table1_score(dv_l1_trace, k0: int, horizon: int = 1000) -> Table1Score:
     10^-3 * sum_{t=t0}^{t0+1000}, 1001 terms; SPEC's horizon terms differ by <= 0.1%.)
     If the trace ends before step k0 + horizon, the available steps are averaged and
     ``steps_available`` (< horizon) says how many; none available is a ValueError.
+
+    Parameters
+    ----------
+    dv_l1_trace : array_like, shape (T,)
+        ||v_k - v_{k-1}||_1 per step (finite, >= 0).
+    k0 : int >= 1
+    horizon : int >= 1
+
+    Returns
+    -------
+    Table1Score
     """
     trace = np.asarray(dv_l1_trace, dtype=np.float64)
     if trace.ndim != 1:
@@ -639,6 +713,18 @@ def run_criteria_on_v(v_trajectory, criteria, *, beta2: float = 0.999, v0=None,
 
     Returns the final state(s), in the shape given: a state, or a dict label -> state;
     ``state.fired_at`` is the switch step or None.
+
+    Parameters
+    ----------
+    v_trajectory : ndarray, shape (T, ...)
+    criteria : criterion or dict label -> criterion
+    beta2 : float
+    v0 : ndarray, optional
+    total_steps : int, optional
+
+    Returns
+    -------
+    state or dict label -> state
     """
     from stepsim.optim import AdamStats, vhat_scales
     from stepsim.reference import adam_stats

@@ -3,9 +3,11 @@
 One step k = 1..T (SPEC section 3): draw a minibatch, ask the recipe for the forward
 weights (Pi_k * w_k in a sparse phase), take the problem's loss and gradient there, let the
 recipe update (optimizer + its gradient/weight pieces), record a row of the trace, and feed
-Adam's statistics to the switch criterion until it fires; when it fires after step k0 a
-two-phase recipe (STEP, ASP, decaying mask) enters its sparse phase (STEP: v* = v_{k0}).
-Recipes without a dense phase only observe the criterion (its step is still reported).
+Adam's statistics (per module) to the switch schedule; when it fires for some modules after
+step k0 they enter their sparse phase (STEP: v* = v_{k0} of those modules). Recipes without a
+dense phase only observe a criterion (its step is still reported). A non-finite loss or
+gradient stops the run with a status saying where (weights stay finite: the gradient is
+checked before the update).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ class Trace:
     II; nan unless log statistics were on). dv_zeros: coordinates with dv exactly 0. v
     fields are nan under momentum SGD. flips: mask entries changed since the previous step
     (the dense phase counts as all kept). n, m: (T, L) N and M of each sparse layer in force
-    (N = M in the dense phase), layers in ``layer_names`` order. phase: 0 dense, 1 sparse.
+    (N = M in the dense phase), layers in ``layer_names`` order. phase: 0 dense, 1 sparse
+    (1 once any module is sparse). layer_phase: (T, L) the phase of each sparse layer (with
+    per-module switching, each layer's switch step is where its column turns 1).
     lr: the learning rate used.
     """
 
@@ -48,9 +52,10 @@ class Trace:
     phase: np.ndarray
     lr: np.ndarray
     layer_names: tuple[str, ...]
+    layer_phase: np.ndarray | None = None
 
     ARRAYS = ("loss", "v_l1", "v_l2", "dv_l1", "z", "z_geo", "dv_zeros", "flips", "n", "m",
-              "phase", "lr")
+              "phase", "lr", "layer_phase")
 
     @classmethod
     def empty(cls, steps: int, layer_names) -> Trace:
@@ -59,7 +64,8 @@ class Trace:
         return cls(loss=f(), v_l1=f(), v_l2=f(), dv_l1=f(), z=f(), z_geo=f(),
                    dv_zeros=np.zeros(steps, np.int64), flips=np.zeros(steps, np.int64),
                    n=np.zeros((steps, layers), np.int32), m=np.zeros((steps, layers), np.int32),
-                   phase=np.zeros(steps, np.int8), lr=f(), layer_names=tuple(layer_names))
+                   phase=np.zeros(steps, np.int8), lr=f(), layer_names=tuple(layer_names),
+                   layer_phase=np.zeros((steps, layers), np.int8))
 
     def __len__(self):
         return len(self.loss)
@@ -70,12 +76,23 @@ class Trace:
     def arrays(self) -> dict:
         return {name: getattr(self, name) for name in self.ARRAYS}
 
+    def head(self, steps: int) -> Trace:
+        """The first ``steps`` rows (a run that stopped early)."""
+        arrays = {name: getattr(self, name)[:steps] for name in self.ARRAYS}
+        return Trace(layer_names=self.layer_names, **arrays)
+
     @classmethod
     def load_npz(cls, path) -> Trace:
         with np.load(path) as data:
-            arrays = {name: data[name] for name in cls.ARRAYS}
+            arrays = {name: data[name] for name in cls.ARRAYS if name in data}
+            if "layer_phase" not in arrays:  # saved before issue 11: one global phase
+                arrays["layer_phase"] = np.repeat(arrays["phase"][:, None],
+                                                  arrays["n"].shape[1], axis=1)
             names = tuple(str(s) for s in data["layer_names"])
         return cls(layer_names=names, **arrays)
+
+
+STATUS_COMPLETED, STATUS_NON_FINITE = "completed", "non-finite"
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -83,12 +100,18 @@ class FitResult:
     """The outcome of :func:`fit`.
 
     weights: inference weights Pi_T * w_T (dense recipes: w_T). dense_weights: w_T.
-    trace: the per-step :class:`Trace`. switch_step: step after which the criterion (or
-    the recipe's fixed schedule) switched, None if it never did (for single-phase recipes:
-    when the observing criterion fired). metrics: ``problem.evaluate(weights)``;
-    initial_metrics: at the initial weights. nm: name -> final (n, m) of every sparse
-    layer. recipe: the :class:`~stepsim.recipes.Recipe`; criterion: its repr or None;
-    steps, seed (None when a Generator was passed), problem: the problem's repr.
+    trace: the per-step :class:`Trace` (only the completed steps when the run stopped).
+    switch_step: the first step after which any module switched (the criterion or the
+    recipe's fixed schedule), None if none did (for single-phase recipes: when the
+    observing criterion fired). metrics: ``problem.evaluate(weights)``; initial_metrics: at
+    the initial weights. nm: name -> final (n, m) of every sparse layer. recipe: the
+    :class:`~stepsim.recipes.Recipe`; criterion: the schedule's repr or None; steps (asked
+    for), seed (None when a Generator was passed), problem: the problem's repr.
+    status: "completed" or "non-finite" (the run stopped at ``stopped_at``; ``message`` says
+    which quantity of which parameter went non-finite first). module_switch_steps: module
+    (parameter) -> its switch step or None. curves: with ``eval_every``, "step" (the steps
+    evaluated, 0 = initial) and one array per metric of ``problem.evaluate`` at the
+    weights the model computes with after that step.
     """
 
     weights: dict
@@ -103,17 +126,27 @@ class FitResult:
     steps: int
     seed: int | None
     problem: str
+    status: str = STATUS_COMPLETED
+    message: str = ""
+    stopped_at: int | None = None
+    module_switch_steps: dict = dataclasses.field(default_factory=dict)
+    curves: dict = dataclasses.field(default_factory=dict)
 
-    success = True  # scipy-like vocabulary: a run that returns has completed
+    @property
+    def success(self) -> bool:
+        """scipy-like vocabulary: True when every step ran with finite values."""
+        return self.status == STATUS_COMPLETED
 
     def __repr__(self):
         metrics = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items())
+        last = self.trace.loss[-1] if len(self.trace) else float("nan")
+        note = "" if self.success else f", status={self.status!r}, stopped_at={self.stopped_at}"
         return (f"FitResult(recipe={self.recipe!r}, steps={self.steps}, seed={self.seed}, "
-                f"switch_step={self.switch_step}, final_loss={self.trace.loss[-1]:.4g}, "
-                f"metrics={{{metrics}}})")
+                f"switch_step={self.switch_step}, final_loss={last:.4g}, "
+                f"metrics={{{metrics}}}{note})")
 
     def summary(self) -> dict:
-        """Everything but the arrays, as JSON-ready values."""
+        """Everything but the large arrays, as JSON-ready values (curves included)."""
         return {
             "recipe": self.recipe.name,
             "recipe_options": {k: v for k, v in self.recipe.options},
@@ -121,18 +154,24 @@ class FitResult:
             "steps": self.steps,
             "seed": self.seed,
             "problem": self.problem,
+            "status": self.status,
+            "message": self.message,
+            "stopped_at": self.stopped_at,
             "switch_step": self.switch_step,
+            "module_switch_steps": dict(self.module_switch_steps),
             "metrics": self.metrics,
             "initial_metrics": self.initial_metrics,
             "nm": {k: list(v) for k, v in self.nm.items()},
-            "final_loss": float(self.trace.loss[-1]),
+            "final_loss": float(self.trace.loss[-1]) if len(self.trace) else None,
             "mask_flips_total": int(self.trace.flips.sum()),
+            "curves": {k: np.asarray(v).tolist() for k, v in self.curves.items()},
         }
 
     def save(self, path, *, params: dict | None = None) -> tuple[Path, Path]:
         """Write the summary as JSON (with provenance) and the trace and weights as .npz beside it.
 
-        Returns (json path, npz path); the npz has the trace arrays and ``weights/NAME``.
+        Returns (json path, npz path); the npz has the trace arrays, ``weights/NAME`` and
+        ``curve/NAME`` (the learning curves, when recorded).
         """
         from stepsim._provenance import save_json
 
@@ -147,117 +186,250 @@ class FitResult:
         run = dict(params or {}, recipe=self.recipe.name, recipe_options=dict(self.recipe.options),
                    criterion=self.criterion, steps=self.steps, problem=self.problem)
         weights = {f"weights/{k}": v for k, v in self.weights.items()}
+        curves = {f"curve/{k}": np.asarray(v) for k, v in self.curves.items()}
         # arrays first, JSON last: a JSON that exists always points to complete arrays
-        savez(npz, layer_names=np.array(self.trace.layer_names), **self.trace.arrays(), **weights)
+        savez(npz, layer_names=np.array(self.trace.layer_names), **self.trace.arrays(),
+              **weights, **curves)
         save_json(path, payload, params=run, seed=self.seed)
         return path, npz
 
 
 SMALL_MODEL = 1 << 16  # below this many parameters, fit runs the kernels on one thread
+PROBLEM_API = ("specs", "init_params", "sample_batch", "loss_and_grad", "evaluate", "config")
+
+
+def _check_problem(problem) -> None:
+    missing = [a for a in PROBLEM_API if not hasattr(problem, a)]
+    if missing:
+        raise TypeError(f"problem must follow the Problem protocol (stepsim.problems.Problem: "
+                        f"{', '.join(PROBLEM_API)}); got {type(problem).__name__}, which lacks "
+                        f"{missing}")
+
+
+def _check_rng(rng):
+    from numpy.random import Generator, SeedSequence
+
+    if rng is None or isinstance(rng, (Generator, SeedSequence)):
+        return rng
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return check_int("rng", int(rng), minimum=0)
+    raise TypeError(f"rng must be a non-negative int seed, a numpy Generator, a SeedSequence or "
+                    f"None; got {rng!r} ({type(rng).__name__})")
+
+
+def _check_nm_arg(nm):
+    if nm is None:
+        return None
+    ok = (isinstance(nm, (tuple, list)) and len(nm) == 2
+          and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in nm))
+    if not ok:
+        raise TypeError(f"nm must be an (n, m) tuple of ints, e.g. (2, 4); got {nm!r}")
+    return check_nm(int(nm[0]), int(nm[1]))
+
+
+def _schedule_for(recipe, criterion, steps):
+    """(schedule deciding the switches or None, observed schedule or None).
+
+    Two-phase recipes: the schedule given (a criterion is wrapped in SwitchWhen) or the
+    recipe's own switch_at; both at once is an error when the recipe's was explicit.
+    Single-phase recipes are sparse from step 0; a criterion given is only observed.
+    """
+    from stepsim.recipes.switch import SwitchAt, SwitchWhen, check_criterion, is_schedule
+
+    given = None
+    if criterion is not None:
+        if isinstance(criterion, str):
+            raise TypeError(f"criterion must be an object, not a name: build it with "
+                            f"make_criterion({criterion!r}, adam=recipe.optimizer) (or pass a "
+                            f"switch schedule, stepsim.recipes.switch.SwitchAt/SwitchWhen)")
+        given = criterion if is_schedule(criterion) else None
+        if given is None:
+            check_criterion("criterion", criterion)
+            per_module = recipe.per_module and recipe.dense_phase
+            given = SwitchWhen(criterion, per_module=per_module)
+    if not recipe.sparse:
+        return None, given
+    if not recipe.dense_phase:
+        return SwitchAt(0), given
+    if given is not None and recipe.switch_explicit:
+        raise ValueError(f"recipe {recipe.name!r} was built with an explicit switch "
+                         f"({recipe.switch_at!r}: {dict(recipe.options)}) and fit got a "
+                         f"schedule too ({criterion!r}); give one or the other")
+    if given is not None:
+        return given, None
+    if recipe.switch_at is None:
+        raise ValueError(f"recipe {recipe.name!r} needs a switch criterion (criterion=..., e.g. "
+                         f"make_criterion('fixed-fraction', fraction=0.2)) or switch_at=...")
+    return SwitchAt(recipe.switch_at), None
 
 
 def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
-        log_stats: bool = False, progress: bool = True, threads: int | None = None) -> FitResult:
+        log_stats: bool = False, progress: bool = True, threads: int | None = None,
+        eval_every: int | None = None) -> FitResult:
     """Train ``problem`` with ``recipe`` for ``steps`` steps; return a :class:`FitResult`.
 
-    problem: a :class:`stepsim.problems.Problem`. recipe: a Recipe or a recipe name.
-    rng: seed or Generator; it is split once into an init stream and a batch stream, so
-    the same seed gives the same bits. criterion: a criterion object, a criterion name, or
-    None; it decides the switch of two-phase recipes (STEP needs one unless built with
-    switch_at; ASP and decaying mask fall back to their prune_at / dense_fraction) and is
-    only observed by single-phase recipes. nm: (n, m) overriding the problem's N:M for every
-    sparse parameter. log_stats: always reduce sum log|dv| (Trace.z_geo); on anyway when
-    the criterion needs it. progress: a progress bar on stderr (tty only).
-    threads: numba threads for the kernels during the run (restored after). Default: 1
-    for models under ``SMALL_MODEL`` parameters — on arrays this small a parallel launch
-    costs more than the work, and on a loaded 2-core machine it was measured 8-30x slower
-    (5-20 ms vs 0.65 ms a step) — else numba's current setting. Results do not depend on
-    the thread count: the statistics are summed per fixed block, in block order.
-    """
-    from stepsim import criteria as crit
-    from stepsim._progress import Progress
-    from stepsim.recipes import Recipe, make_recipe
-    from stepsim.sparsity import check_specs, with_nm
-    from stepsim.recipes.transforms import SGDM
+    Parameters
+    ----------
+    problem : Problem
+        Follows :class:`stepsim.problems.Problem` (specs, init_params, sample_batch,
+        loss_and_grad, evaluate, config).
+    recipe : Recipe
+        A recipe object (:func:`stepsim.recipes.make_recipe` builds one by name).
+    steps : int
+        Training steps T >= 1.
+    rng : int, Generator, SeedSequence or None
+        Split once into an init stream and a batch stream: the same seed gives the same bits.
+    criterion : criterion, switch schedule or None
+        What ends the dense phase of a two-phase recipe (STEP, ASP, decaying mask): a
+        criterion object (:func:`~stepsim.criteria.make_criterion`; it watches all of v),
+        or a schedule (:class:`~stepsim.recipes.switch.SwitchAt`,
+        :class:`~stepsim.recipes.switch.SwitchWhen`, e.g. per module). None: the recipe's
+        own ``switch_at`` / ``prune_at`` / ``dense_fraction``. A recipe built with an
+        explicit one and a schedule here is an error. Single-phase recipes only observe it.
+    nm : (n, m) tuple of ints, optional
+        Overrides the problem's N:M for every sparse parameter.
+    log_stats : bool
+        Always reduce sum log|dv| (Trace.z_geo); on anyway when the criterion needs it.
+    progress : bool
+        A progress bar on stderr (tty only).
+    threads : int, optional
+        numba threads for the kernels during the run (restored after). Default: 1 for
+        models under ``SMALL_MODEL`` parameters — on arrays this small a parallel launch
+        costs more than the work (measured 8-30x slower on a loaded 2-core machine) — else
+        numba's current setting. Results do not depend on it.
+    eval_every : int, optional
+        Record ``problem.evaluate`` every K steps (and at step 0) into ``FitResult.curves``.
 
-    steps = check_int("steps", steps, minimum=1)
-    if isinstance(recipe, str):
-        recipe = make_recipe(recipe)
+    Returns
+    -------
+    FitResult
+        A non-finite loss or gradient stops the run: ``status="non-finite"``,
+        ``stopped_at`` the step and ``message`` which parameter went non-finite first.
+    """
+    from stepsim._progress import Progress
+    from stepsim.recipes import Recipe
+    from stepsim.recipes.recipes import RunContext
+    from stepsim.recipes.switch import StepStats
+    from stepsim.recipes.transforms import SGDM
+    from stepsim.sparsity import with_nm
+
+    _check_problem(problem)
     if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a Recipe or a recipe name, got {type(recipe).__name__}")
-    if criterion is not None and isinstance(recipe.optimizer, SGDM):
+        hint = f": build it with make_recipe({recipe!r})" if isinstance(recipe, str) else ""
+        raise TypeError(f"recipe must be a Recipe object{hint}; got {type(recipe).__name__}")
+    steps = check_int("steps", steps, minimum=1)
+    rng = _check_rng(rng)
+    nm = _check_nm_arg(nm)
+    if eval_every is not None:
+        eval_every = check_int("eval_every", eval_every, minimum=1)
+    if threads is not None:
+        threads = check_int("threads", threads, minimum=1)
+    schedule, observed = _schedule_for(recipe, criterion, steps)
+    crit_obj = getattr(criterion, "criterion", criterion)
+    watched = [s for s in (schedule, observed) if hasattr(s, "criterion")]
+    if watched and isinstance(recipe.optimizer, SGDM):
         raise ValueError(f"criterion {criterion!r} watches Adam's second moment; recipe "
                          f"{recipe.name!r} uses momentum SGD, which has none")
-    if isinstance(criterion, str):
-        criterion = crit.make_criterion(criterion, adam=recipe.optimizer)
-    if criterion is not None:
-        crit.check_matches_adam(criterion, recipe.optimizer)
-    if recipe.needs_criterion and criterion is None:
-        raise ValueError(f"recipe {recipe.name!r} needs a switch criterion (criterion=..., e.g. "
-                         f"make_criterion('fixed-fraction', fraction=0.2)) or switch_at=...")
-    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
+    for s in watched:
+        from stepsim.criteria import check_matches_adam
+
+        check_matches_adam(s.criterion, recipe.optimizer)
+    seed = int(rng) if isinstance(rng, int) else None
     init_rng, batch_rng = np.random.default_rng(rng).spawn(2)
 
     specs = dict(problem.specs)
     if nm is not None:
-        specs = with_nm(specs, *check_nm(*nm))
+        specs = with_nm(specs, *nm)
     params = problem.init_params(init_rng)
-    check_specs(params, specs)
-    evaluate = getattr(problem, "evaluate", None)
-    initial_metrics = dict(evaluate(params)) if evaluate else {}
-
-    stats_on = criterion.stats_on if criterion is not None else "v"
-    log = bool(log_stats) or bool(criterion is not None and criterion.needs_log)
-    state = recipe.init(params, specs, steps, stats_on=stats_on, log_stats=log)
-    layer_names = [name for name, spec in specs.items() if spec.sparse]
+    stats_on = crit_obj.stats_on if watched else "v"
+    log = bool(log_stats) or bool(watched and crit_obj.needs_log)
+    ctx = RunContext.make(params, specs, steps, stats_on=stats_on, log_stats=log)
+    initial_metrics = dict(problem.evaluate(params))
+    state = recipe.init(params, ctx)
+    layer_names = list(ctx.sparse_names)
     trace = Trace.empty(steps, layer_names)
+    modules = tuple(params)
 
-    two_phase = recipe.sparse and recipe.dense_phase
-    switch_step = None
-    if recipe.sparse and not recipe.dense_phase:  # STE, SR-STE: sparse from the first step
-        params, state = recipe.switch(state, params, 0)
-    # a two-phase recipe's own schedule (ASP's prune_at, ...) applies when no criterion is given
-    k0_static = recipe.static_switch_step(steps) if two_phase and criterion is None else None
-    if k0_static == 0:
-        params, state = recipe.switch(state, params, 0)
-        switch_step = 0
-    cstate = criterion.init(steps) if criterion is not None else None
-    watching = criterion is not None
+    sstate = schedule.init(steps, modules) if schedule is not None else None
+    ostate = observed.init(steps, modules) if observed is not None else None
+    if sstate is not None and schedule.at_start(sstate):
+        params, state = recipe.switch(state, params, 0, ctx, schedule.at_start(sstate))
+    curves = {"step": [0], **{k: [v] for k, v in initial_metrics.items()}} if eval_every else {}
 
-    if threads is not None:
-        threads = check_int("threads", threads, minimum=1)
-    elif sum(w.size for w in params.values()) < SMALL_MODEL:
+    if threads is None and sum(w.size for w in params.values()) < SMALL_MODEL:
         threads = 1
+    status, message, stopped = STATUS_COMPLETED, "", None
     with _numba_threads(threads), \
             Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
         for k in range(1, steps + 1):
             batch = problem.sample_batch(batch_rng)
-            fwd, state = recipe.forward(state, params, k)
+            fwd, state = recipe.forward(state, params, k, ctx)
             loss, grads = problem.loss_and_grad(fwd, batch)
-            params, state, stats = recipe.update(state, params, grads, k)
-            _record(trace, k - 1, loss, stats, state, layer_names,
+            bad = _first_non_finite(loss, grads)
+            if bad is not None:
+                status, stopped = STATUS_NON_FINITE, k
+                message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
+                break
+            params, state, parts = recipe.update(state, params, grads, k, ctx)
+            stats = StepStats(parts, _total(parts, modules))
+            _record(trace, k - 1, loss, stats.total, state, layer_names,
                     recipe.optimizer.lr_at(k, steps))
-            fired = False
-            if watching:
-                cstate, fired = criterion.update(cstate, k, stats)
+            if ostate is not None:
+                ostate, _ = observed.update(ostate, k, stats)
+            if sstate is not None:
+                sstate, fired = schedule.update(sstate, k, stats)
                 if fired:
-                    watching = False
-            elif k0_static is not None and k == k0_static:
-                fired = True
-            if fired:
-                switch_step = k
-                if two_phase:
-                    params, state = recipe.switch(state, params, k)
+                    params, state = recipe.switch(state, params, k, ctx, fired)
+            if eval_every and k % eval_every == 0:
+                now, _ = recipe.forward(state, params, k + 1, ctx)
+                curves["step"].append(k)
+                for key, value in problem.evaluate(now).items():
+                    curves.setdefault(key, []).append(value)
             bar.update(1)
 
-    weights = recipe.inference_weights(state, params)
-    metrics = dict(evaluate(weights)) if evaluate else {}
-    nm_final = dict(recipe.final_nm(state, params))  # the N:M of Pi_T, as applied above
+    if stopped is not None:
+        trace = trace.head(stopped - 1)
+    elif recipe.sparse:
+        message = recipe.masker.report(state.masker_state)
+    weights = recipe.inference_weights(state, params, ctx)
+    metrics = dict(problem.evaluate(weights))
+    nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied above
+    module_steps = dict(state.switched)
+    if not recipe.sparse or not recipe.dense_phase:  # single-phase: report what was observed
+        module_steps = dict(ostate.fired) if ostate is not None else dict.fromkeys(modules)
+    first = [s for s in module_steps.values() if s is not None]
+    switch_step = min(first) if first else None
     return FitResult(weights=weights, dense_weights=params, trace=trace,
                      switch_step=switch_step, metrics=metrics, initial_metrics=initial_metrics,
                      nm=nm_final, recipe=recipe,
                      criterion=None if criterion is None else repr(criterion),
-                     steps=steps, seed=seed, problem=repr(problem))
+                     steps=steps, seed=seed, problem=repr(problem), status=status,
+                     message=message, stopped_at=stopped, module_switch_steps=module_steps,
+                     curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
+                             for k, v in curves.items()})
+
+
+def _first_non_finite(loss, grads) -> str | None:
+    """A description of the first non-finite value: the loss, then the gradients in order.
+
+    One sum per array (a NaN or inf makes it non-finite); only a non-finite sum, which a
+    finite array can also give by overflowing, is checked element by element.
+    """
+    if not np.isfinite(loss):
+        return f"the loss is {float(loss)}"
+    for name, g in grads.items():
+        if not np.isfinite(g.sum()) and not np.isfinite(g).all():
+            count = int(np.count_nonzero(~np.isfinite(g)))
+            return f"the gradient of {name!r} has {count} non-finite value(s)"
+    return None
+
+
+def _total(stats, modules):
+    """The step's AdamStats over all parameters (None under SGD-M)."""
+    from stepsim.optim import AdamStats
+
+    parts = [stats[m] for m in modules]
+    return None if parts[0] is None else AdamStats.combine(parts)
 
 
 @contextlib.contextmanager
@@ -283,6 +455,7 @@ def _record(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> None:
     trace.flips[i] = state.flips
     for j, name in enumerate(layer_names):
         trace.n[i, j], trace.m[i, j] = state.nm_now[name]
+        trace.layer_phase[i, j] = state.phases[name]
     if stats is not None:
         trace.v_l1[i] = stats.v_l1
         trace.v_l2[i] = stats.v_l2

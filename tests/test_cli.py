@@ -27,7 +27,13 @@ def test_help_lists_every_built_subcommand():
     assert "bench" in out.stdout
     parser = build_parser()
     built = [a for a in parser._subparsers._group_actions[0].choices]
-    assert set(built) == set(SUBCOMMANDS)
+    # slots whose module is not written yet (on this branch) are skipped by design
+    from importlib.util import find_spec
+
+    present = {name for name, module in SUBCOMMANDS.items()
+               if find_spec(f"stepsim.cli.{module}") is not None}
+    assert {"bench", "train", "theorem1", "compress", "memory"} <= present
+    assert set(built) == present
     for name in built:
         assert name in out.stdout
 
@@ -101,3 +107,33 @@ def test_bench_quick_other_sections_print_each_row_once(capsys):
         assert row["seconds"] > 0
         line = f"{row['case']:<26} {row['impl']:<22}"
         assert printed.count(line) == 1, line
+
+
+def test_output_path_accepts_good_paths_and_creates_nothing(tmp_path):
+    from pathlib import Path
+
+    from stepsim.cli._args import check_distinct_outputs, output_path
+
+    assert output_path(None, option="--json") is None
+    new_dir = tmp_path / "not" / "yet"
+    got = output_path(str(new_dir / "r.json"), option="--json", sidecars=(".npz",))
+    assert got == Path(new_dir / "r.json")
+    assert not (tmp_path / "not").exists()  # the probe writes in the nearest existing dir
+    assert list(tmp_path.iterdir()) == []  # ... and leaves nothing behind
+    existing = tmp_path / "old.png"
+    existing.write_bytes(b"x")
+    assert output_path(str(existing), option="--plot", suffixes=(".png",)) == existing
+    check_distinct_outputs(**{"--json": tmp_path / "a.json", "--plot": None})
+
+
+def test_number_option_types():
+    from stepsim.cli._args import finite_float, non_negative_int, positive_int, seed
+
+    assert seed("0") == 0 and seed(" 12 ") == 12 and seed(str(2**70)) == 2**70
+    assert positive_int("3") == 3 and non_negative_int("0") == 0
+    assert finite_float("1e-3") == 1e-3 and finite_float("-2") == -2.0
+    for parse, bad in [(seed, "-1"), (seed, "1e3"), (positive_int, "0"), (positive_int, "x"),
+                       (non_negative_int, "-1"), (finite_float, "nan"), (finite_float, "-inf"),
+                       (finite_float, "")]:
+        with pytest.raises(ValueError):
+            parse(bad)

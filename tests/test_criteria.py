@@ -22,7 +22,7 @@ from stepsim.criteria import (
     FixedStep,
     Table1Score,
     Tang,
-    _RingMean,
+    RingMean,
     make_criterion,
     run_criteria_on_v,
     table1_score,
@@ -413,14 +413,14 @@ def test_tang_undefined_before_window_and_on_zero_norm():
 def _footprint(state):
     """Number of floats a state holds: scalars count 1, arrays and rings their length."""
     total = 0
-    for f in dataclasses.fields(state):
-        x = getattr(state, f.name)
+    for name in state._fields:
+        x = getattr(state, name)
         if isinstance(x, np.ndarray):
             total += x.size
-        elif isinstance(x, _RingMean):
+        elif isinstance(x, RingMean):
             total += x.buf.size + 4
         else:
-            assert x is None or isinstance(x, (int, float)), (f.name, type(x))
+            assert x is None or isinstance(x, (int, float)), (name, type(x))
             total += 1
     return total
 
@@ -452,12 +452,12 @@ def test_ring_mean_does_not_drift():
     n = 7
     small = rng.uniform(1e-12, 2e-12, 6 * n)
     xs = list(small[:3]) + list(rng.uniform(1e6, 2e6, n)) + list(small[3:])
-    ring, naive, naive_err = _RingMean(n), 0.0, 0.0
+    ring, naive, naive_err = RingMean.empty(n), 0.0, 0.0
     for j, x in enumerate(xs):
         if j >= n:
             naive -= xs[j - n]
         naive += x
-        ring.push(x)
+        ring = ring.push(x)
         exact = math.fsum(xs[max(0, j - n + 1):j + 1]) / min(j + 1, n)
         assert ring.mean() == pytest.approx(exact, rel=1e-12, abs=0.0)
         naive_err = max(naive_err, abs(naive / min(j + 1, n) - exact) / exact)
@@ -764,3 +764,18 @@ def test_make_criterion_takes_beta2_and_eps_from_adam():
     with pytest.raises(ValueError,
                        match=r"criterion's eps=1e-08 differs from the optimizer's eps=1e-06"):
         check_matches_adam(make_criterion("autoswitch", beta2=0.99), adam)
+
+
+@pytest.mark.parametrize("crit", [AutoSwitch(beta2=0.9), Tang(beta2=0.9), Agarwal(),
+                                  make_criterion("fixed-step", k0=3)])
+def test_update_is_pure_the_old_state_replays(crit):
+    stats = [AdamStats(dv_l1=4.0 / k, dv_log_sum=0.0, dv_zeros=0, v_l1=1.0 + k,
+                       v_l2sq=1.0 + k, size=4) for k in range(1, 30)]
+    state = crit.init(100)
+    for k, s in enumerate(stats[:10], start=1):
+        state, _ = crit.update(state, k, s)
+    snapshot = pickle.dumps(state)
+    a, _ = crit.update(state, 11, stats[10])
+    b, _ = crit.update(state, 11, stats[10])  # the same old state, again
+    assert pickle.dumps(state) == snapshot
+    assert pickle.dumps(a) == pickle.dumps(b)

@@ -231,3 +231,30 @@ def test_bad_spmm_inputs():
         spmm_2to4(values.view(np.uint16), meta, np.zeros((32, 4), dtype=np.uint16))
     with pytest.raises(ValueError, match="row_block"):
         explain_tile(values, meta, 1, 0)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("corruption", ["zeros", "random", "one-nibble"])
+def test_corrupt_metadata_is_refused_like_decompress(dtype, corruption):
+    """Issue 10: spmm_2to4 multiplied with all-zero or random meta words and returned
+    numbers off by up to 47; it must refuse what decompress_2to4 refuses, same message."""
+    rng = np.random.default_rng(11)
+    spec = layout_spec(dtype)
+    a = finite_sparse(rng, dtype, 2 * spec.m_multiple, 2 * spec.k_multiple)
+    values, meta = compress_2to4(a)
+    bad = meta.copy()
+    if corruption == "zeros":
+        bad[...] = 0
+    elif corruption == "random":
+        bad = rng.integers(0, np.iinfo(meta.dtype).max, size=meta.shape,
+                           dtype=meta.dtype, endpoint=True)
+    else:  # one invalid nibble in the last word: the check must cover every word
+        bad.ravel()[-1] = (bad.ravel()[-1] & ~meta.dtype.type(0xF)) | meta.dtype.type(0x0)
+    b = random_b(rng, dtype, a.shape[1], 3)
+    with pytest.raises(ValueError) as from_decompress:
+        decompress_2to4(values, bad)
+    for impl in ("numba", "numpy"):
+        with pytest.raises(ValueError, match="meta holds nibble") as from_spmm:
+            spmm_2to4(values, bad, b, impl=impl)
+        assert str(from_spmm.value) == str(from_decompress.value)
+    spmm_2to4(values, meta, b)  # the valid metadata still multiplies

@@ -209,7 +209,8 @@ def test_criterion_by_name_follows_the_optimizers_beta2_and_eps():
 
     problem = SyntheticRegression(scale=0.1)
     recipe = make_recipe("step", beta2=0.99, eps=1e-6)
-    by_name = fit(problem, recipe, 600, rng=0, criterion="autoswitch", progress=False)
+    by_name = fit(problem, recipe, 600, rng=0, progress=False,
+                  criterion=make_criterion("autoswitch", adam=recipe.optimizer))
     explicit = fit(problem, recipe, 600, rng=0, progress=False,
                    criterion=make_criterion("autoswitch", beta2=0.99, eps=1e-6))
     assert by_name.switch_step is not None
@@ -242,3 +243,78 @@ def test_reported_nm_of_layerwise_that_never_switched_is_its_allocation():
     for name, (n, m) in result.nm.items():
         kept = (result.weights[name].reshape(-1, m) != 0).sum(axis=1)
         assert kept.max() <= n, (name, n, kept.max())
+
+
+# --- issue 8 item 3 and issue 10 item 6: curves, non-finite stop, argument checks ------
+
+class _ExplodingProblem:
+    """SyntheticRegression whose gradient of b1 turns NaN from step ``at`` on."""
+
+    def __init__(self, at):
+        self.inner, self.at, self.calls = small(), at, 0
+        self.specs = self.inner.specs
+
+    def init_params(self, rng):
+        return self.inner.init_params(rng)
+
+    def sample_batch(self, rng):
+        return self.inner.sample_batch(rng)
+
+    def loss_and_grad(self, params, batch):
+        self.calls += 1
+        loss, grads = self.inner.loss_and_grad(params, batch)
+        if self.calls >= self.at:
+            grads["b1"] = grads["b1"] * np.nan
+        return loss, grads
+
+    def evaluate(self, params):
+        return self.inner.evaluate(params)
+
+    def config(self):
+        return {}
+
+
+def test_a_non_finite_gradient_stops_the_run_with_a_clear_status(tmp_path):
+    r = fit(_ExplodingProblem(7), make_recipe("dense", lr=1e-2), 20, rng=0, progress=False)
+    assert r.status == "non-finite" and not r.success and r.stopped_at == 7
+    assert "'b1'" in r.message and "step 7" in r.message
+    assert len(r.trace) == 6 and np.all(np.isfinite(r.trace.loss))
+    assert all(np.all(np.isfinite(w)) for w in r.weights.values())
+    jpath, _ = r.save(tmp_path / "r.json")
+    saved = json.loads(jpath.read_text())["result"]
+    assert saved["status"] == "non-finite" and saved["stopped_at"] == 7
+
+
+def test_eval_every_records_learning_curves(tmp_path):
+    p = small()
+    r = fit(p, make_recipe("step", lr=1e-2, switch_at=10), 30, rng=0, eval_every=10,
+            progress=False)
+    assert r.curves["step"].tolist() == [0, 10, 20, 30]
+    assert r.curves["loss"][0] == r.initial_metrics["loss"]
+    assert r.curves["test_loss"][-1] < r.curves["test_loss"][0]
+    jpath, npz = r.save(tmp_path / "c.json")
+    assert json.loads(jpath.read_text())["result"]["curves"]["step"] == [0, 10, 20, 30]
+    with np.load(npz) as data:
+        assert data["curve/loss"].shape == (4,)
+    assert fit(p, make_recipe("dense"), 3, rng=0, progress=False).curves == {}
+
+
+@pytest.mark.parametrize("kwargs, error, pattern", [
+    ({"rng": "abc"}, TypeError, "rng must be"),
+    ({"rng": -1}, ValueError, "rng"),
+    ({"nm": "2:4"}, TypeError, r"nm must be an \(n, m\) tuple"),
+    ({"nm": (2.0, 4)}, TypeError, "nm must be"),
+    ({"criterion": 42}, TypeError, "criterion must be a criterion object"),
+    ({"criterion": "autoswitch"}, TypeError, "make_criterion"),
+    ({"eval_every": 0}, ValueError, "eval_every"),
+])
+def test_fit_rejects_bad_arguments_naming_them(kwargs, error, pattern):
+    with pytest.raises(error, match=pattern):
+        fit(small(), make_recipe("dense"), 2, progress=False, **kwargs)
+
+
+def test_fit_rejects_a_non_problem_and_a_recipe_name():
+    with pytest.raises(TypeError, match="Problem protocol.*NoneType"):
+        fit(None, make_recipe("dense"), 2)
+    with pytest.raises(TypeError, match=r"make_recipe\('step'\)"):
+        fit(small(), "step", 2)

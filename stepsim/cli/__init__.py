@@ -76,6 +76,13 @@ def main(argv=None) -> int:
         # Bad input: a one-line error naming the argument, not a traceback.
         print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file that cannot be read or written: permissions, disk full
+        print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # estimates refuse known sizes first; this is the backstop
+        print(f"stepsim {args.command}: error: out of memory ({exc or 'MemoryError'})",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,13 +1,20 @@
 """Option parsers shared by the subcommands (standard library only: imported at parse time).
 
 * :func:`nm` — an argparse ``type=`` for "N:M" options;
+* :func:`seed`, :func:`positive_int`, :func:`non_negative_int`, :func:`finite_float` —
+  argparse ``type=`` for numbers, so a bad value is reported with the option's name;
 * :func:`key_values` — repeatable ``KEY=VALUE`` options into a dict;
+* :func:`output_path` — check an output path before any work starts;
 * :func:`run_params` — the parsed options as the ``params`` of a result file.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import tempfile
+from pathlib import Path
 
 
 class OptionError(argparse.ArgumentTypeError, ValueError):
@@ -29,6 +36,48 @@ def nm(text: str) -> tuple[int, int]:
     return n, m
 
 
+def _integer(text: str) -> int:
+    try:
+        return int(text.strip(), 10)
+    except (ValueError, AttributeError):
+        raise OptionError(f"must be an integer, got {text!r}") from None
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer >= 0 (NumPy's SeedSequence refuses negatives)."""
+    value = _integer(text)
+    if value < 0:
+        raise OptionError(f"a seed must be a non-negative integer, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (a count: steps, trials, a dimension)."""
+    value = _integer(text)
+    if value < 1:
+        raise OptionError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise OptionError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """A finite real number ("nan", "inf" refused; ranges are checked by the API)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise OptionError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise OptionError(f"must be a finite number, got {text!r}")
+    return value
+
+
 def key_values(items, option: str, convert=str) -> dict:
     """Repeatable ``KEY=VALUE`` strings -> {key: convert(value)}.
 
@@ -48,6 +97,89 @@ def key_values(items, option: str, convert=str) -> dict:
         except ValueError as exc:
             raise ValueError(f"{option} {key}: bad value {value!r} ({exc})") from None
     return out
+
+
+def output_path(text, *, option: str, suffixes: tuple = (), sidecars: tuple = (),
+                inputs: tuple = ()) -> Path | None:
+    """Check, before any work starts, that the file an option names can be written.
+
+    text: the option's value (None: not given, returns None). option: its name for
+    messages ("--json", "-o"). suffixes: accepted extensions, e.g. (".png",) — a writer
+    that picks its format by extension would otherwise write elsewhere (matplotlib saves
+    ``DIR`` as ``DIR.png``). sidecars: suffixes of files written beside the output
+    (``path.with_suffix(s)``, e.g. train's trace ".npz" beside its JSON); each must be a
+    different file from the output. inputs: paths the command reads; the output and its
+    sidecars must not replace one of them.
+
+    Refuses, with one line naming the option: an empty path, a directory, a wrong
+    extension, an output or sidecar equal to an input or to the output, and a directory
+    where no file can be created (read-only, not a directory, no space left: probed by
+    creating and writing a small temporary file there). Returns the path as a Path.
+    Raises :class:`OptionError` (a ValueError).
+    """
+    if text is None:
+        return None
+    if not str(text).strip():
+        raise OptionError(f"{option}: empty path; give a file name")
+    path = Path(text)
+    if path.is_dir():
+        raise OptionError(f"{option} {text} is a directory; give a file name inside it, e.g. "
+                          f"{path / ('result' + (suffixes[0] if suffixes else '.json'))}")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise OptionError(f"{option} {text} must end in {' or '.join(suffixes)}")
+    for suffix in sidecars:
+        beside = path.with_suffix(suffix)
+        if _same_file(beside, path):
+            raise OptionError(
+                f"{option} {text} must not end in {suffix}: the {suffix} file written beside "
+                f"it would be {beside} itself; use e.g. {path.with_suffix('.json')}")
+    written = [(path, "")] + [(path.with_suffix(s), f" (its {s} file {path.with_suffix(s)})")
+                              for s in sidecars]
+    for out, what in written:
+        for source in inputs:
+            if source is not None and _same_file(out, Path(source)):
+                raise OptionError(f"{option} {text}{what} is the input file {source}; writing "
+                                  f"it would replace the input; choose another name")
+        if out.is_dir():
+            raise OptionError(f"{option} {text}{what} is a directory")
+    _probe_directory(path, option)
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _probe_directory(path: Path, option: str) -> None:
+    """Create and write a small temporary file where ``path`` will go (its nearest existing
+    ancestor if the directory is still to be made): the only test that also holds for
+    root, read-only mounts and full disks."""
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OptionError(f"{option} {path}: {parent} is a file, not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=parent) as f:
+            f.write(b"\0" * 4096)
+            f.flush()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise OptionError(f"{option} {path}: cannot write in {parent} ({reason})") from None
+
+
+def check_distinct_outputs(**paths) -> None:
+    """Output options (name -> Path or None) must name different files."""
+    seen = {}
+    for name, path in paths.items():
+        if path is None:
+            continue
+        for other, other_path in seen.items():
+            if _same_file(path, other_path):
+                raise OptionError(f"{other} and {name} name the same file {path}")
+        seen[name] = path
 
 
 def run_params(args: argparse.Namespace) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import nm
+from stepsim.cli._args import nm, output_path
 
 HELP = "compress .npy/.npz weights to N:M storage (2:4 in CUTLASS's layout) and report bytes saved"
 
@@ -30,27 +30,24 @@ def add_arguments(parser) -> None:
                         help="multiply every stored array with a random B (seed 0): 2:4 arrays "
                              "through spmm_2to4 straight from the compressed operands, others "
                              "after decompression, and print the error against the dense matmul")
-    parser.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    parser.add_argument("--saturate", action="store_true",
+                        help="with --dtype: clip values beyond the dtype's range to its largest "
+                             "finite value (default: refuse them, naming the largest |value|)")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+                        help="file to write (.npz; not the input)")
 
 
 def _load_inputs(path):
-    from pathlib import Path
+    from stepsim._validate import load_arrays
 
-    import numpy as np
-
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"input file {path} does not exist")
-    if path.suffix == ".npy":
-        return {path.stem: np.load(path, allow_pickle=False)}
-    if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            return {name: z[name] for name in z.files}
-    raise ValueError(f"input must be a .npy or .npz file, got {path.name}")
+    return load_arrays(path, what="input file")
 
 
 def _select(inputs: dict, keys) -> dict:
     """The arrays to compress: ``keys`` if given, else see the --keys help."""
+    if "__stepsim__" in inputs:
+        raise ValueError("the input is already a stepsim compressed file; read it with "
+                         "stepsim.sparse24.load_compressed")
     if keys:
         missing = [k for k in keys if k not in inputs]
         if missing:
@@ -93,9 +90,11 @@ def _verify(name, array, stored, rng) -> str:
     return f"  verify {name}: {how}: max |error| {err:.3g} (max |A@B| {scale:.3g})"
 
 
-def _convert(name, array, dtype_name):
+def _convert(name, array, dtype_name, saturate):
+    """``array`` in the --dtype; overflow is an error unless --saturate (stepsim.sparse24.cast)."""
     import numpy as np
 
+    from stepsim.sparse24.cast import cast_values
     from stepsim.sparse24.io import dtype_from_name
 
     if dtype_name is None:
@@ -106,9 +105,7 @@ def _convert(name, array, dtype_name):
     if target == np.int8:
         raise ValueError(f"{name}: --dtype int8 needs int8 input (stepsim does not quantize), "
                          f"got {array.dtype}")
-    if array.dtype.kind not in "fiu" and array.dtype.name != "bfloat16":
-        raise ValueError(f"{name}: cannot convert dtype {array.dtype} to {target}")
-    return array.astype(target)
+    return cast_values(array, target, saturate=saturate, name=name)
 
 
 def _masked(name, array, n, m, axis):
@@ -152,11 +149,16 @@ def _cutlass_ok(array, n, m, axis):
 def run(args) -> int:
     import numpy as np
 
+    from stepsim._validate import check_finite_array
     from stepsim.sparse24.io import save_compressed
     from stepsim.sparse24.layout import Compressed24
     from stepsim.sparse24.nm_storage import compress_nm
 
     n, m = args.nm
+    # the output is checked before anything is read or computed; never the input itself
+    output = output_path(args.output, option="-o", suffixes=(".npz",), inputs=(args.input,))
+    if args.saturate and args.dtype == "keep":
+        raise ValueError("--saturate applies to a conversion; give --dtype too")
     inputs = _load_inputs(args.input)
     selected = _select(inputs, args.keys)
     skipped = sorted(set(inputs) - set(selected))
@@ -165,9 +167,18 @@ def run(args) -> int:
     out, total_dense, total_stored, checks = {}, 0, 0, []
     rng = np.random.default_rng(0)
     for name, array in selected.items():
-        array = _convert(name, array, _DTYPES[args.dtype])
+        if array.dtype.kind not in "fiu" and array.dtype.name != "bfloat16":
+            raise ValueError(f"{name} in {args.input} has dtype {array.dtype}; only real "
+                             f"numeric arrays (float, bfloat16, int) can be N:M compressed")
         if array.ndim == 0:
             raise ValueError(f"{name}: a 0-d array cannot be N:M compressed")
+        if not -array.ndim <= args.axis < array.ndim:
+            raise ValueError(f"--axis {args.axis} is out of range for {name}, shape "
+                             f"{array.shape}")
+        # NaN/inf weights have no N:M mask and multiply to garbage: refuse them whether or
+        # not the array needs masking (a train result's weights are already N:M sparse)
+        check_finite_array(f"{name} in {args.input}", array)
+        array = _convert(name, array, _DTYPES[args.dtype], args.saturate)
         array, masked = _masked(name, array, n, m, args.axis)
         ok, why = _cutlass_ok(array, n, m, args.axis)
         if args.format == "cutlass" and not ok:
@@ -191,8 +202,9 @@ def run(args) -> int:
     for line in checks:
         print(line)
     params = {"input": str(args.input), "nm": f"{n}:{m}", "dtype": args.dtype,
-              "format": args.format, "axis": args.axis, "keys": sorted(selected)}
-    path = save_compressed(args.output, out, params=params)
+              "format": args.format, "axis": args.axis, "keys": sorted(selected),
+              "saturate": args.saturate}
+    path = save_compressed(output, out, params=params)
     saved = 100 * (1 - total_stored / max(total_dense, 1))
     print(f"total: {total_dense:,} B dense -> {total_stored:,} B stored, saved "
           f"{total_dense - total_stored:,} B ({saved:.1f}%); wrote {path}")

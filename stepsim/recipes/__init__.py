@@ -1,49 +1,75 @@
-"""Recipes for learning N:M masks, built from small pure pieces (SPEC section 3).
+"""Recipes for learning N:M masks, composed of small pure pieces (SPEC section 3).
 
 * :class:`~stepsim.sparsity.ParamSpec` (in :mod:`stepsim.sparsity`): which parameter is sparsified.
 * :mod:`~stepsim.recipes.transforms`: the pieces (Adam/SGDM, masks, SR-STE term, ASP
-  masking, frozen v, decaying schedule, layer-wise allocation).
-* :mod:`~stepsim.recipes.recipes`: :class:`Recipe`, :func:`make_recipe`, ``RECIPES``.
+  masking, frozen v, decaying schedule, greedy layer-wise allocation).
+* :mod:`~stepsim.recipes.domino`: DominoSearch's dynamic layer-wise N:M.
+* :mod:`~stepsim.recipes.recipes`: :class:`Recipe` (the composition), :func:`make_recipe`,
+  ``RECIPES``.
+* :mod:`~stepsim.recipes.switch`: switch schedules (:class:`SwitchAt`, :class:`SwitchWhen`,
+  global or per module).
 """
 
+from stepsim.recipes.domino import DominoSearch
 from stepsim.recipes.recipes import (
     RECIPES,
+    AllocateFixed,
+    AllocateGreedy,
     DecayingMask,
+    DynamicLayerwise,
     EveryStepMask,
     FixedMask,
-    Layerwise,
+    FreezeV,
     Recipe,
     RecipeState,
+    RunContext,
     make_optimizer,
     make_recipe,
     recipe_options,
 )
-from stepsim.sparsity import ParamSpec, check_specs, sparsity, with_nm
+from stepsim.recipes.switch import StepStats, SwitchAt, SwitchWhen
 from stepsim.recipes.transforms import (
     SGDM,
     Adam,
     AdamState,
     DecaySchedule,
+    MaskGradients,
+    MaskWeights,
     SGDMState,
+    SrsteDecoupled,
+    SrsteTerm,
     allocate_layerwise,
     decay_sequence,
     freeze_second_moment,
 )
+from stepsim.sparsity import ParamSpec, check_specs, sparsity, with_nm
 
 __all__ = [
     "RECIPES",
     "SGDM",
     "Adam",
     "AdamState",
+    "AllocateFixed",
+    "AllocateGreedy",
     "DecaySchedule",
     "DecayingMask",
+    "DominoSearch",
+    "DynamicLayerwise",
     "EveryStepMask",
     "FixedMask",
-    "Layerwise",
+    "FreezeV",
+    "MaskGradients",
+    "MaskWeights",
     "ParamSpec",
     "Recipe",
     "RecipeState",
+    "RunContext",
     "SGDMState",
+    "SrsteDecoupled",
+    "SrsteTerm",
+    "StepStats",
+    "SwitchAt",
+    "SwitchWhen",
     "allocate_layerwise",
     "check_specs",
     "decay_sequence",

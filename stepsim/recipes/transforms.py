@@ -12,11 +12,13 @@ Pieces, in the order a step uses them:
 * masks: :func:`nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
   (decaying mask: which N at which step); :func:`allocate_layerwise` (layer-wise N:M).
 * forward: :func:`masked_forward` — Pi * w, or (Pi + alpha (1 - Pi)) * w for a decaying scale.
-* gradient: :func:`srste_term` (g + lam (1 - Pi) w), :func:`mask_gradients` (ASP).
+* gradient: :func:`srste_term` (g + lam (1 - Pi) w), :func:`mask_gradients` (ASP); as
+  pieces a recipe attaches on the gradient: :class:`SrsteTerm`, :class:`MaskGradients`.
 * optimizer: :class:`Adam` (moments; :func:`freeze_second_moment` for STEP's phase 2),
   :class:`SGDM` (momentum SGD); :func:`learning_rate` (constant / cosine, linear warm-up).
 * after the step: :func:`srste_decoupled` (SR-STE term applied after Adam normalises),
-  :func:`mask_weights` (ASP: pruned weights are zero after every step).
+  :func:`mask_weights` (ASP: pruned weights are zero after every step); as pieces:
+  :class:`SrsteDecoupled`, :class:`MaskWeights`. Each piece reads a :class:`StepView`.
 """
 
 from __future__ import annotations
@@ -51,6 +53,19 @@ def learning_rate(base: float, step: int, total_steps: int, schedule: str = "con
 
     constant: base. cosine: base * (1 + cos(pi * (k - 1) / total_steps)) / 2 (from base at
     k = 1 towards 0). Warm-up multiplies by min(1, k / warmup_steps).
+
+    Parameters
+    ----------
+    base : float
+        The base learning rate.
+    step, total_steps : int
+        k (1-based) and T.
+    schedule : {"constant", "cosine"}
+    warmup_steps : int
+
+    Returns
+    -------
+    float
     """
     lr = base
     if schedule == "cosine":
@@ -66,20 +81,30 @@ def _check_schedule(schedule, warmup_steps):
 
 
 # --------------------------------------------------------------------------- Adam
-class AdamState(NamedTuple):
-    """Adam's state. m, v: name -> array shaped and typed like the parameter.
+class FrozenV(NamedTuple):
+    """How one parameter's frozen v* is read in STEP's phase 2 (see :func:`freeze_second_moment`).
 
-    v is raw (not bias-corrected). ``frozen``: STEP's phase 2 — v is read, never written,
-    and the denominator divides v by ``bias_correction2`` (1.0: raw v*, Algorithm 1) with
-    ``eps``/``eps_mode`` (which phase 2 may change: the public-code variant).
+    bias_correction2: the divisor of v* (1.0: raw v*, Algorithm 1). eps, eps_mode: the
+    denominator's eps and where it goes (the "public" variant changes both).
+    """
+
+    bias_correction2: float
+    eps: float
+    eps_mode: str
+
+
+class AdamState(NamedTuple):
+    """Adam's state (values only; the hyper-parameters live in :class:`Adam`).
+
+    m, v: name -> array shaped and typed like the parameter; v is raw (not bias-corrected).
+    frozen: name -> :class:`FrozenV` for every parameter whose v is frozen (STEP's phase 2:
+    read, never written); a parameter not in it updates v normally. Per parameter, so each
+    module can freeze at its own switch step.
     """
 
     m: dict
     v: dict
-    frozen: bool = False
-    bias_correction2: float | None = None  # None: 1 - beta2**k at step k (normal Adam)
-    eps: float = 1e-8
-    eps_mode: str = "inside"
+    frozen: dict = {}  # never mutated: every change makes a new dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,58 +135,92 @@ class Adam:
         _check_schedule(self.schedule, self.warmup_steps)
 
     def lr_at(self, step: int, total_steps: int) -> float:
+        """The learning rate of step ``step`` (1-based) in a run of ``total_steps``."""
         return learning_rate(self.lr, step, total_steps, self.schedule, self.warmup_steps)
 
     def init(self, params: Mapping) -> AdamState:
+        """Zero moments shaped like ``params``; nothing frozen."""
         zeros = {name: np.zeros_like(w) for name, w in params.items()}
-        return AdamState(m=zeros, v={n: np.zeros_like(w) for n, w in params.items()},
-                         eps=self.eps, eps_mode=self.eps_mode)
+        return AdamState(m=zeros, v={n: np.zeros_like(w) for n, w in params.items()}, frozen={})
 
     def update(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
                total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
-        """One step. Returns (new params, new state, AdamStats combined over all parameters).
+        """One step. Returns (new params, new state, name -> AdamStats of that parameter).
 
         The inputs are not modified: w and m are copied before the in-place kernel runs; a
         frozen v is shared between the old and the new state, since nothing writes it.
+        ``AdamStats.combine`` of the values (in ``params`` order) is the step's total.
         """
-        from stepsim.optim import AdamStats, adam_apply, adam_hyper
+        from stepsim.optim import adam_hyper
 
-        hyper = adam_hyper(  # validated once for every parameter of this step
-            step=step, lr=self.lr_at(step, total_steps), beta1=self.beta1, beta2=self.beta2,
-            eps=state.eps, eps_mode=state.eps_mode, weight_decay=self.weight_decay,
-            freeze_v=state.frozen, bias_correction2=state.bias_correction2,
-            log_stats=log_stats, stats_on=stats_on)
-        new_w, new_m, new_v, parts = {}, {}, {}, []
-        for name, w in params.items():
-            w2, m2 = w.copy(), state.m[name].copy()
-            v2 = state.v[name] if state.frozen else state.v[name].copy()
-            parts.append(adam_apply(w2, grads[name], m2, v2, hyper))
-            new_w[name], new_m[name], new_v[name] = w2, m2, v2
-        stats = AdamStats.combine(parts)
-        return new_w, state._replace(m=new_m, v=new_v), stats
+        lr = self.lr_at(step, total_steps)
+        made = {}  # one validated hyper per distinct freezing (one for a global switch)
+
+        def hyper(frozen: FrozenV | None):
+            if frozen not in made:
+                eps, mode = (self.eps, self.eps_mode) if frozen is None else frozen[1:]
+                made[frozen] = adam_hyper(
+                    step=step, lr=lr, beta1=self.beta1, beta2=self.beta2, eps=eps,
+                    eps_mode=mode, weight_decay=self.weight_decay, freeze_v=frozen is not None,
+                    bias_correction2=None if frozen is None else frozen.bias_correction2,
+                    log_stats=log_stats, stats_on=stats_on)
+            return made[frozen]
+
+        hypers = {name: hyper(state.frozen.get(name)) for name in params}
+        new_w, new_m, new_v, parts = adam_arrays(params, grads, state.m, state.v, hypers)
+        return new_w, state._replace(m=new_m, v=new_v), parts
+
+
+def adam_arrays(params: Mapping, grads: Mapping, m: Mapping, v: Mapping, hypers: Mapping):
+    """Adam on every array, each with its validated ``hypers[name]`` (an AdamHyper).
+
+    Returns (new w, new m, new v, name -> AdamStats); w and m are copied first, a frozen v
+    is shared (nothing writes it). The only per-array loop of the Adam update: a
+    multi-tensor kernel (one call per distinct hyper) replaces exactly this function.
+    """
+    from stepsim.optim import adam_apply
+
+    new_w, new_m, new_v, parts = {}, {}, {}, {}
+    for name, w in params.items():
+        hyper = hypers[name]
+        w2, m2 = w.copy(), m[name].copy()
+        v2 = v[name] if hyper.freeze_v else v[name].copy()
+        parts[name] = adam_apply(w2, grads[name], m2, v2, hyper)
+        new_w[name], new_m[name], new_v[name] = w2, m2, v2
+    return new_w, new_m, new_v, parts
 
 
 V_STAR = ("raw", "bias-corrected")
 DENOMINATORS = ("paper", "public")
 
 
-def freeze_second_moment(state: AdamState, k0: int, beta2: float, *, v_star: str = "raw",
-                         denominator: str = "paper") -> AdamState:
-    """STEP's switch after step k0: v* = v_{k0} is frozen from now on.
+def freeze_second_moment(state: AdamState, k0: int, beta2: float, eps: float = 1e-8,
+                         eps_mode: str = "inside", *, v_star: str = "raw",
+                         denominator: str = "paper", names=None) -> AdamState:
+    """STEP's switch after step k0: v* = v_{k0} of ``names`` (default: all) is frozen.
 
     v_star: "raw" divides by sqrt(v* + eps) (Algorithm 1, line 20; the default) or
     "bias-corrected" by sqrt(v* / (1 - beta2**k0) + eps).
-    denominator: "paper" keeps Adam's eps (inside the root, Eq. 7); "public" uses
-    sqrt(v*) + eps**0.75, as one public implementation does.
+    denominator: "paper" keeps Adam's eps and eps_mode (inside the root, Eq. 7); "public"
+    uses sqrt(v*) + eps**0.75, as one public implementation does.
+    Parameters already frozen keep their v* (a module freezes once).
+
+    Returns
+    -------
+    AdamState
+        A new state; ``state`` is unchanged.
     """
     check_choice("v_star", v_star, V_STAR)
     check_choice("denominator", denominator, DENOMINATORS)
     check_int("k0", k0, minimum=1)
     bc2 = 1.0 if v_star == "raw" else 1.0 - beta2**k0
-    eps, mode = state.eps, state.eps_mode
     if denominator == "public":
-        eps, mode = eps**0.75, "outside"
-    return state._replace(frozen=True, bias_correction2=bc2, eps=eps, eps_mode=mode)
+        eps, eps_mode = eps**0.75, "outside"
+    names = state.v.keys() if names is None else names
+    frozen = dict(state.frozen)
+    for name in names:
+        frozen.setdefault(name, FrozenV(bc2, eps, eps_mode))
+    return state._replace(frozen=frozen)
 
 
 # --------------------------------------------------------------------------- momentum SGD
@@ -189,6 +248,7 @@ class SGDM:
         _check_schedule(self.schedule, self.warmup_steps)
 
     def lr_at(self, step: int, total_steps: int) -> float:
+        """The learning rate of step ``step`` (1-based) in a run of ``total_steps``."""
         return learning_rate(self.lr, step, total_steps, self.schedule, self.warmup_steps)
 
     def init(self, params: Mapping) -> SGDMState:
@@ -196,7 +256,7 @@ class SGDM:
 
     def update(self, state: SGDMState, params: Mapping, grads: Mapping, step: int,
                total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
-        """One step. Returns (new params, new state, None): momentum SGD has no v to report."""
+        """One step. Returns (new params, new state, name -> None): SGD-M has no v to report."""
         from stepsim.optim import sgdm_step
 
         lr = self.lr_at(step, total_steps)
@@ -206,13 +266,25 @@ class SGDM:
             sgdm_step(w2, grads[name], b2, lr=lr, momentum=self.momentum,
                       weight_decay=self.weight_decay, nesterov=self.nesterov)
             new_w[name], new_buf[name] = w2, b2
-        return new_w, SGDMState(buf=new_buf), None
+        return new_w, SGDMState(buf=new_buf), dict.fromkeys(params)
 
 
 # --------------------------------------------------------------------------- masks
 def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
              nm: Mapping[str, tuple[int, int]]) -> Masks:
-    """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else None."""
+    """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else None.
+
+    Parameters
+    ----------
+    params : dict name -> ndarray
+    specs : dict name -> ParamSpec
+    nm : dict name -> (n, m)
+        For every sparse parameter.
+
+    Returns
+    -------
+    dict name -> bool ndarray (shaped like the parameter) or None
+    """
     from stepsim.masks import nm_mask
 
     out = {}
@@ -223,7 +295,17 @@ def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
 
 
 def count_flips(old: Masks | None, new: Masks) -> int:
-    """Mask entries that changed from ``old`` to ``new``; ``old=None`` means all kept (dense)."""
+    """Mask entries that changed from ``old`` to ``new``; ``old=None`` means all kept (dense).
+
+    Parameters
+    ----------
+    old : dict name -> bool ndarray or None, or None
+    new : dict name -> bool ndarray or None
+
+    Returns
+    -------
+    int
+    """
     flips = 0
     for name, mask in new.items():
         if mask is None:
@@ -248,6 +330,17 @@ def masked_forward(params: Mapping, masks: Masks, alpha: float | Mapping = 0.0) 
     """The weights the forward pass uses: Pi * w, pruned entries scaled by ``alpha`` (default 0).
 
     alpha: one scale for every layer, or a dict name -> scale (missing names: 0).
+
+    Parameters
+    ----------
+    params : dict name -> ndarray
+    masks : dict name -> bool ndarray or None
+    alpha : float or dict name -> float
+
+    Returns
+    -------
+    dict name -> ndarray
+        New arrays for masked parameters; the others are passed through.
     """
     def pruned(name, w):
         a = alpha.get(name, 0.0) if isinstance(alpha, Mapping) else alpha
@@ -257,25 +350,70 @@ def masked_forward(params: Mapping, masks: Masks, alpha: float | Mapping = 0.0) 
 
 
 def srste_term(grads: Mapping, params: Mapping, masks: Masks, lam: float) -> Params:
-    """SR-STE's gradient (Eq. 9): g + lam * (1 - Pi) * w; kept entries are g unchanged."""
+    """SR-STE's gradient (Eq. 9): g + lam * (1 - Pi) * w; kept entries are g unchanged.
+
+    Parameters
+    ----------
+    grads, params : dict name -> ndarray
+    masks : dict name -> bool ndarray or None
+    lam : float >= 0
+
+    Returns
+    -------
+    dict name -> ndarray
+    """
     return _on_pruned(grads, masks,
                       lambda name, g: g + params[name].dtype.type(lam) * params[name])
 
 
 def srste_decoupled(new_params: Mapping, old_params: Mapping, masks: Masks, lam: float,
                     lr: float) -> Params:
-    """SR-STE after the optimizer normalised the gradient: w -= lr * lam * (1 - Pi) * w_old."""
+    """SR-STE after the optimizer normalised the gradient: w -= lr * lam * (1 - Pi) * w_old.
+
+    Parameters
+    ----------
+    new_params : dict name -> ndarray
+        w after the optimizer step.
+    old_params : dict name -> ndarray
+        w_k, before it.
+    masks : dict name -> bool ndarray or None
+    lam, lr : float
+
+    Returns
+    -------
+    dict name -> ndarray
+    """
     return _on_pruned(new_params, masks,
                       lambda name, w: w - w.dtype.type(lr * lam) * old_params[name])
 
 
 def mask_gradients(grads: Mapping, masks: Masks) -> Params:
-    """ASP (apex): gradients of pruned weights are zeroed before the optimizer step."""
+    """ASP (apex): gradients of pruned weights are zeroed before the optimizer step.
+
+    Parameters
+    ----------
+    grads : dict name -> ndarray
+    masks : dict name -> bool ndarray or None
+
+    Returns
+    -------
+    dict name -> ndarray
+    """
     return masked_forward(grads, masks)
 
 
 def mask_weights(params: Mapping, masks: Masks) -> Params:
-    """ASP (apex): pruned weights are set to zero after the optimizer step."""
+    """ASP (apex): pruned weights are set to zero after the optimizer step.
+
+    Parameters
+    ----------
+    params : dict name -> ndarray
+    masks : dict name -> bool ndarray or None
+
+    Returns
+    -------
+    dict name -> ndarray
+    """
     return masked_forward(params, masks)
 
 
@@ -286,6 +424,15 @@ def decay_sequence(n: int, m: int) -> tuple[int, ...]:
     Frame 0 keeps M-1 of M; frame s >= 1 keeps max(n, M // 2**s) (the paper's N = M/2^s);
     repeated values are dropped and the sequence stops at n. 1:8 -> (7, 4, 2, 1);
     2:4 -> (3, 2); 1:4 -> (3, 2, 1); 3:8 -> (7, 4, 3); N = M -> (M,).
+
+    Parameters
+    ----------
+    n, m : int
+        The target N:M.
+
+    Returns
+    -------
+    tuple of int
     """
     n, m = check_nm(n, m)
     seq = [max(n, m - 1)]
@@ -298,17 +445,21 @@ def decay_sequence(n: int, m: int) -> tuple[int, ...]:
     return tuple(seq)
 
 
+ALPHA_CLOCKS = ("phase", "frame")
+
+
 @dataclasses.dataclass(frozen=True)
 class DecaySchedule:
     """Structure decay over steps ``start..stop`` (inclusive), in equal frames.
 
     Frame f (0-based, F frames) starts at step ``start + floor(f * L / F)`` with
     L = stop - start + 1 and keeps ``ns[f]`` of every ``m``. The optional decaying scale
-    alpha = max(0, 1 - decay_rate * t) (t = steps since the frame started) multiplies the
-    pruned weights in the forward pass; the last frame always uses a binary mask (alpha 0).
-    SPEC's alpha_t does not say whether t counts from the frame or from the run; stepsim
-    restarts it each frame (each new structure starts soft), so a frame's first step
-    forwards the pruned weights at full scale.
+    alpha = max(0, 1 - decay_rate * t) multiplies the pruned weights in the forward pass;
+    the last frame always uses a binary mask (alpha 0). ``alpha_clock`` says what t counts:
+    "phase" (default): steps since the sparse phase began (t = step - start), once, as Kao
+    et al.'s group's code does; "frame": steps since the current frame began, restarting
+    at every frame (stepsim before issue 11), so that each frame's first step forwards the
+    pruned weights at full scale — kept only as an option.
     """
 
     m: int
@@ -316,14 +467,18 @@ class DecaySchedule:
     start: int
     stop: int
     decay_rate: float | None = None
+    alpha_clock: str = "phase"
 
     @classmethod
-    def make(cls, n: int, m: int, start: int, stop: int, decay_rate: float | None = None):
+    def make(cls, n: int, m: int, start: int, stop: int, decay_rate: float | None = None,
+             alpha_clock: str = "phase"):
+        """The schedule from N:M ``n``:``m`` over steps start..stop (see the class)."""
         check_int("start", start, minimum=1)
         if decay_rate is not None:
             check_real("decay_rate", decay_rate, minimum=0.0)
+        check_choice("alpha_clock", alpha_clock, ALPHA_CLOCKS)
         return cls(m=m, ns=decay_sequence(n, m), start=start, stop=max(stop, start),
-                   decay_rate=decay_rate)
+                   decay_rate=decay_rate, alpha_clock=alpha_clock)
 
     @property
     def frame_starts(self) -> tuple[int, ...]:
@@ -336,13 +491,73 @@ class DecaySchedule:
         return max(0, int(np.searchsorted(starts, step, side="right")) - 1)
 
     def n_at(self, step: int) -> int:
+        """The N in force at ``step``."""
         return self.ns[self.frame(step)]
 
     def alpha_at(self, step: int) -> float:
+        """The scale of the pruned weights at ``step`` (0 without a decay rate)."""
         f = self.frame(step)
         if self.decay_rate is None or f == len(self.ns) - 1:
             return 0.0
-        return max(0.0, 1.0 - self.decay_rate * (step - self.frame_starts[f]))
+        origin = self.start if self.alpha_clock == "phase" else self.frame_starts[f]
+        return max(0.0, 1.0 - self.decay_rate * (step - origin))
+
+
+# --------------------------------------------------------------------------- step pieces
+class StepView(NamedTuple):
+    """What a gradient or after-update piece may read about step k.
+
+    params: w_k, the weights the masks were made from (before the update). masks: Pi_k
+    (None for a parameter that is dense or whose module has not switched yet). step: k.
+    lr: the optimizer's learning rate at step k.
+    """
+
+    params: dict
+    masks: dict
+    step: int
+    lr: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SrsteTerm:
+    """On the gradient, before the optimizer (SR-STE's code): g + lam (1 - Pi) w."""
+
+    lam: float
+
+    def __post_init__(self):
+        check_real("lam", self.lam, minimum=0.0)
+
+    def apply(self, grads: Mapping, view: StepView) -> Params:
+        return srste_term(grads, view.params, view.masks, self.lam)
+
+
+@dataclasses.dataclass(frozen=True)
+class SrsteDecoupled:
+    """After the optimizer normalised the gradient: w -= lr lam (1 - Pi) w_k."""
+
+    lam: float
+
+    def __post_init__(self):
+        check_real("lam", self.lam, minimum=0.0)
+
+    def apply(self, params: Mapping, view: StepView) -> Params:
+        return srste_decoupled(params, view.params, view.masks, self.lam, view.lr)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskGradients:
+    """ASP (apex), on the gradient: pruned entries' gradients are zeroed."""
+
+    def apply(self, grads: Mapping, view: StepView) -> Params:
+        return mask_gradients(grads, view.masks)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskWeights:
+    """ASP (apex), after the optimizer: pruned weights are set back to zero."""
+
+    def apply(self, params: Mapping, view: StepView) -> Params:
+        return mask_weights(params, view.masks)
 
 
 # --------------------------------------------------------------------------- layer-wise N:M
@@ -374,6 +589,17 @@ def allocate_layerwise(params: Mapping, specs: Mapping[str, ParamSpec], target_s
     m: the M of every sparse layer (default: each spec's own M). Returns name -> (n, m) for
     the sparse parameters. Raises ValueError if the target is outside [0, 1] or not
     reachable (every N = 1 still keeps too much), or M does not tile a layer.
+
+    Parameters
+    ----------
+    params : dict name -> ndarray
+    specs : dict name -> ParamSpec
+    target_sparsity : float in [0, 1]
+    m : int, optional
+
+    Returns
+    -------
+    dict name -> (n, m)
     """
     target = check_fraction("target_sparsity", target_sparsity)
     if m is not None:

@@ -3,7 +3,8 @@
 Modules: :mod:`.layout` (CUTLASS 2:4 compress/decompress, bit-exact with PyTorch),
 :mod:`.spmm` (reference sparse matmul, lane/tile inspection), :mod:`.nm_storage` (any N:M),
 :mod:`.memory` (model memory calculator, Table 5 of the STEP paper), :mod:`.io`
-(save/load). Submodules are imported on first use so ``import stepsim.sparse24`` is cheap.
+(save/load), :mod:`.cast` (dtype conversion that refuses overflow). Submodules are imported
+on first use so ``import stepsim.sparse24`` is cheap.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _EXPORTS = {
     "model_layers": "memory",
     "save_compressed": "io",
     "load_compressed": "io",
+    "cast_values": "cast",
 }
 
 

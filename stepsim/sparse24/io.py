@@ -10,7 +10,9 @@ File layout (``format: "stepsim.sparse/1"``):
   cannot describe bfloat16 portably; the recorded dtype restores the view on load.
 * ``NAME.meta`` (2:4: CUTLASS's reordered words) or ``NAME.indices`` (N:M: packed bits).
 
-Files are loaded with ``allow_pickle=False``.
+Files are written atomically (:mod:`stepsim._atomic`) and loaded with
+``allow_pickle=False``; a truncated, corrupt or foreign file, or one missing an array its
+header lists, is a one-line ValueError naming the file.
 """
 
 from __future__ import annotations
@@ -69,42 +71,68 @@ def save_compressed(path, tensors: dict, *, params: dict | None = None, seed=Non
         else:
             raise TypeError(f"tensors[{name!r}] must be Compressed24, (values, meta) or "
                             f"NMCompressed, got {type(t).__name__}")
+    from stepsim._atomic import savez
+
     header = {"format": FORMAT, "tensors": info, "provenance": provenance(params, seed)}
     arrays["__stepsim__"] = np.array(json.dumps(to_jsonable(header)))
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **arrays)
-    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+    if path.suffix != ".npz":  # what np.savez did; kept so existing callers find their file
+        path = path.with_name(path.name + ".npz")
+    return savez(path, compressed=False, **arrays)
+
+
+def _read(path) -> tuple[dict, dict]:
+    """(header, arrays) of a compressed file, every failure a ValueError naming ``path``."""
+    from stepsim._validate import load_arrays
+
+    if Path(path).suffix != ".npz":
+        raise ValueError(f"compressed file must be a .npz file, got {Path(path).name}")
+    arrays = load_arrays(path, what="compressed file")
+    if "__stepsim__" not in arrays:
+        raise ValueError(f"{path} is not a stepsim compressed file (no __stepsim__ header)")
+    try:
+        header = json.loads(str(arrays.pop("__stepsim__")))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: corrupt __stepsim__ header ({exc})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        found = header.get("format") if isinstance(header, dict) else header
+        raise ValueError(f"{path}: unknown format {found!r}, expected {FORMAT!r}")
+    if not isinstance(header.get("tensors"), dict):
+        raise ValueError(f"{path}: the header lists no tensors")
+    return header, arrays
 
 
 def load_header(path) -> dict:
     """The JSON header of a file written by :func:`save_compressed`."""
-    with np.load(path, allow_pickle=False) as z:
-        if "__stepsim__" not in z.files:
-            raise ValueError(f"{path} is not a stepsim compressed file (no __stepsim__ header)")
-        header = json.loads(str(z["__stepsim__"]))
-    if header.get("format") != FORMAT:
-        raise ValueError(f"{path}: unknown format {header.get('format')!r}, expected {FORMAT!r}")
-    return header
+    return _read(path)[0]
 
 
 def load_compressed(path) -> dict:
     """Read a file written by :func:`save_compressed`: name -> Compressed24 | NMCompressed."""
-    header = load_header(path)
+    header, arrays = _read(path)
     out = {}
-    with np.load(path, allow_pickle=False) as z:
-        for name, info in header["tensors"].items():
+    for name, info in header["tensors"].items():
+        try:
+            kind = info["format"]
+            parts = ("values", "meta") if kind == "cutlass-2:4" else ("values", "indices")
+            missing = [f"{name}.{p}" for p in parts if f"{name}.{p}" not in arrays]
+            if missing:
+                raise ValueError(f"{path}: the header lists {name!r} but the file has no "
+                                 f"{', '.join(missing)}")
             dtype = dtype_from_name(info["dtype"])
-            values = z[f"{name}.values"].view(dtype)
-            if info["format"] == "cutlass-2:4":
-                t = Compressed24(values, z[f"{name}.meta"])
+            values = arrays[f"{name}.values"].view(dtype)
+            if kind == "cutlass-2:4":
+                t = Compressed24(values, arrays[f"{name}.meta"])
                 if list(t.shape) != info["shape"]:
                     raise ValueError(f"{path}: {name} has shape {t.shape}, header says "
                                      f"{info['shape']}")
-            elif info["format"] == "nm":
-                t = NMCompressed(values, z[f"{name}.indices"], tuple(info["shape"]), int(info["n"]),
-                                 int(info["m"]), int(info["axis"]))
+            elif kind == "nm":
+                t = NMCompressed(values, arrays[f"{name}.indices"], tuple(info["shape"]),
+                                 int(info["n"]), int(info["m"]), int(info["axis"]))
             else:
-                raise ValueError(f"{path}: {name} has unknown storage format {info['format']!r}")
-            out[name] = t
+                raise ValueError(f"{path}: {name} has unknown storage format {kind!r}")
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: header entry of {name!r} is incomplete or malformed "
+                             f"({type(exc).__name__}: {exc})") from None
+        out[name] = t
     return out

@@ -36,6 +36,7 @@ import numpy as np
 from stepsim.sparse24.layout import (
     LayoutSpec,
     _check_operands,
+    _nibble_error,
     meta_offsets,
 )
 
@@ -61,7 +62,10 @@ def round_tf32(x: np.ndarray, mode: str = "rna") -> np.ndarray:
     from stepsim._validate import check_choice
 
     check_choice("tf32", mode, _TF32_MODES)
-    x = np.asarray(x, dtype=np.float32)
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu" and x.dtype.name != "bfloat16":
+        raise TypeError(f"x must be a real numeric array, got dtype {x.dtype}")
+    x = x.astype(np.float32, copy=False)
     if mode == "none":
         return x.copy()
     bits = x.view(np.uint32)
@@ -121,6 +125,14 @@ def _columns_from_registers(meta: np.ndarray, spec: LayoutSpec) -> np.ndarray:
     q = spec.nibbles_per_word
     nib = (words[:, :, None] >> (4 * np.arange(q)).astype(spec.meta_dtype)) & 0xF
     nib = nib.reshape(m, ncols * q).astype(np.int64)
+    # Corrupt metadata (a nibble PTX does not define) would silently read the wrong columns
+    # of B; refuse it as decompress_2to4 does. A 16-entry table lookup: one cheap pass.
+    valid = np.zeros(16, dtype=bool)
+    valid[list(spec.valid_nibbles)] = True
+    bad = ~valid[nib]
+    if bad.any():
+        r, g = (int(i) for i in np.argwhere(bad)[0])
+        raise _nibble_error(r, g, nib[r, g], spec)
     groups = ncols * q
     if spec.group == 4:
         slots = np.stack((nib & 3, nib >> 2), axis=-1)
@@ -161,6 +173,8 @@ def spmm_2to4(values: np.ndarray, meta: np.ndarray, b: np.ndarray, *, tf32: str 
     b: (k, n) of the same dtype as values. tf32: rounding of float32 inputs ("rna", "rz",
     "none"; see the module docstring). impl: "numba" (default) or "numpy" (the reference).
     Returns (m, n) float32 (int32 for int8).
+    Raises ValueError on metadata nibbles PTX does not define (naming row, group, value),
+    like :func:`decompress_2to4`.
     """
     from stepsim._validate import check_choice
 

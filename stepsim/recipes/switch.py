@@ -1,0 +1,172 @@
+"""Switch schedules: when each module leaves its dense phase — one object for every way.
+
+A schedule answers, step by step, "which modules switch now?". Three kinds:
+
+* :class:`SwitchAt` — a fixed step k0 (0: before the first step, i.e. no dense phase) or a
+  fraction of the run (k0 = ceil(fraction * T)); every module at once.
+* :class:`SwitchWhen` — a criterion (:mod:`stepsim.criteria`) watching Adam's statistics:
+  globally (one criterion state over all of v; every module switches when it fires), or
+  with ``per_module=True`` one criterion state per module, each fed that module's own
+  statistics (the Adam kernel reduces them per array), so each module switches at its own
+  step — the paper's per-module AutoSwitch (Table 4).
+
+Interface: ``init(total_steps, modules) -> state``; ``at_start(state)`` -> modules that
+switch before step 1; ``update(state, step, stats) -> (state, fired)`` where ``stats`` is
+a :class:`StepStats` (each module's AdamStats of step k and their total; None under
+SGD-M) or a plain dict module -> AdamStats, and ``fired`` is the tuple of modules that
+switch after step k. States are immutable; ``switch_steps(state)`` gives
+module -> step (None: not yet). A module is one parameter array.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+from stepsim._validate import check_int, check_step_or_fraction
+
+
+class StepStats(NamedTuple):
+    """One step's Adam statistics: by_module (module -> AdamStats or None) and total
+    (``AdamStats.combine`` over the modules in order, or None under SGD-M)."""
+
+    by_module: dict
+    total: object
+
+
+class ScheduleState(NamedTuple):
+    """modules: the module names, in order. k0: the fixed step (SwitchAt) or None.
+    criteria: module (or "*" for global) -> criterion state. fired: module -> step or None."""
+
+    modules: tuple
+    k0: int | None
+    criteria: dict
+    fired: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchAt:
+    """Every module switches after step ``at`` (int >= 0) or after ceil(at * T) (a float
+    fraction in [0, 1]; 0.0 means before the first step)."""
+
+    at: int | float
+
+    def __post_init__(self):
+        object.__setattr__(self, "at", check_step_or_fraction("at", self.at))
+
+    def step_for(self, total_steps: int) -> int:
+        """k0 for a run of ``total_steps`` (0: before the first step)."""
+        if isinstance(self.at, float):
+            from stepsim.criteria import fraction_to_step
+
+            return fraction_to_step(self.at, total_steps) if self.at else 0
+        return int(self.at)
+
+    def init(self, total_steps: int, modules) -> ScheduleState:
+        check_int("total_steps", total_steps, minimum=1)
+        return ScheduleState(tuple(modules), self.step_for(total_steps), {},
+                             dict.fromkeys(modules))
+
+    def at_start(self, state: ScheduleState) -> tuple:
+        return state.modules if state.k0 == 0 else ()
+
+    def update(self, state: ScheduleState, step: int, stats) -> tuple[ScheduleState, tuple]:
+        if step != state.k0:
+            return state, ()
+        fired = {m: step for m in state.modules}
+        return state._replace(fired=fired), state.modules
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchWhen:
+    """Modules switch when ``criterion`` fires: on all of v (default) or per module."""
+
+    criterion: object
+    per_module: bool = False
+
+    def __post_init__(self):
+        check_criterion("criterion", self.criterion)
+        if not isinstance(self.per_module, bool):
+            raise TypeError(f"per_module must be True or False, got {self.per_module!r}")
+
+    def init(self, total_steps: int, modules) -> ScheduleState:
+        keys = tuple(modules) if self.per_module else ("*",)
+        crit = {k: self.criterion.init(total_steps) for k in keys}
+        return ScheduleState(tuple(modules), None, crit, dict.fromkeys(modules))
+
+    def at_start(self, state: ScheduleState) -> tuple:
+        return ()
+
+    def update(self, state: ScheduleState, step: int, stats) -> tuple[ScheduleState, tuple]:
+        from stepsim.optim import AdamStats
+
+        if isinstance(stats, StepStats):
+            by_module, total = stats
+        else:
+            by_module, total = stats, None
+        crit, fired, now = dict(state.criteria), dict(state.fired), []
+        for key, cstate in state.criteria.items():
+            if cstate.fired_at is not None:
+                continue
+            if key == "*":
+                watched = total
+                if watched is None:
+                    watched = AdamStats.combine(by_module[m] for m in state.modules)
+                members = state.modules
+            else:
+                watched, members = by_module[key], (key,)
+            crit[key], hit = self.criterion.update(cstate, step, watched)
+            if hit:
+                for m in members:
+                    fired[m] = step
+                now.extend(members)
+        return state._replace(criteria=crit, fired=fired), tuple(now)
+
+
+def switch_steps(state: ScheduleState) -> dict:
+    """module -> the step after which it switched (None: it did not).
+
+    Parameters
+    ----------
+    state : ScheduleState
+
+    Returns
+    -------
+    dict module -> int or None
+    """
+    return dict(state.fired)
+
+
+def check_criterion(name: str, value) -> None:
+    """TypeError unless ``value`` looks like a criterion (init, update, stats_on, needs_log).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message.
+    value : object
+
+    Raises
+    ------
+    TypeError
+    """
+    missing = [a for a in ("init", "update", "stats_on", "needs_log") if not hasattr(value, a)]
+    if missing:
+        hint = (" (build one with make_criterion(name, adam=recipe.optimizer))"
+                if isinstance(value, str) else "")
+        raise TypeError(f"{name} must be a criterion object{hint}; got {value!r} "
+                        f"({type(value).__name__}, lacks {missing})")
+
+
+def is_schedule(value) -> bool:
+    """True for a switch schedule (SwitchAt, SwitchWhen, or anything with their interface).
+
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    bool
+    """
+    return all(hasattr(value, a) for a in ("init", "at_start", "update"))

@@ -1,0 +1,668 @@
+"""Bad inputs, table-driven (issue 10, item 7): the command line and the public API.
+
+Every row is one bad input. For the CLI (``stepsim.cli.main`` in-process, plus a few real
+subprocess runs) each must give a non-zero exit and ONE error line naming the option or
+file — argparse's usage block may precede it — and no traceback; outputs are refused
+before any work starts (nothing printed on stdout, no file written). For the API each
+must raise the right exception type with a one-line message naming the argument. Never a
+traceback, a segfault or a silent rc 0 / a silently wrong number.
+
+Rows another branch fixes are marked ``xfail(strict=True)`` with the branch in the
+reason, so they flip to passing (and must be unmarked) when it is merged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepsim.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _xfail(branch: str, what: str):
+    return pytest.mark.xfail(strict=True, reason=f"fixed on branch {branch}: {what}")
+
+
+PERF = _xfail("perf", "adam_step checks v >= 0, eps > 0 and accepts a read-only g")
+NN = _xfail("nn", "cli/train.py uses cli._args (output_path, seed) and check_memory")
+THEOREM1_API = _xfail("none yet (lead)", "check_theorem1 should call check_memory itself")
+MEMORY_CLI = _xfail("none yet (lead)", "cli/memory.py should use cli._args.output_path")
+PROBLEMS = _xfail("nn", "problems validate nm and estimate memory (check_memory)")
+
+
+# --------------------------------------------------------------------------- input files
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict:
+    """Named paths (str) of good and bad input files, and places for outputs."""
+    d = tmp_path_factory.mktemp("bad_inputs")
+    sparse = np.zeros((32, 64))
+    sparse[:, ::2] = 1.5  # 2:4 already: compress needs no mask
+    paths = {}
+
+    def save(name, array):
+        paths[name] = str(d / f"{name}.npy")
+        np.save(paths[name], array)
+
+    save("good", sparse.astype(np.float32))
+    nan = sparse.copy()
+    nan[3, 4] = np.nan
+    save("nan", nan)
+    inf = sparse.copy()
+    inf[0, 2] = -np.inf
+    save("inf", inf)
+    save("big", sparse * 1e6 / 1.5)
+    save("huge", sparse * 1e39)
+    save("i32", (sparse / 1.5 * 70000).astype(np.int32))
+    save("bool", sparse.astype(bool))
+    save("complex", sparse.astype(complex))
+    save("strings", np.array(["abc", "def", "ghi", "jkl"]))
+    save("scalar", np.float32(1.0))
+    save("odd", np.ones((4, 6), np.float32))
+    paths["train"] = str(d / "train.npz")  # a `stepsim train` result with a NaN weight
+    np.savez(paths["train"], **{"weights/W1": nan, "weights/b1": np.ones(4), "loss": np.ones(3)})
+    paths["compressed"] = str(d / "compressed.npz")
+    from stepsim.sparse24 import compress_nm, save_compressed
+
+    save_compressed(paths["compressed"], {"w": compress_nm(sparse, 2, 4)})
+    paths["good_npz"] = str(d / "good.npz")
+    np.savez(paths["good_npz"], w=sparse)
+    whole = Path(paths["good_npz"]).read_bytes()
+    paths["truncated"] = str(d / "truncated.npz")
+    Path(paths["truncated"]).write_bytes(whole[: len(whole) // 2])
+    paths["text_npz"] = str(d / "text.npz")
+    Path(paths["text_npz"]).write_text("this is a text file\n")
+    paths["text_npy"] = str(d / "text.npy")
+    Path(paths["text_npy"]).write_text("1 2 3\n")
+    paths["empty_npz"] = str(d / "empty.npz")
+    Path(paths["empty_npz"]).write_bytes(b"")
+    paths["objects"] = str(d / "objects.npz")
+    np.savez(paths["objects"], o=np.array([{"a": 1}], dtype=object))
+    paths["csv"] = str(d / "w.csv")
+    Path(paths["csv"]).write_text("1,2\n")
+    paths["dir"] = str(d / "a_dir")
+    os.mkdir(paths["dir"])
+    paths["missing"] = str(d / "missing.npz")
+    paths["out"] = str(d / "out.npz")  # must never be written by a failing command
+    paths["out_json"] = str(d / "out.json")
+    paths["out_png"] = str(d / "out.png")
+    paths["d"] = str(d)
+    return paths
+
+
+# --------------------------------------------------------------------------- CLI table
+def case(argv: str, pattern: str, *marks, id: str):
+    """argv: a command line with {name} placeholders for ``files``; pattern: a regex the one
+    error line must match (it names the option or the file)."""
+    return pytest.param(argv, pattern, marks=marks, id=id)
+
+
+C = "compress {good} -o {out}"  # a good compress command to spoil one piece at a time
+T = "theorem1 --trials 4 --dim 2 --horizon 10"  # tiny: a row that slips through is fast
+TR = "train --steps 3"
+
+CLI_CASES = [
+    # ---- global
+    case("nope", r"argument COMMAND: invalid choice: 'nope'", id="unknown-command"),
+    case("theorem1 --bogus 1", r"unrecognized arguments: --bogus", id="unknown-option"),
+    # ---- compress: input files
+    case("compress {missing} -o {out}", r"input file .*missing\.npz does not exist",
+         id="compress-missing-input"),
+    case("compress {dir} -o {out}", r"input file .*a_dir is a directory", id="compress-dir-input"),
+    case("compress {text_npz} -o {out}", r"input file .*text\.npz is not a \.npz file",
+         id="compress-text-named-npz"),
+    case("compress {text_npy} -o {out}", r"input file .*text\.npy is not a \.npy file",
+         id="compress-text-named-npy"),
+    case("compress {empty_npz} -o {out}", r"input file .*empty\.npz is not a \.npz file",
+         id="compress-empty-npz"),
+    case("compress {truncated} -o {out}", r"input file .*truncated\.npz is truncated or corrupt",
+         id="compress-truncated-npz"),
+    case("compress {objects} -o {out}", r"objects\.npz: array 'o' holds Python objects",
+         id="compress-object-array"),
+    case("compress {csv} -o {out}", r"input file must be a \.npy or \.npz file, got w\.csv",
+         id="compress-wrong-suffix"),
+    # ---- compress: values (NaN/inf, overflow, dtypes, shapes)
+    case("compress {nan} -o {out}", r"nan in .*nan\.npy contains 1 NaN", id="compress-nan"),
+    case("compress {inf} -o {out}", r"inf in .*contains 0 NaN and 1 infinite", id="compress-inf"),
+    case("compress {train} -o {out}", r"weights/W1 in .*train\.npz contains 1 NaN",
+         id="compress-nan-in-train-result"),
+    case("compress {big} --dtype fp16 --verify -o {out}",
+         r"big: largest \|value\| 1e\+06 does not fit float16 \(finite range ±65504",
+         id="compress-fp16-overflow"),
+    case("compress {huge} --dtype bf16 -o {out}",
+         r"huge: largest \|value\| 1\.5e\+39 does not fit bfloat16", id="compress-bf16-overflow"),
+    case("compress {huge} --dtype fp32 -o {out}", r"huge: largest .* does not fit float32",
+         id="compress-fp32-overflow"),
+    case("compress {i32} --dtype fp16 -o {out}", r"i32: largest \|value\| 70000 does not fit",
+         id="compress-int-to-fp16-overflow"),
+    case("compress {good} --dtype int8 -o {out}", r"--dtype int8 needs int8 input",
+         id="compress-int8-from-float"),
+    case("compress {good} --saturate -o {out}", r"--saturate applies to a conversion",
+         id="compress-saturate-without-dtype"),
+    case("compress {bool} -o {out}", r"has dtype bool; only real numeric", id="compress-bool"),
+    case("compress {complex} -o {out}", r"has dtype complex128; only real numeric",
+         id="compress-complex"),
+    case("compress {strings} -o {out}", r"has dtype <U3; only real numeric", id="compress-str"),
+    case("compress {scalar} -o {out}", r"scalar: a 0-d array cannot be N:M compressed",
+         id="compress-0d"),
+    case("compress {odd} -o {out}", r"odd: shape \(4, 6\) .* not divisible by m = 4",
+         id="compress-axis-not-divisible"),
+    case(C + " --axis 5", r"--axis 5 is out of range for good", id="compress-axis-out-of-range"),
+    case(C + " --axis x", r"argument --axis: invalid int value: 'x'", id="compress-axis-not-int"),
+    case(C + " --keys nope", r"--keys \['nope'\] not in the input", id="compress-unknown-key"),
+    case("compress {compressed} -o {out}", r"the input is already a stepsim compressed file",
+         id="compress-a-compressed-file"),
+    case(C + " --format cutlass --nm 2:4", r"good: the CUTLASS layout does not apply",
+         id="compress-cutlass-not-applicable"),
+    case(C + " --dtype fp8", r"argument --dtype: invalid choice: 'fp8'", id="compress-dtype"),
+    case(C + " --format csr", r"argument --format: invalid choice", id="compress-format"),
+    # ---- compress: N:M strings
+    case(C + " --nm 5:4", r"argument --nm: needs 1 <= N <= M, got '5:4'", id="nm-n-above-m"),
+    case(C + " --nm 0:4", r"argument --nm: needs 1 <= N <= M, got '0:4'", id="nm-zero"),
+    case(C + " --nm 2:4:8", r"argument --nm: must look like N:M", id="nm-three-parts"),
+    case(C + " --nm a:b", r"argument --nm: must look like N:M", id="nm-letters"),
+    case(C + " --nm=-2:4", r"argument --nm: must look like N:M", id="nm-negative"),
+    case(C + " --nm 2.5:4", r"argument --nm: must look like N:M", id="nm-float"),
+    case(C + " --nm=", r"argument --nm: must look like N:M .*, got ''", id="nm-empty"),
+    case(C + " --nm", r"argument --nm: expected one argument", id="nm-missing-value"),
+    # ---- compress: outputs
+    case("compress {good_npz} -o {good_npz}", r"-o .*good\.npz is the input file",
+         id="compress-output-is-input"),
+    case("compress {good_npz} -o {d}/a_dir/../good.npz", r"-o .*good\.npz is the input file",
+         id="compress-output-is-input-other-spelling"),
+    case("compress {good} -o {dir}", r"-o .*a_dir is a directory", id="compress-output-dir"),
+    case("compress {good} -o=", r"-o: empty path", id="compress-output-empty"),
+    case("compress {good} -o {d}/w.bin", r"-o .*w\.bin must end in \.npz",
+         id="compress-output-suffix"),
+    case("compress {good} -o {good}/x.npz", r"-o .*x\.npz: .*good\.npy is a file, not a dir",
+         id="compress-output-under-a-file"),
+    case("compress {good}", r"the following arguments are required: -o", id="compress-no-output"),
+    # ---- theorem1: numbers out of range, NaN/inf, wrong types
+    case(T + " --seed -1", r"argument --seed: a seed must be a non-negative integer, got '-1'",
+         id="theorem1-seed-negative"),
+    case(T + " --seed 1.5", r"argument --seed: must be an integer, got '1.5'",
+         id="theorem1-seed-float"),
+    case(T + " --trials 0", r"argument --trials: must be a positive integer", id="trials-zero"),
+    case(T + " --trials 2.5", r"argument --trials: must be an integer", id="trials-float"),
+    case(T + " --dim -3", r"argument --dim: must be a positive integer", id="dim-negative"),
+    case(T + " --horizon 0", r"argument --horizon: must be a positive integer", id="horizon-0"),
+    case(T + " --horizon 99999999999999999999", r"--horizon must be <= 1073741823",
+         id="horizon-huge"),
+    case(T + " --per-decade 0", r"argument --per-decade: must be a positive", id="per-decade-0"),
+    case(T + " --beta2 nan", r"argument --beta2: must be a finite number, got 'nan'",
+         id="beta2-nan"),
+    case(T + " --beta2 inf", r"argument --beta2: must be a finite number", id="beta2-inf"),
+    case(T + " --beta2 1.5", r"beta2 must be in \(0\.0, 1\.0\), got 1\.5", id="beta2-above-1"),
+    case(T + " --beta2 1", r"beta2 must be in \(0\.0, 1\.0\)", id="beta2-one"),
+    case(T + " --beta2 abc", r"argument --beta2: must be a number, got 'abc'", id="beta2-text"),
+    case(T + " --delta 0", r"delta must be in \(0\.0, 1\.0\), got 0\.0", id="delta-zero"),
+    case(T + " --delta=-inf", r"argument --delta: must be a finite number", id="delta-inf"),
+    case(T + " --G 0", r"G must be in \(0\.0, inf\), got 0\.0", id="G-zero"),
+    case(T + " --G -1", r"G must be in \(0\.0, inf\)", id="G-negative"),
+    case(T + " --ci-level 1", r"ci_level must be in \(0\.0, 1\.0\)", id="ci-level-one"),
+    case(T + " --k0 abc", r"--k0 must be an integer, 'statement' or 'proof', got 'abc'",
+         id="k0-text"),
+    case(T + " --k0 0", r"k0 must be >= 1, got 0", id="k0-zero"),
+    case(T + " --engine gpu", r"argument --engine: invalid choice: 'gpu'", id="engine"),
+    case(T + " --process nope", r"unknown process 'nope'", id="process-unknown"),
+    case(T + " --trials 100000000 --dim 100000000",
+         r"--trials 100000000 x --dim 100000000 x \d+ lags .* would need .* of memory; "
+         r".* available", id="theorem1-memory"),
+    # ---- theorem1: KEY=VALUE options
+    case(T + " --param rho", r"--param must look like KEY=VALUE, got 'rho'", id="param-no-eq"),
+    case(T + " --param =1", r"--param must look like KEY=VALUE, got '=1'", id="param-no-key"),
+    case(T + " --param rho=x", r"--param rho: bad value 'x'", id="param-bad-value"),
+    case(T + " --param nope=1", r"unknown parameter\(s\) \['nope'\] for process 'uniform'",
+         id="param-unknown"),
+    case(T + " --process ar1 --param rho=nan", r"rho must be finite, got nan", id="param-nan"),
+    case(T + " --process ar1 --param rho=1.5", r"rho must be in \(-1\.0, 1\.0\)",
+         id="param-out-of-range"),
+    # ---- theorem1: outputs (checked before the simulation)
+    case(T + " --json=", r"--json: empty path", id="theorem1-json-empty"),
+    case(T + " --json {dir}", r"--json .*a_dir is a directory", id="theorem1-json-dir"),
+    case(T + " --plot {dir}", r"--plot .*a_dir is a directory", id="theorem1-plot-dir"),
+    case(T + " --plot {d}/figure", r"--plot .*figure must end in \.png or \.pdf or \.svg",
+         id="theorem1-plot-no-suffix"),
+    case(T + " --plot {d}/figure.jpg", r"--plot .*figure\.jpg must end in", id="plot-jpg"),
+    case(T + " --json {out_png} --plot {out_png}", r"--json and --plot name the same file",
+         id="theorem1-json-equals-plot"),
+    case(T + " --json {good}/t.json", r"--json .*: .*good\.npy is a file, not a directory",
+         id="theorem1-json-under-a-file"),
+    # ---- train (cli/train.py belongs to the nn branch; its API checks are already here)
+    case(TR + " --seed -1", r"argument --seed: a seed must be a non-negative integer", NN,
+         id="train-seed-negative"),
+    case(TR + " --json {d}/t.npz", r"--json .*t\.npz must not end in \.npz: the \.npz file", NN,
+         id="train-json-collides-with-trace"),
+    case(TR + " --json {dir}", r"--json .*a_dir is a directory", NN, id="train-json-dir"),
+    case(TR + " --json=", r"--json: empty path", NN, id="train-json-empty"),
+    case("train --steps 1 --d-in 1000000000 --d-hidden 1000000000", r"would need .* available",
+         NN, id="train-memory"),
+    # (either the API's message or, once train uses cli._args, argparse's)
+    case("train --steps 0", r"steps must be >= 1, got 0|argument --steps: must be a positive",
+         id="train-steps-zero"),
+    case("train --steps x", r"argument --steps: (invalid int value|must be an integer)",
+         id="train-steps-text"),
+    case(TR + " --lr nan", r"lr must be finite, got nan", id="train-lr-nan"),
+    case(TR + " --lr inf", r"lr must be finite, got inf", id="train-lr-inf"),
+    case(TR + " --lr -1", r"lr must be in \[0\.0, inf\), got -1\.0", id="train-lr-negative"),
+    case(TR + " --recipe nope", r"unknown recipe 'nope'", id="train-recipe"),
+    case(TR + " --criterion nope", r"unknown criterion 'nope'", id="train-criterion"),
+    case(TR + " --optimizer nope", r"unknown optimizer 'nope'", id="train-optimizer"),
+    case(TR + " -o lam", r"--option must look like KEY=VALUE, got 'lam'", id="train-option-no-eq"),
+    case(TR + " -o nope=1", r"unknown option\(s\) \['nope'\] for recipe 'step'",
+         id="train-option-unknown"),
+    case(TR + " -o weight_decay=-1", r"weight_decay must be in \[0\.0, inf\), got -1\.0",
+         id="train-option-range"),
+    case(TR + " -o beta1=1", r"beta1 must be in \[0\.0, 1\.0\), got 1\.0", id="train-beta1"),
+    case(TR + " -c k0=5", r"criterion 'autoswitch' has no option\(s\) \['k0'\]",
+         id="train-criterion-option-unknown"),
+    case(TR + " --recipe dense -c fraction=0.2", r"--criterion-option needs --criterion",
+         id="train-criterion-option-alone"),
+    case(TR + " --nm 5:4", r"argument --nm: needs 1 <= N <= M", id="train-nm"),
+    case(TR + " --teacher-nm 2", r"argument --teacher-nm: must look like N:M", id="teacher-nm"),
+    case(TR + " --d-in 0", r"d_in must be >= 1, got 0", id="train-d-in-zero"),
+    case(TR + " --batch-size 0", r"batch_size must be >= 1, got 0", id="train-batch-zero"),
+    case(TR + " --noise nan", r"noise must be finite, got nan", id="train-noise-nan"),
+    case(TR + " --dtype float16", r"argument --dtype: invalid choice: 'float16'",
+         id="train-dtype"),
+    # ---- memory
+    case("memory", r"the following arguments are required: --model", id="memory-no-model"),
+    case("memory --model bert", r"argument --model: invalid choice: 'bert'", id="memory-model"),
+    case("memory --model gpt2 --nm 4:2", r"argument --nm: needs 1 <= N <= M", id="memory-nm"),
+    case("memory --model gpt2 --value-bytes 0", r"value_bytes must be >= 1, got 0",
+         id="memory-value-bytes-zero"),
+    case("memory --model gpt2 --value-bytes two", r"argument --value-bytes: invalid int",
+         id="memory-value-bytes-text"),
+    case("memory --model gpt2 --metadata csr", r"argument --metadata: invalid choice",
+         id="memory-metadata"),
+    case("memory --model gpt2 --json=", r"--json: empty path", MEMORY_CLI, id="memory-json-empty"),
+    # ---- bench (each row fails before any timing starts)
+    case("bench --only nonsense", r"unknown bench section\(s\) \['nonsense'\]", id="bench-only"),
+    case("bench --only=", r"unknown bench section\(s\) \[''\]", id="bench-only-empty"),
+    case("bench --quick=3", r"argument --quick: ignored explicit argument '3'", id="bench-quick"),
+]
+
+
+@contextlib.contextmanager
+def _address_space_limit(extra: int = 2 << 30):
+    """Cap this process's address space at its current size + ``extra`` bytes.
+
+    Rows that give huge sizes run under it: fixed code refuses them from an estimate
+    (check_memory reads this limit), and code that still tries to allocate fails fast with
+    MemoryError instead of touching gigabytes of a shared machine.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as f:
+        used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = used + extra if hard == resource.RLIM_INFINITY else min(hard, used + extra)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _limit_if_huge(text: str):
+    huge = "memory" in text
+    return _address_space_limit() if huge else contextlib.nullcontext()
+
+
+def _error_lines(err: str) -> list[str]:
+    """stderr without argparse's usage block (``usage:`` and its indented continuation)."""
+    return [line for line in err.splitlines()
+            if line.strip() and not line.startswith(("usage:", " "))]
+
+
+@pytest.mark.parametrize("argv, pattern", CLI_CASES)
+def test_cli_bad_input_is_one_clear_line(argv, pattern, files, capsys, request):
+    args = [a.format(**files) for a in argv.split()]
+    with _limit_if_huge(request.node.callspec.id):
+        rc = main(args)
+    captured = capsys.readouterr()
+    assert isinstance(rc, int) and rc != 0, f"rc {rc}: {captured.out[-300:]}"
+    assert "Traceback" not in captured.err
+    lines = _error_lines(captured.err)
+    assert len(lines) == 1, captured.err
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "saved" not in captured.out and "wrote" not in captured.out  # nothing written...
+    for name in ("out", "out_json", "out_png"):
+        assert not os.path.exists(files[name])  # ...not even a partial file
+
+
+# --------------------------------------------------------------------------- CLI, subprocess
+def _obey_permission_bits():
+    """preexec_fn: drop root's power to ignore permission bits (see test_jit_config)."""
+    if os.geteuid() != 0:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+SUBPROCESS_CASES = [
+    ("compress {text_npz} -o {out}", 2, r"is not a \.npz file"),
+    ("compress {truncated} -o {out}", 2, r"is truncated or corrupt"),
+    ("compress {good} -o {ro}/w.npz", 2, r"-o .*w\.npz: cannot write in .*read_only"),
+    ("theorem1 --json {ro}/t.json", 2, r"--json .*t\.json: cannot write in .*read_only"),
+    ("theorem1 --seed -1", 2, r"argument --seed: a seed must be a non-negative integer"),
+]
+
+
+@pytest.mark.parametrize("argv, want_rc, pattern", SUBPROCESS_CASES,
+                         ids=[c[0].split()[0] + "-" + str(i) for i, c in
+                              enumerate(SUBPROCESS_CASES)])
+def test_real_process_prints_one_line_and_no_traceback(argv, want_rc, pattern, files):
+    """A real ``python -m stepsim`` (not main() in-process): exit status, stderr, no signal.
+    A read-only directory is read-only for root too here (capabilities dropped)."""
+    ro = Path(files["d"]) / "read_only"
+    ro.mkdir(exist_ok=True)
+    os.chmod(ro, 0o555)
+    args = [a.format(ro=ro, **files) for a in argv.split()]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    try:
+        run = subprocess.run([sys.executable, "-m", "stepsim", *args], capture_output=True,
+                             text=True, env=env, cwd=REPO, timeout=120,
+                             preexec_fn=_obey_permission_bits)
+    except subprocess.SubprocessError as exc:  # root without CAP_SETPCAP: cannot simulate
+        pytest.skip(f"cannot make a directory read-only for root here: {exc}")
+    assert run.returncode == want_rc, run.stderr  # negative = killed by a signal (segfault)
+    assert "Traceback" not in run.stderr
+    lines = _error_lines(run.stderr)
+    assert len(lines) == 1 and re.search(pattern, lines[0]), run.stderr
+    assert run.stdout == ""
+    assert not list(ro.iterdir())
+
+
+def test_a_full_disk_is_one_line_before_and_after_the_work(files, monkeypatch, capsys):
+    """No space left: refused by the probe before work; if the disk fills during the run,
+    the write fails as one line too (and leaves no partial file)."""
+    from stepsim import _atomic
+    from stepsim.cli import _args
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_args.tempfile, "TemporaryFile", full)
+        assert main(["compress", files["good"], "-o", files["out"]]) == 2
+        err = _error_lines(capsys.readouterr().err)
+        assert len(err) == 1 and "cannot write in" in err[0] and "No space left" in err[0]
+
+    with monkeypatch.context() as patch:  # the disk fills while the result is written
+        patch.setattr(_atomic.Path, "write_bytes", full)
+        rc = main(["theorem1", "--trials", "4", "--dim", "2", "--horizon", "10", "--json",
+                   files["out_json"]])
+    captured = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in captured.err
+    err = _error_lines(captured.err)
+    assert len(err) == 1 and "No space left on device" in err[0]
+    assert not os.path.exists(files["out_json"])
+    assert not [p for p in os.listdir(files["d"]) if p.startswith(".out.json")]
+
+
+# --------------------------------------------------------------------------- public API
+def _adam_arrays(n=8, v_value=1.0):
+    w, g, m = (np.ones(n, np.float32) for _ in range(3))
+    return w, g, m, np.full(n, v_value, np.float32)
+
+
+def _adam(**kw):
+    from stepsim import adam_step
+
+    w, g, m, v = kw.pop("arrays", None) or _adam_arrays()
+    return adam_step(w, kw.pop("g", g), m, kw.pop("v", v), **dict(dict(step=1, lr=0.1), **kw))
+
+
+def _read_only_g_is_accepted_or_refused_for_its_real_reason():
+    from stepsim import adam_step
+
+    w, g, m, v = _adam_arrays()
+    g.setflags(write=False)
+    try:
+        adam_step(w, g, m, v, step=1, lr=0.1)
+    except ValueError as exc:
+        if "updated in place" in str(exc):  # g is never written: that is not the reason
+            raise AssertionError(f"read-only g refused for a wrong reason: {exc}") from None
+        raise ValueError(f"g: {exc}") from None  # an honest refusal is acceptable
+    w2, g2, m2, v2 = _adam_arrays()
+    adam_step(w2, g2, m2, v2, step=1, lr=0.1)
+    assert np.array_equal(w, w2)
+    raise ValueError("g read-only accepted: ok")  # the row expects a ValueError naming g
+
+
+def _fit(**kw):
+    from stepsim.problems import SyntheticRegression
+    from stepsim.recipes import make_recipe
+    from stepsim.training import fit
+
+    problem = kw.pop("problem", SyntheticRegression())
+    return fit(problem, make_recipe("dense"), kw.pop("steps", 3), progress=False, **kw)
+
+
+def _corrupt_meta():
+    from stepsim.sparse24 import compress_2to4, spmm_2to4
+
+    dense = np.zeros((32, 32), np.float16)
+    dense[:, ::2] = 1
+    values, meta = compress_2to4(dense)
+    return spmm_2to4(values, np.zeros_like(meta), np.ones((32, 4), np.float16))
+
+
+def _truncated_compressed(files):
+    from stepsim.sparse24 import load_compressed
+
+    return load_compressed(files["truncated"])
+
+
+def _missing_array(files, tmp_name="missing_key.npz"):
+    import json
+
+    from stepsim.sparse24 import compress_2to4, load_compressed, save_compressed
+
+    dense = np.zeros((32, 32), np.float16)
+    dense[:, ::2] = 1
+    path = Path(files["d"]) / tmp_name
+    save_compressed(path, {"w": compress_2to4(dense)})
+    with np.load(path) as z:
+        kept = {k: z[k] for k in z.files if k != "w.meta"}
+    assert "w" in json.loads(str(kept["__stepsim__"]))["tensors"]
+    np.savez(path, **kept)
+    return load_compressed(path)
+
+
+def api(call, exc, pattern, *marks, id):
+    return pytest.param(call, exc, pattern, marks=marks, id=id)
+
+
+def _np(f):
+    return lambda files: f()
+
+
+API_CASES = [
+    # ---- optimizer steps
+    api(_np(lambda: _adam(lr=-1.0)), ValueError, r"lr must be in \[0\.0, inf\)", id="adam-lr"),
+    api(_np(lambda: _adam(lr=float("nan"))), ValueError, r"lr must be finite", id="adam-lr-nan"),
+    api(_np(lambda: _adam(beta1=1.0)), ValueError, r"beta1 must be in \[0\.0, 1\.0\)",
+        id="adam-beta1"),
+    api(_np(lambda: _adam(beta2=-0.1)), ValueError, r"beta2", id="adam-beta2"),
+    api(_np(lambda: _adam(step=0)), ValueError, r"step must be >= 1", id="adam-step"),
+    api(_np(lambda: _adam(g=np.ones(4, np.float32))), ValueError, r"g has shape \(4,\)",
+        id="adam-shape"),
+    api(_np(lambda: _adam(g=np.ones(8))), TypeError, r"g has dtype float64", id="adam-dtype"),
+    api(_np(lambda: _adam(g=[1.0] * 8)), TypeError, r"g must be a numpy\.ndarray",
+        id="adam-list"),
+    api(_np(lambda: _adam(g=np.full(8, np.nan, np.float32))), ValueError,
+        r"g contains 8 non-finite", id="adam-nan-gradient"),
+    api(_np(lambda: _adam(arrays=_adam_arrays(), eps=0.0)), ValueError, r"eps", PERF,
+        id="adam-eps-zero"),
+    api(_np(lambda: _adam(arrays=_adam_arrays(v_value=-1.0), freeze_v=True)), ValueError,
+        r"\bv\b.*(negative|>= 0)", PERF, id="adam-frozen-negative-v"),
+    api(_np(_read_only_g_is_accepted_or_refused_for_its_real_reason), ValueError, r"\bg\b",
+        PERF, id="adam-read-only-g"),
+    api(_np(lambda: __import__("stepsim").sgdm_step(*_adam_arrays()[:3], lr=0.1,
+                                                      momentum=1.0)),
+        ValueError, r"momentum must be in \[0\.0, 1\.0\)", id="sgdm-momentum"),
+    # ---- masks
+    api(_np(lambda: __import__("stepsim").nm_mask(np.ones((2, 8)), 5, 4)), ValueError,
+        r"n must be <= m", id="nm_mask-n-above-m"),
+    api(_np(lambda: __import__("stepsim").nm_mask(np.ones((2, 6)), 2, 4)), ValueError,
+        r"not divisible by m = 4", id="nm_mask-not-divisible"),
+    api(_np(lambda: __import__("stepsim").nm_mask(np.full((2, 8), np.nan), 2, 4)), ValueError,
+        r"w contains 16 NaN", id="nm_mask-nan"),
+    api(_np(lambda: __import__("stepsim").nm_mask(np.ones((2, 8), int), 2, 4)), TypeError,
+        r"w must have dtype", id="nm_mask-int"),
+    api(_np(lambda: __import__("stepsim").nm_mask(np.ones((2, 8)), 2.0, 4)), TypeError,
+        r"n must be an integer", id="nm_mask-n-float"),
+    api(_np(lambda: __import__("stepsim").nm_mask(np.ones((2, 8)), 2, 4, axis=5)), ValueError,
+        r"axis=5 is out of range", id="nm_mask-axis"),
+    # ---- 2:4 layout, spmm, casts, files
+    api(_np(_corrupt_meta), ValueError, r"meta holds nibble 0x0 for row 0, group 0",
+        id="spmm-corrupt-meta"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.compress_2to4(
+        np.zeros((32, 32)))), TypeError, r"the 2:4 layout supports dense dtypes",
+        id="compress_2to4-float64"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.compress_2to4(
+        np.zeros((30, 32), np.float16))), ValueError, r"dense has shape \(m, k\) = \(30, 32\)",
+        id="compress_2to4-shape"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.compress_2to4(
+        np.ones((32, 32), np.float16))), ValueError, r"dense is not 2:4 sparse: row 0",
+        id="compress_2to4-dense"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.round_tf32(np.array(["a"]))),
+        TypeError, r"x must be a real numeric array", id="round_tf32-strings"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.cast_values(
+        np.full(4, 1e6), np.float16)), ValueError, r"largest \|value\| 1e\+06 does not fit",
+        id="cast_values-overflow"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.cast_values(
+        np.full(4, np.nan), np.float16, name="w")), ValueError, r"w contains 4 NaN",
+        id="cast_values-nan"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.cast_values(
+        np.ones(4), np.int8)), TypeError, r"converts to float dtypes", id="cast_values-int8"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.compress_nm(
+        [[1.0] * 8], 2, 4)), TypeError, r"dense must be a numpy\.ndarray", id="compress_nm-list"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.save_compressed(
+        "unused.npz", {})), TypeError, r"tensors must be a non-empty dict",
+        id="save_compressed-empty"),
+    api(_truncated_compressed, ValueError, r"compressed file .*truncated\.npz is truncated",
+        id="load_compressed-truncated"),
+    api(lambda files: __import__("stepsim.sparse24").sparse24.load_compressed(
+        files["text_npz"]), ValueError, r"compressed file .*text\.npz is not a \.npz file",
+        id="load_compressed-text"),
+    api(lambda files: __import__("stepsim.sparse24").sparse24.load_compressed(
+        files["good_npz"]), ValueError, r"good\.npz is not a stepsim compressed file",
+        id="load_compressed-foreign"),
+    api(_missing_array, ValueError, r"missing_key\.npz: the header lists 'w' but the file has "
+        r"no w\.meta", id="load_compressed-missing-array"),
+    # ---- theorem1
+    api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
+        trials=0, dim=2, horizon=10)), ValueError, r"trials must be >= 1",
+        id="check_theorem1-trials"),
+    api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
+        trials=2, dim=2, horizon=10, seed=-1)), ValueError, r"seed must be >= 0",
+        id="check_theorem1-seed"),
+    api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
+        trials=2, dim=2, horizon=10, engine="gpu")), ValueError, r"unknown engine 'gpu'",
+        id="check_theorem1-engine"),
+    api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
+        trials=10**8, dim=10**8, horizon=10)), ValueError, r"would need .* available",
+        THEOREM1_API, id="check_theorem1-memory"),
+    # ---- recipes, criteria, problems, fit
+    api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe("nope")), ValueError,
+        r"unknown recipe 'nope'", id="make_recipe-name"),
+    api(_np(lambda: __import__("stepsim.criteria").criteria.make_criterion(
+        "fixed-fraction", fraction=2.0)), ValueError, r"fraction must be in \[0\.0, 1\.0\]",
+        id="make_criterion-fraction"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "nope")), ValueError, r"unknown problem 'nope'", id="make_problem-name"),
+    api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(d_in=0)),
+        ValueError, r"d_in must be >= 1", id="SyntheticRegression-d_in"),
+    api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(nm="2:4")),
+        TypeError, r"\bnm\b", PROBLEMS, id="SyntheticRegression-nm-string"),
+    api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(
+        d_in=10**9, d_hidden=10**9)), ValueError, r"would need .* available", PROBLEMS,
+        id="SyntheticRegression-memory"),
+    api(_np(lambda: _fit(steps=0)), ValueError, r"steps must be >= 1", id="fit-steps"),
+    api(_np(lambda: _fit(threads=0)), ValueError, r"threads must be >= 1", id="fit-threads"),
+    api(_np(lambda: _fit(rng="abc")), TypeError, r"\brng\b", id="fit-rng-text"),
+    api(_np(lambda: _fit(rng=-1)), ValueError, r"\brng\b", id="fit-rng-negative"),
+    api(_np(lambda: _fit(nm="2:4")), TypeError, r"\bnm\b", id="fit-nm-string"),
+    api(_np(lambda: _fit(criterion=42)), TypeError, r"\bcriterion\b",
+        id="fit-criterion-int"),
+    api(_np(lambda: _fit(problem=None)), TypeError, r"\bproblem\b", id="fit-problem-none"),
+    # ---- shared helpers the CLI and problems use
+    api(_np(lambda: __import__("stepsim._validate")._validate.check_memory(
+        "the activations", 8 * 10**18, available=2**30)), ValueError,
+        r"the activations would need 6\.94 EiB|the activations would need .* of memory; 1 GiB",
+        id="check_memory"),
+    api(_np(lambda: __import__("stepsim._validate")._validate.check_finite_array(
+        "x", np.array([1.0, np.inf]))), ValueError, r"x contains 0 NaN and 1 infinite",
+        id="check_finite_array"),
+    api(_np(lambda: __import__("stepsim.cli._args").cli._args.seed("-1")), ValueError,
+        r"non-negative integer, got '-1'", id="args-seed"),
+    api(_np(lambda: __import__("stepsim.cli._args").cli._args.positive_int("0")), ValueError,
+        r"positive integer, got '0'", id="args-positive-int"),
+    api(_np(lambda: __import__("stepsim.cli._args").cli._args.finite_float("nan")), ValueError,
+        r"finite number, got 'nan'", id="args-finite-float"),
+    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+        files["d"] + "/t.npz", option="--json", sidecars=(".npz",)), ValueError,
+        r"--json .*t\.npz must not end in \.npz: the \.npz file written beside it would be "
+        r".*t\.npz itself",
+        id="output_path-sidecar"),
+    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+        files["d"] + "/good.json", option="--json", sidecars=(".npy",),
+        inputs=(files["good"],)), ValueError, r"\(its \.npy file .*good\.npy\) is the input",
+        id="output_path-sidecar-is-input"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", API_CASES)
+def test_api_bad_input_raises_a_one_line_error_naming_the_argument(call, exc, pattern, files,
+                                                                  request):
+    with pytest.raises(exc) as raised, _limit_if_huge(request.node.callspec.id):
+        call(files)
+    message = str(raised.value)
+    assert "\n" not in message, message
+    assert re.search(pattern, message), message
+
+
+def test_saturate_is_explicit_and_exact(files, tmp_path, capsys):
+    """--saturate (saturate=True) clips to the dtype's largest finite value, nothing else."""
+    from stepsim.sparse24 import cast_values, load_compressed
+
+    x = np.array([1e6, -1e6, 1.0, -0.5, 65504.0, 65519.0])
+    out = cast_values(x, np.float16, saturate=True)
+    assert out.tolist() == [65504.0, -65504.0, 1.0, -0.5, 65504.0, 65504.0]
+    target = tmp_path / "sat.npz"
+    assert main(["compress", files["big"], "--dtype", "fp16", "--saturate", "-o",
+                 str(target)]) == 0
+    stored = load_compressed(target)["big"].to_dense()
+    assert stored.dtype == np.float16 and np.isfinite(stored).all()
+    assert float(np.abs(stored).max()) == 65504.0
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_available_memory_sees_an_address_space_limit():
+    """check_memory's default budget includes RLIMIT_AS (ulimit -v), not only free RAM."""
+    from stepsim._validate import available_memory, check_memory
+
+    before = available_memory()
+    assert before is not None and before > 0
+    with _address_space_limit(extra=256 << 20):
+        capped = available_memory()
+        assert capped <= 256 << 20
+        with pytest.raises(ValueError, match=r"the test arrays would need 1 GiB of memory"):
+            check_memory("the test arrays", 1 << 30)
+    assert check_memory("small", 1024) == 1024
