@@ -272,3 +272,27 @@ def test_spec_round_trips_and_reads_toml(tmp_path):
     assert spec_mod.load_spec(path) == spec
     with pytest.raises(ValueError, match="must end in .toml or .json"):
         spec_mod.load_spec(tmp_path / "s.yaml")
+
+
+def test_cli_refuses_bad_outputs_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(executors, "execute", lambda *a: pytest.fail("a run started"))
+    a_file = tmp_path / "taken"
+    a_file.write_text("not a directory")
+    argv = ["sweep", "--recipes", "dense", "--steps", "5", "--jobs", "1"]
+    assert main(argv + ["--out", str(a_file)]) == 2
+    assert "--out" in capsys.readouterr().err and a_file.read_text() == "not a directory"
+    assert main(argv + ["--jobs", "0", "--out", str(tmp_path / "o")]) == 2
+    assert "--jobs" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+    monkeypatch.undo()  # a real (one-run) sweep for the report's checks
+    run_sweep(dict(TINY, seeds=1, recipes=["dense"], nm=["2:4"]), tmp_path / "sw", jobs=1,
+              progress=False)
+    before = sorted(p.name for p in (tmp_path / "sw").iterdir())
+    for extra, named in ((["--figure", str(tmp_path / "fig.jpeg")], "--figure"),
+                         (["--metric", "accuracy"], "--metric 'accuracy'"),
+                         (["--confidence", "nan"], "--confidence")):
+        assert main(["report", str(tmp_path / "sw"), *extra]) == 2
+        err = capsys.readouterr().err
+        last = err.strip().splitlines()[-1]  # argparse's usage block may come first
+        assert named in last and "Traceback" not in err, err
+    assert sorted(p.name for p in (tmp_path / "sw").iterdir()) == before

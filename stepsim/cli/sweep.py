@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import key_values
+from stepsim.cli._args import key_values, output_path, positive_int
 
 HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes after a kill"
 
@@ -14,7 +14,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help="sweep directory (default sweeps/SPEC-NAME); run the same command "
                              "again to resume: finished runs are skipped")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                         help="local worker processes, one numba thread each (default: every "
                              "core; 1 runs in this process)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
@@ -149,6 +149,8 @@ def run(args) -> int:
         return 0
     stem = spec.name or (Path(args.spec).stem if args.spec else "cli")
     out = Path(args.out) if args.out else Path("sweeps") / stem
+    # the directory must be one we can write in (not a file, not read-only) before any run
+    output_path(str(out / "sweep.json"), option="--out")
     start = time.perf_counter()
     where = f"Dask at {args.scheduler}" if args.scheduler else f"jobs={args.jobs or 'all cores'}"
     print(f"sweep      {len(runs)} runs into {out} ({where})")
