@@ -296,3 +296,25 @@ def test_cli_refuses_bad_outputs_before_any_work(tmp_path, capsys, monkeypatch):
         last = err.strip().splitlines()[-1]  # argparse's usage block may come first
         assert named in last and "Traceback" not in err, err
     assert sorted(p.name for p in (tmp_path / "sw").iterdir()) == before
+
+
+def test_per_module_switching_and_learning_curves_reach_fit(tmp_path):
+    spec = dict(TINY, seeds=1, nm=["2:4"], eval_every=10, recipes=[
+        {"name": "step", "criteria": [{"name": "fixed-step", "options": {"k0": 20}},
+                                      {"name": "fixed-step",
+                                       "options": {"k0": 20, "per_module": True}}]}])
+    table = run_sweep(spec, tmp_path, jobs=1, progress=False)
+    assert len(table) == 2 and table.column("eval_every") == [10, 10]
+    assert table.column("criterion.per_module") == [None, True]
+    assert table.column("status") == ["completed", "completed"]
+    criteria = []
+    for path in sorted((tmp_path / "runs").glob("*.json")):
+        result = json.loads(path.read_text())["result"]
+        assert result["curves"]["step"] == [0, 10, 20, 30]  # evaluated every 10 steps
+        assert set(result["module_switch_steps"].values()) == {20}
+        criteria.append(result["criterion"])
+    # fit got SwitchWhen(..., per_module=True) for one run and the bare criterion for the other
+    assert sum("per_module=True" in c for c in criteria) == 1, criteria
+    assert parse_spec(dict(TINY, eval_every=10)).runs(lambda *a: True)[0].params[
+        "eval_every"] == 10
+    assert "eval_every" not in plan_sweep(TINY)[0].params  # ids of older sweeps unchanged

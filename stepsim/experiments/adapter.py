@@ -5,8 +5,9 @@ module turns them into objects and calls ``fit``. When the problem/recipe/fit AP
 this is the file to adjust.
 
 Today's API: ``make_problem(name, **options)``, ``make_recipe(name, optimizer=..., **options)``,
-``make_criterion(name, adam=recipe.optimizer, **options)``, and
-``fit(problem, recipe, steps, rng=..., criterion=..., nm=(n, m), progress=False, threads=1)``.
+``make_criterion(name, adam=recipe.optimizer, **options)`` (wrapped in ``SwitchWhen`` for
+per-module switching), and ``fit(problem, recipe, steps, rng=..., criterion=..., nm=(n, m),
+progress=False, threads=1, eval_every=...)``.
 """
 
 from __future__ import annotations
@@ -46,19 +47,25 @@ def build_recipe(entry: dict):
 def build_criterion(entry: dict | None, recipe=None):
     """The criterion of ``params["criterion"]`` ({"name", "options"} or None) for ``recipe``.
 
+    The option ``per_module = true`` runs the criterion on each parameter's own v
+    (``SwitchWhen(criterion, per_module=True)``: every module switches on its own).
     recipe None: build it on its own (names and options are checked; the options tied to
     Adam keep the criterion's defaults).
     """
     if entry is None:
         return None
     from stepsim.criteria import make_criterion
+    from stepsim.recipes.switch import SwitchWhen
     from stepsim.recipes.transforms import SGDM
 
     if recipe is not None and isinstance(recipe.optimizer, SGDM):
         raise ValueError(f"criterion {entry['name']!r} watches Adam's second moment; recipe "
                          f"{recipe.name!r} uses momentum SGD, which has none")
+    options = _tuples(entry["options"])
+    per_module = options.pop("per_module", False)
     adam = None if recipe is None else recipe.optimizer
-    return make_criterion(entry["name"], adam=adam, **_tuples(entry["options"]))
+    criterion = make_criterion(entry["name"], adam=adam, **options)
+    return SwitchWhen(criterion, per_module=per_module) if per_module else criterion
 
 
 def needs_criterion(entry: dict, options: dict) -> bool:
@@ -109,7 +116,8 @@ def fit_run(params: dict, rng_seed: int):
     criterion = build_criterion(params["criterion"], recipe)
     start = time.perf_counter()
     result = fit(problem, recipe, params["steps"], rng=rng_seed, criterion=criterion,
-                 nm=tuple(params["nm"]), progress=False, threads=1)
+                 nm=tuple(params["nm"]), progress=False, threads=1,
+                 eval_every=params.get("eval_every"))
     return result, time.perf_counter() - start
 
 

@@ -18,7 +18,7 @@ from stepsim import stats
 
 # parameter columns of a table row (store.result_row); the rest are outcomes and versions
 PARAMETER_COLUMNS = ("run_id", "problem", "recipe", "optimizer", "criterion", "nm", "n", "m",
-                     "sparsity", "steps", "seed", "rng_seed")
+                     "sparsity", "steps", "seed", "rng_seed", "eval_every")
 PARAMETER_PREFIXES = ("problem.", "recipe.", "criterion.")
 NOT_CONDITION = ("run_id", "seed", "rng_seed", "n", "m", "sparsity")
 # what a paired comparison holds fixed besides the seed: the problem, the N:M and the length

@@ -3,6 +3,7 @@
 A spec (a dict, or a TOML/JSON file holding one)::
 
     steps = 2000                 # int, or a list of ints (a grid axis)
+    eval_every = 100             # optional: learning curves (fit's eval_every) in every run
     seeds = 5                    # seed indices 0..4, or an explicit list [0, 3, 7]
     nm = ["2:4", "1:8"]          # N:M of every sparse layer ("N:M" strings or [n, m] pairs)
 
@@ -23,6 +24,7 @@ A spec (a dict, or a TOML/JSON file holding one)::
     name = "step"
     optimizer = "adam"           # adam (default) | adamw | sgdm
     criteria = ["autoswitch", { name = "fixed-fraction", options = { fraction = 0.2 } }]
+    # a criterion option per_module = true switches each parameter on its own v
 
 An entry is a name, or a table with ``name``, ``options`` and ``grid`` (recipes also take
 ``optimizer`` and ``criterion``/``criteria``; ``criterion = "none"`` keeps the default
@@ -49,7 +51,8 @@ from pathlib import Path
 
 from stepsim._validate import check_int
 
-SPEC_KEYS = ("name", "steps", "seeds", "nm", "problem", "problems", "criterion", "recipes")
+SPEC_KEYS = ("name", "steps", "seeds", "nm", "problem", "problems", "criterion", "recipes",
+             "eval_every")
 PROBLEM_KEYS = ("name", "options", "grid")
 CRITERION_KEYS = ("name", "options", "grid")
 RECIPE_KEYS = ("name", "optimizer", "options", "grid", "criterion", "criteria")
@@ -114,12 +117,14 @@ class SweepSpec:
     steps: tuple
     seeds: tuple
     name: str | None = None
+    eval_every: int | None = None
 
     def to_dict(self) -> dict:
         """The spec as JSON-ready data (``parse_spec(spec.to_dict()) == spec``)."""
         return {"name": self.name, "steps": list(self.steps), "seeds": list(self.seeds),
                 "nm": [f"{n}:{m}" for n, m in self.nm], "problems": list(self.problems),
-                "criterion": self.criterion, "recipes": [_recipe_out(r) for r in self.recipes]}
+                "criterion": self.criterion, "recipes": [_recipe_out(r) for r in self.recipes],
+                "eval_every": self.eval_every}
 
     def runs(self, needs_criterion) -> list[Run]:
         """Every run, in grid order (problem, recipe, criterion, N:M, steps, seed).
@@ -132,8 +137,10 @@ class SweepSpec:
                     for p in self.problems for options in entry_options(p)]
         recipes = [pair for r in self.recipes
                    for pair in _recipe_variants(r, self.criterion, needs_criterion)]
+        # eval_every joins the parameters only when set, so older runs keep their ids
+        extra = {} if self.eval_every is None else {"eval_every": self.eval_every}
         return [Run.from_params({"problem": problem, "recipe": recipe, "criterion": criterion,
-                                 "nm": list(nm), "steps": steps, "seed": seed})
+                                 "nm": list(nm), "steps": steps, "seed": seed, **extra})
                 for problem, (recipe, criterion), nm, steps, seed in itertools.product(
                     problems, recipes, self.nm, self.steps, self.seeds)]
 
@@ -236,8 +243,11 @@ def parse_spec(data) -> SweepSpec:
     name = data.get("name")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"spec: 'name' must be a string, got {name!r}")
+    eval_every = data.get("eval_every")
+    if eval_every is not None:
+        eval_every = check_int("eval_every", eval_every, minimum=1)
     return SweepSpec(problems=problems, recipes=recipes, criterion=criterion, nm=nm,
-                     steps=steps, seeds=seeds, name=name)
+                     steps=steps, seeds=seeds, name=name, eval_every=eval_every)
 
 
 def _check_keys(where: str, table: dict, allowed) -> None:

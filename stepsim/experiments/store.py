@@ -115,7 +115,8 @@ class Table:
 
     Columns: run_id; every parameter (problem, ``problem.OPTION``, recipe, optimizer,
     ``recipe.OPTION``, criterion, ``criterion.OPTION``, nm "N:M", n, m, sparsity = 1 - N/M,
-    steps, seed (the index), rng_seed); the outcome (switch_step, final_loss, every metric of
+    steps, seed (the index), rng_seed, eval_every when set); the outcome (status, stopped_at,
+    switch_step, final_loss, every metric of
     ``problem.evaluate`` under its own name, final_sparsity, mask_flips_total, runtime_s);
     and ``version.PACKAGE`` for stepsim, numpy, scipy, numba, python. missing: names of the
     planned runs without a result (yet).
@@ -215,8 +216,12 @@ def result_row(doc: dict) -> dict:
         row.update({f"criterion.{k}": v for k, v in sorted(criterion["options"].items())})
     row.update({"nm": f"{n}:{m}", "n": n, "m": m, "sparsity": 1 - n / m,
                 "steps": params["steps"], "seed": params["seed"],
-                "rng_seed": sweep["rng_seed"], "switch_step": result["switch_step"],
-                "final_loss": result["final_loss"]})
+                "rng_seed": sweep["rng_seed"]})
+    if "eval_every" in params:
+        row["eval_every"] = params["eval_every"]
+    # status / stopped_at: a run that met a non-finite loss stops early ("non-finite")
+    row.update({"status": result.get("status", "completed"), "stopped_at": result.get("stopped_at"),
+                "switch_step": result["switch_step"], "final_loss": result["final_loss"]})
     for name, value in result["metrics"].items():
         row[name if name not in row else f"metric.{name}"] = value
     row.update({"final_sparsity": sweep["final_sparsity"],
