@@ -210,7 +210,9 @@ def report_markdown(table, metric: str, *, baseline: str | None = "dense",
     summary = summarize(table, metric, confidence=confidence, method=method, rng=rng)
     level = f"{confidence:.0%}"
     text = (f"### {metric}: mean over seeds, {level} CI ({method})\n\n"
-            + stats.markdown_table(summary))
+            + stats.markdown_table(summary)
+            + "\nsparsity is the grid's 1 - N/M (a dense recipe is the reference at each N:M); "
+              "nonfinite counts runs whose value is missing, NaN or inf (left out of n).\n")
     if baseline is not None and baseline in set(table.column("recipe")):
         pairs = compare(table, metric, baseline=baseline, confidence=confidence)
         text += (f"\n### {metric}: paired difference vs {baseline} (same seeds), {level} t-CI; "
