@@ -122,6 +122,18 @@ def check_nm(n, m, *, n_name: str = "n", m_name: str = "m") -> tuple[int, int]:
     return n, m
 
 
+def check_nm_pair(name: str, value) -> tuple[int, int]:
+    """An N:M given as one value: an (n, m) tuple or list of two ints, 1 <= n <= m.
+
+    A string such as "2:4" is a TypeError naming ``name`` (strings are parsed in the CLI).
+    """
+    ok = (isinstance(value, (tuple, list)) and len(value) == 2
+          and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in value))
+    if not ok:
+        raise TypeError(f"{name} must be an (n, m) tuple of ints, e.g. (2, 4); got {_show(value)}")
+    return check_nm(int(value[0]), int(value[1]), n_name=f"{name}[0]", m_name=f"{name}[1]")
+
+
 def check_float_array(name: str, array, *, dtypes=FLOAT_DTYPES) -> np.ndarray:
     """``array`` must be a NumPy array of one of ``dtypes`` (no silent conversions)."""
     if not isinstance(array, np.ndarray):

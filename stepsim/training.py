@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stepsim._validate import check_int, check_nm
+from stepsim._validate import check_int, check_nm_pair
 
 PHASE_DENSE, PHASE_SPARSE = 0, 1
 
@@ -173,9 +173,8 @@ class FitResult:
         Returns (json path, npz path); the npz has the trace arrays, ``weights/NAME`` and
         ``curve/NAME`` (the learning curves, when recorded).
         """
-        from stepsim._provenance import save_json
-
         from stepsim._atomic import savez
+        from stepsim._provenance import save_json
 
         path = Path(path)
         npz = path.with_suffix(".npz")
@@ -218,13 +217,7 @@ def _check_rng(rng):
 
 
 def _check_nm_arg(nm):
-    if nm is None:
-        return None
-    ok = (isinstance(nm, (tuple, list)) and len(nm) == 2
-          and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in nm))
-    if not ok:
-        raise TypeError(f"nm must be an (n, m) tuple of ints, e.g. (2, 4); got {nm!r}")
-    return check_nm(int(nm[0]), int(nm[1]))
+    return None if nm is None else check_nm_pair("nm", nm)
 
 
 def _schedule_for(recipe, criterion, steps):

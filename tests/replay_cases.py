@@ -13,7 +13,6 @@ the switch step, the final N:M and the metrics' float reprs.
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from pathlib import Path
 

@@ -34,10 +34,8 @@ def _xfail(branch: str, what: str):
 
 
 PERF = _xfail("perf", "adam_step checks v >= 0, eps > 0 and accepts a read-only g")
-NN = _xfail("nn", "cli/train.py uses cli._args (output_path, seed) and check_memory")
 THEOREM1_API = _xfail("none yet (lead)", "check_theorem1 should call check_memory itself")
 MEMORY_CLI = _xfail("none yet (lead)", "cli/memory.py should use cli._args.output_path")
-PROBLEMS = _xfail("nn", "problems validate nm and estimate memory (check_memory)")
 
 
 # --------------------------------------------------------------------------- input files
@@ -238,14 +236,14 @@ CLI_CASES = [
     case(T + " --json {good}/t.json", r"--json .*: .*good\.npy is a file, not a directory",
          id="theorem1-json-under-a-file"),
     # ---- train (cli/train.py belongs to the nn branch; its API checks are already here)
-    case(TR + " --seed -1", r"argument --seed: a seed must be a non-negative integer", NN,
+    case(TR + " --seed -1", r"argument --seed: a seed must be a non-negative integer",
          id="train-seed-negative"),
-    case(TR + " --json {d}/t.npz", r"--json .*t\.npz must not end in \.npz: the \.npz file", NN,
+    case(TR + " --json {d}/t.npz", r"--json .*t\.npz must not end in \.npz: the \.npz file",
          id="train-json-collides-with-trace"),
-    case(TR + " --json {dir}", r"--json .*a_dir is a directory", NN, id="train-json-dir"),
-    case(TR + " --json=", r"--json: empty path", NN, id="train-json-empty"),
+    case(TR + " --json {dir}", r"--json .*a_dir is a directory", id="train-json-dir"),
+    case(TR + " --json=", r"--json: empty path", id="train-json-empty"),
     case("train --steps 1 --d-in 1000000000 --d-hidden 1000000000", r"would need .* available",
-         NN, id="train-memory"),
+         id="train-memory"),
     # (either the API's message or, once train uses cli._args, argparse's)
     case("train --steps 0", r"steps must be >= 1, got 0|argument --steps: must be a positive",
          id="train-steps-zero"),
@@ -590,9 +588,9 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(d_in=0)),
         ValueError, r"d_in must be >= 1", id="SyntheticRegression-d_in"),
     api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(nm="2:4")),
-        TypeError, r"\bnm\b", PROBLEMS, id="SyntheticRegression-nm-string"),
+        TypeError, r"\bnm\b", id="SyntheticRegression-nm-string"),
     api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(
-        d_in=10**9, d_hidden=10**9)), ValueError, r"would need .* available", PROBLEMS,
+        d_in=10**9, d_hidden=10**9)), ValueError, r"would need .* available",
         id="SyntheticRegression-memory"),
     api(_np(lambda: _fit(steps=0)), ValueError, r"steps must be >= 1", id="fit-steps"),
     api(_np(lambda: _fit(threads=0)), ValueError, r"threads must be >= 1", id="fit-threads"),

@@ -96,32 +96,33 @@ def test_step_recipe_phase_two_agrees_with_the_conditional_closed_form():
     that the raw v* (STEP's default) is near its stationary value by k0; with 0.999 the
     raw v* of step 40 is ~4% of it, steps are ~5x larger and masks flip.
     """
-    from stepsim.recipes import make_recipe
+    from stepsim.recipes import RunContext, make_recipe
 
     problem = NoisyQuadratic(dim=16, replicas=500, batch_size=4, alpha=0.5, w_star_nm=(2, 4),
-                             w_star_scale=2.0, init_scale=0.0, seed=2)
+                             w_star_scale=3.0, init_scale=0.0, seed=2)
     lr, k0, steps = 0.01, 40, 160
     recipe = make_recipe("step", switch_at=k0, lr=lr, beta2=0.9)
     rng = np.random.default_rng(5)
     params = problem.init_params(rng)
-    state = recipe.init(params, problem.specs, steps)
+    ctx = RunContext.make(params, problem.specs, steps)
+    state = recipe.init(params, ctx)
     losses = np.empty((steps, problem.replicas))
     flips_after = 0
     for k in range(1, steps + 1):
         batch = problem.sample_batch(rng)
-        fwd, state = recipe.forward(state, params, k)
+        fwd, state = recipe.forward(state, params, k, ctx)
         diff = fwd["w"] - problem.w_star
         losses[k - 1] = 0.5 * np.sum(problem.h * diff * diff, axis=1)
         _, grads = problem.loss_and_grad(fwd, batch)
-        params, state, _ = recipe.update(state, params, grads, k)
+        params, state, _ = recipe.update(state, params, grads, k, ctx)
         if k > k0 + 1:
             flips_after += state.flips
         if k == k0:
-            params, state = recipe.switch(state, params, k)
+            params, state = recipe.switch(state, params, k, ctx)
             start_w, start_m = params["w"].copy(), state.opt.m["w"].copy()
-            precond = frozen_adam_precond(state.opt.v["w"], eps=state.opt.eps)
+            precond = frozen_adam_precond(state.opt.v["w"], eps=recipe.optimizer.eps)
             mask = nm_mask(start_w, 2, 4).astype(float)
-    assert state.phase == 1 and flips_after == 0
+    assert state.phases["w"] == 1 and flips_after == 0
     closed = problem.expected_loss(steps - k0 - 1, lr=lr, beta1=0.9, precond=precond,
                                    mask=mask, first_step=k0 + 1, w0=start_w, m0=start_m,
                                    keep_rows=True)

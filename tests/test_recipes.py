@@ -368,8 +368,8 @@ def test_decaying_scale_multiplies_only_pruned_weights():
 
 
 # ----------------------------------------------------------------------------- issue 11
-from stepsim.recipes import DominoSearch, SwitchAt, SwitchWhen  # noqa: E402
-from stepsim.recipes import domino as D  # noqa: E402
+from stepsim.recipes import DominoSearch, SwitchAt, SwitchWhen
+from stepsim.recipes import domino as D
 
 
 def test_per_module_switching_at_one_k0_equals_global_switching():

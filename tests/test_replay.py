@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import replay_cases as rc
 
 FIXTURE = json.loads(rc.FIXTURE.read_text())

@@ -10,7 +10,7 @@ to every problem that takes the matching option.
 
 from __future__ import annotations
 
-from stepsim.cli._args import key_values, nm, run_params
+from stepsim.cli._args import key_values, nm, output_path, positive_int, run_params, seed
 
 HELP = "train one recipe (dense, ste, sr-ste, asp, step, ...) on a problem (regression, digits ...)"
 
@@ -64,19 +64,21 @@ def add_arguments(parser) -> None:
     parser.add_argument("--optimizer", default="adam", help="adam, adamw or sgdm (default adam)")
     parser.add_argument("--nm", type=nm, default=None, metavar="N:M",
                         help="N:M of the sparse layers (default: the problem's, 2:4)")
-    parser.add_argument("--steps", type=int, default=2000, help="training steps (default 2000)")
+    parser.add_argument("--steps", type=positive_int, default=2000,
+                        help="training steps (default 2000)")
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of init and batches (default 0)")
-    parser.add_argument("--eval-every", type=int, default=None, metavar="K",
+    parser.add_argument("--seed", type=seed, default=0,
+                        help="seed of init and batches (default 0)")
+    parser.add_argument("--eval-every", type=positive_int, default=None, metavar="K",
                         help="record the problem's evaluate() metrics every K steps "
-                             "(learning curves; needs a fit with eval_every)")
+                             "(learning curves in the result)")
     parser.add_argument("--json", metavar="PATH",
                         help="save the summary (JSON with provenance) and trace (.npz beside it)")
     common = parser.add_argument_group("options of several problems (when the problem has them)")
     common.add_argument("--batch-size", type=int, default=None, help="minibatch size")
     common.add_argument("--dtype", choices=("float32", "float64"), default=None,
                         help="data and parameter dtype (default: the problem's)")
-    common.add_argument("--data-seed", type=int, default=None,
+    common.add_argument("--data-seed", type=seed, default=None,
                         help="seed of the problem's data (default 0)")
     common.add_argument("--teacher-nm", type=nm, default=None, metavar="N:M",
                         help="make the teacher N:M sparse (regression, teacher)")
@@ -112,24 +114,6 @@ def problem_options_from(args) -> dict:
     return opts
 
 
-def check_output_path(path: str) -> None:
-    """Refuse, before training, a --json path the results could not be saved to."""
-    from pathlib import Path
-
-    p = Path(path)
-    if p.suffix == ".npz":
-        raise ValueError(f"--json {path!r} must not end in .npz: the trace and weights go to "
-                         f"{str(p)!r} itself (an .npz beside the JSON); use e.g. "
-                         f"{str(p.with_suffix('.json'))!r}")
-    if p.is_dir():
-        raise ValueError(f"--json {path!r} is a directory; give a file name")
-    for parent in p.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ValueError(f"--json {path!r}: {str(parent)!r} is a file, not a directory")
-            break
-
-
 def _print_problem_options(name: str) -> None:
     import inspect
 
@@ -157,8 +141,8 @@ def run(args) -> int:
     if args.problem_options:
         _print_problem_options(args.problem)
         return 0
-    if args.json:
-        check_output_path(args.json)
+    # checked before any work; the trace .npz goes beside the JSON, so it must differ from it
+    json_path = output_path(args.json, option="--json", sidecars=(".npz",))
     problem_opts = problem_options_from(args)
     problem = make_problem(args.problem, **problem_opts)
 
@@ -168,20 +152,16 @@ def run(args) -> int:
     crit_opts = key_values(args.criterion_option, "--criterion-option", _value)
     name = args.criterion
     if name is None and recipe.needs_criterion:
-        name = "autoswitch"
+        # AutoSwitch with the paper's optional clipping (T_min = 0.1 T, T_max = 0.5 T), so a
+        # default run always switches; -c clip=false (or --criterion autoswitch) unclips it
+        name, crit_opts = "autoswitch", {"clip": True, **crit_opts}
     if name is None and crit_opts:
         raise ValueError("--criterion-option needs --criterion")
     adam = None if args.optimizer == "sgdm" else recipe.optimizer
     criterion = None if name is None else criteria.make_criterion(name, adam=adam, **crit_opts)
 
-    fit_kwargs = {}
-    if args.eval_every is not None:
-        import inspect
-
-        if "eval_every" not in inspect.signature(fit).parameters:
-            raise ValueError("--eval-every needs a stepsim whose fit() takes eval_every")
-        fit_kwargs["eval_every"] = args.eval_every
-    result = fit(problem, recipe, args.steps, rng=args.seed, criterion=criterion, **fit_kwargs)
+    result = fit(problem, recipe, args.steps, rng=args.seed, criterion=criterion,
+                 eval_every=args.eval_every)
 
     trace = result.trace
     tail = max(1, min(50, len(trace) // 10))
@@ -198,6 +178,11 @@ def run(args) -> int:
         print("switch     never (the observed criterion did not fire)")
     else:
         print("switch     none (single-phase recipe, no criterion)")
+    if len(set(result.module_switch_steps.values())) > 1:  # per-module switching
+        steps = ", ".join(f"{k} {v}" for k, v in result.module_switch_steps.items())
+        print(f"modules    switched at: {steps}")
+    if result.status != "completed" or result.message:
+        print(f"status     {result.status}: {result.message}")
     print(f"N:M        {', '.join(f'{k} {n}:{m}' for k, (n, m) in result.nm.items())}")
     print(f"loss       minibatch mean of last {tail}: {np.mean(trace.loss[-tail:]):.6g}  "
           f"(first step {trace.loss[0]:.6g})")
@@ -207,10 +192,10 @@ def run(args) -> int:
         print(f"{key:<10} {value:.6g}  (initial {initial:.6g})  [{which}]")
     score = _table1(result)
     print(f"table1     {score}")
-    if args.json:
+    if json_path is not None:
         params = {"args": run_params(args), "problem_name": args.problem,
-                  "problem": problem.config()}
-        jpath, npz = result.save(args.json, params=params)
+                  "problem_config": problem.config()}
+        jpath, npz = result.save(json_path, params=params)
         print(f"saved      {jpath} and {npz}")
     return 0
 

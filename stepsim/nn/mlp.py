@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_choice, check_int, check_nm
+from stepsim._validate import check_choice, check_int, check_nm_pair
 from stepsim.nn import layers as L
 from stepsim.sparsity import ParamSpec, check_divides
 
@@ -69,7 +69,7 @@ class MLP:
         object.__setattr__(self, "sizes", sizes)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("sparsify", self.sparsify, SPARSIFY)
-        object.__setattr__(self, "nm", check_nm(*self.nm))
+        object.__setattr__(self, "nm", check_nm_pair("nm", self.nm))
         object.__setattr__(self, "bias", bool(self.bias))
         for name, spec in self.specs().items():
             if spec.sparse:
@@ -126,24 +126,33 @@ class MLP:
     def forward(self, params, x: np.ndarray):
         """Outputs (..., d_out) for inputs x (..., d_in), and an :class:`MLPCache`."""
         act_forward = ACTIVATIONS[self.activation][0]
+        relu = self.activation == "relu"
         linear, act = [], []
         h = x
         for l in range(1, self.layers + 1):
             h, cache = L.linear_forward(h, params[f"w{l}"], params.get(f"b{l}"))
             linear.append(cache)
             if l < self.layers:
-                h, cache = act_forward(h)
+                if relu:  # h is this layer's own fresh output: rectify it in place
+                    np.maximum(h, 0, out=h)
+                    cache = L.ActivationCache(h)
+                else:
+                    h, cache = act_forward(h)
                 act.append(cache)
         return h, MLPCache(tuple(linear), tuple(act))
 
     def backward(self, dout: np.ndarray, cache: MLPCache) -> dict[str, np.ndarray]:
         """Gradients of every parameter (dict like the params) from dout (..., d_out)."""
         act_backward = ACTIVATIONS[self.activation][1]
+        relu = self.activation == "relu"
         grads = {}
         d = dout
         for l in range(self.layers, 0, -1):
             if l < self.layers:
-                d = act_backward(d, cache.act[l - 1])
+                if relu:  # d is the fresh dx of the layer above: zero it in place
+                    np.multiply(d, cache.act[l - 1].saved > 0, out=d)
+                else:
+                    d = act_backward(d, cache.act[l - 1])
             need_dx = l > 1  # the input's gradient is never used
             d_next, dw, db = _linear_backward(d, cache.linear[l - 1], need_dx)
             grads[f"w{l}"] = dw

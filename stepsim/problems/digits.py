@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_int, check_real
+from stepsim._validate import check_int, check_memory, check_real
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import MLP, _float_dtype
 
@@ -71,6 +71,9 @@ class Digits:
         self.dtype = _float_dtype(dtype)
         self.seed = check_int("seed", seed, minimum=0)
         self.specs = self.mlp.specs()
+        # parameters with Adam's m, v and copies, plus activations of the largest evaluation
+        check_memory(f"digits MLP {self.mlp.sizes}", self.dtype.itemsize * (
+            8 * self.mlp.n_params() + 4 * 1797 * max(self.mlp.sizes)))
 
         x, y = _load()
         train, test = stratified_split(y, self.test_fraction, self.seed)

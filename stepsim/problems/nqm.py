@@ -45,8 +45,7 @@ import math
 
 import numpy as np
 
-from stepsim._validate import check_beta, check_int, check_nm, check_real
-from stepsim.problems._memory import check_memory
+from stepsim._validate import check_beta, check_int, check_memory, check_nm_pair, check_real
 from stepsim.sparsity import ParamSpec
 
 
@@ -168,7 +167,8 @@ class NoisyQuadratic:
     variance c_i = c_scale h_i^c_power per example. batch_size: B (variance c_i / B).
     w_star_scale, init_scale: std of w* and of w_0. w_star_nm: make w* itself N:M sparse
     (by magnitude; its pruned coordinates then feel pure noise under STE). dtype: float64
-    (default) or float32. seed: w* (``init_params`` and ``sample_batch`` take the caller's generator).
+    (default) or float32. seed: w* (``init_params`` and ``sample_batch`` take the caller's
+    generator).
     """
 
     def __init__(self, *, dim: int = 256, alpha: float = 1.0, h_max: float = 1.0,
@@ -184,10 +184,10 @@ class NoisyQuadratic:
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.w_star_scale = check_real("w_star_scale", w_star_scale, minimum=0.0)
         self.init_scale = check_real("init_scale", init_scale, minimum=0.0)
-        self.nm = check_nm(*nm)
+        self.nm = check_nm_pair("nm", nm)
         self.sparse = bool(sparse)
         self.replicas = check_int("replicas", replicas, minimum=1)
-        self.w_star_nm = None if w_star_nm is None else check_nm(*w_star_nm)
+        self.w_star_nm = None if w_star_nm is None else check_nm_pair("w_star_nm", w_star_nm)
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_int, check_nm, check_real
+from stepsim._validate import check_int, check_memory, check_nm_pair, check_real
 from stepsim.sparsity import ParamSpec
 
 
@@ -73,9 +73,9 @@ class SyntheticRegression:
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")
         self.bias = bool(bias)
-        n, m = check_nm(*nm)
+        n, m = check_nm_pair("nm", nm)
         self.nm = (n, m)
-        self.teacher_nm = None if teacher_nm is None else check_nm(*teacher_nm)
+        self.teacher_nm = None if teacher_nm is None else check_nm_pair("teacher_nm", teacher_nm)
         self.seed = seed
         sparse = ParamSpec(n, m, axis=-1)
         self.specs = {"w1": sparse, "w2": sparse}
@@ -86,6 +86,11 @@ class SyntheticRegression:
         check_divides("w1", (self.d_hidden, self.d_in), -1, m)
         check_divides("w2", (self.d_out, self.d_hidden), -1, m)
 
+        n_params = d_in * d_hidden + d_hidden + d_hidden * d_out + d_out
+        # teacher and student weights, gradients, Adam's m and v, masks: ~7 arrays each
+        check_memory(f"SyntheticRegression d_in={d_in} x d_hidden={d_hidden} x d_out={d_out} "
+                     f"({n_params:,} parameters, ~7 {self.dtype} arrays each)",
+                     7 * self.dtype.itemsize * n_params)
         rng = np.random.default_rng(seed)
         self.feature_scale = scale * condition ** (-np.arange(d_in) / max(d_in - 1, 1))
         w1 = rng.standard_normal((d_hidden, d_in)) / np.sqrt(d_in)

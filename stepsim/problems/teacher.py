@@ -30,10 +30,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_choice, check_int, check_nm, check_real
+from stepsim._validate import check_choice, check_int, check_memory, check_nm_pair, check_real
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import MLP, _float_dtype
-from stepsim.problems._memory import check_memory
 
 TASKS = ("classification", "regression")
 
@@ -76,7 +75,7 @@ class TeacherStudent:
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.dtype = _float_dtype(dtype)
         self.seed = check_int("seed", seed, minimum=0)
-        self.teacher_nm = None if teacher_nm is None else check_nm(*teacher_nm)
+        self.teacher_nm = None if teacher_nm is None else check_nm_pair("teacher_nm", teacher_nm)
         self.specs = self.mlp.specs()
         if self.teacher_nm is not None:
             self.teacher_mlp = MLP(self.mlp.sizes, activation=activation, sparsify=sparsify,
