@@ -15,6 +15,7 @@ from stepsim._validate import check_choice
 # name -> "module:Class"; add a problem here and every front end (train, sweep, check) has it
 PROBLEMS = {
     "regression": "stepsim.problems.synthetic:SyntheticRegression",
+    "lm": "stepsim.problems.lm:LanguageModel",
 }
 
 

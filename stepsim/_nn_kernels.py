@@ -1,0 +1,149 @@
+"""numba kernels for the transformer's element-wise work. Private: call the wrappers in
+:mod:`stepsim.nn.attention` and :mod:`stepsim.nn.transformer`, which validate.
+
+Each kernel has a plain NumPy reference beside its wrapper (``*_reference``); the tests
+compare them on random shapes and dtypes. Sums run in a different order than NumPy's
+pairwise sums, so results agree to rounding, not bit for bit. The loops are serial: the
+arrays of one step are small (~1M entries) and a parallel numba region next to OpenBLAS's
+threads on 2 cores costs more than it saves (PERF_NOTES, "Threads: numba vs BLAS").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from stepsim._jit import njit
+
+
+# --------------------------------------------------------------------------- causal softmax
+@njit
+def causal_softmax(s, scale):
+    """In place: s (N, T, T) -> softmax of scale * s[n, i, :i+1] in each row, 0 above it."""
+    n_mat, t, _ = s.shape
+    zero = s.dtype.type(0)
+    for n in range(n_mat):
+        for i in range(t):
+            row = s[n, i]
+            top = row[0] * scale
+            for j in range(1, i + 1):
+                top = max(top, row[j] * scale)
+            total = zero
+            for j in range(i + 1):
+                e = math.exp(row[j] * scale - top)
+                row[j] = e
+                total += e
+            inv = s.dtype.type(1) / total
+            for j in range(i + 1):
+                row[j] *= inv
+            for j in range(i + 1, t):
+                row[j] = zero
+
+
+@njit
+def causal_softmax_backward(p, dp):
+    """In place into dp (N, T, T): dS = P * (dP - sum_j dP_j P_j) on the lower triangle."""
+    n_mat, t, _ = p.shape
+    zero = p.dtype.type(0)
+    for n in range(n_mat):
+        for i in range(t):
+            prow = p[n, i]
+            drow = dp[n, i]
+            dot = zero
+            for j in range(i + 1):
+                dot += drow[j] * prow[j]
+            for j in range(i + 1):
+                drow[j] = prow[j] * (drow[j] - dot)
+            for j in range(i + 1, t):
+                drow[j] = zero
+
+
+# --------------------------------------------------------------------------- LayerNorm
+@njit
+def layernorm_forward(x, gamma, beta, eps, out, xhat, rstd):
+    """Rows of x (N, D): xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps) (biased var),
+    out = xhat * gamma + beta; out, xhat (N, D) and rstd (N,) are written."""
+    n, d = x.shape
+    inv_d = x.dtype.type(1.0 / d)
+    for i in range(n):
+        row = x[i]
+        total = row[0] * 0
+        for j in range(d):
+            total += row[j]
+        mean = total * inv_d
+        sq = row[0] * 0
+        for j in range(d):
+            c = row[j] - mean
+            sq += c * c
+        r = x.dtype.type(1) / np.sqrt(sq * inv_d + eps)
+        rstd[i] = r
+        for j in range(d):
+            h = (row[j] - mean) * r
+            xhat[i, j] = h
+            out[i, j] = h * gamma[j] + beta[j]
+
+
+@njit
+def layernorm_backward(dout, xhat, rstd, gamma, dx, dgamma, dbeta):
+    """dx (N, D) = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * gamma;
+    dgamma (D,) = sum_rows dout * xhat and dbeta (D,) = sum_rows dout are written."""
+    n, d = dout.shape
+    inv_d = dout.dtype.type(1.0 / d)
+    for j in range(d):
+        dgamma[j] = 0
+        dbeta[j] = 0
+    for i in range(n):
+        s1 = dout.dtype.type(0)
+        s2 = dout.dtype.type(0)
+        for j in range(d):
+            g = dout[i, j] * gamma[j]
+            s1 += g
+            s2 += g * xhat[i, j]
+            dgamma[j] += dout[i, j] * xhat[i, j]
+            dbeta[j] += dout[i, j]
+        m1 = s1 * inv_d
+        m2 = s2 * inv_d
+        r = rstd[i]
+        for j in range(d):
+            dx[i, j] = (dout[i, j] * gamma[j] - m1 - xhat[i, j] * m2) * r
+
+
+# --------------------------------------------------------------------------- GELU (float32)
+# Phi(x) = 1 - erfc(x / sqrt 2) / 2 with erfc(y) = t * poly(t) * exp(-y^2), t = 1 / (1 + p y)
+# for y >= 0 (Abramowitz & Stegun 7.1.26, |error| <= 1.5e-7: the formula torch's vectorised
+# float32 erf uses). exp(-x^2 / 2) is computed by NumPy's SIMD exp beforehand and passed in
+# as e; numba has no vectorised exp here (no SVML), and a scalar libm call per entry was
+# measured 25x slower than torch's GELU.
+# float32 constants (numba freezes globals with their type), so float32 stays float32
+_P = np.float32(0.3275911)
+_A1, _A2, _A3, _A4, _A5 = (np.float32(a) for a in (0.254829592, -0.284496736, 1.421413741,
+                                                   -1.453152027, 1.061405429))
+_INV_SQRT2 = np.float32(0.7071067811865476)
+_INV_SQRT_2PI = np.float32(0.3989422804014327)
+
+
+@njit
+def _normal_cdf(x, e):
+    """Phi(x) given e = exp(-x^2 / 2), float32 (A&S 7.1.26)."""
+    one = np.float32(1)
+    t = one / (one + _P * (abs(x) * _INV_SQRT2))
+    poly = t * (_A1 + t * (_A2 + t * (_A3 + t * (_A4 + t * _A5))))
+    tail = np.float32(0.5) * poly * e  # = Phi(-|x|)
+    return one - tail if x >= 0 else tail
+
+
+@njit
+def gelu_forward(x, e, out):
+    """out = x * Phi(x) over flat float32 arrays; e = exp(-x^2 / 2)."""
+    for i in range(x.shape[0]):
+        out[i] = x[i] * _normal_cdf(x[i], e[i])
+
+
+@njit
+def gelu_backward(dout, x, e, dx):
+    """dx = dout * (Phi(x) + x * phi(x)) over flat arrays; phi(x) = e / sqrt(2 pi)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        pdf = e[i] * _INV_SQRT_2PI
+        dx[i] = dout[i] * (_normal_cdf(v, e[i]) + v * pdf)
