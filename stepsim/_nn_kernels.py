@@ -59,7 +59,53 @@ def causal_softmax_backward(p, dp):
                 drow[j] = zero
 
 
+# --------------------------------------------------------------------------- embedding
+@njit
+def scatter_add_rows(index, rows, out):
+    """out[index[i]] += rows[i] for every i, in order (rows (N, D), out (V, D))."""
+    for i in range(index.shape[0]):
+        target = out[index[i]]
+        row = rows[i]
+        for j in range(row.shape[0]):
+            target[j] += row[j]
+
+
 # --------------------------------------------------------------------------- LayerNorm
+# Row sums go through reduction helpers (stepsim._jit: reassociation allowed, so LLVM
+# vectorises them); the element-wise loops keep strict order.
+@njit(reduction=True)
+def _sum(a):
+    total = a[0] * 0
+    for j in range(a.shape[0]):
+        total += a[j]
+    return total
+
+
+@njit(reduction=True)
+def _sum_sq_dev(a, mean):
+    total = a[0] * 0
+    for j in range(a.shape[0]):
+        c = a[j] - mean
+        total += c * c
+    return total
+
+
+@njit(reduction=True)
+def _dot(a, b):
+    total = a[0] * 0
+    for j in range(a.shape[0]):
+        total += a[j] * b[j]
+    return total
+
+
+@njit(reduction=True)
+def _dot3(a, b, c):
+    total = a[0] * 0
+    for j in range(a.shape[0]):
+        total += a[j] * b[j] * c[j]
+    return total
+
+
 @njit
 def layernorm_forward(x, gamma, beta, eps, out, xhat, rstd):
     """Rows of x (N, D): xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps) (biased var),
@@ -68,15 +114,8 @@ def layernorm_forward(x, gamma, beta, eps, out, xhat, rstd):
     inv_d = x.dtype.type(1.0 / d)
     for i in range(n):
         row = x[i]
-        total = row[0] * 0
-        for j in range(d):
-            total += row[j]
-        mean = total * inv_d
-        sq = row[0] * 0
-        for j in range(d):
-            c = row[j] - mean
-            sq += c * c
-        r = x.dtype.type(1) / np.sqrt(sq * inv_d + eps)
+        mean = _sum(row) * inv_d
+        r = x.dtype.type(1) / np.sqrt(_sum_sq_dev(row, mean) * inv_d + eps)
         rstd[i] = r
         for j in range(d):
             h = (row[j] - mean) * r
@@ -94,18 +133,12 @@ def layernorm_backward(dout, xhat, rstd, gamma, dx, dgamma, dbeta):
         dgamma[j] = 0
         dbeta[j] = 0
     for i in range(n):
-        s1 = dout.dtype.type(0)
-        s2 = dout.dtype.type(0)
-        for j in range(d):
-            g = dout[i, j] * gamma[j]
-            s1 += g
-            s2 += g * xhat[i, j]
-            dgamma[j] += dout[i, j] * xhat[i, j]
-            dbeta[j] += dout[i, j]
-        m1 = s1 * inv_d
-        m2 = s2 * inv_d
+        m1 = _dot(dout[i], gamma) * inv_d
+        m2 = _dot3(dout[i], gamma, xhat[i]) * inv_d
         r = rstd[i]
         for j in range(d):
+            dgamma[j] += dout[i, j] * xhat[i, j]
+            dbeta[j] += dout[i, j]
             dx[i, j] = (dout[i, j] * gamma[j] - m1 - xhat[i, j] * m2) * r
 
 

@@ -204,3 +204,30 @@ def test_float32_normal_cdf_error_is_within_its_bound():
     # A&S 7.1.26 (|erf error| <= 1.5e-7, so Phi's <= 7.5e-8) plus the float32 rounding of
     # 1 - tail, of x * Phi and of the division back (each up to 6e-8 near Phi = 1)
     assert err[np.abs(x) > 1e-3].max() < 3e-7
+
+
+@settings(max_examples=30)
+@given(seed=seeds, n=st.integers(0, 60), vocab=st.integers(1, 9), d=st.integers(1, 17),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_scatter_add_kernel_matches_numpy_add_at(seed, n, vocab, d, dtype):
+    from stepsim import _nn_kernels as K
+
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, vocab, n)
+    rows = rng.standard_normal((n, d)).astype(dtype)
+    ref = np.zeros((vocab, d), dtype)
+    np.add.at(ref, index, rows)
+    out = np.zeros((vocab, d), dtype)
+    K.scatter_add_rows(index, rows, out)
+    np.testing.assert_array_equal(out, ref)  # both add in order of occurrence
+
+
+def test_the_model_runs_compiled_kernels():
+    from stepsim import _nn_kernels as K
+
+    cfg = tr.TransformerConfig(**TINY)
+    params = perturbed_params(cfg, 0, np.float32)
+    tr.loss_and_grad(params, *batch(cfg, 0), cfg, kernels=True)
+    for kernel in (K.causal_softmax, K.causal_softmax_backward, K.layernorm_forward,
+                   K.layernorm_backward, K.gelu_forward, K.gelu_backward, K.scatter_add_rows):
+        assert kernel.signatures, kernel

@@ -165,14 +165,17 @@ def run(bench) -> None:
     except ImportError:
         bench.print("  (torch not installed: lm section skipped)")
         return
+    import numba
     from threadpoolctl import threadpool_limits
 
     options = QUICK_MODEL if bench.quick else BENCH_MODEL
     case = (f"{options['blocks']}x{options['width']} ctx{options['context']} "
             f"b{options['batch_size']}")
     ours, theirs = step_functions(options)
-    for threads in (1, 2):
+    before = numba.get_num_threads()
+    for threads in (1, 2):  # the same thread count for torch, OpenBLAS and numba
         torch.set_num_threads(threads)
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         with threadpool_limits(limits=threads, user_api="blas"):
             t = bench.compare({"stepsim": ours, "torch": theirs},
                               repeats=5 if bench.quick else 20)
@@ -182,3 +185,4 @@ def run(bench) -> None:
                    units=tokens, unit="token", steps_per_s=1 / t["torch"])
         bench.emit("lm", f"{case} {threads}thr", "stepsim", t["stepsim"], units=tokens,
                    unit="token", steps_per_s=1 / t["stepsim"], ratio=f"{ratio:.2f}x torch")
+    numba.set_num_threads(before)

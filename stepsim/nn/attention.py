@@ -176,7 +176,8 @@ def self_attention_forward(x, params, n_heads: int, *, kernel: bool = True):
     w = np.concatenate([params["wq"], params["wk"], params["wv"]])
     bias = np.concatenate([params["bq"], params["bk"], params["bv"]]) if "bq" in params else None
     qkv, qkv_cache = linear_forward(x.reshape(b * t, d), w, bias)  # (BT, 3D)
-    qkv = qkv.reshape(b, t, 3, n_heads, dh).transpose(2, 0, 3, 1, 4)  # (3, B, H, T, dh)
+    # one copy into (3, B, H, T, dh): the batched products below then run on contiguous heads
+    qkv = np.ascontiguousarray(qkv.reshape(b, t, 3, n_heads, dh).transpose(2, 0, 3, 1, 4))
     heads, core = causal_attention_forward(qkv[0], qkv[1], qkv[2], kernel=kernel)
     o = heads.transpose(0, 2, 1, 3).reshape(b * t, d)
     out, out_cache = linear_forward(o, params["wo"], params.get("bo"))
@@ -191,8 +192,10 @@ def self_attention_backward(dout, cache: SelfAttentionCache, *, kernel: bool = T
     do, dwo, dbo = linear_backward(dout.reshape(b * t, d), out_cache)
     do = do.reshape(b, t, n_heads, dh).transpose(0, 2, 1, 3)
     dq, dk, dv = causal_attention_backward(do, core, kernel=kernel)
-    dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(b * t, 3 * d)
-    dx, dw, db = linear_backward(dqkv, qkv_cache)
+    dqkv = np.empty((b, t, 3, n_heads, dh), dtype=dout.dtype)
+    for i, grad in enumerate((dq, dk, dv)):
+        dqkv[:, :, i] = grad.transpose(0, 2, 1, 3)
+    dx, dw, db = linear_backward(dqkv.reshape(b * t, 3 * d), qkv_cache)
     dx = dx.reshape(b, t, d)
     grads = {"wq": dw[:d], "wk": dw[d:2 * d], "wv": dw[2 * d:], "wo": dwo}
     if db is not None:
