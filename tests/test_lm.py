@@ -34,6 +34,9 @@ def test_specs_sparsify_every_linear_weight_along_its_input_axis():
     only_mlp = LanguageModel(**SMALL, sparse=("w1", "w2"), nm=(1, 8))
     assert sorted(n for n, s in only_mlp.specs.items() if s.sparse) == [
         "blocks.0.mlp.w1", "blocks.0.mlp.w2"]
+    assert LanguageModel(**SMALL, sparse="w1,w2").specs == only_mlp.specs | {
+        n: s.with_nm(2, 4) for n, s in only_mlp.specs.items() if s.sparse}
+    assert not any(s.sparse for s in LanguageModel(**SMALL, sparse=()).specs.values())
     tied = LanguageModel(**SMALL, tied=True)
     assert "head.w" not in tied.specs and not tied.specs["tok_emb"].sparse
 
@@ -42,6 +45,7 @@ def test_specs_sparsify_every_linear_weight_along_its_input_axis():
     (dict(sparse=("wq", "wz")), "wz"), (dict(tied=True, sparse=("head",)), "head"),
     (dict(width=30, heads=2), "not divisible by M"), (dict(context=1, order=2), "context"),
     (dict(dtype=np.int32), "dtype"), (dict(batch_size=0), "batch_size"),
+    (dict(tied="yes"), "tied"),
 ])
 def test_bad_options_name_themselves(kwargs, word):
     with pytest.raises((ValueError, TypeError), match=word):
@@ -110,3 +114,12 @@ def test_sparse_recipes_end_with_exact_nm_in_every_sparsified_module(recipe, opt
     for name, spec in problem.specs.items():
         if not spec.sparse:
             assert np.count_nonzero(result.weights[name]) > 0.5 * result.weights[name].size
+
+
+def test_same_seed_same_bits():
+    problem = LanguageModel(**{**SMALL, "batch_size": 4, "n_test": 8})
+    runs = [fit(problem, make_recipe("sr-ste", lr=1e-2), 5, rng=7, progress=False)
+            for _ in range(2)]
+    assert runs[0].metrics == runs[1].metrics
+    for name in runs[0].weights:
+        assert np.array_equal(runs[0].weights[name], runs[1].weights[name]), name

@@ -231,3 +231,19 @@ def test_the_model_runs_compiled_kernels():
     for kernel in (K.causal_softmax, K.causal_softmax_backward, K.layernorm_forward,
                    K.layernorm_backward, K.gelu_forward, K.gelu_backward, K.scatter_add_rows):
         assert kernel.signatures, kernel
+
+
+@settings(max_examples=30)
+@given(seed=seeds, n=st.integers(1, 300), spread=st.sampled_from([0.1, 3.0, 30.0, 100.0]))
+def test_float32_exp_kernel_is_within_two_ulps(seed, n, spread):
+    from stepsim import _nn_kernels as K
+
+    x = -spread * np.random.default_rng(seed).random(n).astype(np.float32)
+    x[0] = 0.0
+    out = np.empty_like(x)
+    K.exp_nonpositive_f32_array(x, out)
+    exact = np.exp(x.astype(np.float64))
+    normal = x >= -87
+    assert out[0] == 1.0
+    assert np.all(np.abs(out[normal] - exact[normal]) <= 1.2e-7 * exact[normal])
+    assert np.all(out[~normal] == 0)  # below float32's normal range: flushed to 0

@@ -7,8 +7,9 @@ as the matrix products. Inputs are 2-d (rows, D) for LayerNorm (the transformer'
 activations are kept as (B*T, D)); other shapes go through the reference layers.
 
 GELU in float32 evaluates the normal CDF with Abramowitz & Stegun 7.1.26 (absolute error
-<= 1.5e-7, the approximation torch's vectorised float32 erf uses); float64 calls the exact
-reference (scipy's erf), so finite-difference checks see the exact function.
+<= 1.5e-7, the approximation torch's vectorised float32 erf uses) and exp(-x^2/2) with a
+vectorised float32 exp (:func:`stepsim._nn_kernels.exp_nonpositive_f32`); float64 calls
+the exact reference (scipy's erf), so finite-difference checks see the exact function.
 """
 
 from __future__ import annotations
@@ -58,32 +59,28 @@ def layernorm_backward(dout, cache: L.LayerNormCache):
 
 
 class GeluCache(NamedTuple):
-    """x: the input; e: exp(-x^2 / 2) (the normal density without its constant)."""
+    """x: the float32 input (the backward recomputes Phi and phi from it)."""
 
     x: np.ndarray
-    e: np.ndarray
 
 
 def gelu_forward(x):
     """:func:`stepsim.nn.layers.gelu_forward`; float32 on the kernel (module docstring)."""
-    if x.dtype != _F32:
+    if not isinstance(x, np.ndarray) or x.dtype != _F32:
         return L.gelu_forward(x)
     from stepsim import _nn_kernels as K
 
     x = np.ascontiguousarray(x)
-    e = np.multiply(x, x)
-    e *= np.float32(-0.5)
-    np.exp(e, out=e)
     out = np.empty_like(x)
-    K.gelu_forward(x.reshape(-1), e.reshape(-1), out.reshape(-1))
-    return out, GeluCache(x, e)
+    K.gelu_forward(x.reshape(-1), out.reshape(-1))
+    return out, GeluCache(x)
 
 
 def gelu_backward(dout, cache):
     """:func:`stepsim.nn.layers.gelu_backward`: dx = dout * (Phi(x) + x phi(x))."""
     if not isinstance(cache, GeluCache):
         return L.gelu_backward(dout, cache)
-    x, e = cache
+    x = cache.x
     L._check_shape("dout", dout, x.shape, "the forward input's")
     if dout.dtype != _F32:
         raise TypeError(f"dout has dtype {dout.dtype} but the forward ran in float32")
@@ -91,5 +88,5 @@ def gelu_backward(dout, cache):
 
     dout = np.ascontiguousarray(dout)
     dx = np.empty_like(dout)
-    K.gelu_backward(dout.reshape(-1), x.reshape(-1), e.reshape(-1), dx.reshape(-1))
+    K.gelu_backward(dout.reshape(-1), x.reshape(-1), dx.reshape(-1))
     return dx

@@ -43,8 +43,8 @@ class LanguageModel:
     vocab, order, temperature : the language (V tokens, order k, logit temperature).
     context : T, positions per sequence (the model predicts T tokens of each).
     width, blocks, heads, mlp_ratio, tied, bias : the model (:class:`TransformerConfig`).
-    sparse : kinds of linear weights to sparsify (subset of ``LINEAR_KINDS``); None: all
-        linear modules the model has. nm : their N:M (groups of M along the input axis).
+    sparse : kinds of linear weights to sparsify (subset of ``LINEAR_KINDS``, or a string
+        "w1,w2"); None: all linear modules the model has; () none. nm : their N:M (groups of M along the input axis).
     batch_size : sequences per minibatch. n_test : held-out sequences.
     dtype : float32 (default) or float64. kernels : numba element-wise kernels (else the
         NumPy layers). seed : the language's transition table and the test set.
@@ -56,6 +56,9 @@ class LanguageModel:
                  sparse: tuple[str, ...] | None = None, nm: tuple[int, int] = (2, 4),
                  batch_size: int = 32, n_test: int = 512, dtype=np.float32,
                  kernels: bool = True, seed: int = 0):
+        for name, flag in (("tied", tied), ("bias", bias), ("kernels", kernels)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
         self.language = MarkovLanguage(vocab=vocab, order=order, temperature=temperature,
                                        seed=seed)
         self.model = tr.TransformerConfig(vocab=vocab, context=context, width=width,
@@ -72,6 +75,8 @@ class LanguageModel:
         self.seed = seed
         self.nm = check_nm(*nm)
         names = tr.linear_names(self.model)
+        if isinstance(sparse, str):  # one kind, or "wq,wk" as the command line gives it
+            sparse = tuple(kind.strip() for kind in sparse.split(",") if kind.strip())
         if sparse is None:
             sparse = tuple(kind for kind in tr.LINEAR_KINDS if names[kind])
         sparse = tuple(sparse)
