@@ -123,3 +123,15 @@ def test_same_seed_same_bits():
     assert runs[0].metrics == runs[1].metrics
     for name in runs[0].weights:
         assert np.array_equal(runs[0].weights[name], runs[1].weights[name]), name
+
+
+def test_bench_section_times_a_step(capsys):
+    import io
+
+    from stepsim.bench import Bench
+    from stepsim.bench import lm as bench_lm
+
+    bench = Bench(quick=True, stream=io.StringIO())
+    bench_lm.run(bench)
+    assert [row["impl"] for row in bench.rows] == ["stepsim"]
+    assert bench.rows[0]["steps_per_s"] > 0 and bench.rows[0]["unit"] == "token"

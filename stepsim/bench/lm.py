@@ -123,11 +123,10 @@ def params_as_torch(params, cfg) -> dict:
     return out
 
 
-def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3):
+def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer: bool = True):
     """(stepsim_step, torch_step): callables that each run one training step of the same
-    model (``make_problem("lm", **options)``, float32) on the same fixed minibatch."""
-    import torch
-
+    model (``make_problem("lm", **options)``, float32) on the same fixed minibatch.
+    torch_step is None when ``torch_peer`` is False."""
     from stepsim.problems.registry import make_problem
     from stepsim.recipes import make_recipe
 
@@ -142,6 +141,10 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3):
         fwd, st = recipe.forward(state["opt"], state["params"], 1)
         _, grads = problem.loss_and_grad(fwd, batch)
         state["params"], state["opt"], _ = recipe.update(st, state["params"], grads, 1)
+
+    if not torch_peer:
+        return stepsim_step, None
+    import torch
 
     model = torch_model(problem.model, params)
     opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
@@ -159,30 +162,39 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3):
 
 
 def run(bench) -> None:
-    """Steps/s of the issue-13 model (quick: a tiny one) in stepsim and in PyTorch."""
-    try:
-        import torch
-    except ImportError:
-        bench.print("  (torch not installed: lm section skipped)")
-        return
+    """Steps/s of the issue-13 model (quick: a tiny one) in stepsim, and in PyTorch beside
+    it when the bench runs with torch peers, at 1 and at 2 threads (quick: 1)."""
     import numba
     from threadpoolctl import threadpool_limits
 
+    torch = None
+    if bench.torch_peers:
+        try:
+            import torch
+        except ImportError:
+            bench.print("  (torch not installed: stepsim timed alone)")
     options = QUICK_MODEL if bench.quick else BENCH_MODEL
     case = (f"{options['blocks']}x{options['width']} ctx{options['context']} "
             f"b{options['batch_size']}")
-    ours, theirs = step_functions(options)
+    tokens = options["batch_size"] * options["context"]
+    ours, theirs = step_functions(options, torch_peer=torch is not None)
+    impls = {"stepsim": ours} if theirs is None else {"stepsim": ours, "torch": theirs}
     before = numba.get_num_threads()
-    for threads in (1, 2):  # the same thread count for torch, OpenBLAS and numba
-        torch.set_num_threads(threads)
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        with threadpool_limits(limits=threads, user_api="blas"):
-            t = bench.compare({"stepsim": ours, "torch": theirs},
-                              repeats=5 if bench.quick else 20)
-        tokens = options["batch_size"] * options["context"]
-        ratio = t["torch"] / t["stepsim"]
-        bench.emit("lm", f"{case} {threads}thr", "torch fused Adam", t["torch"],
-                   units=tokens, unit="token", steps_per_s=1 / t["torch"])
-        bench.emit("lm", f"{case} {threads}thr", "stepsim", t["stepsim"], units=tokens,
-                   unit="token", steps_per_s=1 / t["stepsim"], ratio=f"{ratio:.2f}x torch")
-    numba.set_num_threads(before)
+    try:
+        # the same thread count for torch, OpenBLAS and numba; quick: one thread only
+        for threads in (1,) if bench.quick else (1, 2):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            if torch is not None:
+                torch.set_num_threads(threads)
+            with threadpool_limits(limits=threads, user_api="blas"):
+                t = bench.compare(impls, repeats=5 if bench.quick else 20)
+            label = f"{case} {threads}thr"
+            extra = {}
+            if theirs is not None:
+                bench.emit("lm", label, "torch fused Adam", t["torch"], units=tokens,
+                           unit="token", steps_per_s=1 / t["torch"])
+                extra["ratio"] = f"{t['torch'] / t['stepsim']:.2f}x torch"
+            bench.emit("lm", label, "stepsim", t["stepsim"], units=tokens, unit="token",
+                       steps_per_s=1 / t["stepsim"], **extra)
+    finally:
+        numba.set_num_threads(before)
