@@ -45,7 +45,7 @@ def test_specs_sparsify_every_linear_weight_along_its_input_axis():
     (dict(sparse=("wq", "wz")), "wz"), (dict(tied=True, sparse=("head",)), "head"),
     (dict(width=30, heads=2), "not divisible by M"), (dict(context=1, order=2), "context"),
     (dict(dtype=np.int32), "dtype"), (dict(batch_size=0), "batch_size"),
-    (dict(tied="yes"), "tied"),
+    (dict(tied="yes"), "tied"), (dict(blas_threads=0), "blas_threads"),
 ])
 def test_bad_options_name_themselves(kwargs, word):
     with pytest.raises((ValueError, TypeError), match=word):
@@ -135,3 +135,15 @@ def test_bench_section_times_a_step(capsys):
     bench_lm.run(bench)
     assert [row["impl"] for row in bench.rows] == ["stepsim"]
     assert bench.rows[0]["steps_per_s"] > 0 and bench.rows[0]["unit"] == "token"
+
+
+def test_small_models_run_their_products_on_one_blas_thread():
+    from threadpoolctl import threadpool_info
+
+    assert LanguageModel(**SMALL).blas_threads == 1
+    assert LanguageModel(**{**SMALL, "width": 128}).blas_threads is None  # > 2^16 parameters
+    problem = LanguageModel(**SMALL, blas_threads=2)
+    with problem._blas():
+        assert all(i["num_threads"] <= 2 for i in threadpool_info() if i["user_api"] == "blas")
+    with LanguageModel(**SMALL)._blas():
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")

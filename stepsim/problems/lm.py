@@ -18,6 +18,8 @@ GPT-2), N:M along the input axis. Embeddings, LayerNorms and biases stay dense.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -26,6 +28,20 @@ from stepsim._validate import check_int, check_nm
 from stepsim.nn import transformer as tr
 from stepsim.problems.markov import MarkovLanguage
 from stepsim.sparsity import ParamSpec, check_divides
+
+
+# Below this many parameters the matrix products run on one BLAS thread (blas_threads=None):
+# on a shared 2-core machine a 2-thread OpenBLAS on these small products was measured 6x
+# slower (the 1-block test model: 200 s against 30 s for 500 steps at load 12), the same
+# effect fit's SMALL_MODEL rule avoids for numba.
+SMALL_MODEL = 1 << 16
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 class Batch(NamedTuple):
@@ -47,7 +63,9 @@ class LanguageModel:
         "w1,w2"); None: all linear modules the model has; () none. nm : their N:M (groups of M along the input axis).
     batch_size : sequences per minibatch. n_test : held-out sequences.
     dtype : float32 (default) or float64. kernels : numba element-wise kernels (else the
-        NumPy layers). seed : the language's transition table and the test set.
+        NumPy layers). blas_threads : BLAS threads for the model's matrix products (None:
+        1 below ``SMALL_MODEL`` parameters, else BLAS's own setting). seed : the language's
+        transition table and the test set.
     """
 
     def __init__(self, *, vocab: int = 16, order: int = 2, temperature: float = 0.5,
@@ -55,7 +73,7 @@ class LanguageModel:
                  mlp_ratio: int = 4, tied: bool = False, bias: bool = True,
                  sparse: tuple[str, ...] | None = None, nm: tuple[int, int] = (2, 4),
                  batch_size: int = 32, n_test: int = 512, dtype=np.float32,
-                 kernels: bool = True, seed: int = 0):
+                 kernels: bool = True, blas_threads: int | None = None, seed: int = 0):
         for name, flag in (("tied", tied), ("bias", bias), ("kernels", kernels)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise TypeError(f"{name} must be True or False, got {flag!r}")
@@ -89,6 +107,12 @@ class LanguageModel:
                                  "(a tied head is the token embedding; it stays dense)")
         self.sparse = sparse
         shapes = tr.param_shapes(self.model)
+        n_params = sum(int(np.prod(shape)) for shape in shapes.values())
+        if blas_threads is None:
+            self.blas_threads = 1 if n_params < SMALL_MODEL else None
+        else:
+            self.blas_threads = check_int("blas_threads", blas_threads, minimum=1)
+        self._blas_given = blas_threads
         sparse_names = {name for kind in sparse for name in names[kind]}
         self.specs = {name: ParamSpec(*self.nm, axis=-1) if name in sparse_names else ParamSpec()
                       for name in shapes}
@@ -120,7 +144,8 @@ class LanguageModel:
                 "mlp_ratio": m.mlp_ratio, "tied": m.tied, "bias": m.bias,
                 "sparse": list(self.sparse), "nm": list(self.nm),
                 "batch_size": self.batch_size, "n_test": self.n_test,
-                "dtype": self.dtype.name, "kernels": self.kernels, "seed": self.seed}
+                "dtype": self.dtype.name, "kernels": self.kernels,
+                "blas_threads": self._blas_given, "seed": self.seed}
 
     # ---------------------------------------------------------------- protocol
     def init_params(self, rng) -> dict:
@@ -132,9 +157,15 @@ class LanguageModel:
         tokens = self.language.sample(self.batch_size, self.model.context + 1, rng=rng)
         return Batch(tokens[:, :-1], tokens[:, 1:])
 
+    def _blas(self):
+        if self.blas_threads is None:
+            return contextlib.nullcontext()
+        return _blas_controller().limit(limits=self.blas_threads, user_api="blas")
+
     def loss_and_grad(self, params, batch: Batch):
-        return tr.loss_and_grad(params, batch.inputs, batch.targets, self.model,
-                                kernels=self.kernels)
+        with self._blas():
+            return tr.loss_and_grad(params, batch.inputs, batch.targets, self.model,
+                                    kernels=self.kernels)
 
     def evaluate(self, params, chunk: int = 128) -> dict:
         """test_loss (nats/token), entropy_floor, gap = test_loss - entropy_floor,
@@ -146,7 +177,8 @@ class LanguageModel:
         for lo in range(0, self.n_test, chunk):
             x = self.test_inputs[lo:lo + chunk]
             y = self.test_targets[lo:lo + chunk]
-            logits, _ = tr.forward(params, x, self.model, kernels=self.kernels)
+            with self._blas():
+                logits, _ = tr.forward(params, x, self.model, kernels=self.kernels)
             loss, _ = softmax_cross_entropy(logits, y)
             total += loss * y.size
             correct += float(np.sum(np.argmax(logits, axis=-1) == y))
