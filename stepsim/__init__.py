@@ -45,6 +45,11 @@ _EXPORTS = {
     "decay_sequence": "stepsim.recipes",
     "SyntheticRegression": "stepsim.problems",
     "Problem": "stepsim.problems",
+    "make_problem": "stepsim.problems",
+    "Digits": "stepsim.problems.digits",
+    "TeacherStudent": "stepsim.problems.teacher",
+    "NoisyQuadratic": "stepsim.problems.nqm",
+    "MLP": "stepsim.nn.mlp",
     # 2:4 hardware layout, sparse matmul, general N:M storage, memory
     "compress_2to4": "stepsim.sparse24.layout",
     "decompress_2to4": "stepsim.sparse24.layout",

@@ -1,19 +1,39 @@
-"""stepsim train: run one recipe on the synthetic regression problem and summarise it."""
+"""stepsim train: run one recipe on one registered problem and summarise it.
+
+The problem comes from the registry (``--problem regression|digits|teacher|nqm``); its
+options are its constructor's keyword options, given as repeatable ``-p KEY=VALUE``
+(``--problem-options`` lists them with their defaults). The synthetic regression flags of
+earlier versions (``--d-in``, ``--d-hidden``, ...) still work, for the regression problem;
+``--nm``, ``--batch-size``, ``--dtype``, ``--data-seed``, ``--teacher-nm``, ``--noise`` apply
+to every problem that takes the matching option.
+"""
 
 from __future__ import annotations
 
 from stepsim.cli._args import key_values, nm, run_params
 
-HELP = "train one recipe (dense, ste, sr-ste, asp, step, ...) on the synthetic problem"
+HELP = "train one recipe (dense, ste, sr-ste, asp, step, ...) on a problem (regression, digits ...)"
+
+# flag dest -> the problem option it sets (None values mean "not given")
+_PROBLEM_FLAGS = {
+    "nm": "nm", "batch_size": "batch_size", "dtype": "dtype", "data_seed": "seed",
+    "teacher_nm": "teacher_nm", "noise": "noise", "d_in": "d_in", "d_hidden": "d_hidden",
+    "d_out": "d_out", "grad_noise": "grad_noise", "scale": "scale", "condition": "condition",
+}
 
 
 def _value(text: str):
-    """A KEY=VALUE value: int, float, true/false, none (None), or the string itself."""
-    low = text.lower()
+    """A KEY=VALUE value: int, float, true/false, none (None), "N:M" -> (n, m),
+    "a,b,..." -> a tuple (e.g. hidden=256,256), or the string itself."""
+    low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
     if low == "none":
         return None
+    if "," in text:
+        return tuple(_value(part) for part in text.split(",") if part.strip())
+    if ":" in text:
+        return nm(text)
     for kind in (int, float):
         try:
             return kind(text)
@@ -23,6 +43,13 @@ def _value(text: str):
 
 
 def add_arguments(parser) -> None:
+    parser.add_argument("--problem", default="regression",
+                        help="problem name: regression (default), digits, teacher, nqm")
+    parser.add_argument("-p", "--problem-option", action="append", metavar="KEY=VALUE",
+                        help="problem option, repeatable (e.g. -p hidden=128,128 "
+                             "-p sparsify=all-but-last); see --problem-options")
+    parser.add_argument("--problem-options", action="store_true",
+                        help="list the chosen problem's options and defaults, then exit")
     parser.add_argument("--recipe", default="step",
                         help="recipe name (dense, ste, sr-ste, asp, step, step-v-updated, "
                              "decaying-mask, layerwise-sr-ste, layerwise-step); default step")
@@ -35,37 +62,105 @@ def add_arguments(parser) -> None:
                         help="recipe/optimizer option, repeatable (e.g. lam=2e-4, "
                              "v_star=bias-corrected, prune_at=0.5, weight_decay=0.01)")
     parser.add_argument("--optimizer", default="adam", help="adam, adamw or sgdm (default adam)")
-    parser.add_argument("--nm", type=nm, default=(2, 4), metavar="N:M",
-                        help="N:M of the sparse layers (default 2:4)")
+    parser.add_argument("--nm", type=nm, default=None, metavar="N:M",
+                        help="N:M of the sparse layers (default: the problem's, 2:4)")
     parser.add_argument("--steps", type=int, default=2000, help="training steps (default 2000)")
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of init and batches (default 0)")
+    parser.add_argument("--eval-every", type=int, default=None, metavar="K",
+                        help="record the problem's evaluate() metrics every K steps "
+                             "(learning curves; needs a fit with eval_every)")
     parser.add_argument("--json", metavar="PATH",
                         help="save the summary (JSON with provenance) and trace (.npz beside it)")
-    prob = parser.add_argument_group("synthetic problem")
-    prob.add_argument("--d-in", type=int, default=32)
-    prob.add_argument("--d-hidden", type=int, default=16)
-    prob.add_argument("--d-out", type=int, default=4)
-    prob.add_argument("--batch-size", type=int, default=16, help="smaller = noisier gradients")
-    prob.add_argument("--noise", type=float, default=0.1, help="label noise std")
-    prob.add_argument("--grad-noise", type=float, default=0.0,
+    common = parser.add_argument_group("options of several problems (when the problem has them)")
+    common.add_argument("--batch-size", type=int, default=None, help="minibatch size")
+    common.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                        help="data and parameter dtype (default: the problem's)")
+    common.add_argument("--data-seed", type=int, default=None,
+                        help="seed of the problem's data (default 0)")
+    common.add_argument("--teacher-nm", type=nm, default=None, metavar="N:M",
+                        help="make the teacher N:M sparse (regression, teacher)")
+    common.add_argument("--noise", type=float, default=None, help="label noise std")
+    prob = parser.add_argument_group("synthetic regression problem (--problem regression)")
+    prob.add_argument("--d-in", type=int, default=None, help="input size (default 32)")
+    prob.add_argument("--d-hidden", type=int, default=None, help="hidden size (default 16)")
+    prob.add_argument("--d-out", type=int, default=None, help="output size (default 4)")
+    prob.add_argument("--grad-noise", type=float, default=None,
                       help="std of Gaussian noise added to every gradient entry")
-    prob.add_argument("--scale", type=float, default=1.0, help="input (hence gradient) scale")
-    prob.add_argument("--condition", type=float, default=10.0,
+    prob.add_argument("--scale", type=float, default=None, help="input (hence gradient) scale")
+    prob.add_argument("--condition", type=float, default=None,
                       help="ratio of largest to smallest feature scale")
-    prob.add_argument("--teacher-nm", type=nm, default=None, metavar="N:M",
-                      help="make the teacher N:M sparse (default dense)")
-    prob.add_argument("--dtype", choices=("float32", "float64"), default="float64")
-    prob.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data")
+
+
+def problem_options_from(args) -> dict:
+    """The problem's keyword options from the flags that were given and ``-p KEY=VALUE``."""
+    from stepsim.problems import problem_options
+
+    allowed = set(problem_options(args.problem))
+    opts = key_values(args.problem_option, "--problem-option", _value)
+    for dest, option in _PROBLEM_FLAGS.items():
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if option not in allowed:
+            raise ValueError(f"{flag} does not apply to problem {args.problem!r} (it has no "
+                             f"option {option!r}); its options: {sorted(allowed)}")
+        if option in opts:
+            raise ValueError(f"{flag} and -p {option}=... both given; use one")
+        opts[option] = value
+    return opts
+
+
+def check_output_path(path: str) -> None:
+    """Refuse, before training, a --json path the results could not be saved to."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.suffix == ".npz":
+        raise ValueError(f"--json {path!r} must not end in .npz: the trace and weights go to "
+                         f"{str(p)!r} itself (an .npz beside the JSON); use e.g. "
+                         f"{str(p.with_suffix('.json'))!r}")
+    if p.is_dir():
+        raise ValueError(f"--json {path!r} is a directory; give a file name")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"--json {path!r}: {str(parent)!r} is a file, not a directory")
+            break
+
+
+def _print_problem_options(name: str) -> None:
+    import inspect
+
+    from stepsim.problems.registry import problem_class
+
+    cls = problem_class(name)
+    print(f"problem {name}: {cls.__module__}.{cls.__name__}")
+    for param in inspect.signature(cls).parameters.values():
+        if param.kind is inspect.Parameter.KEYWORD_ONLY:
+            default = getattr(param.default, "__name__", param.default)
+            if isinstance(default, tuple):  # written as -p accepts it
+                sep = ":" if param.name.endswith("nm") else ","
+                default = sep.join(str(v) for v in default)
+            print(f"  -p {param.name}={default}")
 
 
 def run(args) -> int:
     import numpy as np
 
     from stepsim import criteria
-    from stepsim.problems import SyntheticRegression
+    from stepsim.problems import make_problem
     from stepsim.recipes import make_recipe
     from stepsim.training import fit
+
+    if args.problem_options:
+        _print_problem_options(args.problem)
+        return 0
+    if args.json:
+        check_output_path(args.json)
+    problem_opts = problem_options_from(args)
+    problem = make_problem(args.problem, **problem_opts)
 
     recipe_opts = key_values(args.option, "--option", _value)
     recipe_opts.setdefault("lr", args.lr)
@@ -79,12 +174,14 @@ def run(args) -> int:
     adam = None if args.optimizer == "sgdm" else recipe.optimizer
     criterion = None if name is None else criteria.make_criterion(name, adam=adam, **crit_opts)
 
-    problem = SyntheticRegression(
-        d_in=args.d_in, d_hidden=args.d_hidden, d_out=args.d_out, batch_size=args.batch_size,
-        noise=args.noise, grad_noise=args.grad_noise, scale=args.scale,
-        condition=args.condition, teacher_nm=args.teacher_nm, nm=args.nm,
-        dtype=np.dtype(args.dtype), seed=args.data_seed)
-    result = fit(problem, recipe, args.steps, rng=args.seed, criterion=criterion)
+    fit_kwargs = {}
+    if args.eval_every is not None:
+        import inspect
+
+        if "eval_every" not in inspect.signature(fit).parameters:
+            raise ValueError("--eval-every needs a stepsim whose fit() takes eval_every")
+        fit_kwargs["eval_every"] = args.eval_every
+    result = fit(problem, recipe, args.steps, rng=args.seed, criterion=criterion, **fit_kwargs)
 
     trace = result.trace
     tail = max(1, min(50, len(trace) // 10))
@@ -111,8 +208,8 @@ def run(args) -> int:
     score = _table1(result)
     print(f"table1     {score}")
     if args.json:
-        params = {"args": run_params(args),
-                  "problem": problem.config()}
+        params = {"args": run_params(args), "problem_name": args.problem,
+                  "problem_config": problem.config()}
         jpath, npz = result.save(args.json, params=params)
         print(f"saved      {jpath} and {npz}")
     return 0

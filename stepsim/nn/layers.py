@@ -24,6 +24,7 @@ the gradient in the input dtype:
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -210,7 +211,7 @@ def layernorm_forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: f
         raise ValueError(f"x must have at least one axis, got shape {x.shape}")
     _check_shape("gamma", gamma, (x.shape[-1],), "x's last axis")
     _check_shape("beta", beta, (x.shape[-1],), "x's last axis")
-    if not (isinstance(eps, (int, float)) and eps > 0 and math.isfinite(eps)):
+    if not (isinstance(eps, numbers.Real) and eps > 0 and math.isfinite(eps)):
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     mean = x.mean(axis=-1, keepdims=True)
     centred = x - mean
@@ -264,7 +265,7 @@ def dropout_forward(x: np.ndarray, p: float, rng: np.random.Generator):
     cache : DropoutCache
     """
     _check_float("x", x)
-    if not (isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < 1):
+    if not (isinstance(p, numbers.Real) and not isinstance(p, bool) and 0 <= p < 1):
         raise ValueError(f"p must be a number in [0, 1), got {p!r}")
     if p == 0:
         return x, DropoutCache(None)

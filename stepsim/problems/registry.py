@@ -15,6 +15,9 @@ from stepsim._validate import check_choice
 # name -> "module:Class"; add a problem here and every front end (train, sweep, check) has it
 PROBLEMS = {
     "regression": "stepsim.problems.synthetic:SyntheticRegression",
+    "digits": "stepsim.problems.digits:Digits",
+    "teacher": "stepsim.problems.teacher:TeacherStudent",
+    "nqm": "stepsim.problems.nqm:NoisyQuadratic",
     "lm": "stepsim.problems.lm:LanguageModel",
 }
 

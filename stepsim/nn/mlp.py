@@ -1,0 +1,185 @@
+"""A multilayer perceptron built from :mod:`stepsim.nn.layers`, with its sparsity specs.
+
+``MLP(sizes=(64, 256, 256, 10))`` is Linear(64->256), act, Linear(256->256), act,
+Linear(256->10): ``len(sizes) - 1`` Linear layers, the activation between them (none after
+the last). Parameters are a dict ``w1, b1, ..., wL, bL``; ``wl`` has shape
+(sizes[l], sizes[l-1]) (out, in), so N:M groups run along the input axis, and ``bl`` has
+shape (sizes[l],).
+
+Which Linear weights are N:M-sparsified is ``sparsify``:
+
+- ``"all"``: every Linear weight (what the STEP paper does);
+- ``"all-but-last"``: every weight but the output layer's (what SR-STE's code does);
+- ``"none"``: a dense model (every spec dense).
+
+Biases are always dense. The MLP never masks: recipes hand it the forward weights Pi*w.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from stepsim._validate import check_choice, check_int, check_nm
+from stepsim.nn import layers as L
+from stepsim.sparsity import ParamSpec, check_divides
+
+ACTIVATIONS = {
+    "relu": (L.relu_forward, L.relu_backward),
+    "gelu": (L.gelu_forward, L.gelu_backward),
+    "tanh": (L.tanh_forward, L.tanh_backward),
+}
+SPARSIFY = ("all", "all-but-last", "none")
+# std of the initial weights is gain / sqrt(fan_in) (He for ReLU/GELU, LeCun for tanh)
+_GAIN = {"relu": math.sqrt(2.0), "gelu": math.sqrt(2.0), "tanh": 1.0}
+
+
+class MLPCache(NamedTuple):
+    """Per-layer caches of a forward pass: linear[l] (LinearCache), act[l] (ActivationCache;
+    one fewer than linear, there is no activation after the last layer)."""
+
+    linear: tuple
+    act: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class MLP:
+    """A ReLU/GELU/tanh MLP; see the module docstring.
+
+    sizes: (d_in, hidden..., d_out), at least two entries. activation: "relu", "gelu" or
+    "tanh". sparsify: "all", "all-but-last" or "none". nm: the default N:M of the sparse
+    weights (every sparse weight's input size must be divisible by M). bias: Linear layers
+    have biases.
+    """
+
+    sizes: tuple[int, ...]
+    activation: str = "relu"
+    sparsify: str = "all"
+    nm: tuple[int, int] = (2, 4)
+    bias: bool = True
+
+    def __post_init__(self):
+        sizes = tuple(self.sizes)
+        if len(sizes) < 2:
+            raise ValueError(f"sizes must list at least an input and an output size, got {sizes}")
+        sizes = tuple(check_int(f"sizes[{i}]", s, minimum=1) for i, s in enumerate(sizes))
+        object.__setattr__(self, "sizes", sizes)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("sparsify", self.sparsify, SPARSIFY)
+        object.__setattr__(self, "nm", check_nm(*self.nm))
+        object.__setattr__(self, "bias", bool(self.bias))
+        for name, spec in self.specs().items():
+            if spec.sparse:
+                check_divides(name, self.shapes()[name], spec.axis, spec.m)
+
+    @property
+    def layers(self) -> int:
+        """Number of Linear layers."""
+        return len(self.sizes) - 1
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """name -> shape of every parameter, in layer order (w1, b1, w2, b2, ...)."""
+        out = {}
+        for l in range(1, self.layers + 1):
+            out[f"w{l}"] = (self.sizes[l], self.sizes[l - 1])
+            if self.bias:
+                out[f"b{l}"] = (self.sizes[l],)
+        return out
+
+    def n_params(self) -> int:
+        return sum(math.prod(s) for s in self.shapes().values())
+
+    def specs(self) -> dict[str, ParamSpec]:
+        """name -> ParamSpec: sparse weights N:M along the input axis (-1), the rest dense."""
+        n, m = self.nm
+        last = self.layers if self.sparsify == "all" else self.layers - 1
+        if self.sparsify == "none":
+            last = 0
+        specs = {}
+        for l in range(1, self.layers + 1):
+            specs[f"w{l}"] = ParamSpec(n, m, axis=-1) if l <= last else ParamSpec()
+            if self.bias:
+                specs[f"b{l}"] = ParamSpec()
+        return specs
+
+    def init_params(self, rng, dtype=np.float32) -> dict[str, np.ndarray]:
+        """Weights ~ N(0, gain^2 / fan_in) (gain sqrt(2) for ReLU/GELU, 1 for tanh), biases 0.
+
+        rng: a Generator or seed (the only randomness). dtype: float32 or float64.
+        Returns C-contiguous arrays of ``dtype``, shapes as :meth:`shapes`.
+        """
+        rng = np.random.default_rng(rng)
+        dtype = _float_dtype(dtype)
+        gain = _GAIN[self.activation]
+        params = {}
+        for name, shape in self.shapes().items():
+            if name.startswith("w"):
+                w = rng.standard_normal(shape) * (gain / math.sqrt(shape[1]))
+                params[name] = np.ascontiguousarray(w, dtype=dtype)
+            else:
+                params[name] = np.zeros(shape, dtype=dtype)
+        return params
+
+    def forward(self, params, x: np.ndarray):
+        """Outputs (..., d_out) for inputs x (..., d_in), and an :class:`MLPCache`."""
+        act_forward = ACTIVATIONS[self.activation][0]
+        relu = self.activation == "relu"
+        linear, act = [], []
+        h = x
+        for l in range(1, self.layers + 1):
+            h, cache = L.linear_forward(h, params[f"w{l}"], params.get(f"b{l}"))
+            linear.append(cache)
+            if l < self.layers:
+                if relu:  # h is this layer's own fresh output: rectify it in place
+                    np.maximum(h, 0, out=h)
+                    cache = L.ActivationCache(h)
+                else:
+                    h, cache = act_forward(h)
+                act.append(cache)
+        return h, MLPCache(tuple(linear), tuple(act))
+
+    def backward(self, dout: np.ndarray, cache: MLPCache) -> dict[str, np.ndarray]:
+        """Gradients of every parameter (dict like the params) from dout (..., d_out)."""
+        act_backward = ACTIVATIONS[self.activation][1]
+        relu = self.activation == "relu"
+        grads = {}
+        d = dout
+        for l in range(self.layers, 0, -1):
+            if l < self.layers:
+                if relu:  # d is the fresh dx of the layer above: zero it in place
+                    np.multiply(d, cache.act[l - 1].saved > 0, out=d)
+                else:
+                    d = act_backward(d, cache.act[l - 1])
+            need_dx = l > 1  # the input's gradient is never used
+            d_next, dw, db = _linear_backward(d, cache.linear[l - 1], need_dx)
+            grads[f"w{l}"] = dw
+            if self.bias:
+                grads[f"b{l}"] = db
+            d = d_next
+        return {name: grads[name] for name in self.shapes()}
+
+    def predict(self, params, x: np.ndarray, chunk: int = 4096) -> np.ndarray:
+        """Outputs for many inputs x (n, d_in), ``chunk`` rows at a time (bounded memory)."""
+        outs = [self.forward(params, x[i:i + chunk])[0] for i in range(0, len(x), chunk)]
+        return np.concatenate(outs) if outs else np.empty((0, self.sizes[-1]), x.dtype)
+
+
+def _linear_backward(dout, cache: L.LinearCache, need_dx: bool):
+    """linear_backward, skipping dx (a matmul) for the first layer."""
+    if need_dx:
+        return L.linear_backward(dout, cache)
+    x, w, has_bias = cache
+    rows = math.prod(x.shape[:-1])
+    dout2 = dout.reshape(rows, w.shape[0])
+    dw = np.ascontiguousarray(dout2.T @ x.reshape(rows, w.shape[1]))
+    return None, dw, dout2.sum(axis=0) if has_bias else None
+
+
+def _float_dtype(dtype) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+    return dtype

@@ -1,0 +1,124 @@
+"""Handwritten digits (scikit-learn's ``load_digits``) classified by an MLP.
+
+Data: the 1,797 8x8 images (64 features, pixel values 0..16, 10 classes) that ship inside
+scikit-learn (no download). A stratified train/test split seeded by ``seed``
+(``test_fraction`` of each class held out), features standardised with the training set's
+mean and standard deviation (constant pixels are left at 0).
+
+Model: :class:`stepsim.nn.MLP` with sizes (64, *hidden, 10), default 64-256-256-10, ReLU;
+loss: mean softmax cross-entropy over a minibatch of ``batch_size`` training images drawn
+with replacement. Sparsity: every Linear weight N:M (``sparsify="all"``, the paper) or all
+but the output layer (``"all-but-last"``, SR-STE), ``nm`` default 2:4.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from stepsim._validate import check_int, check_real
+from stepsim.nn import layers as L
+from stepsim.nn.mlp import MLP, _float_dtype
+from stepsim.problems._memory import check_memory
+
+
+class Batch(NamedTuple):
+    """A minibatch: x (B, 64) standardised features, y (B,) int64 labels in 0..9."""
+
+    x: np.ndarray
+    y: np.ndarray
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    x, y = data.data.astype(np.float64), data.target.astype(np.int64)
+    x.flags.writeable = y.flags.writeable = False  # shared by every problem in the process
+    return x, y
+
+
+def stratified_split(y: np.ndarray, test_fraction: float, seed: int):
+    """(train indices, test indices): ``test_fraction`` of each class, seeded, sorted."""
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(len(y))
+    train, test = train_test_split(idx, test_size=test_fraction, stratify=y, random_state=seed)
+    return np.sort(train), np.sort(test)
+
+
+class Digits:
+    """MLP on scikit-learn's digits (see the module docstring).
+
+    hidden: hidden widths. activation: relu, gelu or tanh. sparsify: all, all-but-last or
+    none. nm: default N:M. batch_size: minibatch size. test_fraction: held-out share of each
+    class. dtype: float32 (default) or float64. seed: the train/test split (``init_params``
+    and ``sample_batch`` take the caller's generator).
+    """
+
+    def __init__(self, *, hidden: tuple[int, ...] = (256, 256), activation: str = "relu",
+                 sparsify: str = "all", nm: tuple[int, int] = (2, 4), batch_size: int = 128,
+                 test_fraction: float = 0.2, bias: bool = True, dtype=np.float32,
+                 seed: int = 0):
+        hidden = (hidden,) if isinstance(hidden, (int, np.integer)) else tuple(hidden)
+        self.mlp = MLP((64, *hidden, 10), activation=activation, sparsify=sparsify, nm=nm,
+                       bias=bias)
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.test_fraction = check_real("test_fraction", test_fraction, minimum=0.0,
+                                        maximum=1.0, min_open=True, max_open=True)
+        self.dtype = _float_dtype(dtype)
+        self.seed = check_int("seed", seed, minimum=0)
+        self.specs = self.mlp.specs()
+        # parameters with Adam's m, v and copies, plus activations of the largest evaluation
+        check_memory(f"digits MLP {self.mlp.sizes}", self.dtype.itemsize * (
+            8 * self.mlp.n_params() + 4 * 1797 * max(self.mlp.sizes)))
+
+        x, y = _load()
+        train, test = stratified_split(y, self.test_fraction, self.seed)
+        mean = x[train].mean(axis=0)
+        std = x[train].std(axis=0)
+        std[std == 0] = 1.0  # constant pixels (always 0 in the training set) stay 0
+        self.x = np.ascontiguousarray((x[train] - mean) / std, dtype=self.dtype)
+        self.y = y[train]
+        self.x_test = np.ascontiguousarray((x[test] - mean) / std, dtype=self.dtype)
+        self.y_test = y[test]
+
+    def __repr__(self):
+        m = self.mlp
+        return (f"Digits(sizes={m.sizes}, activation={m.activation!r}, "
+                f"sparsify={m.sparsify!r}, nm={m.nm}, batch_size={self.batch_size}, "
+                f"dtype={self.dtype.name}, seed={self.seed})")
+
+    def config(self) -> dict:
+        """The constructor arguments (for provenance)."""
+        m = self.mlp
+        return {"hidden": list(m.sizes[1:-1]), "activation": m.activation,
+                "sparsify": m.sparsify, "nm": list(m.nm), "batch_size": self.batch_size,
+                "test_fraction": self.test_fraction, "bias": m.bias, "dtype": self.dtype.name,
+                "seed": self.seed, "n_train": len(self.y), "n_test": len(self.y_test)}
+
+    # ---------------------------------------------------------------- protocol
+    def init_params(self, rng) -> dict:
+        return self.mlp.init_params(rng, self.dtype)
+
+    def sample_batch(self, rng) -> Batch:
+        """batch_size training images drawn with replacement."""
+        idx = rng.integers(0, len(self.y), size=self.batch_size)
+        return Batch(self.x[idx], self.y[idx])
+
+    def loss_and_grad(self, params, batch: Batch):
+        logits, cache = self.mlp.forward(params, batch.x)
+        loss, dlogits = L.softmax_cross_entropy(logits, batch.y)
+        return loss, self.mlp.backward(dlogits, cache)
+
+    def evaluate(self, params) -> dict:
+        """Test and training accuracy (fraction correct) and mean cross-entropy."""
+        out = {}
+        for split, x, y in (("test", self.x_test, self.y_test), ("train", self.x, self.y)):
+            logits = self.mlp.predict(params, x)
+            out[f"{split}_accuracy"] = float(np.mean(np.argmax(logits, axis=1) == y))
+            out[f"{split}_loss"] = L.softmax_cross_entropy(logits, y)[0]
+        return out
