@@ -332,77 +332,79 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         from stepsim.criteria import check_matches_adam
 
         check_matches_adam(s.criterion, recipe.optimizer)
-    seed = int(rng) if isinstance(rng, int) else None
-    init_rng, batch_rng = np.random.default_rng(rng).spawn(2)
+    # everything that computes (init, evaluate, the steps) under one thread policy, so the
+    # same seed gives the same bits whatever the machine's core count
+    with training_threads(kernels=threads, blas=blas_threads):
+        seed = int(rng) if isinstance(rng, int) else None
+        init_rng, batch_rng = np.random.default_rng(rng).spawn(2)
 
-    specs = dict(problem.specs)
-    if nm is not None:
-        specs = with_nm(specs, *nm)
-    params = problem.init_params(init_rng)
-    stats_on = crit_obj.stats_on if watched else "v"
-    log = bool(log_stats) or bool(watched and crit_obj.needs_log)
-    ctx = RunContext.make(params, specs, steps, stats_on=stats_on, log_stats=log)
-    initial_metrics = dict(problem.evaluate(params))
-    state = recipe.init(params, ctx)
-    layer_names = list(ctx.sparse_names)
-    trace = Trace.empty(steps, layer_names)
-    modules = tuple(params)
+        specs = dict(problem.specs)
+        if nm is not None:
+            specs = with_nm(specs, *nm)
+        params = problem.init_params(init_rng)
+        stats_on = crit_obj.stats_on if watched else "v"
+        log = bool(log_stats) or bool(watched and crit_obj.needs_log)
+        ctx = RunContext.make(params, specs, steps, stats_on=stats_on, log_stats=log)
+        initial_metrics = dict(problem.evaluate(params))
+        state = recipe.init(params, ctx)
+        layer_names = list(ctx.sparse_names)
+        trace = Trace.empty(steps, layer_names)
+        modules = tuple(params)
 
-    sstate = schedule.init(steps, modules) if schedule is not None else None
-    ostate = observed.init(steps, modules) if observed is not None else None
-    if sstate is not None and schedule.at_start(sstate):
-        params, state = recipe.switch(state, params, 0, ctx, schedule.at_start(sstate))
-    curves = {"step": [0], **{k: [v] for k, v in initial_metrics.items()}} if eval_every else {}
+        sstate = schedule.init(steps, modules) if schedule is not None else None
+        ostate = observed.init(steps, modules) if observed is not None else None
+        if sstate is not None and schedule.at_start(sstate):
+            params, state = recipe.switch(state, params, 0, ctx, schedule.at_start(sstate))
+        curves = {"step": [0], **{k: [v] for k, v in initial_metrics.items()}} if eval_every else {}
 
-    status, message, stopped = STATUS_COMPLETED, "", None
-    with training_threads(kernels=threads, blas=blas_threads), \
-            Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
-        for k in range(1, steps + 1):
-            batch = problem.sample_batch(batch_rng)
-            fwd, state = recipe.forward(state, params, k, ctx)
-            loss, grads = problem.loss_and_grad(fwd, batch)
-            bad = _first_non_finite(loss, grads)
-            if bad is not None:
-                status, stopped = STATUS_NON_FINITE, k
-                message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
-                break
-            params, state, parts = recipe.update(state, params, grads, k, ctx)
-            stats = StepStats(parts, _total(parts, modules))
-            _record(trace, k - 1, loss, stats.total, state, layer_names,
-                    recipe.optimizer.lr_at(k, steps))
-            if ostate is not None:
-                ostate, _ = observed.update(ostate, k, stats)
-            if sstate is not None:
-                sstate, fired = schedule.update(sstate, k, stats)
-                if fired:
-                    params, state = recipe.switch(state, params, k, ctx, fired)
-            if eval_every and k % eval_every == 0:
-                now, _ = recipe.forward(state, params, k + 1, ctx)
-                curves["step"].append(k)
-                for key, value in problem.evaluate(now).items():
-                    curves.setdefault(key, []).append(value)
-            bar.update(1)
+        status, message, stopped = STATUS_COMPLETED, "", None
+        with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
+            for k in range(1, steps + 1):
+                batch = problem.sample_batch(batch_rng)
+                fwd, state = recipe.forward(state, params, k, ctx)
+                loss, grads = problem.loss_and_grad(fwd, batch)
+                bad = _first_non_finite(loss, grads)
+                if bad is not None:
+                    status, stopped = STATUS_NON_FINITE, k
+                    message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
+                    break
+                params, state, parts = recipe.update(state, params, grads, k, ctx)
+                stats = StepStats(parts, _total(parts, modules))
+                _record(trace, k - 1, loss, stats.total, state, layer_names,
+                        recipe.optimizer.lr_at(k, steps))
+                if ostate is not None:
+                    ostate, _ = observed.update(ostate, k, stats)
+                if sstate is not None:
+                    sstate, fired = schedule.update(sstate, k, stats)
+                    if fired:
+                        params, state = recipe.switch(state, params, k, ctx, fired)
+                if eval_every and k % eval_every == 0:
+                    now, _ = recipe.forward(state, params, k + 1, ctx)
+                    curves["step"].append(k)
+                    for key, value in problem.evaluate(now).items():
+                        curves.setdefault(key, []).append(value)
+                bar.update(1)
 
-    if stopped is not None:
-        trace = trace.head(stopped - 1)
-    elif recipe.sparse:
-        message = recipe.masker.report(state.masker_state)
-    weights = recipe.inference_weights(state, params, ctx)
-    metrics = dict(problem.evaluate(weights))
-    nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied above
-    module_steps = dict(state.switched)
-    if not recipe.sparse or not recipe.dense_phase:  # single-phase: report what was observed
-        module_steps = dict(ostate.fired) if ostate is not None else dict.fromkeys(modules)
-    first = [s for s in module_steps.values() if s is not None]
-    switch_step = min(first) if first else None
-    return FitResult(weights=weights, dense_weights=params, trace=trace,
-                     switch_step=switch_step, metrics=metrics, initial_metrics=initial_metrics,
-                     nm=nm_final, recipe=recipe,
-                     criterion=None if criterion is None else repr(criterion),
-                     steps=steps, seed=seed, problem=repr(problem), status=status,
-                     message=message, stopped_at=stopped, module_switch_steps=module_steps,
-                     curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
-                             for k, v in curves.items()})
+        if stopped is not None:
+            trace = trace.head(stopped - 1)
+        elif recipe.sparse:
+            message = recipe.masker.report(state.masker_state)
+        weights = recipe.inference_weights(state, params, ctx)
+        metrics = dict(problem.evaluate(weights))
+        nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied above
+        module_steps = dict(state.switched)
+        if not recipe.sparse or not recipe.dense_phase:  # single-phase: report what was observed
+            module_steps = dict(ostate.fired) if ostate is not None else dict.fromkeys(modules)
+        first = [s for s in module_steps.values() if s is not None]
+        switch_step = min(first) if first else None
+        return FitResult(weights=weights, dense_weights=params, trace=trace,
+                         switch_step=switch_step, metrics=metrics, initial_metrics=initial_metrics,
+                         nm=nm_final, recipe=recipe,
+                         criterion=None if criterion is None else repr(criterion),
+                         steps=steps, seed=seed, problem=repr(problem), status=status,
+                         message=message, stopped_at=stopped, module_switch_steps=module_steps,
+                         curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
+                                 for k, v in curves.items()})
 
 
 def _first_non_finite(loss, grads) -> str | None:
