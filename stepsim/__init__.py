@@ -66,6 +66,11 @@ _EXPORTS = {
     "model_layers": "stepsim.sparse24.memory",
     "save_compressed": "stepsim.sparse24.io",
     "load_compressed": "stepsim.sparse24.io",
+    # sweeps (seeded grids of runs, resumable, local pool or Dask) and statistics over seeds
+    "run_sweep": "stepsim.experiments",
+    "load_table": "stepsim.experiments",
+    "mean_ci": "stepsim.stats",
+    "paired_difference": "stepsim.stats",
 }
 
 

@@ -168,7 +168,7 @@ def _block_table(sizes):
 
 @njit(parallel=True)
 def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
-              decay, freeze_v, with_stats, log_stats, scale_prev, scale_new, scratch, totals):
+              decay, freeze_v, with_stats, log_stats, scale_prev, scale_new, scratch, per_param):
     """One Adam(W) step over K parameters at once, in place.
 
     table (K, 4) int64: the data addresses of parameter i's w, g, m, v (C-contiguous
@@ -182,12 +182,12 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
     the old v of its current block in its own row of scratch (tasks, BLOCK or 1) (an
     allocation per block cost ~10% of a step at 2^24, and a thread id would make the
     kernel uncacheable).
-    totals (N_STATS,) float64, if with_stats, receives the statistics of
-    dv = scale_new*v_new - scale_prev*v_old over every parameter: sum|dv|, sum log|dv|
-    over dv != 0 (0 unless log_stats), count of dv == 0, sum scale_new*v_new and
-    sum (scale_new*v_new)^2. They are summed block by block in order within a parameter,
-    then parameter by parameter: the order of per-parameter steps followed by
-    ``AdamStats.combine``, so the bits are the same, whatever the thread count.
+    per_param (K, N_STATS) float64, if with_stats, receives each parameter's statistics of
+    dv = scale_new*v_new - scale_prev*v_old: sum|dv|, sum log|dv| over dv != 0 (0 unless
+    log_stats), count of dv == 0, sum scale_new*v_new and sum (scale_new*v_new)^2. They
+    are summed block by block in order within a parameter: the order of a per-parameter
+    step, so the bits are the same whatever the thread count (the wrapper adds the
+    parameters up in order, as ``AdamStats.combine`` does).
     Returns (overlap, bad_g, bad_v): overlap is -1, or a parameter whose arrays overlap
     another's (then nothing was written); bad_g counts non-finite g, bad_v incoming v that
     are not >= 0.
@@ -224,14 +224,11 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
             if with_stats:
                 _block_stats(v, v_old, scale_prev, scale_new, log_stats, partial[b])
     if with_stats:
-        totals[:] = 0.0
         for i in range(k):
-            per_param = np.zeros(N_STATS)
+            per_param[i, :] = 0.0
             for b in range(first_block[i], first_block[i + 1]):
                 for s in range(N_STATS):
-                    per_param[s] += partial[b, s]
-            for s in range(N_STATS):
-                totals[s] += per_param[s]
+                    per_param[i, s] += partial[b, s]
     return -1, bad[:, 0].sum(), bad[:, 1].sum()
 
 

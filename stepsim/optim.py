@@ -289,10 +289,10 @@ _ADAM_NAMES = ("w", "g", "m", "v")
 
 def adam_apply(w, g, m, v, hyper: AdamHyper) -> AdamStats | None:
     """Apply one validated Adam step (:func:`adam_hyper`) to one set of arrays, in place."""
-    return _adam_apply(((w, g, m, v),), hyper)
+    return _adam_apply(((w, g, m, v),), hyper)[0]
 
 
-def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper) -> AdamStats | None:
+def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper, *, per_param: bool = False):
     """One validated Adam step (:func:`adam_hyper`) on every parameter of a model at once.
 
     ws, gs, ms, vs: sequences of K arrays; parameter i is (ws[i], gs[i], ms[i], vs[i]),
@@ -303,6 +303,8 @@ def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper) -> AdamStats | None:
     Returns the :class:`AdamStats` of all parameters taken together (None if
     ``hyper.stats`` is off): bit for bit ``AdamStats.combine`` of :func:`adam_apply` on
     each parameter in order, and every array gets the same bits as with those calls.
+    With ``per_param=True`` it returns the list of each parameter's AdamStats instead
+    (the same bits as :func:`adam_apply` on that parameter; a list of None if stats are off).
     One validation pass and one parallel kernel launch for the whole model, so the
     per-call cost (~20 us for a small array) is paid once per step, not once per layer.
     Raises ValueError if g holds a non-finite value or v a negative or NaN one (after the
@@ -311,34 +313,38 @@ def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper) -> AdamStats | None:
     if not len(ws) == len(gs) == len(ms) == len(vs):
         raise ValueError(f"ws, gs, ms, vs must hold one array per parameter, got lengths "
                          f"{len(ws)}, {len(gs)}, {len(ms)}, {len(vs)}")
-    return _adam_apply(tuple(zip(ws, gs, ms, vs)), hyper)
+    parts = _adam_apply(tuple(zip(ws, gs, ms, vs)), hyper)
+    if per_param:
+        return parts
+    return AdamStats.combine(parts) if hyper.stats else None
 
 
-def _adam_apply(params, hyper):
+def _adam_apply(params, hyper) -> list:
+    """Run the kernel; a list of each parameter's AdamStats (of None when stats are off)."""
     if not isinstance(hyper, AdamHyper):
         raise TypeError(f"hyper must be an AdamHyper (from adam_hyper), got {type(hyper).__name__}")
     if not params:
-        return AdamStats.combine([]) if hyper.stats else None
+        return []
     k = _load_kernels()
     table, sizes, alive = _address_table(_ADAM_NAMES, params, k)  # alive: held until return
     dtype = params[0][0].dtype
-    totals = np.empty(k.N_STATS)
+    per_param = np.empty((len(params), k.N_STATS))
     threads = num_threads()
     tasks = max(1, min(threads, -(-int(sizes.sum()) // k.BLOCK)))
     scratch = np.empty((tasks, k.BLOCK if hyper.stats and not hyper.freeze_v else 1), dtype)
     kernel = k.adam if threads > 1 else k.adam_serial  # one thread: inline, no launch
     overlap, bad_g, bad_v = kernel(
         table, sizes, dtype.itemsize, *_kernel_scalars(hyper, dtype), hyper.freeze_v,
-        hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new, scratch, totals)
+        hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new, scratch, per_param)
     if overlap >= 0:
         raise _overlap_error(_ADAM_NAMES, params, int(overlap))
     if bad_g or bad_v:
         _raise_bad_values(_ADAM_NAMES, params, hyper.step, bad_g, bad_v, hyper.freeze_v)
     if not hyper.stats:
-        return None
-    dv_l1, dv_log, zeros, v_l1, v_l2sq = totals
-    return AdamStats(float(dv_l1), float(dv_log) if hyper.log_stats else float("nan"),
-                     int(zeros), float(v_l1), float(v_l2sq), sum(p[0].size for p in params))
+        return [None] * len(params)
+    return [AdamStats(float(dv_l1), float(dv_log) if hyper.log_stats else float("nan"),
+                      int(zeros), float(v_l1), float(v_l2sq), p[0].size)
+            for (dv_l1, dv_log, zeros, v_l1, v_l2sq), p in zip(per_param, params)]
 
 
 _SGDM_NAMES = ("w", "g", "buf")

@@ -12,7 +12,6 @@ checked before the update).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -193,7 +192,6 @@ class FitResult:
         return path, npz
 
 
-SMALL_MODEL = 1 << 16  # below this many parameters, fit runs the kernels on one thread
 PROBLEM_API = ("specs", "init_params", "sample_batch", "loss_and_grad", "evaluate", "config")
 
 
@@ -258,7 +256,7 @@ def _schedule_for(recipe, criterion, steps):
 
 def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         log_stats: bool = False, progress: bool = True, threads: int | None = None,
-        eval_every: int | None = None) -> FitResult:
+        blas_threads: int | None = 1, eval_every: int | None = None) -> FitResult:
     """Train ``problem`` with ``recipe`` for ``steps`` steps; return a :class:`FitResult`.
 
     Parameters
@@ -286,10 +284,15 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     progress : bool
         A progress bar on stderr (tty only).
     threads : int, optional
-        numba threads for the kernels during the run (restored after). Default: 1 for
-        models under ``SMALL_MODEL`` parameters — on arrays this small a parallel launch
-        costs more than the work (measured 8-30x slower on a loaded 2-core machine) — else
-        numba's current setting. Results do not depend on it.
+        numba threads for the kernels during the run (default 1; restored after). With
+        one thread the kernels run inline, so no idle numba worker spins against BLAS's
+        threads (a 1024-1024-32 step measured 4-10x faster than numba and BLAS both on
+        2 threads). Results do not depend on it.
+    blas_threads : int or None
+        BLAS threads for the problem's matmuls during the run (default 1; restored after;
+        None leaves BLAS as it is). OpenBLAS's bits can depend on its thread count for
+        some shapes, so a fixed default keeps "same seed, same bits" across machines with
+        different core counts and across sweep workers; raise it for large models.
     eval_every : int, optional
         Record ``problem.evaluate`` every K steps (and at step 0) into ``FitResult.curves``.
 
@@ -300,6 +303,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         ``stopped_at`` the step and ``message`` which parameter went non-finite first.
     """
     from stepsim._progress import Progress
+    from stepsim._threads import training_threads
     from stepsim.recipes import Recipe
     from stepsim.recipes.recipes import RunContext
     from stepsim.recipes.switch import StepStats
@@ -315,8 +319,9 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     nm = _check_nm_arg(nm)
     if eval_every is not None:
         eval_every = check_int("eval_every", eval_every, minimum=1)
-    if threads is not None:
-        threads = check_int("threads", threads, minimum=1)
+    threads = 1 if threads is None else check_int("threads", threads, minimum=1)
+    if blas_threads is not None:
+        blas_threads = check_int("blas_threads", blas_threads, minimum=1)
     schedule, observed = _schedule_for(recipe, criterion, steps)
     crit_obj = getattr(criterion, "criterion", criterion)
     watched = [s for s in (schedule, observed) if hasattr(s, "criterion")]
@@ -327,79 +332,79 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         from stepsim.criteria import check_matches_adam
 
         check_matches_adam(s.criterion, recipe.optimizer)
-    seed = int(rng) if isinstance(rng, int) else None
-    init_rng, batch_rng = np.random.default_rng(rng).spawn(2)
+    # everything that computes (init, evaluate, the steps) under one thread policy, so the
+    # same seed gives the same bits whatever the machine's core count
+    with training_threads(kernels=threads, blas=blas_threads):
+        seed = int(rng) if isinstance(rng, int) else None
+        init_rng, batch_rng = np.random.default_rng(rng).spawn(2)
 
-    specs = dict(problem.specs)
-    if nm is not None:
-        specs = with_nm(specs, *nm)
-    params = problem.init_params(init_rng)
-    stats_on = crit_obj.stats_on if watched else "v"
-    log = bool(log_stats) or bool(watched and crit_obj.needs_log)
-    ctx = RunContext.make(params, specs, steps, stats_on=stats_on, log_stats=log)
-    initial_metrics = dict(problem.evaluate(params))
-    state = recipe.init(params, ctx)
-    layer_names = list(ctx.sparse_names)
-    trace = Trace.empty(steps, layer_names)
-    modules = tuple(params)
+        specs = dict(problem.specs)
+        if nm is not None:
+            specs = with_nm(specs, *nm)
+        params = problem.init_params(init_rng)
+        stats_on = crit_obj.stats_on if watched else "v"
+        log = bool(log_stats) or bool(watched and crit_obj.needs_log)
+        ctx = RunContext.make(params, specs, steps, stats_on=stats_on, log_stats=log)
+        initial_metrics = dict(problem.evaluate(params))
+        state = recipe.init(params, ctx)
+        layer_names = list(ctx.sparse_names)
+        trace = Trace.empty(steps, layer_names)
+        modules = tuple(params)
 
-    sstate = schedule.init(steps, modules) if schedule is not None else None
-    ostate = observed.init(steps, modules) if observed is not None else None
-    if sstate is not None and schedule.at_start(sstate):
-        params, state = recipe.switch(state, params, 0, ctx, schedule.at_start(sstate))
-    curves = {"step": [0], **{k: [v] for k, v in initial_metrics.items()}} if eval_every else {}
+        sstate = schedule.init(steps, modules) if schedule is not None else None
+        ostate = observed.init(steps, modules) if observed is not None else None
+        if sstate is not None and schedule.at_start(sstate):
+            params, state = recipe.switch(state, params, 0, ctx, schedule.at_start(sstate))
+        curves = {"step": [0], **{k: [v] for k, v in initial_metrics.items()}} if eval_every else {}
 
-    if threads is None and sum(w.size for w in params.values()) < SMALL_MODEL:
-        threads = 1
-    status, message, stopped = STATUS_COMPLETED, "", None
-    with _numba_threads(threads), \
-            Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
-        for k in range(1, steps + 1):
-            batch = problem.sample_batch(batch_rng)
-            fwd, state = recipe.forward(state, params, k, ctx)
-            loss, grads = problem.loss_and_grad(fwd, batch)
-            bad = _first_non_finite(loss, grads)
-            if bad is not None:
-                status, stopped = STATUS_NON_FINITE, k
-                message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
-                break
-            params, state, parts = recipe.update(state, params, grads, k, ctx)
-            stats = StepStats(parts, _total(parts, modules))
-            _record(trace, k - 1, loss, stats.total, state, layer_names,
-                    recipe.optimizer.lr_at(k, steps))
-            if ostate is not None:
-                ostate, _ = observed.update(ostate, k, stats)
-            if sstate is not None:
-                sstate, fired = schedule.update(sstate, k, stats)
-                if fired:
-                    params, state = recipe.switch(state, params, k, ctx, fired)
-            if eval_every and k % eval_every == 0:
-                now, _ = recipe.forward(state, params, k + 1, ctx)
-                curves["step"].append(k)
-                for key, value in problem.evaluate(now).items():
-                    curves.setdefault(key, []).append(value)
-            bar.update(1)
+        status, message, stopped = STATUS_COMPLETED, "", None
+        with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
+            for k in range(1, steps + 1):
+                batch = problem.sample_batch(batch_rng)
+                fwd, state = recipe.forward(state, params, k, ctx)
+                loss, grads = problem.loss_and_grad(fwd, batch)
+                bad = _first_non_finite(loss, grads)
+                if bad is not None:
+                    status, stopped = STATUS_NON_FINITE, k
+                    message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
+                    break
+                params, state, parts = recipe.update(state, params, grads, k, ctx)
+                stats = StepStats(parts, _total(parts, modules))
+                _record(trace, k - 1, loss, stats.total, state, layer_names,
+                        recipe.optimizer.lr_at(k, steps))
+                if ostate is not None:
+                    ostate, _ = observed.update(ostate, k, stats)
+                if sstate is not None:
+                    sstate, fired = schedule.update(sstate, k, stats)
+                    if fired:
+                        params, state = recipe.switch(state, params, k, ctx, fired)
+                if eval_every and k % eval_every == 0:
+                    now, _ = recipe.forward(state, params, k + 1, ctx)
+                    curves["step"].append(k)
+                    for key, value in problem.evaluate(now).items():
+                        curves.setdefault(key, []).append(value)
+                bar.update(1)
 
-    if stopped is not None:
-        trace = trace.head(stopped - 1)
-    elif recipe.sparse:
-        message = recipe.masker.report(state.masker_state)
-    weights = recipe.inference_weights(state, params, ctx)
-    metrics = dict(problem.evaluate(weights))
-    nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied above
-    module_steps = dict(state.switched)
-    if not recipe.sparse or not recipe.dense_phase:  # single-phase: report what was observed
-        module_steps = dict(ostate.fired) if ostate is not None else dict.fromkeys(modules)
-    first = [s for s in module_steps.values() if s is not None]
-    switch_step = min(first) if first else None
-    return FitResult(weights=weights, dense_weights=params, trace=trace,
-                     switch_step=switch_step, metrics=metrics, initial_metrics=initial_metrics,
-                     nm=nm_final, recipe=recipe,
-                     criterion=None if criterion is None else repr(criterion),
-                     steps=steps, seed=seed, problem=repr(problem), status=status,
-                     message=message, stopped_at=stopped, module_switch_steps=module_steps,
-                     curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
-                             for k, v in curves.items()})
+        if stopped is not None:
+            trace = trace.head(stopped - 1)
+        elif recipe.sparse:
+            message = recipe.masker.report(state.masker_state)
+        weights = recipe.inference_weights(state, params, ctx)
+        metrics = dict(problem.evaluate(weights))
+        nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied above
+        module_steps = dict(state.switched)
+        if not recipe.sparse or not recipe.dense_phase:  # single-phase: report what was observed
+            module_steps = dict(ostate.fired) if ostate is not None else dict.fromkeys(modules)
+        first = [s for s in module_steps.values() if s is not None]
+        switch_step = min(first) if first else None
+        return FitResult(weights=weights, dense_weights=params, trace=trace,
+                         switch_step=switch_step, metrics=metrics, initial_metrics=initial_metrics,
+                         nm=nm_final, recipe=recipe,
+                         criterion=None if criterion is None else repr(criterion),
+                         steps=steps, seed=seed, problem=repr(problem), status=status,
+                         message=message, stopped_at=stopped, module_switch_steps=module_steps,
+                         curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
+                                 for k, v in curves.items()})
 
 
 def _first_non_finite(loss, grads) -> str | None:
@@ -423,22 +428,6 @@ def _total(stats, modules):
 
     parts = [stats[m] for m in modules]
     return None if parts[0] is None else AdamStats.combine(parts)
-
-
-@contextlib.contextmanager
-def _numba_threads(threads: int | None):
-    """Run the block with numba using ``threads`` threads (None: leave it alone)."""
-    if threads is None:
-        yield
-        return
-    import numba
-
-    before = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
 
 
 def _record(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> None:

@@ -33,7 +33,6 @@ def _xfail(branch: str, what: str):
     return pytest.mark.xfail(strict=True, reason=f"fixed on branch {branch}: {what}")
 
 
-PERF = _xfail("perf", "adam_step checks v >= 0, eps > 0 and accepts a read-only g")
 THEOREM1_API = _xfail("none yet (lead)", "check_theorem1 should call check_memory itself")
 MEMORY_CLI = _xfail("none yet (lead)", "cli/memory.py should use cli._args.output_path")
 
@@ -505,12 +504,12 @@ API_CASES = [
         id="adam-list"),
     api(_np(lambda: _adam(g=np.full(8, np.nan, np.float32))), ValueError,
         r"g contains 8 non-finite", id="adam-nan-gradient"),
-    api(_np(lambda: _adam(arrays=_adam_arrays(), eps=0.0)), ValueError, r"eps", PERF,
+    api(_np(lambda: _adam(arrays=_adam_arrays(), eps=0.0)), ValueError, r"eps",
         id="adam-eps-zero"),
     api(_np(lambda: _adam(arrays=_adam_arrays(v_value=-1.0), freeze_v=True)), ValueError,
-        r"\bv\b.*(negative|>= 0)", PERF, id="adam-frozen-negative-v"),
+        r"\bv\b.*(negative|>= 0)", id="adam-frozen-negative-v"),
     api(_np(_read_only_g_is_accepted_or_refused_for_its_real_reason), ValueError, r"\bg\b",
-        PERF, id="adam-read-only-g"),
+        id="adam-read-only-g"),
     api(_np(lambda: __import__("stepsim").sgdm_step(*_adam_arrays()[:3], lr=0.1,
                                                       momentum=1.0)),
         ValueError, r"momentum must be in \[0\.0, 1\.0\)", id="sgdm-momentum"),

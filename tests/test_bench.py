@@ -109,7 +109,7 @@ def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
     assert {tuple(sorted(p["parts_seconds"])) for p in parts} == {
         ("batch", "element-wise", "masks", "matmul", "optimizer", "python")}
     fits = [r for r in bench.rows if r["case"].startswith("fit dense")]
-    assert [r["impl"] for r in fits] == ["thread policy", "numba's default threads"]
+    assert [r["impl"] for r in fits] == ["thread policy", "all cores for numba and BLAS"]
     assert fits[0]["test_accuracy"] > 0.5  # 300 steps of a real run, not a stub
 
 

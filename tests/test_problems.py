@@ -20,7 +20,7 @@ SMALL = {  # fast instances of every registered problem
 
 
 def test_registry_names():
-    assert set(PROBLEMS) == {"regression", "digits", "teacher", "nqm"}
+    assert set(PROBLEMS) == {"regression", "digits", "teacher", "nqm", "lm"}
     assert "hidden" in problem_options("digits") and "teacher_nm" in problem_options("teacher")
     with pytest.raises(ValueError, match="unknown option"):
         make_problem("digits", width=3)

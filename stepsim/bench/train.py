@@ -39,39 +39,41 @@ class _Loop:
     """One recipe's training state on a problem, stepped as fit's loop steps it."""
 
     def __init__(self, problem, recipe_name: str, total_steps: int, seed: int = 0, **options):
-        from stepsim.recipes import make_recipe
+        from stepsim.recipes import RunContext, make_recipe
 
         self.problem = problem
         self.recipe = make_recipe(recipe_name, lr=LR, **options)
         init_rng, self.batch_rng = np.random.default_rng(seed).spawn(2)
         self.params = problem.init_params(init_rng)
-        self.state = self.recipe.init(self.params, dict(problem.specs), total_steps)
+        self.ctx = RunContext.make(self.params, problem.specs, total_steps)
+        self.state = self.recipe.init(self.params, self.ctx)
         self.k = 0
 
     def step(self):
         self.k += 1
         batch = self.problem.sample_batch(self.batch_rng)
-        fwd, self.state = self.recipe.forward(self.state, self.params, self.k)
+        fwd, self.state = self.recipe.forward(self.state, self.params, self.k, self.ctx)
         loss, grads = self.problem.loss_and_grad(fwd, batch)
-        self.params, self.state, _ = self.recipe.update(self.state, self.params, grads, self.k)
+        self.params, self.state, _ = self.recipe.update(self.state, self.params, grads, self.k,
+                                                       self.ctx)
         return loss
 
     def switch(self):
-        self.params, self.state = self.recipe.switch(self.state, self.params, self.k)
+        self.params, self.state = self.recipe.switch(self.state, self.params, self.k, self.ctx)
 
     # the parts of a step, each runnable on its own (they repeat the same step's work)
     def part_batch(self):
         return self.problem.sample_batch(self.batch_rng)
 
     def part_masks(self):
-        return self.recipe.forward(self.state, self.params, self.k)
+        return self.recipe.forward(self.state, self.params, self.k, self.ctx)
 
     def part_loss_and_grad(self, fwd, batch):
         return self.problem.loss_and_grad(fwd, batch)
 
     def part_update(self, grads):
         # on copies made once: the recipe never modifies its inputs, so repeating is safe
-        return self.recipe.update(self.state, self.params, grads, self.k)
+        return self.recipe.update(self.state, self.params, grads, self.k, self.ctx)
 
 
 def _matmuls(params, batch, layers):
@@ -222,22 +224,25 @@ def _optimizer_rows(bench, params, torch, reps, clock):
 
 
 def _fit_runs(bench, problem):
-    """Whole fit runs: dense digits with the thread policy and with numba's own setting."""
-    from stepsim._threads import training_threads
+    """Whole fit runs: dense digits with fit's thread policy (numba kernels inline, BLAS on
+    one thread) and with every core for both, as numba and OpenBLAS default to."""
+    import os
+
+    from stepsim.recipes import make_recipe
     from stepsim.training import fit
 
+    dense = make_recipe("dense")
+    cores = os.cpu_count() or 1
     steps = 300 if bench.quick else 5000
-    fit(problem, "dense", 5, rng=0, progress=False)  # load kernels outside the timing
+    fit(problem, dense, 5, rng=0, progress=False)  # load kernels outside the timing
     # without the policy a step can take 100x longer on a busy machine: fewer steps there
-    for label, policy in (("thread policy", True), ("numba's default threads", False)):
-        if not policy:
+    for label, threads in (("thread policy", {}),
+                           ("all cores for numba and BLAS", {"threads": cores,
+                                                             "blas_threads": None})):
+        if threads:
             steps = 30 if bench.quick else 200
         t0 = time.perf_counter()
-        if policy:
-            with training_threads():
-                result = fit(problem, "dense", steps, rng=0, progress=False, threads=1)
-        else:
-            result = fit(problem, "dense", steps, rng=0, progress=False)
+        result = fit(problem, dense, steps, rng=0, progress=False, **threads)
         seconds = time.perf_counter() - t0
         acc = result.metrics.get("test_accuracy", float("nan"))
         bench.emit("train", f"fit dense {steps} steps", label, seconds, units=steps,

@@ -18,6 +18,7 @@ PROBLEMS = {
     "digits": "stepsim.problems.digits:Digits",
     "teacher": "stepsim.problems.teacher:TeacherStudent",
     "nqm": "stepsim.problems.nqm:NoisyQuadratic",
+    "lm": "stepsim.problems.lm:LanguageModel",
 }
 
 

@@ -129,7 +129,7 @@ class Adam:
         check_real("lr", self.lr, minimum=0.0)
         check_beta("beta1", self.beta1)
         check_beta("beta2", self.beta2)
-        check_real("eps", self.eps, minimum=0.0)
+        check_real("eps", self.eps, minimum=0.0, min_open=True)
         check_choice("eps_mode", self.eps_mode, ("inside", "outside"))
         check_real("weight_decay", self.weight_decay, minimum=0.0)
         _check_schedule(self.schedule, self.warmup_steps)
@@ -176,18 +176,25 @@ def adam_arrays(params: Mapping, grads: Mapping, m: Mapping, v: Mapping, hypers:
 
     Returns (new w, new m, new v, name -> AdamStats); w and m are copied first, a frozen v
     is shared (nothing writes it). The only per-array loop of the Adam update: a
-    multi-tensor kernel (one call per distinct hyper) replaces exactly this function.
+    multi-tensor kernel call per distinct hyper, with each array's own statistics (the same
+    bits as one :func:`stepsim.optim.adam_apply` per array).
     """
-    from stepsim.optim import adam_apply
+    from stepsim.optim import adam_apply_many
 
-    new_w, new_m, new_v, parts = {}, {}, {}, {}
+    new_w, new_m, new_v = {}, {}, {}
+    groups = {}  # one multi-tensor call per distinct (hyper, dtype): one for a global switch
     for name, w in params.items():
         hyper = hypers[name]
-        w2, m2 = w.copy(), m[name].copy()
-        v2 = v[name] if hyper.freeze_v else v[name].copy()
-        parts[name] = adam_apply(w2, grads[name], m2, v2, hyper)
-        new_w[name], new_m[name], new_v[name] = w2, m2, v2
-    return new_w, new_m, new_v, parts
+        new_w[name], new_m[name] = w.copy(), m[name].copy()
+        new_v[name] = v[name] if hyper.freeze_v else v[name].copy()
+        groups.setdefault((id(hyper), w.dtype), (hyper, []))[1].append(name)
+    parts = {}
+    for hyper, names in groups.values():
+        stats = adam_apply_many([new_w[k] for k in names], [grads[k] for k in names],
+                                [new_m[k] for k in names], [new_v[k] for k in names], hyper,
+                                per_param=True)
+        parts.update(zip(names, stats))
+    return new_w, new_m, new_v, {name: parts[name] for name in params}
 
 
 V_STAR = ("raw", "bias-corrected")
@@ -257,15 +264,14 @@ class SGDM:
     def update(self, state: SGDMState, params: Mapping, grads: Mapping, step: int,
                total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
         """One step. Returns (new params, new state, name -> None): SGD-M has no v to report."""
-        from stepsim.optim import sgdm_step
+        from stepsim.optim import sgdm_apply_many
 
-        lr = self.lr_at(step, total_steps)
-        new_w, new_buf = {}, {}
-        for name, w in params.items():
-            w2, b2 = w.copy(), state.buf[name].copy()
-            sgdm_step(w2, grads[name], b2, lr=lr, momentum=self.momentum,
-                      weight_decay=self.weight_decay, nesterov=self.nesterov)
-            new_w[name], new_buf[name] = w2, b2
+        new_w = {name: w.copy() for name, w in params.items()}
+        new_buf = {name: state.buf[name].copy() for name in params}
+        sgdm_apply_many(list(new_w.values()), [grads[k] for k in params],
+                        list(new_buf.values()), lr=self.lr_at(step, total_steps),
+                        momentum=self.momentum, weight_decay=self.weight_decay,
+                        nesterov=self.nesterov)
         return new_w, SGDMState(buf=new_buf), dict.fromkeys(params)
 
 

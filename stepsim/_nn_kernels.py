@@ -1,0 +1,218 @@
+"""numba kernels for the transformer's element-wise work. Private: call the wrappers in
+:mod:`stepsim.nn.attention` and :mod:`stepsim.nn.transformer`, which validate.
+
+Each kernel has a plain NumPy reference beside its wrapper (``*_reference``); the tests
+compare them on random shapes and dtypes. Sums run in a different order than NumPy's
+pairwise sums, so results agree to rounding, not bit for bit. The loops are serial: the
+arrays of one step are small (~1M entries) and a parallel numba region next to OpenBLAS's
+threads on 2 cores costs more than it saves (PERF_NOTES, "Threads: numba vs BLAS").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from stepsim._jit import njit
+
+
+# --------------------------------------------------------------------------- exp (float32)
+# numba has no vectorised exp here (no SVML): math.exp is a scalar libm call per entry,
+# measured 30x slower than this loop, which LLVM vectorises. exp(x) = 2^k * exp(r) with
+# k = round(x / ln 2), r = x - k ln 2 (Cody-Waite split of ln 2, so r is exact to float32),
+# exp(r) by its Taylor polynomial of degree 7 on |r| <= ln(2)/2, 2^k from a table.
+# Measured max relative error on [-87, 0]: 1.02e-7 (< 2 float32 ulps); below -87 (results
+# under float32's smallest normal, ~1.2e-38) it returns 0.
+_LOG2E = np.float32(1.4426950408889634)
+_LN2_HI = np.float32(0.693359375)
+_LN2_LO = np.float32(-2.12194440e-4)
+_POW2 = np.array([2.0 ** k for k in range(-127, 1)], dtype=np.float32)  # 2^-127 .. 2^0
+_C2, _C3, _C4, _C5, _C6, _C7 = (np.float32(1.0 / math.factorial(i)) for i in range(2, 8))
+
+
+@njit
+def exp_nonpositive_f32(x):
+    """exp(x) for float32 x <= 0 (see above); 0 for x < -87."""
+    small = x < np.float32(-87.0)
+    x = max(x, np.float32(-87.0))
+    k = np.floor(x * _LOG2E + np.float32(0.5))
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    one = np.float32(1)
+    p = one + r * (one + r * (_C2 + r * (_C3 + r * (_C4 + r * (_C5 + r * (_C6 + r * _C7))))))
+    y = p * _POW2[np.int32(k) + 127]
+    return np.float32(0) if small else y
+
+
+@njit
+def exp_nonpositive_f32_array(x, out):
+    """out = exp(x) element-wise over flat float32 arrays of entries <= 0 (for the tests)."""
+    for i in range(x.shape[0]):
+        out[i] = exp_nonpositive_f32(x[i])
+
+
+# --------------------------------------------------------------------------- causal softmax
+@njit
+def causal_softmax(s, scale, fast_exp):
+    """In place: s (N, T, T) -> softmax of scale * s[n, i, :i+1] in each row, 0 above it.
+
+    fast_exp: use :func:`exp_nonpositive_f32` (float32 arrays only), else math.exp. The
+    exponents are <= 0 after the row maximum is subtracted.
+    """
+    n_mat, t, _ = s.shape
+    zero = s.dtype.type(0)
+    for n in range(n_mat):
+        for i in range(t):
+            row = s[n, i]
+            top = row[0] * scale
+            for j in range(1, i + 1):
+                top = max(top, row[j] * scale)
+            if fast_exp:
+                for j in range(i + 1):
+                    row[j] = exp_nonpositive_f32(row[j] * scale - top)
+            else:
+                for j in range(i + 1):
+                    row[j] = math.exp(row[j] * scale - top)
+            inv = s.dtype.type(1) / _sum(row[:i + 1])
+            for j in range(i + 1):
+                row[j] *= inv
+            for j in range(i + 1, t):
+                row[j] = zero
+
+
+@njit
+def causal_softmax_backward(p, dp):
+    """In place into dp (N, T, T): dS = P * (dP - sum_j dP_j P_j) on the lower triangle."""
+    n_mat, t, _ = p.shape
+    zero = p.dtype.type(0)
+    for n in range(n_mat):
+        for i in range(t):
+            prow = p[n, i]
+            drow = dp[n, i]
+            dot = _dot(drow[:i + 1], prow[:i + 1])
+            for j in range(i + 1):
+                drow[j] = prow[j] * (drow[j] - dot)
+            for j in range(i + 1, t):
+                drow[j] = zero
+
+
+# --------------------------------------------------------------------------- embedding
+@njit
+def scatter_add_rows(index, rows, out):
+    """out[index[i]] += rows[i] for every i, in order (rows (N, D), out (V, D))."""
+    for i in range(index.shape[0]):
+        target = out[index[i]]
+        row = rows[i]
+        for j in range(row.shape[0]):
+            target[j] += row[j]
+
+
+# --------------------------------------------------------------------------- LayerNorm
+# Row sums go through reduction helpers (stepsim._jit: reassociation allowed, so LLVM
+# vectorises them); the element-wise loops keep strict order.
+@njit(reduction=True)
+def _sum(a):
+    total = a[0] * 0
+    for j in range(a.shape[0]):
+        total += a[j]
+    return total
+
+
+@njit(reduction=True)
+def _sum_sq_dev(a, mean):
+    total = a[0] * 0
+    for j in range(a.shape[0]):
+        c = a[j] - mean
+        total += c * c
+    return total
+
+
+@njit(reduction=True)
+def _dot(a, b):
+    total = a[0] * 0
+    for j in range(a.shape[0]):
+        total += a[j] * b[j]
+    return total
+
+
+@njit(reduction=True)
+def _dot3(a, b, c):
+    total = a[0] * 0
+    for j in range(a.shape[0]):
+        total += a[j] * b[j] * c[j]
+    return total
+
+
+@njit
+def layernorm_forward(x, gamma, beta, eps, out, xhat, rstd):
+    """Rows of x (N, D): xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps) (biased var),
+    out = xhat * gamma + beta; out, xhat (N, D) and rstd (N,) are written."""
+    n, d = x.shape
+    inv_d = x.dtype.type(1.0 / d)
+    for i in range(n):
+        row = x[i]
+        mean = _sum(row) * inv_d
+        r = x.dtype.type(1) / np.sqrt(_sum_sq_dev(row, mean) * inv_d + eps)
+        rstd[i] = r
+        for j in range(d):
+            h = (row[j] - mean) * r
+            xhat[i, j] = h
+            out[i, j] = h * gamma[j] + beta[j]
+
+
+@njit
+def layernorm_backward(dout, xhat, rstd, gamma, dx, dgamma, dbeta):
+    """dx (N, D) = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * gamma;
+    dgamma (D,) = sum_rows dout * xhat and dbeta (D,) = sum_rows dout are written."""
+    n, d = dout.shape
+    inv_d = dout.dtype.type(1.0 / d)
+    for j in range(d):
+        dgamma[j] = 0
+        dbeta[j] = 0
+    for i in range(n):
+        m1 = _dot(dout[i], gamma) * inv_d
+        m2 = _dot3(dout[i], gamma, xhat[i]) * inv_d
+        r = rstd[i]
+        for j in range(d):
+            dgamma[j] += dout[i, j] * xhat[i, j]
+            dbeta[j] += dout[i, j]
+            dx[i, j] = (dout[i, j] * gamma[j] - m1 - xhat[i, j] * m2) * r
+
+
+# --------------------------------------------------------------------------- GELU (float32)
+# Phi(x) = 1 - erfc(x / sqrt 2) / 2 with erfc(y) = t * poly(t) * exp(-y^2), t = 1 / (1 + p y)
+# for y >= 0 (Abramowitz & Stegun 7.1.26, |error| <= 1.5e-7: the formula torch's vectorised
+# float32 erf uses); exp(-x^2 / 2) by exp_nonpositive_f32. float32 constants (numba
+# freezes globals with their type), so the arithmetic stays float32.
+_P = np.float32(0.3275911)
+_A1, _A2, _A3, _A4, _A5 = (np.float32(a) for a in (0.254829592, -0.284496736, 1.421413741,
+                                                   -1.453152027, 1.061405429))
+_INV_SQRT2 = np.float32(0.7071067811865476)
+_INV_SQRT_2PI = np.float32(0.3989422804014327)
+
+
+@njit
+def _normal_cdf(x, e):
+    """Phi(x) given e = exp(-x^2 / 2), float32 (A&S 7.1.26)."""
+    one = np.float32(1)
+    t = one / (one + _P * (abs(x) * _INV_SQRT2))
+    poly = t * (_A1 + t * (_A2 + t * (_A3 + t * (_A4 + t * _A5))))
+    tail = np.float32(0.5) * poly * e  # = Phi(-|x|)
+    return one - tail if x >= 0 else tail
+
+
+@njit
+def gelu_forward(x, out):
+    """out = x * Phi(x) over flat float32 arrays."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = v * _normal_cdf(v, exp_nonpositive_f32(np.float32(-0.5) * v * v))
+
+
+@njit
+def gelu_backward(dout, x, dx):
+    """dx = dout * (Phi(x) + x * phi(x)) over flat float32 arrays."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        e = exp_nonpositive_f32(np.float32(-0.5) * v * v)
+        dx[i] = dout[i] * (_normal_cdf(v, e) + v * (e * _INV_SQRT_2PI))

@@ -1,0 +1,223 @@
+"""Statistics of a sweep's table: a metric per condition over seeds, paired comparisons, a figure.
+
+A *condition* is a row's parameters minus its seed (problem and its options, recipe,
+optimizer and options, criterion and options, N:M, steps). :func:`summarize` gives each
+condition's mean and confidence interval over seeds; :func:`compare` pairs every condition
+with a baseline recipe on the same problem, N:M, steps and seed index (same initial weights
+and minibatches, see :mod:`stepsim.experiments.spec`) and tests the paired differences;
+:func:`plot_vs_sparsity` draws the metric against sparsity 1 - N/M, one line per recipe
+with its confidence band.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from stepsim import stats
+
+# parameter columns of a table row (store.result_row); the rest are outcomes and versions
+PARAMETER_COLUMNS = ("run_id", "problem", "recipe", "optimizer", "criterion", "nm", "n", "m",
+                     "sparsity", "steps", "seed", "rng_seed", "eval_every")
+PARAMETER_PREFIXES = ("problem.", "recipe.", "criterion.")
+NOT_CONDITION = ("run_id", "seed", "rng_seed", "n", "m", "sparsity")
+# what a paired comparison holds fixed besides the seed: the problem, the N:M and the length
+CONTEXT_COLUMNS = ("problem", "nm", "steps")
+
+
+def is_parameter(column: str) -> bool:
+    """True for a parameter column (see :class:`~stepsim.experiments.store.Table`)."""
+    return column in PARAMETER_COLUMNS or column.startswith(PARAMETER_PREFIXES)
+
+
+def condition_columns(table) -> list[str]:
+    """The parameter columns that define a condition (everything but the seed and run id)."""
+    return [c for c in table.columns if is_parameter(c) and c not in NOT_CONDITION]
+
+
+def varying_columns(table, columns) -> list[str]:
+    """Those of ``columns`` that take more than one value in ``table`` (recipe, nm always)."""
+    out = []
+    for c in columns:
+        if c in ("recipe", "nm") or len({_key(v) for v in table.column(c)}) > 1:
+            out.append(c)
+    return out
+
+
+def _key(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _groups(rows, columns):
+    """rows grouped by their values in ``columns``, in first-appearance order."""
+    groups = {}
+    for row in rows:
+        groups.setdefault(tuple(_key(row.get(c)) for c in columns), []).append(row)
+    return groups
+
+
+def _metric_values(rows, metric: str):
+    """(finite float values, count of non-finite ones) of ``metric`` over ``rows``."""
+    if any(metric not in row for row in rows):
+        raise ValueError(f"metric {metric!r} is not a column of the table")
+    values = [float(row[metric]) if row[metric] is not None else math.nan for row in rows]
+    finite = [v for v in values if math.isfinite(v)]
+    return finite, len(values) - len(finite)
+
+
+def summarize(table, metric: str, *, confidence: float = 0.95, method: str = "t",
+              rng=None) -> list[dict]:
+    """Mean and confidence interval of ``metric`` over seeds, one dict per condition.
+
+    Each dict: the varying condition columns, ``n`` (finite values), ``mean``, ``low``,
+    ``high``, ``std`` and ``nonfinite`` (runs whose metric is NaN/inf, left out).
+    method: "t" or "bootstrap" (:func:`stepsim.stats.mean_ci`; ``rng`` seeds the bootstrap).
+    """
+    cond = condition_columns(table)
+    shown = varying_columns(table, cond)
+    out = []
+    for rows in _groups(table.rows, cond).values():
+        values, bad = _metric_values(rows, metric)
+        row = {c: rows[0].get(c) for c in shown}
+        row["sparsity"] = rows[0]["sparsity"]
+        if values:
+            est = stats.mean_ci(values, confidence=confidence, method=method, rng=rng)
+            row.update(n=est.n, mean=est.mean, low=est.low, high=est.high, std=est.std)
+        else:
+            row.update(n=0, mean=math.nan, low=math.nan, high=math.nan, std=math.nan)
+        row["nonfinite"] = bad
+        out.append(row)
+    return out
+
+
+def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 0.95) -> list[dict]:
+    """Every condition minus the ``baseline`` recipe, paired on seeds.
+
+    A condition's run with seed index s is paired with the baseline's run on the same
+    problem (and options), N:M, steps and s that also agrees on every recipe option both
+    set (so with a grid over lr, each recipe meets the baseline at its own lr). Each dict:
+    the varying condition columns, ``baseline``, ``n`` (pairs with finite values),
+    ``mean_diff`` (condition - baseline), ``low``, ``high`` (t-interval), ``cohen_dz``,
+    ``t_pvalue``, ``wilcoxon_pvalue`` (:func:`stepsim.stats.paired_difference`; NaN when
+    n < 2). A run that matches several baseline runs is a ValueError (ambiguous baseline).
+    """
+    cond = condition_columns(table)
+    shown = varying_columns(table, cond)
+    context = [c for c in cond if c in CONTEXT_COLUMNS or c.startswith("problem.")]
+    shared = [c for c in cond if c == "optimizer" or c.startswith("recipe.")]
+    base = {}
+    for row in table.rows:
+        if row["recipe"] == baseline:
+            base.setdefault(_pair_key(row, context), []).append(row)
+    if not base:
+        raise ValueError(f"baseline recipe {baseline!r} has no runs in the table; recipes: "
+                         f"{sorted(set(table.column('recipe')))}")
+
+    def partner(row):
+        found = [b for b in base.get(_pair_key(row, context), ())
+                 if all(row.get(c) is None or b.get(c) is None or row[c] == b[c]
+                        for c in shared)]
+        if len(found) > 1:
+            raise ValueError(f"run {row['run_id']} matches {len(found)} runs of baseline "
+                             f"{baseline!r} (they differ in options it does not set); compare "
+                             "needs one baseline condition per pairing")
+        return found[0] if found else None
+
+    out = []
+    for rows in _groups(table.rows, cond).values():
+        if rows[0]["recipe"] == baseline:
+            continue
+        a, b = [], []
+        for row in rows:
+            other = partner(row)
+            if other is None:
+                continue
+            x, y = (float(r[metric]) if r.get(metric) is not None else math.nan
+                    for r in (row, other))
+            if math.isfinite(x) and math.isfinite(y):
+                a.append(x)
+                b.append(y)
+        res = {c: rows[0].get(c) for c in shown}
+        res.update(baseline=baseline, n=len(a))
+        if len(a) >= 2:
+            p = stats.paired_difference(a, b, confidence=confidence)
+            res.update(mean_diff=p.mean_diff, low=p.low, high=p.high, cohen_dz=p.cohen_dz,
+                       t_pvalue=p.t_pvalue, wilcoxon_pvalue=p.wilcoxon_pvalue)
+        else:
+            res.update(mean_diff=math.nan, low=math.nan, high=math.nan, cohen_dz=math.nan,
+                       t_pvalue=math.nan, wilcoxon_pvalue=math.nan)
+        out.append(res)
+    return out
+
+
+def _pair_key(row, context) -> tuple:
+    return tuple(_key(row.get(c)) for c in context) + (row["seed"],)
+
+
+def plot_vs_sparsity(table, metric: str, path, *, confidence: float = 0.95,
+                     method: str = "t", rng=None, log_y: bool | None = None):
+    """Write a figure of ``metric`` against sparsity 1 - N/M, one line per condition.
+
+    Lines join the mean over seeds at each sparsity; the band is the confidence interval
+    (:func:`summarize`). A dense recipe is drawn at every N:M of the grid, as the reference.
+    The file (any matplotlib format, by extension) is written atomically; returns its path.
+    log_y: logarithmic metric axis (default: when every mean is positive and they span more
+    than a factor of 10).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from stepsim._atomic import atomic_path
+
+    summary = summarize(table, metric, confidence=confidence, method=method, rng=rng)
+    label_cols = [c for c in summary[0] if c not in ("nm", "sparsity", "n", "mean", "low",
+                                                      "high", "std", "nonfinite")]
+    lines = {}
+    for row in summary:
+        label = ", ".join(str(row[c]) if c == "recipe" else f"{c}={row[c]}"
+                          for c in label_cols if row[c] is not None)
+        lines.setdefault(label, []).append(row)
+    fig = Figure(figsize=(6.4, 4.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for label, rows in lines.items():
+        rows = sorted(rows, key=lambda r: r["sparsity"])
+        x = [r["sparsity"] for r in rows]
+        (line,) = ax.plot(x, [r["mean"] for r in rows], marker="o", label=label)
+        ax.fill_between(x, [r["low"] for r in rows], [r["high"] for r in rows],
+                        color=line.get_color(), alpha=0.2, linewidth=0)
+    means = [r["mean"] for r in summary if math.isfinite(r["mean"])]
+    if log_y is None:
+        log_y = bool(means) and min(means) > 0 and max(means) > 10 * min(means)
+    if log_y:
+        ax.set_yscale("log")
+    seeds = sorted({r["n"] for r in summary})
+    ax.set_xlabel("sparsity 1 - N/M")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric}: mean over seeds (n={'/'.join(map(str, seeds))}), "
+                 f"{confidence:.0%} {method} CI", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
+    return path
+
+
+def report_markdown(table, metric: str, *, baseline: str | None = "dense",
+                    confidence: float = 0.95, method: str = "t", rng=None) -> str:
+    """The summary table and (when the baseline ran) the paired comparisons, as markdown."""
+    summary = summarize(table, metric, confidence=confidence, method=method, rng=rng)
+    level = f"{confidence:.0%}"
+    text = (f"### {metric}: mean over seeds, {level} CI ({method})\n\n"
+            + stats.markdown_table(summary)
+            + "\nsparsity is the grid's 1 - N/M (a dense recipe is the reference at each N:M); "
+              "nonfinite counts runs whose value is missing, NaN or inf (left out of n).\n")
+    if baseline is not None and baseline in set(table.column("recipe")):
+        pairs = compare(table, metric, baseline=baseline, confidence=confidence)
+        text += (f"\n### {metric}: paired difference vs {baseline} (same seeds), {level} t-CI; "
+                 "effect size Cohen's d_z = mean/sd of the differences\n\n"
+                 + stats.markdown_table(pairs))
+    if table.missing:
+        text += f"\n{len(table.missing)} planned runs have no result yet.\n"
+    return text

@@ -1,0 +1,145 @@
+"""Run a sweep: check the whole spec, skip finished runs, execute the rest, rebuild the table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from stepsim.experiments import adapter, executors, store
+from stepsim.experiments.spec import Run, SweepSpec, entry_options, load_spec, parse_spec
+
+
+def plan_sweep(spec) -> list[Run]:
+    """Check ``spec`` completely and return its runs in grid order; nothing is trained.
+
+    spec: a :class:`SweepSpec`, a spec dict, or the path of a TOML/JSON spec file.
+    Every distinct problem, recipe and criterion is built once (``make_*``), and every
+    N:M is checked against every problem's sparse parameters. Raises ValueError/TypeError
+    naming the offending entry, e.g. ``recipes[1] ('asp'): unknown option(s) ['lamb'] ...``.
+    """
+    spec = _as_spec(spec)
+    # each entry on its own first, so an error names the entry of the spec at fault
+    for i, entry in enumerate(spec.problems):
+        for options in entry_options(entry):
+            _named(f"problems[{i}] ({entry['name']!r})", adapter.build_problem,
+                   {"name": entry["name"], "options": options})
+    for where, entry in _criterion_entries(spec):
+        for options in entry_options(entry):
+            _named(where, adapter.build_criterion, {"name": entry["name"], "options": options})
+    for i, entry in enumerate(spec.recipes):
+        for options in entry_options(entry):
+            _named(f"recipes[{i}] ({entry['name']!r})", adapter.build_recipe,
+                   dict(entry, options=options))
+    # then every combination (tied options, a missing criterion, N:M against the layers)
+    runs = spec.runs(adapter.needs_criterion)
+    if not runs:
+        raise ValueError("spec: the grid is empty (no runs)")
+    seen, twice = set(), []
+    for run in runs:
+        if run.run_id in seen:
+            twice.append(run.name)
+        seen.add(run.run_id)
+    if twice:
+        raise ValueError(f"spec: {len(twice)} runs are listed twice (e.g. {twice[0]}): two "
+                         "entries give the same parameters; remove one")
+    checked = set()
+    for run in runs:
+        key = adapter.canonical_json({k: run.params[k]
+                                      for k in ("problem", "recipe", "criterion", "nm")})
+        if key not in checked:
+            checked.add(key)
+            _named(_describe(run.params), adapter.check_run, run.params)
+    return runs
+
+
+def _criterion_entries(spec: SweepSpec):
+    if spec.criterion is not None:
+        yield "criterion", spec.criterion
+    for i, recipe in enumerate(spec.recipes):
+        for j, entry in enumerate(recipe["criteria"]):
+            yield f"recipes[{i}] ({recipe['name']!r}) criteria[{j}] ({entry['name']!r})", entry
+
+
+def _as_spec(spec) -> SweepSpec:
+    if isinstance(spec, (str, Path)):
+        return load_spec(spec)
+    return parse_spec(spec)
+
+
+def _describe(params: dict) -> str:
+    crit = params["criterion"]
+    n, m = params["nm"]
+    return (f"run problem={params['problem']['name']} {params['problem']['options']}, "
+            f"recipe={params['recipe']['name']} {params['recipe']['options']}, criterion="
+            f"{None if crit is None else crit['name']}, nm={n}:{m}")
+
+
+def _named(where: str, func, *args):
+    """Call ``func``; re-raise a ValueError/TypeError prefixed with ``where``."""
+    try:
+        return func(*args)
+    except (ValueError, TypeError) as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+
+
+def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
+              progress: bool | None = None) -> store.Table:
+    """Run every unfinished run of ``spec`` and return the sweep's tidy table.
+
+    Parameters
+    ----------
+    spec : SweepSpec, dict or path
+        The grid (see :mod:`stepsim.experiments.spec`); checked completely before any run.
+    out_dir : path
+        The sweep directory (layout in :mod:`stepsim.experiments.store`). Runs whose
+        result is already there are skipped, so the same call resumes a killed sweep;
+        one sweep process per directory at a time.
+    jobs : int, optional
+        Local workers (default: every usable core; 1 runs in this process). Ignored with
+        ``scheduler``. Workers are spawned processes: in a script, call ``run_sweep``
+        under ``if __name__ == "__main__":`` (as for any multiprocessing code).
+    scheduler : str, distributed.Client or cluster, optional
+        Run on Dask distributed instead: a scheduler address such as "tcp://10.0.0.5:8786",
+        or a Client / LocalCluster object. Workers need stepsim installed, and should run
+        one thread each (``dask worker ADDRESS --nthreads 1``): the BLAS limit is per
+        process. Results come back to this process, which writes every file (no shared
+        filesystem needed).
+    progress : bool, optional
+        A tqdm bar on stderr (runs done / total, elapsed, ETA); default: when stderr is
+        a terminal (``STEPSIM_PROGRESS=0/1`` overrides).
+
+    Returns
+    -------
+    Table
+        One row per run, in grid order, rebuilt from the result files (also written to
+        ``out_dir/table.csv`` and ``table.json``).
+    """
+    from stepsim._progress import Progress
+
+    spec = _as_spec(spec)
+    runs = plan_sweep(spec)
+    out_dir = Path(out_dir)
+    store.write_plan(out_dir, spec.to_dict(), runs)
+    store.remove_temporaries(out_dir)
+    todo = [run for run in runs if not store.is_finished(out_dir, run)]
+
+    def on_done(run, output):
+        store.save_run(out_dir, run, output)
+        bar.update(1)
+
+    label = f"sweep {spec.name or out_dir.name}"
+    with Progress(len(runs), label, force=progress, initial=len(runs) - len(todo),
+                  unit="run") as bar:
+        if todo and scheduler is not None:
+            executors.run_dask(todo, on_done, scheduler)
+        elif todo:
+            workers = executors.worker_count(jobs, len(todo))
+            if workers == 1:
+                executors.run_serial(todo, on_done)
+            else:
+                executors.run_pool(todo, on_done, workers)
+    table = store.load_table(out_dir, runs)
+    table.save(out_dir)
+    if table.missing:  # pragma: no cover - every run above either finished or raised
+        print(f"warning: {len(table.missing)} runs have no result", file=sys.stderr)
+    return table

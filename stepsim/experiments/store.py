@@ -1,0 +1,232 @@
+"""A sweep's files on disk, and its tidy table derived from them.
+
+Layout of a sweep directory::
+
+    sweep.json            the spec and every run (name, id, seed, parameters), in grid order
+    runs/NAME.npz         a finished run's trace and weights (written first)
+    runs/NAME.json        its summary, with provenance (written last: the run's commit mark)
+    table.csv, table.json the tidy table, one row per finished run (derived, rewritten)
+
+Every file is written atomically (``stepsim._atomic``). A run is finished exactly when its
+JSON exists and names its run id; the table is rebuilt from those JSONs, so a sweep killed
+at any moment — between the .npz and the JSON included — loses at most the runs in flight
+and can never lose or duplicate a row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import io
+import json
+from pathlib import Path
+
+from stepsim.experiments.spec import Run
+
+SWEEP_FILE = "sweep.json"
+RUNS_DIR = "runs"
+TABLE_CSV = "table.csv"
+TABLE_JSON = "table.json"
+VERSION_KEYS = ("stepsim", "numpy", "scipy", "numba", "python")
+
+
+def run_paths(out_dir, run: Run) -> tuple[Path, Path]:
+    """(JSON path, .npz path) of ``run``'s result in sweep directory ``out_dir``."""
+    stem = Path(out_dir) / RUNS_DIR / run.name
+    return stem.with_suffix(".json"), stem.with_suffix(".npz")
+
+
+def is_finished(out_dir, run: Run) -> bool:
+    """True when ``run``'s result JSON exists, parses and carries its run id."""
+    return _read_result(run_paths(out_dir, run)[0], run.run_id) is not None
+
+
+def _read_result(path: Path, run_id: str) -> dict | None:
+    try:
+        doc = json.loads(path.read_text())
+        ok = doc["provenance"]["params"]["sweep"]["run_id"] == run_id
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return doc if ok else None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOutput:
+    """What a worker sends back for one run.
+
+    result: the :class:`~stepsim.training.FitResult`. runtime_s: wall time of ``fit`` (s).
+    final_sparsity: fraction of the sparsified entries pruned at the end. finished_at: when
+    the worker finished (``time.time()``; for monitoring, not saved).
+    """
+
+    result: object
+    runtime_s: float
+    final_sparsity: float
+    finished_at: float
+
+
+def save_run(out_dir, run: Run, output: RunOutput) -> Path:
+    """Write ``run``'s result (arrays first, JSON with provenance last); return the JSON path."""
+    path, _ = run_paths(out_dir, run)
+    sweep = {"run_id": run.run_id, "rng_seed": run.rng_seed, "run": run.params,
+             "runtime_s": output.runtime_s, "final_sparsity": output.final_sparsity}
+    output.result.save(path, params={"sweep": sweep})
+    return path
+
+
+def write_plan(out_dir, spec_dict: dict, runs: list[Run]) -> Path:
+    """Record the spec and its runs (grid order) in ``out_dir/sweep.json``."""
+    from stepsim._provenance import save_json
+
+    plan = {"spec": spec_dict,
+            "runs": [{"name": r.name, "run_id": r.run_id, "rng_seed": r.rng_seed,
+                      "params": r.params} for r in runs]}
+    return save_json(Path(out_dir) / SWEEP_FILE, plan, params={"spec": spec_dict})
+
+
+def read_plan(out_dir) -> list[Run]:
+    """The runs recorded in ``out_dir/sweep.json``, in grid order."""
+    path = Path(out_dir) / SWEEP_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{str(out_dir)!r} is not a sweep directory (no {SWEEP_FILE})")
+    plan = json.loads(path.read_text())["result"]
+    return [Run(params=r["params"], run_id=r["run_id"], rng_seed=r["rng_seed"])
+            for r in plan["runs"]]
+
+
+def remove_temporaries(out_dir) -> int:
+    """Delete temporary files a killed writer left in ``runs/`` (``.NAME.*``); return how many.
+
+    Only call this when no other sweep writes into ``out_dir``.
+    """
+    removed = 0
+    for tmp in (Path(out_dir) / RUNS_DIR).glob(".*"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed += 1
+    return removed
+
+
+# ------------------------------------------------------------------------ the table
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """The tidy table of a sweep: one row (a dict) per finished run, in grid order.
+
+    Columns: run_id; every parameter (problem, ``problem.OPTION``, recipe, optimizer,
+    ``recipe.OPTION``, criterion, ``criterion.OPTION``, nm "N:M", n, m, sparsity = 1 - N/M,
+    steps, seed (the index), rng_seed, eval_every when set); the outcome (status, stopped_at,
+    switch_step, final_loss, every metric of
+    ``problem.evaluate`` under its own name, final_sparsity, mask_flips_total, runtime_s);
+    and ``version.PACKAGE`` for stepsim, numpy, scipy, numba, python. missing: names of the
+    planned runs without a result (yet).
+    """
+
+    rows: tuple
+    columns: tuple
+    missing: tuple = ()
+
+    VOLATILE = ("runtime_s",)  # the only columns that differ between identical runs
+
+    def __len__(self):
+        return len(self.rows)
+
+    def column(self, name: str) -> list:
+        """The values of column ``name`` (None where a row lacks it)."""
+        return [row.get(name) for row in self.rows]
+
+    def where(self, **equal) -> Table:
+        """The rows whose columns equal the given values, e.g. ``where(recipe="step", nm="2:4")``.
+
+        Column names with dots are passed as a dict: ``where(**{"recipe.lr": 1e-3})``.
+        """
+        unknown = sorted(set(equal) - set(self.columns))
+        if unknown:
+            raise ValueError(f"unknown column(s) {unknown}; columns: {list(self.columns)}")
+        rows = tuple(r for r in self.rows if all(r.get(k) == v for k, v in equal.items()))
+        return dataclasses.replace(self, rows=rows, missing=())
+
+    def stable_rows(self) -> list[dict]:
+        """The rows without the :attr:`VOLATILE` columns (equal for equal runs, bit for bit)."""
+        return [{k: v for k, v in row.items() if k not in self.VOLATILE} for row in self.rows]
+
+    def to_csv(self) -> str:
+        """The table as CSV text (lists as JSON, None as an empty cell)."""
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(self.columns), lineterminator="\n")
+        writer.writeheader()
+        for row in self.rows:
+            writer.writerow({k: _cell(v) for k, v in row.items()})
+        return buf.getvalue()
+
+    def save(self, out_dir) -> tuple[Path, Path]:
+        """Write ``table.csv`` and ``table.json`` (rows under "result", with provenance)."""
+        from stepsim._atomic import write_text
+        from stepsim._provenance import save_json
+
+        out_dir = Path(out_dir)
+        csv_path = write_text(out_dir / TABLE_CSV, self.to_csv())
+        table = {"columns": list(self.columns), "rows": list(self.rows),
+                 "missing": list(self.missing)}
+        json_path = save_json(out_dir / TABLE_JSON, table, params={"sweep_dir": str(out_dir)})
+        return csv_path, json_path
+
+
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return value
+
+
+def load_table(out_dir, runs: list[Run] | None = None) -> Table:
+    """Build the table of sweep directory ``out_dir`` from its finished runs' JSON files.
+
+    runs: the planned runs (default: those recorded in ``sweep.json``); rows follow their
+    order, and runs without a result are listed in ``Table.missing``.
+    """
+    runs = read_plan(out_dir) if runs is None else runs
+    rows, missing = [], []
+    for run in runs:
+        doc = _read_result(run_paths(out_dir, run)[0], run.run_id)
+        if doc is None:
+            missing.append(run.name)
+        else:
+            rows.append(result_row(doc))
+    columns = []
+    for row in rows:
+        columns.extend(k for k in row if k not in columns)
+    return Table(rows=tuple(rows), columns=tuple(columns), missing=tuple(missing))
+
+
+def result_row(doc: dict) -> dict:
+    """One table row from a run's result document (see :class:`Table` for the columns)."""
+    sweep = doc["provenance"]["params"]["sweep"]
+    params, result = sweep["run"], doc["result"]
+    n, m = params["nm"]
+    row = {"run_id": sweep["run_id"], "problem": params["problem"]["name"]}
+    row.update({f"problem.{k}": v for k, v in sorted(params["problem"]["options"].items())})
+    row["recipe"] = params["recipe"]["name"]
+    row["optimizer"] = params["recipe"]["optimizer"]
+    row.update({f"recipe.{k}": v for k, v in sorted(params["recipe"]["options"].items())})
+    criterion = params["criterion"]
+    row["criterion"] = None if criterion is None else criterion["name"]
+    if criterion is not None:
+        row.update({f"criterion.{k}": v for k, v in sorted(criterion["options"].items())})
+    row.update({"nm": f"{n}:{m}", "n": n, "m": m, "sparsity": 1 - n / m,
+                "steps": params["steps"], "seed": params["seed"],
+                "rng_seed": sweep["rng_seed"]})
+    if "eval_every" in params:
+        row["eval_every"] = params["eval_every"]
+    # status / stopped_at: a run that met a non-finite loss stops early ("non-finite")
+    row.update({"status": result.get("status", "completed"), "stopped_at": result.get("stopped_at"),
+                "switch_step": result["switch_step"], "final_loss": result["final_loss"]})
+    for name, value in result["metrics"].items():
+        row[name if name not in row else f"metric.{name}"] = value
+    row.update({"final_sparsity": sweep["final_sparsity"],
+                "mask_flips_total": result["mask_flips_total"],
+                "runtime_s": sweep["runtime_s"]})
+    versions = doc["provenance"]["versions"]
+    row.update({f"version.{k}": versions.get(k) for k in VERSION_KEYS})
+    return row

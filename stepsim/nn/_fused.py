@@ -1,0 +1,92 @@
+"""LayerNorm and GELU on numba kernels, drop-in for those of :mod:`stepsim.nn.layers`.
+
+Same signatures, same caches and the same results to rounding: the layers in
+:mod:`stepsim.nn.layers` are the NumPy references these are tested against. Used by the
+transformer (``kernels=True``), where this element-wise work would otherwise cost as much
+as the matrix products. Inputs are 2-d (rows, D) for LayerNorm (the transformer's
+activations are kept as (B*T, D)); other shapes go through the reference layers.
+
+GELU in float32 evaluates the normal CDF with Abramowitz & Stegun 7.1.26 (absolute error
+<= 1.5e-7, the approximation torch's vectorised float32 erf uses) and exp(-x^2/2) with a
+vectorised float32 exp (:func:`stepsim._nn_kernels.exp_nonpositive_f32`); float64 calls
+the exact reference (scipy's erf), so finite-difference checks see the exact function.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from stepsim.nn import layers as L
+
+_F32 = np.dtype(np.float32)
+
+
+def layernorm_forward(x, gamma, beta, eps: float = 1e-5):
+    """:func:`stepsim.nn.layers.layernorm_forward` for C-contiguous x (N, D)."""
+    if x.ndim != 2 or not x.flags.c_contiguous or x.dtype not in L._FLOATS:
+        return L.layernorm_forward(x, gamma, beta, eps)
+    L._check_same_dtype("x", x, "gamma", gamma)
+    L._check_same_dtype("x", x, "beta", beta)
+    L._check_shape("gamma", gamma, (x.shape[-1],), "x's last axis")
+    L._check_shape("beta", beta, (x.shape[-1],), "x's last axis")
+    if not (isinstance(eps, (int, float)) and eps > 0 and np.isfinite(eps)):
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+    from stepsim import _nn_kernels as K
+
+    out = np.empty_like(x)
+    xhat = np.empty_like(x)
+    rstd = np.empty((x.shape[0], 1), dtype=x.dtype)
+    K.layernorm_forward(x, gamma, beta, x.dtype.type(eps), out, xhat, rstd[:, 0])
+    return out, L.LayerNormCache(xhat, rstd, gamma)
+
+
+def layernorm_backward(dout, cache: L.LayerNormCache):
+    """:func:`stepsim.nn.layers.layernorm_backward`: (dx, dgamma, dbeta)."""
+    xhat, rstd, gamma = cache
+    if xhat.ndim != 2 or dout.dtype != xhat.dtype:
+        return L.layernorm_backward(dout, cache)
+    L._check_shape("dout", dout, xhat.shape, "the forward input's")
+    from stepsim import _nn_kernels as K
+
+    dout = np.ascontiguousarray(dout)
+    dx = np.empty_like(dout)
+    dgamma = np.empty(xhat.shape[1], dtype=dout.dtype)
+    dbeta = np.empty_like(dgamma)
+    K.layernorm_backward(dout, xhat, rstd[:, 0], gamma, dx, dgamma, dbeta)
+    return dx, dgamma, dbeta
+
+
+class GeluCache(NamedTuple):
+    """x: the float32 input (the backward recomputes Phi and phi from it)."""
+
+    x: np.ndarray
+
+
+def gelu_forward(x):
+    """:func:`stepsim.nn.layers.gelu_forward`; float32 on the kernel (module docstring)."""
+    if not isinstance(x, np.ndarray) or x.dtype != _F32:
+        return L.gelu_forward(x)
+    from stepsim import _nn_kernels as K
+
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    K.gelu_forward(x.reshape(-1), out.reshape(-1))
+    return out, GeluCache(x)
+
+
+def gelu_backward(dout, cache):
+    """:func:`stepsim.nn.layers.gelu_backward`: dx = dout * (Phi(x) + x phi(x))."""
+    if not isinstance(cache, GeluCache):
+        return L.gelu_backward(dout, cache)
+    x = cache.x
+    L._check_shape("dout", dout, x.shape, "the forward input's")
+    if dout.dtype != _F32:
+        raise TypeError(f"dout has dtype {dout.dtype} but the forward ran in float32")
+    from stepsim import _nn_kernels as K
+
+    dout = np.ascontiguousarray(dout)
+    dx = np.empty_like(dout)
+    K.gelu_backward(dout.reshape(-1), x.reshape(-1), dx.reshape(-1))
+    return dx

@@ -1,0 +1,224 @@
+"""A decoder-only (GPT-style) transformer, forward and backward by hand.
+
+    h = tok_emb[ids] + pos_emb[:T]                                   (B, T, D)
+    for each block i:                    (pre-LayerNorm, residual around each sub-layer)
+        h = h + SelfAttention(LN1(h))     causal, H heads      (stepsim.nn.attention)
+        h = h + W2 GELU(W1 LN2(h) + b1) + b2                   W1 (F, D), W2 (D, F)
+    logits = LNf(h) Wh^T                   Wh (V, D), or tok_emb itself when tied
+
+Parameters (a flat dict, names below) store every linear weight (out, in), so N:M groups
+run along the input axis (``ParamSpec(n, m, axis=-1)``). :func:`linear_names` lists them
+by kind -- ``wq wk wv wo`` (attention), ``w1 w2`` (MLP), ``head`` -- and the problem
+chooses which kinds are sparsified (the paper sparsifies every linear module of BERT and
+GPT-2). Embeddings, LayerNorm parameters and biases stay dense.
+
+The element-wise work (LayerNorm, GELU, the attention softmax) runs in numba kernels
+(:mod:`stepsim._nn_kernels`) when ``kernels=True``; ``kernels=False`` uses the NumPy layers
+of :mod:`stepsim.nn.layers` and the reference softmax, which the tests compare against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+
+from stepsim._validate import check_int, check_real
+from stepsim.nn import layers as L
+from stepsim.nn.attention import self_attention_backward, self_attention_forward
+from stepsim.nn.embedding import embedding_backward, embedding_forward
+
+LINEAR_KINDS = ("wq", "wk", "wv", "wo", "w1", "w2", "head")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes of the model.
+
+    vocab: V tokens. context: T_max positions. width: D. blocks: number of blocks. heads:
+    H (divides D). mlp_ratio: F = mlp_ratio * D. tied: the head reuses tok_emb (no head
+    weight). bias: linear layers have biases. eps: LayerNorm's epsilon.
+    """
+
+    vocab: int = 16
+    context: int = 32
+    width: int = 64
+    blocks: int = 2
+    heads: int = 4
+    mlp_ratio: int = 4
+    tied: bool = False
+    bias: bool = True
+    eps: float = 1e-5
+
+    def __post_init__(self):
+        check_int("vocab", self.vocab, minimum=2)
+        check_int("context", self.context, minimum=1)
+        check_int("width", self.width, minimum=1)
+        check_int("blocks", self.blocks, minimum=1)
+        check_int("heads", self.heads, minimum=1)
+        check_int("mlp_ratio", self.mlp_ratio, minimum=1)
+        check_real("eps", self.eps, minimum=0.0, min_open=True)
+        if self.width % self.heads:
+            raise ValueError(f"heads = {self.heads} must divide width = {self.width}")
+
+    @property
+    def hidden(self) -> int:
+        return self.mlp_ratio * self.width
+
+
+def param_shapes(cfg: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    """name -> shape of every parameter, in a fixed order (embeddings, blocks, head)."""
+    d, f, v = cfg.width, cfg.hidden, cfg.vocab
+    shapes = {"tok_emb": (v, d), "pos_emb": (cfg.context, d)}
+    for i in range(cfg.blocks):
+        p = f"blocks.{i}."
+        shapes.update({p + "ln1.g": (d,), p + "ln1.b": (d,)})
+        for w in ("wq", "wk", "wv", "wo"):
+            shapes[p + "attn." + w] = (d, d)
+            if cfg.bias:
+                shapes[p + "attn.b" + w[1]] = (d,)
+        shapes.update({p + "ln2.g": (d,), p + "ln2.b": (d,), p + "mlp.w1": (f, d)})
+        if cfg.bias:
+            shapes[p + "mlp.b1"] = (f,)
+        shapes[p + "mlp.w2"] = (d, f)
+        if cfg.bias:
+            shapes[p + "mlp.b2"] = (d,)
+    shapes.update({"lnf.g": (d,), "lnf.b": (d,)})
+    if not cfg.tied:
+        shapes["head.w"] = (v, d)
+    return shapes
+
+
+def linear_names(cfg: TransformerConfig) -> dict[str, list[str]]:
+    """kind (``LINEAR_KINDS``) -> names of the linear weights of that kind (head: [] if tied)."""
+    out = {kind: [] for kind in LINEAR_KINDS}
+    for i in range(cfg.blocks):
+        for w in ("wq", "wk", "wv", "wo"):
+            out[w].append(f"blocks.{i}.attn.{w}")
+        out["w1"].append(f"blocks.{i}.mlp.w1")
+        out["w2"].append(f"blocks.{i}.mlp.w2")
+    if not cfg.tied:
+        out["head"].append("head.w")
+    return out
+
+
+def init_params(cfg: TransformerConfig, rng, dtype=np.float32) -> dict[str, np.ndarray]:
+    """GPT-2's initialisation: weights and embeddings N(0, 0.02^2), the two projections
+    into the residual stream (wo, w2) N(0, (0.02 / sqrt(2 * blocks))^2), biases 0,
+    LayerNorm gains 1 and offsets 0. All randomness from ``rng``."""
+    rng = np.random.default_rng(rng)
+    residual_std = 0.02 / np.sqrt(2 * cfg.blocks)
+    params = {}
+    for name, shape in param_shapes(cfg).items():
+        leaf = name.rsplit(".", 1)[-1]
+        if name.endswith(".g"):
+            value = np.ones(shape)
+        elif name.endswith(".b") or leaf in ("bq", "bk", "bv", "bo", "b1", "b2"):
+            value = np.zeros(shape)
+        else:
+            std = residual_std if leaf in ("wo", "w2") else 0.02
+            value = std * rng.standard_normal(shape)
+        params[name] = np.ascontiguousarray(value, dtype=dtype)
+    return params
+
+
+# --------------------------------------------------------------------------- forward/backward
+class BlockCache(NamedTuple):
+    ln1: object
+    attn: object
+    ln2: object
+    fc1: L.LinearCache
+    act: object
+    fc2: L.LinearCache
+
+
+class TransformerCache(NamedTuple):
+    """Everything the backward pass needs: the embedding's cache, each block's, the final
+    LayerNorm's and the head's (its input (B*T, D) and weight)."""
+
+    emb: object
+    blocks: tuple
+    lnf: object
+    head: L.LinearCache
+    shape: tuple
+
+
+def forward(params, ids, cfg: TransformerConfig, *, kernels: bool = True):
+    """Logits (B, T, V) of the next token at every position of ids (B, T), and the cache."""
+    layernorm, gelu = _elementwise(kernels)
+    h, emb = embedding_forward(ids, params["tok_emb"], params["pos_emb"])
+    b, t, d = h.shape
+    h = h.reshape(b * t, d)
+    caches = []
+    for i in range(cfg.blocks):
+        p = f"blocks.{i}."
+        a, ln1 = layernorm[0](h, params[p + "ln1.g"], params[p + "ln1.b"], cfg.eps)
+        attn_params = {k: params[p + "attn." + k] for k in _ATTN_KEYS[cfg.bias]}
+        att, attn = self_attention_forward(a.reshape(b, t, d), attn_params, cfg.heads,
+                                           kernel=kernels)
+        h = h + att.reshape(b * t, d)
+        m, ln2 = layernorm[0](h, params[p + "ln2.g"], params[p + "ln2.b"], cfg.eps)
+        u, fc1 = L.linear_forward(m, params[p + "mlp.w1"], params.get(p + "mlp.b1"))
+        g, act = gelu[0](u)
+        f, fc2 = L.linear_forward(g, params[p + "mlp.w2"], params.get(p + "mlp.b2"))
+        h = h + f
+        caches.append(BlockCache(ln1, attn, ln2, fc1, act, fc2))
+    z, lnf = layernorm[0](h, params["lnf.g"], params["lnf.b"], cfg.eps)
+    head_w = params["tok_emb"] if cfg.tied else params["head.w"]
+    logits, head = L.linear_forward(z, head_w, None)
+    return logits.reshape(b, t, cfg.vocab), TransformerCache(emb, tuple(caches), lnf, head,
+                                                             (b, t, d))
+
+
+def backward(dlogits, cache: TransformerCache, cfg: TransformerConfig, *,
+             kernels: bool = True) -> dict[str, np.ndarray]:
+    """Gradients of every parameter (name -> array of its shape) from dlogits (B, T, V)."""
+    layernorm, gelu = _elementwise(kernels)
+    b, t, d = cache.shape
+    grads = {}
+    dz, dhead, _ = L.linear_backward(dlogits.reshape(b * t, cfg.vocab), cache.head)
+    dh, grads["lnf.g"], grads["lnf.b"] = layernorm[1](dz, cache.lnf)
+    for i in reversed(range(cfg.blocks)):
+        p = f"blocks.{i}."
+        c = cache.blocks[i]
+        dg, grads[p + "mlp.w2"], db2 = L.linear_backward(dh, c.fc2)
+        du = gelu[1](dg, c.act)
+        dm, grads[p + "mlp.w1"], db1 = L.linear_backward(du, c.fc1)
+        if cfg.bias:
+            grads[p + "mlp.b1"], grads[p + "mlp.b2"] = db1, db2
+        dres, grads[p + "ln2.g"], grads[p + "ln2.b"] = layernorm[1](dm, c.ln2)
+        dh = dh + dres
+        da, attn_grads = self_attention_backward(dh.reshape(b, t, d), c.attn, kernel=kernels)
+        for k, g in attn_grads.items():
+            grads[p + "attn." + k] = g
+        dres, grads[p + "ln1.g"], grads[p + "ln1.b"] = layernorm[1](da.reshape(b * t, d), c.ln1)
+        dh = dh + dres
+    dtable, grads["pos_emb"] = embedding_backward(dh.reshape(b, t, d), cache.emb)
+    if cfg.tied:
+        dtable += dhead
+    else:
+        grads["head.w"] = dhead
+    grads["tok_emb"] = dtable
+    return {name: np.ascontiguousarray(grads[name]) for name in param_shapes(cfg)}
+
+
+def loss_and_grad(params, ids, targets, cfg: TransformerConfig, *, kernels: bool = True):
+    """(mean next-token cross-entropy in nats, grads) for inputs ids and targets (B, T)."""
+    logits, cache = forward(params, ids, cfg, kernels=kernels)
+    loss, dlogits = L.softmax_cross_entropy(logits, targets)
+    return loss, backward(dlogits, cache, cfg, kernels=kernels)
+
+
+_ATTN_KEYS = {True: ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"),
+              False: ("wq", "wk", "wv", "wo")}
+
+
+def _elementwise(kernels: bool):
+    """((layernorm_forward, layernorm_backward), (gelu_forward, gelu_backward))."""
+    if kernels:
+        from stepsim.nn import _fused
+
+        return ((_fused.layernorm_forward, _fused.layernorm_backward),
+                (_fused.gelu_forward, _fused.gelu_backward))
+    return ((L.layernorm_forward, L.layernorm_backward), (L.gelu_forward, L.gelu_backward))

@@ -1,0 +1,161 @@
+"""Language modelling on a synthetic language whose best possible loss is known.
+
+A small GPT-style transformer (:mod:`stepsim.nn.transformer`) learns to predict the next
+token of sequences from a seeded random order-k Markov chain
+(:class:`~stepsim.problems.markov.MarkovLanguage`). Its exact entropy rate makes the
+best achievable test loss a number: ``evaluate`` reports the test loss, its gap to that
+floor, and next-token accuracy beside the Bayes-optimal predictor's.
+
+Training data is an endless stream: every minibatch is ``batch_size`` fresh sequences of
+``context + 1`` tokens drawn with the caller's generator (no sequence is seen twice, so
+the gap measures optimisation and capacity, not overfitting). The test set is ``n_test``
+sequences drawn once from ``seed``.
+
+Sparsified parameters: the linear weights of the kinds in ``sparse`` (default: all linear
+modules -- wq, wk, wv, wo, w1, w2 and the head when untied -- as the paper does for BERT and
+GPT-2), N:M along the input axis. Embeddings, LayerNorms and biases stay dense.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from stepsim._validate import check_int, check_nm
+from stepsim.nn import transformer as tr
+from stepsim.problems.markov import MarkovLanguage
+from stepsim.sparsity import ParamSpec, check_divides
+
+
+class Batch(NamedTuple):
+    """inputs (B, T) token ids and targets (B, T), the inputs shifted by one."""
+
+    inputs: np.ndarray
+    targets: np.ndarray
+
+
+class LanguageModel:
+    """Next-token prediction on a :class:`MarkovLanguage` (see the module docstring).
+
+    Parameters (keyword-only)
+    -------------------------
+    vocab, order, temperature : the language (V tokens, order k, logit temperature).
+    context : T, positions per sequence (the model predicts T tokens of each).
+    width, blocks, heads, mlp_ratio, tied, bias : the model (:class:`TransformerConfig`).
+    sparse : kinds of linear weights to sparsify (subset of ``LINEAR_KINDS``, or a string
+        "w1,w2"); None: all linear modules the model has; () none.
+    nm : their N:M (groups of M along the input axis).
+    batch_size : sequences per minibatch. n_test : held-out sequences.
+    dtype : float32 (default) or float64. kernels : numba element-wise kernels (else the
+        NumPy layers). seed : the language's transition table and the test set. BLAS
+        threads are set by ``fit`` (``blas_threads``, default 1), not by the problem.
+    """
+
+    def __init__(self, *, vocab: int = 16, order: int = 2, temperature: float = 0.5,
+                 context: int = 32, width: int = 64, blocks: int = 2, heads: int = 4,
+                 mlp_ratio: int = 4, tied: bool = False, bias: bool = True,
+                 sparse: tuple[str, ...] | None = None, nm: tuple[int, int] = (2, 4),
+                 batch_size: int = 32, n_test: int = 512, dtype=np.float32,
+                 kernels: bool = True, seed: int = 0):
+        for name, flag in (("tied", tied), ("bias", bias), ("kernels", kernels)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
+        self.language = MarkovLanguage(vocab=vocab, order=order, temperature=temperature,
+                                       seed=seed)
+        self.model = tr.TransformerConfig(vocab=vocab, context=context, width=width,
+                                          blocks=blocks, heads=heads, mlp_ratio=mlp_ratio,
+                                          tied=bool(tied), bias=bool(bias))
+        if context < order:
+            raise ValueError(f"context = {context} must be >= order = {order}")
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.n_test = check_int("n_test", n_test, minimum=1)
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")
+        self.kernels = bool(kernels)
+        self.seed = seed
+        self.nm = check_nm(*nm)
+        names = tr.linear_names(self.model)
+        if isinstance(sparse, str):  # one kind, or "wq,wk" as the command line gives it
+            sparse = tuple(kind.strip() for kind in sparse.split(",") if kind.strip())
+        if sparse is None:
+            sparse = tuple(kind for kind in tr.LINEAR_KINDS if names[kind])
+        sparse = tuple(sparse)
+        for kind in sparse:
+            if kind not in tr.LINEAR_KINDS:
+                raise ValueError(f"sparse: unknown kind {kind!r}; choose from "
+                                 f"{list(tr.LINEAR_KINDS)}")
+            if not names[kind]:
+                raise ValueError(f"sparse: kind {kind!r} has no weight in this model "
+                                 "(a tied head is the token embedding; it stays dense)")
+        self.sparse = sparse
+        shapes = tr.param_shapes(self.model)
+        sparse_names = {name for kind in sparse for name in names[kind]}
+        self.specs = {name: ParamSpec(*self.nm, axis=-1) if name in sparse_names else ParamSpec()
+                      for name in shapes}
+        for name in sparse_names:
+            check_divides(name, shapes[name], -1, self.nm[1])
+        tokens = self.language.sample(self.n_test, context + 1, rng=[seed, 1])
+        self.test_inputs, self.test_targets = tokens[:, :-1], tokens[:, 1:]
+        self.entropy_floor = self.language.loss_floor(context)
+        oracle = self.language.nll(tokens)
+        self.oracle_test_loss = float(oracle.mean())
+        hits = sum(int(np.sum(np.argmax(self.language.predictive(tokens[lo:lo + 64]), -1)
+                              == self.test_targets[lo:lo + 64]))
+                   for lo in range(0, self.n_test, 64))
+        self.oracle_accuracy = hits / self.test_targets.size
+
+    def __repr__(self):
+        m = self.model
+        return (f"LanguageModel(vocab={m.vocab}, order={self.language.order}, "
+                f"temperature={self.language.temperature}, context={m.context}, "
+                f"width={m.width}, blocks={m.blocks}, heads={m.heads}, tied={m.tied}, "
+                f"sparse={list(self.sparse)}, nm={self.nm}, batch_size={self.batch_size}, "
+                f"dtype={self.dtype.name}, seed={self.seed})")
+
+    def config(self) -> dict:
+        m = self.model
+        return {"vocab": m.vocab, "order": self.language.order,
+                "temperature": self.language.temperature, "context": m.context,
+                "width": m.width, "blocks": m.blocks, "heads": m.heads,
+                "mlp_ratio": m.mlp_ratio, "tied": m.tied, "bias": m.bias,
+                "sparse": list(self.sparse), "nm": list(self.nm),
+                "batch_size": self.batch_size, "n_test": self.n_test,
+                "dtype": self.dtype.name, "kernels": self.kernels,
+                "seed": self.seed}
+
+    # ---------------------------------------------------------------- protocol
+    def init_params(self, rng) -> dict:
+        """GPT-2's initialisation (:func:`stepsim.nn.transformer.init_params`)."""
+        return tr.init_params(self.model, rng, self.dtype)
+
+    def sample_batch(self, rng) -> Batch:
+        """batch_size fresh sequences of the language (context + 1 tokens each)."""
+        tokens = self.language.sample(self.batch_size, self.model.context + 1, rng=rng)
+        return Batch(tokens[:, :-1], tokens[:, 1:])
+
+    def loss_and_grad(self, params, batch: Batch):
+        return tr.loss_and_grad(params, batch.inputs, batch.targets, self.model,
+                                kernels=self.kernels)
+
+    def evaluate(self, params, chunk: int = 128) -> dict:
+        """test_loss (nats/token), entropy_floor, gap = test_loss - entropy_floor,
+        oracle_test_loss (the true chain's loss on the same test set), accuracy and the
+        oracle's accuracy (argmax of the true next-token distribution)."""
+        from stepsim.nn.layers import softmax_cross_entropy
+
+        total = correct = 0.0
+        for lo in range(0, self.n_test, chunk):
+            x = self.test_inputs[lo:lo + chunk]
+            y = self.test_targets[lo:lo + chunk]
+            logits, _ = tr.forward(params, x, self.model, kernels=self.kernels)
+            loss, _ = softmax_cross_entropy(logits, y)
+            total += loss * y.size
+            correct += float(np.sum(np.argmax(logits, axis=-1) == y))
+        n = self.test_targets.size
+        test_loss = total / n
+        return {"test_loss": test_loss, "entropy_floor": self.entropy_floor,
+                "gap": test_loss - self.entropy_floor,
+                "oracle_test_loss": self.oracle_test_loss,
+                "accuracy": correct / n, "oracle_accuracy": self.oracle_accuracy}

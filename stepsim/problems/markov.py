@@ -1,0 +1,225 @@
+"""A synthetic language whose best possible next-token loss is known exactly.
+
+:class:`MarkovLanguage` is a seeded random Markov chain of order k over V tokens: the next
+token depends on the previous k through a table of V^k categorical distributions,
+
+    P(x_{t+1} = j | context s) = softmax(g_s / temperature)_j,   g_s ~ N(0, I_V)  (seeded),
+
+so the temperature sets the entropy (temperature -> inf: uniform, log V nats a token;
+temperature -> 0: nearly deterministic). Every probability is positive, so the chain on the
+V^k contexts is irreducible and aperiodic, and it has one stationary distribution pi; it is
+found by power iteration to 1e-13 in L1 (machine precision for these sizes).
+
+Sequences start from a stationary draw of their first k tokens, then follow the chain, so
+every window of a sequence has the stationary law. The best mean loss a model can reach in
+predicting token t+1 from tokens 0..t (nats, averaged over the T predicted positions of a
+sequence of T + 1 tokens) is then exact:
+
+    floor_t = H(X_0..X_{t+1}) - H(X_0..X_t)  for t < k   (entropies of stationary windows)
+    floor_t = h = sum_s pi(s) H(P(. | s))      for t >= k - 1 (the entropy rate)
+
+``loss_floor(T)`` is their mean; the entropy rate ``h`` is the floor as T -> inf.
+All sizes: 2 <= V, 1 <= k, V^k <= 2^20 contexts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stepsim._validate import check_int, check_real
+
+MAX_CONTEXTS = 1 << 20
+
+
+class MarkovLanguage:
+    """A seeded random order-``order`` Markov chain over ``vocab`` tokens (module docstring).
+
+    Parameters
+    ----------
+    vocab : int
+        V, the number of tokens (>= 2).
+    order : int
+        k, how many previous tokens the next one depends on (>= 1).
+    temperature : float
+        > 0; divides the Gaussian logits of every context's distribution.
+    seed : int
+        Seeds the transition table (and nothing else; sampling takes its own rng).
+
+    Attributes
+    ----------
+    probs : ndarray, shape (V^k, V), float64
+        probs[s, j] = P(next = j | context s); context s of tokens (c_1, ..., c_k), oldest
+        first, is s = sum_i c_i V^(k-i).
+    stationary : ndarray, shape (V^k,), float64
+        pi, the stationary law of k-token windows.
+    entropy_rate : float
+        h in nats per token.
+    """
+
+    def __init__(self, *, vocab: int = 16, order: int = 2, temperature: float = 1.0,
+                 seed: int = 0):
+        self.vocab = check_int("vocab", vocab, minimum=2)
+        self.order = check_int("order", order, minimum=1)
+        self.temperature = check_real("temperature", temperature, minimum=0.0, min_open=True)
+        self.seed = check_int("seed", seed, minimum=0)
+        if self.vocab ** self.order > MAX_CONTEXTS:
+            raise ValueError(f"vocab ** order = {self.vocab}**{self.order} contexts exceeds "
+                             f"{MAX_CONTEXTS}; use a smaller vocab or order")
+        self.n_contexts = self.vocab ** self.order
+        logits = np.random.default_rng(self.seed).standard_normal((self.n_contexts, self.vocab))
+        logits /= self.temperature
+        logits -= logits.max(axis=1, keepdims=True)
+        probs = np.exp(logits)
+        self.probs = probs / probs.sum(axis=1, keepdims=True)
+        self.cdf = np.cumsum(self.probs, axis=1)
+        self.cdf[:, -1] = 1.0  # sampling compares u < 1 against it: never past the last token
+        self.stationary = self._stationary()
+        row_entropy = -np.sum(self.probs * np.log(self.probs), axis=1)
+        self.entropy_rate = float(self.stationary @ row_entropy)
+
+    def __repr__(self):
+        return (f"MarkovLanguage(vocab={self.vocab}, order={self.order}, "
+                f"temperature={self.temperature}, seed={self.seed})")
+
+    def config(self) -> dict:
+        return {"vocab": self.vocab, "order": self.order, "temperature": self.temperature,
+                "seed": self.seed}
+
+    # ------------------------------------------------------------ exact quantities
+    def _successors(self) -> np.ndarray:
+        """(V^k, V) index of the context after context s emits token j."""
+        s = np.arange(self.n_contexts)[:, None]
+        return (s * self.vocab + np.arange(self.vocab)) % self.n_contexts
+
+    def _stationary(self, tol: float = 1e-13, max_iter: int = 1_000_000) -> np.ndarray:
+        """pi with pi = pi P on the V^k contexts, by power iteration (the chain is primitive)."""
+        succ = self._successors().ravel()
+        pi = np.full(self.n_contexts, 1.0 / self.n_contexts)
+        for _ in range(max_iter):
+            new = np.bincount(succ, weights=(pi[:, None] * self.probs).ravel(),
+                              minlength=self.n_contexts)
+            new /= new.sum()
+            if np.abs(new - pi).sum() < tol:
+                return new
+            pi = new
+        raise RuntimeError(f"stationary distribution did not converge in {max_iter} "
+                           f"iterations (temperature {self.temperature} too low?)")
+
+    def window_entropies(self) -> np.ndarray:
+        """H_j = H(X_1..X_j) of a stationary window, j = 0..k+1 (nats; H_0 = 0)."""
+        out = np.zeros(self.order + 2)
+        joint = self.stationary  # law of k-windows, index s = sum c_i V^(k-i)
+        for j in range(self.order, 0, -1):
+            out[j] = _entropy(joint)
+            joint = joint.reshape(-1, self.vocab).sum(axis=1)  # drop the newest token
+        out[self.order + 1] = out[self.order] + self.entropy_rate
+        return out
+
+    def position_floors(self, length: int) -> np.ndarray:
+        """(length,) best expected loss predicting token t+1 from tokens 0..t, t < length."""
+        length = check_int("length", length, minimum=1)
+        h = self.window_entropies()
+        t = np.arange(length)
+        floors = np.full(length, self.entropy_rate)
+        short = t < self.order
+        floors[short] = h[t[short] + 2] - h[t[short] + 1]
+        return floors
+
+    def loss_floor(self, length: int) -> float:
+        """Best expected mean loss (nats) over the ``length`` predicted positions of a sequence."""
+        return float(self.position_floors(length).mean())
+
+    # ------------------------------------------------------------ sampling
+    def sample(self, count: int, length: int, rng=None) -> np.ndarray:
+        """``count`` sequences of ``length`` tokens, shape (count, length), int64.
+
+        The first k tokens are a stationary draw, the rest follow the chain (needs
+        length >= k + 1). All randomness from ``rng`` (seed or Generator).
+        """
+        count = check_int("count", count, minimum=1)
+        length = check_int("length", length, minimum=self.order + 1)
+        rng = np.random.default_rng(rng)
+        out = np.empty((count, length), dtype=np.int64)
+        cdf_pi = np.cumsum(self.stationary)
+        cdf_pi[-1] = 1.0
+        s = np.minimum(np.searchsorted(cdf_pi, rng.random(count), side="right"),
+                       self.n_contexts - 1)
+        for i in range(self.order):  # unpack the context index into its k tokens
+            out[:, i] = s // self.vocab ** (self.order - 1 - i) % self.vocab
+        u = rng.random((count, length - self.order))
+        for t in range(self.order, length):
+            token = (self.cdf[s] <= u[:, t - self.order, None]).sum(axis=1)
+            out[:, t] = token
+            s = (s * self.vocab + token) % self.n_contexts
+        return out
+
+    def predictive(self, tokens: np.ndarray) -> np.ndarray:
+        """(count, length-1, V): P(x_{t+1} = . | x_0..x_t) of sequences under this chain.
+
+        The Bayes-optimal predictor: while fewer than k tokens are seen, the stationary
+        window law conditioned on them; after that the transition table.
+        """
+        tokens = self._check_tokens(tokens)
+        count, length = tokens.shape
+        out = np.empty((count, length - 1, self.vocab))
+        laws = self._window_laws()
+        for t in range(length - 1):
+            seen = min(t + 1, self.order)
+            s = np.zeros(count, dtype=np.int64)
+            for i in range(t + 1 - seen, t + 1):
+                s = s * self.vocab + tokens[:, i]
+            if seen == self.order:
+                out[:, t] = self.probs[s]
+            else:
+                rows = laws[seen + 1].reshape(-1, self.vocab)[s]
+                out[:, t] = rows / rows.sum(axis=1, keepdims=True)
+        return out
+
+    def _window_laws(self) -> list:
+        """laws[j] (V^j,): the stationary law of j consecutive tokens, j = 1..k (laws[0] None)."""
+        laws = [None] * (self.order + 1)
+        joint = self.stationary
+        for j in range(self.order, 0, -1):
+            laws[j] = joint
+            joint = joint.reshape(-1, self.vocab).sum(axis=1)  # drop the newest token
+        return laws
+
+    def _check_tokens(self, tokens):
+        tokens = np.asarray(tokens)
+        if tokens.ndim != 2 or tokens.shape[1] < 2 or not np.issubdtype(tokens.dtype, np.integer):
+            raise ValueError(f"tokens must be integers of shape (count, length >= 2), got "
+                             f"{tokens.dtype} {tokens.shape}")
+        if tokens.min() < 0 or tokens.max() >= self.vocab:
+            raise ValueError(f"tokens must lie in [0, {self.vocab}), got range "
+                             f"[{tokens.min()}, {tokens.max()}]")
+        return tokens
+
+    def nll(self, tokens: np.ndarray) -> np.ndarray:
+        """(count, length-1) exact -log P(x_{t+1} | x_0..x_t) of sequences under this chain.
+
+        The Bayes-optimal predictor's loss, position by position: for t + 1 < k it uses the
+        stationary window law, after that the transition table.
+        """
+        tokens = self._check_tokens(tokens)
+        count, length = tokens.shape
+        out = np.empty((count, length - 1))
+        laws = self._window_laws()  # each indexed by its tokens' base-V number
+        prefix = np.zeros(count, dtype=np.int64)
+        for t in range(length - 1):
+            if t + 1 < self.order:  # p(x_{t+1} | x_0..x_t) = law_{t+2} / law_{t+1}
+                both = prefix * self.vocab + tokens[:, t]
+                both = both * self.vocab + tokens[:, t + 1]
+                out[:, t] = np.log(laws[t + 1][both // self.vocab]) - np.log(laws[t + 2][both])
+                prefix = prefix * self.vocab + tokens[:, t]
+            else:
+                if t + 1 == self.order:
+                    prefix = prefix * self.vocab + tokens[:, t]
+                else:
+                    prefix = (prefix * self.vocab + tokens[:, t]) % self.n_contexts
+                out[:, t] = -np.log(self.probs[prefix, tokens[:, t + 1]])
+        return out
+
+
+def _entropy(p: np.ndarray) -> float:
+    p = p[p > 0]
+    return float(-np.sum(p * np.log(p)))
