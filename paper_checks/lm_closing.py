@@ -85,7 +85,8 @@ def summarise(runs):
         acc = np.array([r["metrics"]["accuracy"] for r in group])
         out.append({"recipe": recipe, "optimizer": optimizer,
                     "nm": None if nm is None else f"{nm[0]}:{nm[1]}", "runs": len(group),
-                    "diverged": diverged, "gap_mean": float(gaps.mean()), "gap_sd": float(gaps.std(ddof=1)),
+                    "diverged": diverged, "gap_mean": float(gaps.mean()),
+                    "gap_sd": float(gaps.std(ddof=1)),
                     "rel_gap_mean": float(rel.mean()), "accuracy_mean": float(acc.mean()),
                     "switch_steps": [r["switch_step"] for r in group]})
     return out

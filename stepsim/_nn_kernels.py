@@ -16,7 +16,6 @@ import numpy as np
 
 from stepsim._jit import njit
 
-
 # --------------------------------------------------------------------------- exp (float32)
 # numba has no vectorised exp here (no SVML): math.exp is a scalar libm call per entry,
 # measured 30x slower than this loop, which LLVM vectorises. exp(x) = 2^k * exp(r) with

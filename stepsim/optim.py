@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._bits import MAGNITUDE_BITS, unsigned_view
 from stepsim._jit import num_threads
 from stepsim._validate import (
     check_beta,
@@ -237,8 +236,9 @@ def _labelled(names, params, i):
 
 def _address_table(names, params, kernels):
     """Validate parameters, each a tuple of arrays named ``names`` (g second); return
-    (table, sizes, keep): the (K, len(names)) int64 data addresses and (K,) sizes the kernel walks, and the arrays it
-    reads that the caller must hold alive during the call (copies of non-contiguous g)."""
+    (table, sizes, keep): the (K, len(names)) int64 data addresses and (K,) sizes the
+    kernel walks, and the arrays it reads that the caller must hold alive during the call
+    (copies of non-contiguous g)."""
     first = params[0][0]
     dtype = first.dtype if isinstance(first, np.ndarray) else None
     rows, keep = [], []

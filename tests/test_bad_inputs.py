@@ -6,9 +6,6 @@ file — argparse's usage block may precede it — and no traceback; outputs are
 before any work starts (nothing printed on stdout, no file written). For the API each
 must raise the right exception type with a one-line message naming the argument. Never a
 traceback, a segfault or a silent rc 0 / a silently wrong number.
-
-Rows another branch fixes are marked ``xfail(strict=True)`` with the branch in the
-reason, so they flip to passing (and must be unmarked) when it is merged.
 """
 
 from __future__ import annotations
@@ -29,12 +26,6 @@ from stepsim.cli import main
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _xfail(branch: str, what: str):
-    return pytest.mark.xfail(strict=True, reason=f"fixed on branch {branch}: {what}")
-
-
-THEOREM1_API = _xfail("none yet (lead)", "check_theorem1 should call check_memory itself")
-MEMORY_CLI = _xfail("none yet (lead)", "cli/memory.py should use cli._args.output_path")
 
 
 # --------------------------------------------------------------------------- input files
@@ -281,7 +272,7 @@ CLI_CASES = [
          id="memory-value-bytes-text"),
     case("memory --model gpt2 --metadata csr", r"argument --metadata: invalid choice",
          id="memory-metadata"),
-    case("memory --model gpt2 --json=", r"--json: empty path", MEMORY_CLI, id="memory-json-empty"),
+    case("memory --model gpt2 --json=", r"--json: empty path", id="memory-json-empty"),
     # ---- bench (each row fails before any timing starts)
     case("bench --only nonsense", r"unknown bench section\(s\) \['nonsense'\]", id="bench-only"),
     case("bench --only=", r"unknown bench section\(s\) \[''\]", id="bench-only-empty"),
@@ -575,7 +566,7 @@ API_CASES = [
         id="check_theorem1-engine"),
     api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
         trials=10**8, dim=10**8, horizon=10)), ValueError, r"would need .* available",
-        THEOREM1_API, id="check_theorem1-memory"),
+        id="check_theorem1-memory"),
     # ---- recipes, criteria, problems, fit
     api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe("nope")), ValueError,
         r"unknown recipe 'nope'", id="make_recipe-name"),

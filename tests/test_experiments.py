@@ -11,14 +11,16 @@ from stepsim.cli import main
 from stepsim.experiments import (
     Table,
     compare,
+    executors,
     load_table,
     parse_spec,
     plan_sweep,
     plot_vs_sparsity,
     run_sweep,
+    store,
     summarize,
 )
-from stepsim.experiments import executors, spec as spec_mod, store
+from stepsim.experiments import spec as spec_mod
 
 TINY = {"steps": 30, "seeds": 2, "nm": ["2:4", "1:8"], "criterion": "autoswitch",
         "problem": {"name": "regression", "options": {"d_in": 16, "d_hidden": 8}},

@@ -478,10 +478,10 @@ def test_domino_meets_its_target_and_changes_n_only_by_its_rule(m, target):
     reached = sparsity(specs, shapes, search.final_nm(final))
     assert reached >= target - search.tolerance
     prev = {k: (m, m) for k in base}
-    for k, st in hist:
-        for name, lay in st.layers.items():
+    for k, snap in hist:
+        for name, lay in snap.layers.items():
             n_prev, inter_prev = prev[name]
-            if st.done:
+            if snap.done:
                 assert lay.n_inter == lay.n
             else:
                 if lay.n_inter != inter_prev:  # only at check steps, by one

@@ -71,7 +71,8 @@ class Bench:
 
         extra: more fields of the row (e.g. ``ratio="12.3x numpy"``, printed after the
         figures). partner: the :class:`Timing` the row's ratio divides by, if any: the row
-        is unreliable if either timing is. show: print the row (:func:`format_row`, then ``suffix``) right away.
+        is unreliable if either timing is. show: print the row (:func:`format_row`, then
+        ``suffix``) right away.
         Returns the row (a dict, as saved in the JSON).
         """
         if self.first_figure_s is None:

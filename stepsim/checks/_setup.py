@@ -111,8 +111,7 @@ def within(values, low: float, high: float, ci_level: float = 0.95) -> tuple[str
     REPRODUCED if the t-CI of the mean lies inside [low, high]; NOT REPRODUCED if it lies
     entirely outside; INCONCLUSIVE otherwise (fewer than 2 values included).
     """
-    from stepsim.checks.verdict import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED,
-                                        effect_of)
+    from stepsim.checks.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, effect_of
 
     e = effect_of(values, name="mean", units="", margin=1.0, ci_level=ci_level)
     if e.n < 2:

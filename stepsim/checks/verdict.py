@@ -202,5 +202,17 @@ class ClaimResult:
         return to_jsonable(self)
 
 
-__all__ = ["INCONCLUSIVE", "NOT_REPRODUCED", "REPRODUCED", "VERDICTS", "ClaimResult", "Effect",
-           "combine", "decide", "effect_of", "rule_of", "paired_effect", "separated"]
+__all__ = [
+    "INCONCLUSIVE",
+    "NOT_REPRODUCED",
+    "REPRODUCED",
+    "VERDICTS",
+    "ClaimResult",
+    "Effect",
+    "combine",
+    "decide",
+    "effect_of",
+    "paired_effect",
+    "rule_of",
+    "separated",
+]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import nm
+from stepsim.cli._args import nm, output_path
 
 HELP = "bytes of BERT-Base / GPT-2 weights dense vs N:M-compressed, beside the paper's Table 5"
 
@@ -26,6 +26,7 @@ def run(args) -> int:
     from stepsim.checks.c12_memory import cell_verdict
     from stepsim.sparse24.memory import memory_table, table5_cells
 
+    json_path = output_path(args.json, option="--json")  # checked before any work
     nms = args.nm or [(2, 4), (1, 4), (1, 16)]
     table = memory_table(args.model, nms, value_bytes=args.value_bytes, counted=args.counted,
                          metadata=args.metadata)
@@ -46,13 +47,13 @@ def run(args) -> int:
         print(f"  {cell.setting:<6} paper {cell.paper_mb:8.2f} MB  "
               f"stepsim {cell.stepsim_mb:8.3f} MB"
               f"  {verdict:<15} (chosen accounting: {mine:.2f} MB)")
-    if args.json:
+    if json_path is not None:
         from stepsim._provenance import save_json
 
-        save_json(args.json, {"table": table, "paper_accounting": paper_view,
+        save_json(json_path, {"table": table, "paper_accounting": paper_view,
                               "comparison": comparison},
                   params={"model": args.model, "nm": [f"{n}:{m}" for n, m in nms],
                           "counted": args.counted, "metadata": args.metadata,
                           "value_bytes": args.value_bytes})
-        print(f"saved {args.json}")
+        print(f"saved {json_path}")
     return 0

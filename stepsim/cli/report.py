@@ -28,9 +28,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from stepsim._atomic import write_text
-    from stepsim.experiments import load_table, plot_vs_sparsity, report_markdown
-
     from stepsim.cli._args import output_path
+    from stepsim.experiments import load_table, plot_vs_sparsity, report_markdown
 
     out = Path(args.dir)
     table = load_table(out)

@@ -58,18 +58,15 @@ _PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 def _check_memory(args) -> None:
     """Refuse sizes whose statistics cannot fit in memory, before simulating anything."""
-    from stepsim._validate import check_int, check_memory
+    from stepsim._validate import check_int
+    from stepsim.theorem1.check import check_statistics_memory
     from stepsim.theorem1.engine import lag_grid
 
     # built-in processes draw random numbers for steps < 2^30 (and lag_grid's integer
     # arithmetic needs a horizon far below 2^63): refuse a larger one by its option name
     check_int("--horizon", args.horizon, maximum=2**30 - 1)
     n_lags = len(lag_grid(args.horizon, args.per_decade))
-    # float64 statistics (trials, dim, lags), a sorted copy for the quantiles, and the
-    # per-coordinate largest g^2 (trials, dim)
-    nbytes = 8 * args.trials * args.dim * (2 * n_lags + 1)
-    check_memory(f"--trials {args.trials} x --dim {args.dim} x {n_lags} lags (float64 "
-                 f"statistics and their sorted copy)", nbytes)
+    check_statistics_memory(args.trials, args.dim, n_lags, names=("--trials", "--dim"))
 
 
 def run(args) -> int:

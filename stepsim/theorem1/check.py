@@ -399,6 +399,9 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     else:
         k0 = check_int("k0", k0, minimum=1)
     lags = lag_grid(horizon, per_decade) if lags is None else check_lags(lags)
+    check_int("trials", trials, minimum=1)
+    check_int("dim", dim, minimum=1)
+    check_statistics_memory(trials, dim, len(lags))
     bar = None
     if progress:
         from stepsim._progress import Progress
@@ -411,6 +414,18 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
                    lags=lags, seed=seed, ci_level=ci_level, engine=engine,
                    max_g2=sim.max_g2, coordinate_steps=sim.coordinate_steps,
                    seconds=sim.seconds)
+
+
+def check_statistics_memory(trials: int, dim: int, n_lags: int, *,
+                            names: tuple[str, str] = ("trials", "dim")) -> None:
+    """Refuse, before simulating, statistics that cannot fit in memory: float64 (trials,
+    dim, lags), their sorted copy for the quantiles, and the per-coordinate largest g^2.
+    names: how the two sizes are called in the message (the CLI passes its option names)."""
+    from stepsim._validate import check_memory
+
+    nbytes = 8 * trials * dim * (2 * n_lags + 1)
+    check_memory(f"{names[0]} {trials} x {names[1]} {dim} x {n_lags} lags (float64 "
+                 f"statistics and their sorted copy)", nbytes)
 
 
 class _Null:
