@@ -7,24 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stepsim.nn import attention as A
+from tests.gradcheck import numeric_grad
 
-H = 1e-6
 seeds = st.integers(0, 2**32 - 1)
 
-
-def numeric_grad(f, x):
-    """Central differences of scalar f at x (x perturbed in place, restored)."""
-    grad = np.zeros_like(x)
-    flat, g = x.reshape(-1), grad.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + H
-        plus = f()
-        flat[i] = old - H
-        minus = f()
-        flat[i] = old
-        g[i] = (plus - minus) / (2 * H)
-    return grad
 
 
 # --------------------------------------------------------------------------- softmax kernels

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import MLP
-from tests.test_nn_layers import numeric_grad
+from tests.gradcheck import numeric_grad
 
 
 @settings(max_examples=12)

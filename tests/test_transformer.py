@@ -11,23 +11,11 @@ from stepsim.nn import _fused
 from stepsim.nn import layers as L
 from stepsim.nn import transformer as tr
 from stepsim.nn.embedding import embedding_backward, embedding_forward
+from tests.gradcheck import numeric_grad
 
 seeds = st.integers(0, 2**32 - 1)
 TINY = dict(vocab=5, context=4, width=4, blocks=2, heads=2, mlp_ratio=2)
 
-
-def numeric_grad(f, x, h=1e-6):
-    grad = np.zeros_like(x)
-    flat, g = x.reshape(-1), grad.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + h
-        plus = f()
-        flat[i] = old - h
-        minus = f()
-        flat[i] = old
-        g[i] = (plus - minus) / (2 * h)
-    return grad
 
 
 def perturbed_params(cfg, seed, dtype=np.float64):
