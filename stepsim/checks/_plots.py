@@ -50,6 +50,13 @@ def footer(fig, text: str) -> None:
     fig.text(0.01, 0.01, text, fontsize=6.5, color="0.3", ha="left", va="bottom", wrap=True)
 
 
+def finish(fig, path, note: str) -> Path:
+    """Lay ``fig`` out above a footer ``note`` (problem, seeds, effect) and save it."""
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    footer(fig, note)
+    return save(fig, path)
+
+
 def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) -> Path:
     """One column per group (label -> values over seeds): the mean with its 95% t-CI as an
     error bar, the seeds as dots. The y axis fits the data (not from 0: differences
@@ -69,6 +76,4 @@ def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) 
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, loc="best")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    footer(fig, note)
-    return save(fig, path)
+    return finish(fig, path, note)

@@ -73,7 +73,5 @@ def figure(result, path):
     ax.set_title(f"C2 (Fig. 2): Adam's second moment, dense vs SR-STE — {result.verdict}",
                  fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    _plots.footer(fig, f"{result.problem}; one line per seed {list(result.seeds)}; "
-                  f"effect {result.effect}")
-    return _plots.save(fig, path)
+    return _plots.finish(fig, path, f"{result.problem}; one line per seed {list(result.seeds)}; "
+                          f"effect {result.effect}")

@@ -66,6 +66,5 @@ def figure(result, path):
     ax.set_title(f"C3 (Fig. 3): variance change vs eps, dense Adam — {result.verdict}",
                  fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    _plots.footer(fig, f"{result.problem}; seeds {list(result.seeds)}; effect {result.effect}")
-    return _plots.save(fig, path)
+    return _plots.finish(fig, path, f"{result.problem}; seeds {list(result.seeds)}; "
+                                    f"effect {result.effect}")

@@ -88,6 +88,4 @@ def figure(result, path):
     ax.set_ylabel(f"error ({n['units']})")
     ax.set_title(f"C7 (Fig. 7): error vs switch fraction — {result.verdict}", fontsize=9)
     ax.legend(fontsize=6.5)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    _plots.footer(fig, f"{result.problem}; seeds {list(result.seeds)}")
-    return _plots.save(fig, path)
+    return _plots.finish(fig, path, f"{result.problem}; seeds {list(result.seeds)}")
