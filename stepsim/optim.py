@@ -326,7 +326,7 @@ def _adam_apply(params, hyper) -> list:
     if not params:
         return []
     k = _load_kernels()
-    table, sizes, alive = _address_table(_ADAM_NAMES, params, k)  # alive: held until return
+    table, sizes, _alive = _address_table(_ADAM_NAMES, params, k)  # alive: held until return
     dtype = params[0][0].dtype
     per_param = np.empty((len(params), k.N_STATS))
     threads = num_threads()
@@ -380,7 +380,7 @@ def _sgdm_apply(params, lr, momentum, weight_decay, nesterov):
     if not params:
         return
     k = _load_kernels()
-    table, sizes, alive = _address_table(_SGDM_NAMES, params, k)  # alive: held until return
+    table, sizes, _alive = _address_table(_SGDM_NAMES, params, k)  # alive: held until return
     dt = params[0][0].dtype.type
     kernel = k.sgdm if num_threads() > 1 else k.sgdm_serial  # one thread: inline
     overlap, bad_g = kernel(table, sizes, params[0][0].dtype.itemsize, dt(lr), dt(momentum),

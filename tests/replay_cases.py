@@ -119,7 +119,7 @@ def run_case(case):
     from stepsim.recipes import make_recipe
     from stepsim.training import fit
 
-    label, name, options, criterion, fit_opts, new = case
+    _label, name, options, criterion, fit_opts, new = case
     recipe = make_recipe(name, **{**options, **new})
     crit = None
     if criterion is not None:
@@ -174,7 +174,7 @@ def record(path=FIXTURE) -> dict:
 
     runs = {}
     for case in CASES:
-        label, name, options, criterion, fit_opts, new = case
+        label, name, options, criterion, fit_opts, _new = case
         old = (label, name, options, criterion, fit_opts, {})  # today's API: no new options
         runs[label] = digest(run_case(old))
     payload = {"steps": STEPS, "runs": runs, "criteria_on_v": old_criteria_on_v()}

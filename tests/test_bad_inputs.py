@@ -412,7 +412,7 @@ def _adam(**kw):
     from stepsim import adam_step
 
     w, g, m, v = kw.pop("arrays", None) or _adam_arrays()
-    return adam_step(w, kw.pop("g", g), m, kw.pop("v", v), **dict(dict(step=1, lr=0.1), **kw))
+    return adam_step(w, kw.pop("g", g), m, kw.pop("v", v), **dict({"step": 1, "lr": 0.1}, **kw))
 
 
 def _read_only_g_is_accepted_or_refused_for_its_real_reason():

@@ -11,8 +11,8 @@ from stepsim.problems.registry import make_problem, problem_options
 from stepsim.recipes import make_recipe
 from stepsim.training import fit
 
-SMALL = dict(vocab=8, order=2, temperature=1.0, context=16, width=32, blocks=1, heads=2,
-             batch_size=32, n_test=256)
+SMALL = {"vocab": 8, "order": 2, "temperature": 1.0, "context": 16, "width": 32, "blocks": 1,
+         "heads": 2, "batch_size": 32, "n_test": 256}
 
 
 def test_registry_builds_the_problem_with_keyword_options():
@@ -42,10 +42,10 @@ def test_specs_sparsify_every_linear_weight_along_its_input_axis():
 
 
 @pytest.mark.parametrize("kwargs, word", [
-    (dict(sparse=("wq", "wz")), "wz"), (dict(tied=True, sparse=("head",)), "head"),
-    (dict(width=30, heads=2), "not divisible by M"), (dict(context=1, order=2), "context"),
-    (dict(dtype=np.int32), "dtype"), (dict(batch_size=0), "batch_size"),
-    (dict(tied="yes"), "tied"),
+    ({"sparse": ("wq", "wz")}, "wz"), ({"tied": True, "sparse": ("head",)}, "head"),
+    ({"width": 30, "heads": 2}, "not divisible by M"), ({"context": 1, "order": 2}, "context"),
+    ({"dtype": np.int32}, "dtype"), ({"batch_size": 0}, "batch_size"),
+    ({"tied": "yes"}, "tied"),
 ])
 def test_bad_options_name_themselves(kwargs, word):
     with pytest.raises((ValueError, TypeError), match=word):

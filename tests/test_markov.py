@@ -84,9 +84,9 @@ def test_same_seed_same_language_and_samples():
 
 
 @pytest.mark.parametrize("kwargs, word", [
-    (dict(vocab=1), "vocab"), (dict(order=0), "order"), (dict(temperature=0.0), "temperature"),
-    (dict(temperature=-1.0), "temperature"), (dict(vocab=256, order=3), "contexts"),
-    (dict(seed=-1), "seed"),
+    ({"vocab": 1}, "vocab"), ({"order": 0}, "order"), ({"temperature": 0.0}, "temperature"),
+    ({"temperature": -1.0}, "temperature"), ({"vocab": 256, "order": 3}, "contexts"),
+    ({"seed": -1}, "seed"),
 ])
 def test_bad_arguments_name_themselves(kwargs, word):
     with pytest.raises(ValueError, match=word):

@@ -115,7 +115,7 @@ def test_dropout_backward_matches_finite_differences(seed, lead, d, p):
 
 def test_dropout_statistics_and_identity():
     x = np.ones((200, 500), dtype=np.float32)
-    out, cache = L.dropout_forward(x, 0.25, np.random.default_rng(3))
+    out, _cache = L.dropout_forward(x, 0.25, np.random.default_rng(3))
     assert out.dtype == np.float32
     kept = out != 0
     assert abs(kept.mean() - 0.75) < 0.005  # 100k Bernoulli(0.75) draws: sd 0.0014
@@ -241,6 +241,6 @@ def test_layers_match_torch():
     tt = torch.tensor(x, requires_grad=True)
     torch.tanh(torch.relu(tt)).backward(torch.tensor(x))
     r, cr = L.relu_forward(x)
-    t_, ct = L.tanh_forward(r)
+    _, ct = L.tanh_forward(r)
     np.testing.assert_allclose(L.relu_backward(L.tanh_backward(x, ct), cr), tt.grad.numpy(),
                                rtol=1e-12, atol=1e-15)

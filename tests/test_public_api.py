@@ -22,4 +22,4 @@ def test_unknown_attribute_is_an_attribute_error():
     import pytest
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        stepsim.nope  # noqa: B018
+        stepsim.nope

@@ -15,7 +15,7 @@ def test_python_examples_run_in_order():
     blocks = _blocks("python")
     assert len(blocks) >= 3
     for block in blocks:
-        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102
+        exec(compile(block, str(README), "exec"), namespace)
     assert namespace["result"].switch_step is not None
 
 

@@ -14,7 +14,7 @@ from stepsim.nn.embedding import embedding_backward, embedding_forward
 from tests.gradcheck import numeric_grad
 
 seeds = st.integers(0, 2**32 - 1)
-TINY = dict(vocab=5, context=4, width=4, blocks=2, heads=2, mlp_ratio=2)
+TINY = {"vocab": 5, "context": 4, "width": 4, "blocks": 2, "heads": 2, "mlp_ratio": 2}
 
 
 
@@ -38,7 +38,7 @@ def test_model_gradient_matches_finite_differences(tied, bias, kernels):
     cfg = tr.TransformerConfig(**TINY, tied=tied, bias=bias)
     params = perturbed_params(cfg, 0)
     ids, targets = batch(cfg, 0)
-    loss, grads = tr.loss_and_grad(params, ids, targets, cfg, kernels=kernels)
+    _loss, grads = tr.loss_and_grad(params, ids, targets, cfg, kernels=kernels)
     assert list(grads) == list(tr.param_shapes(cfg))
     f = lambda: tr.loss_and_grad(params, ids, targets, cfg, kernels=kernels)[0]
     for name, value in params.items():
@@ -86,8 +86,8 @@ def test_linear_names_cover_every_linear_weight():
     assert tr.linear_names(tr.TransformerConfig(**TINY, tied=True))["head"] == []
 
 
-@pytest.mark.parametrize("kwargs, word", [(dict(width=6, heads=4), "heads"),
-                                          (dict(blocks=0), "blocks"), (dict(eps=0.0), "eps")])
+@pytest.mark.parametrize("kwargs, word", [({"width": 6, "heads": 4}, "heads"),
+                                          ({"blocks": 0}, "blocks"), ({"eps": 0.0}, "eps")])
 def test_bad_config_names_the_argument(kwargs, word):
     with pytest.raises(ValueError, match=word):
         tr.TransformerConfig(**kwargs)

@@ -60,7 +60,7 @@ def embedding_backward(dout, cache: EmbeddingCache):
     occurrence); rows of unused tokens and unused positions are 0.
     """
     ids, vocab, max_len = cache
-    b, t, d = dout.shape
+    _b, t, d = dout.shape
     dtable = np.zeros((vocab, d), dtype=dout.dtype)
     from stepsim import _nn_kernels as K
 

@@ -293,8 +293,8 @@ def two_steps(lane, g0, g1, beta2, one_m_b2, v, gmax):
     m = gmax[lane]
     # the compare-select is one vmaxpd (g is never NaN); its stored value is not a select
     # of the loaded one, which LLVM would emit as a masked store (microcoded on AMD)
-    m = m if m > g0 else g0  # noqa: FURB136
-    gmax[lane] = m if m > g1 else g1  # noqa: FURB136
+    m = m if m > g0 else g0
+    gmax[lane] = m if m > g1 else g1
     x = beta2 * v[lane] + one_m_b2 * g0
     v[lane] = beta2 * x + one_m_b2 * g1
 
