@@ -6,6 +6,12 @@ neither numba nor the kernels; ``stepsim.nm_mask`` imports its module on first u
 
 from __future__ import annotations
 
+# First, before anything can load NumPy: pin OpenBLAS's kernel family so that matrix
+# products give the same bits on every AVX2/AVX-512 CPU (stepsim._portability).
+from stepsim._portability import pin_blas_kernels as _pin_blas_kernels
+
+_pin_blas_kernels()
+
 from stepsim._lazy import lazy_exports
 
 __version__ = "0.1.0"

@@ -6,8 +6,11 @@ decided once:
 
 * ``cache=True``: compiled machine code is kept next to the source, so a warm process
   loads a kernel in milliseconds instead of compiling it again.
-* ``fastmath=False``: kernels must agree bit for bit with their NumPy references;
-  fast-math would let LLVM reassociate and fuse element-wise arithmetic.
+* ``fastmath=False``, everywhere, sums included: kernels must agree bit for bit with their
+  NumPy references and give the same bits on every CPU. Fast-math would let LLVM fuse
+  multiply-adds and reassociate sums, and a reassociated sum follows the machine's vector
+  width (AVX2 and AVX-512 gave other last bits). Sums that must vectorise keep several
+  running lanes in a fixed order instead (``_optim_kernels._block_stats``).
 * ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy (the references'
   semantics). numba's default "python" model checks every division so it can raise
   ZeroDivisionError, and that check stops LLVM from vectorising any loop that divides
@@ -36,20 +39,11 @@ import tempfile
 JIT_FLAGS = {"cache": True, "fastmath": False, "nogil": True, "error_model": "numpy"}
 
 
-# Reductions may be reassociated: without it LLVM must add floats in source order and
-# cannot vectorise a sum. Only pure reduction helpers use this; element-wise updates keep
-# strict IEEE order so they match their references bit for bit.
-REDUCTION_FASTMATH = {"reassoc"}
-
-
-def njit(func=None, *, parallel: bool = False, reduction: bool = False):
-    """``numba.njit`` with stepsim's flags; ``@njit``, ``@njit(parallel=True)``, or
-    ``@njit(reduction=True)`` for a helper whose only job is to sum (see above)."""
+def njit(func=None, *, parallel: bool = False):
+    """``numba.njit`` with stepsim's flags; ``@njit`` or ``@njit(parallel=True)``."""
     import numba
 
     flags = dict(JIT_FLAGS)
-    if reduction:
-        flags["fastmath"] = REDUCTION_FASTMATH
 
     def decorate(f):
         try:

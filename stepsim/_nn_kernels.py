@@ -107,39 +107,102 @@ def scatter_add_rows(index, rows, out):
 
 
 # --------------------------------------------------------------------------- LayerNorm
-# Row sums go through reduction helpers (stepsim._jit: reassociation allowed, so LLVM
-# vectorises them); the element-wise loops keep strict order.
-@njit(reduction=True)
+# Row sums in a fixed order, the same bits on every CPU: eight running lanes (lane l adds
+# entries l, l + 8, l + 16, ... in turn), then the lanes pairwise. No reassociation is
+# allowed (stepsim._jit), so LLVM cannot pick an order by vector width; the eight
+# independent lanes still let it use SIMD registers of any width.
+@njit
+def _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7):
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+
+
+@njit
 def _sum(a):
-    total = a[0] * 0
-    for j in range(a.shape[0]):
-        total += a[j]
-    return total
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = a.dtype.type(0)
+    n = a.shape[0]
+    full = n - n % 8
+    for i in range(0, full, 8):
+        s0 += a[i]
+        s1 += a[i + 1]
+        s2 += a[i + 2]
+        s3 += a[i + 3]
+        s4 += a[i + 4]
+        s5 += a[i + 5]
+        s6 += a[i + 6]
+        s7 += a[i + 7]
+    tail = a.dtype.type(0)
+    for i in range(full, n):
+        tail += a[i]
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7) + tail
 
 
-@njit(reduction=True)
+@njit
 def _sum_sq_dev(a, mean):
-    total = a[0] * 0
-    for j in range(a.shape[0]):
-        c = a[j] - mean
-        total += c * c
-    return total
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = a.dtype.type(0)
+    n = a.shape[0]
+    full = n - n % 8
+    for i in range(0, full, 8):
+        c0 = a[i] - mean
+        c1 = a[i + 1] - mean
+        c2 = a[i + 2] - mean
+        c3 = a[i + 3] - mean
+        c4 = a[i + 4] - mean
+        c5 = a[i + 5] - mean
+        c6 = a[i + 6] - mean
+        c7 = a[i + 7] - mean
+        s0 += c0 * c0
+        s1 += c1 * c1
+        s2 += c2 * c2
+        s3 += c3 * c3
+        s4 += c4 * c4
+        s5 += c5 * c5
+        s6 += c6 * c6
+        s7 += c7 * c7
+    tail = a.dtype.type(0)
+    for i in range(full, n):
+        c = a[i] - mean
+        tail += c * c
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7) + tail
 
 
-@njit(reduction=True)
+@njit
 def _dot(a, b):
-    total = a[0] * 0
-    for j in range(a.shape[0]):
-        total += a[j] * b[j]
-    return total
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = a.dtype.type(0)
+    n = a.shape[0]
+    full = n - n % 8
+    for i in range(0, full, 8):
+        s0 += a[i] * b[i]
+        s1 += a[i + 1] * b[i + 1]
+        s2 += a[i + 2] * b[i + 2]
+        s3 += a[i + 3] * b[i + 3]
+        s4 += a[i + 4] * b[i + 4]
+        s5 += a[i + 5] * b[i + 5]
+        s6 += a[i + 6] * b[i + 6]
+        s7 += a[i + 7] * b[i + 7]
+    tail = a.dtype.type(0)
+    for i in range(full, n):
+        tail += a[i] * b[i]
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7) + tail
 
 
-@njit(reduction=True)
+@njit
 def _dot3(a, b, c):
-    total = a[0] * 0
-    for j in range(a.shape[0]):
-        total += a[j] * b[j] * c[j]
-    return total
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = a.dtype.type(0)
+    n = a.shape[0]
+    full = n - n % 8
+    for i in range(0, full, 8):
+        s0 += a[i] * b[i] * c[i]
+        s1 += a[i + 1] * b[i + 1] * c[i + 1]
+        s2 += a[i + 2] * b[i + 2] * c[i + 2]
+        s3 += a[i + 3] * b[i + 3] * c[i + 3]
+        s4 += a[i + 4] * b[i + 4] * c[i + 4]
+        s5 += a[i + 5] * b[i + 5] * c[i + 5]
+        s6 += a[i + 6] * b[i + 6] * c[i + 6]
+        s7 += a[i + 7] * b[i + 7] * c[i + 7]
+    tail = a.dtype.type(0)
+    for i in range(full, n):
+        tail += a[i] * b[i] * c[i]
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7) + tail
 
 
 @njit

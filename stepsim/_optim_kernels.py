@@ -3,10 +3,10 @@
 Each kernel makes one pass over memory and updates in place. Adam also reduces the
 statistics the switch criteria need in that pass. To keep both halves vectorised it
 works in blocks of ``BLOCK`` elements: a strict element-wise loop updates a block (and
-keeps the block's old v in a small L1-resident scratch array), then a reduction helper,
-allowed to reassociate, sums the block's statistics in float64 while it is still in
-cache. Per-block sums go to ``partial`` and are added in block order, so the statistics
-do not depend on the number of threads. One call updates every parameter of a model
+keeps the block's old v in a small L1-resident scratch array), then a reduction helper
+sums the block's statistics in float64, in a fixed lane order (the same bits on every
+CPU), while it is still in cache. Per-block sums go to ``partial`` and are added in
+block order, so the statistics do not depend on the number of threads. One call updates every parameter of a model
 (:func:`adam`, multi-tensor); ``adam_serial`` is the same driver compiled for one thread.
 
 All scalar arguments arrive already in the arrays' dtype (a Python float would silently
@@ -69,40 +69,51 @@ def _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out, 
     return bad_g, bad_v
 
 
-@njit(reduction=True)
+LANES = 8  # running partial sums per statistic (see _block_stats)
+
+
+@njit
+def _lanes_total(acc):
+    """Sum of 8 lanes, pairwise in a fixed order."""
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+
+
+@njit
 def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
     """Float64 statistics of dv = scale_new*v - scale_prev*v_old over one block, into out.
 
-    The count of zeros is kept as a float64 sum (exact below 2**53) because integer and
-    float lanes mix poorly in one vectorised loop.
+    Sums run in a fixed order, so they give the same bits on every CPU: entry i goes to
+    lane i % 8, each lane adds in index order, then the lanes are added pairwise. (A sum
+    that LLVM may reassociate would follow the machine's vector width: AVX2 and AVX-512
+    gave other last bits.) The eight independent lanes still vectorise. The count of
+    zeros is kept as a float64 sum (exact below 2**53) so every lane is the same type.
     """
-    dv_l1 = 0.0
-    v_l1 = 0.0
-    v_l2sq = 0.0
-    zeros = 0.0
+    acc = np.zeros((4, LANES))  # dv_l1, v_l1, v_l2sq, zeros
     raw = scale_prev == 1.0 and scale_new == 1.0  # loop-invariant: the branch is hoisted
-    for i in range(v.shape[0]):
+    n = v.shape[0]
+    for i in range(n):
+        lane = i % LANES
         vn = np.float64(v[i])
         vo = np.float64(v_old[i])
         if not raw:
             vn *= scale_new
             vo *= scale_prev
         d = abs(vn - vo)
-        dv_l1 += d
-        v_l1 += vn
-        v_l2sq += vn * vn
-        zeros += 1.0 if d == 0.0 else 0.0
+        acc[0, lane] += d
+        acc[1, lane] += vn
+        acc[2, lane] += vn * vn
+        acc[3, lane] += 1.0 if d == 0.0 else 0.0
     dv_log = 0.0
-    if log_stats:
-        for i in range(v.shape[0]):
+    if log_stats:  # glibc's scalar log, in index order (no vector log here: stepsim._libm)
+        for i in range(n):
             d = abs(np.float64(v[i]) * scale_new - np.float64(v_old[i]) * scale_prev)
             if d != 0.0:
                 dv_log += np.log(d)
-    out[0] = dv_l1
+    out[0] = _lanes_total(acc[0])
     out[1] = dv_log
-    out[2] = zeros
-    out[3] = v_l1
-    out[4] = v_l2sq
+    out[2] = _lanes_total(acc[3])
+    out[3] = _lanes_total(acc[1])
+    out[4] = _lanes_total(acc[2])
 
 
 @intrinsic

@@ -2,7 +2,8 @@
 
 ``save_json(path, payload, params=..., seed=...)`` writes one JSON document with the
 payload under ``"result"`` and a ``"provenance"`` block: the parameters, the seed, the
-versions of Python, NumPy, SciPy, numba and stepsim, the machine, numba's thread count and
+versions of Python, NumPy, SciPy, numba and stepsim, the machine, numba's thread count,
+OpenBLAS's kernel family (and so whether the run is portable: stepsim._portability) and
 a UTC timestamp. Every command that writes results uses it, so any number stepsim prints
 can be traced back to how it was made.
 """
@@ -18,6 +19,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from stepsim import _portability
 
 
 def versions() -> dict:
@@ -41,6 +44,7 @@ def provenance(params: dict | None = None, seed=None) -> dict:
         "versions": versions(),
         "cpu_count": os.cpu_count(),
         "numba_threads": _numba_threads(),
+        "portability": _portability.summary(),
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "argv": sys.argv,
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepsim import _libm
+
 
 def nm_mask_groups(groups: np.ndarray, n: int) -> np.ndarray:
     """Boolean mask keeping the ``n`` largest ``|x|`` of each row of ``groups``.
@@ -77,7 +79,7 @@ def adam_stats(v_prev, v, *, scale_prev=1.0, scale_new=1.0):
     nz = dv != 0
     return {
         "dv_l1": float(dv.sum()),
-        "dv_log_sum": float(np.log(dv[nz]).sum()),
+        "dv_log_sum": float(_libm.log(dv[nz]).sum()),
         "dv_zeros": int((~nz).sum()),
         "v_l1": float(np.abs(vn).sum()),
         "v_l2sq": float((vn * vn).sum()),

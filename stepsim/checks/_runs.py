@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from stepsim import _libm
+
 
 @dataclasses.dataclass(frozen=True)
 class Job:
@@ -158,7 +160,7 @@ def fit_job(*, problem: str, problem_options: dict, recipe: str, recipe_options:
            "nm": {k: list(v) for k, v in result.nm.items()}}
     beta2 = getattr(rec.optimizer, "beta2", None)
     if "v_curve" in extras:
-        at = np.unique(np.geomspace(1, steps, 200).astype(int))
+        at = np.unique(_libm.geomspace(1, steps, 200).astype(int))
         out["v_curve"] = {"step": at.tolist(), "v_l1": trace.v_l1[at - 1].tolist(),
                           "v_l2": trace.v_l2[at - 1].tolist(), "z": trace.z[at - 1].tolist(),
                           "phase": trace.phase[at - 1].tolist()}
@@ -174,7 +176,7 @@ def fit_job(*, problem: str, problem_options: dict, recipe: str, recipe_options:
             out["z_window"] = {"window": window, "min_mean": math.nan, "at_step": None,
                                "first_z": float(z[0])}
     if "score_curve" in extras:  # the Table 1 score of every possible k0 (log-spaced)
-        at = np.unique(np.geomspace(1, max(steps - 1000, 1), 60).astype(int))
+        at = np.unique(_libm.geomspace(1, max(steps - 1000, 1), 60).astype(int))
         csum = np.concatenate([[0.0], np.cumsum(trace.dv_l1)])
         ends = np.minimum(at + 1000, steps)
         out["score_curve"] = {"k0": at.tolist(),

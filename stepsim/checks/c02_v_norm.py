@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from stepsim import _libm
 from stepsim.checks import _plots
 from stepsim.checks.verdict import ClaimResult, decide, paired_effect, rule_of
 
@@ -48,7 +49,7 @@ def decide_claim(budget, results) -> ClaimResult:
     runs = _runs(budget)
     ratio = {r: [_decay_ratio(results[j.key]["v_curve"]) for j in group]
              for r, group in runs.items()}
-    effect = paired_effect(np.log(ratio["sr-ste"]), np.log(ratio["dense"]),
+    effect = paired_effect(_libm.log(ratio["sr-ste"]), _libm.log(ratio["dense"]),
                            name="ln R(SR-STE) - ln R(dense)", units="e-folds",
                            margin=math.log(2.0))
     dense_decays = float(np.mean(ratio["dense"])) <= 0.5

@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--fast", action="store_true",
+                        help="let OpenBLAS pick this CPU's fastest kernels: faster matrix "
+                             "products on AVX-512 machines, but results are then specific to "
+                             "this CPU (default: portable, same bits on any AVX2/AVX-512 CPU)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         try:
@@ -62,6 +66,10 @@ def main(argv=None) -> int:
         # argparse has printed the usage and a one-line error naming the option (or the
         # help); return its exit status so main() reports bad options like bad input.
         return exc.code if isinstance(exc.code, int) else 2
+    if args.fast:  # before anything loads NumPy (and so OpenBLAS) in this process
+        from stepsim._portability import release_blas_pin
+
+        release_blas_pin()
     if args.version:
         from importlib.metadata import version
 

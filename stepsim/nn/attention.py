@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim import _libm
 from stepsim.nn.layers import LinearCache, linear_backward, linear_forward
 
 ATTENTION_WEIGHTS = ("wq", "wk", "wv", "wo")
@@ -37,7 +38,7 @@ def causal_softmax_reference(scores: np.ndarray, scale: float) -> np.ndarray:
     s = scores * scores.dtype.type(scale)
     s = np.where(np.tri(t, dtype=bool), s, -np.inf)
     s = s - s.max(axis=-1, keepdims=True)
-    e = np.exp(s)
+    e = _libm.exp(s)
     return (e / e.sum(axis=-1, keepdims=True)).astype(scores.dtype, copy=False)
 
 

@@ -30,6 +30,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
+from stepsim import _libm
+
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -144,7 +146,7 @@ def relu_backward(dout: np.ndarray, cache: ActivationCache) -> np.ndarray:
 def tanh_forward(x: np.ndarray):
     """``out = tanh(x)``. x (...) -> out (...) and an ActivationCache."""
     _check_float("x", x)
-    out = np.tanh(x)
+    out = _libm.tanh(x)
     return out, ActivationCache(out)
 
 
@@ -177,7 +179,7 @@ def gelu_backward(dout: np.ndarray, cache: ActivationCache) -> np.ndarray:
     _check_shape("dout", dout, x.shape, "the forward input's")
     t = x.dtype.type
     cdf = t(0.5) * (1 + special.erf(x * t(_INV_SQRT2)))
-    pdf = t(_INV_SQRT_2PI) * np.exp(t(-0.5) * x * x)
+    pdf = t(_INV_SQRT_2PI) * _libm.exp(t(-0.5) * x * x)
     return dout * (cdf + x * pdf)
 
 
@@ -315,11 +317,11 @@ def softmax_cross_entropy(logits: np.ndarray, labels: np.ndarray):
         raise ValueError(f"labels must lie in [0, {c}), got values in "
                          f"[{flat_labels.min()}, {flat_labels.max()}]")
     shifted = logits.reshape(rows, c) - logits.reshape(rows, c).max(axis=1, keepdims=True)
-    probs = np.exp(shifted)
+    probs = _libm.exp(shifted)  # not np.exp: its bits depend on the CPU (stepsim._libm)
     total = probs.sum(axis=1, keepdims=True)
     picked = shifted[np.arange(rows), flat_labels]
     # per-row loss log(sum exp) - shifted[label], accumulated in float64
-    loss = float(np.sum(np.log(total[:, 0]), dtype=np.float64)
+    loss = float(np.sum(_libm.log(total[:, 0]), dtype=np.float64)
                  - np.sum(picked, dtype=np.float64)) / rows
     probs /= total
     probs[np.arange(rows), flat_labels] -= 1

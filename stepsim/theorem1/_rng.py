@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepsim import _libm
+
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 MIX2 = np.uint64(0x94D049BB133111EB)
@@ -150,7 +152,7 @@ def ndtri(p: np.ndarray) -> np.ndarray:
     out[central] = qc * num / den
     tail = ~central
     qt = q[tail]
-    r = np.sqrt(-np.log(np.where(qt < 0.0, p[tail], 1.0 - p[tail])))
+    r = np.sqrt(-_libm.log(np.where(qt < 0.0, p[tail], 1.0 - p[tail])))
     near = r <= 5.0
     value = np.empty_like(r)
     a = r[near] - 1.6

@@ -40,6 +40,8 @@ import math
 
 import numpy as np
 
+from stepsim import _libm
+
 
 def autocovariance(process, max_lag: int) -> np.ndarray:
     """gamma(h) = Cov(g_j^2, g_{j+h}^2) for h = 0..max_lag of a stationary process.
@@ -88,7 +90,7 @@ def autocovariance(process, max_lag: int) -> np.ndarray:
         gamma[1:] = (1.0 - low) ** 2 / 16.0 * np.array([math.pow(1.0 - 2.0 * q, x)
                                                          for x in h[1:]])
     elif name == "sine":
-        gamma = np.cos(2.0 * math.pi * h / p["period"]) / 8.0
+        gamma = _libm.cos(2.0 * math.pi * h / p["period"]) / 8.0
     else:
         raise ValueError(f"no autocovariance known for process {name!r}: give it an "
                          "autocovariance(max_lag) method")

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim import _libm
 from stepsim._validate import check_choice, check_int, check_real
 from stepsim.theorem1._rng import MAX_STEP
 from stepsim.theorem1.processes import BuiltinProcess, check_process, make_process, process_name
@@ -46,7 +47,7 @@ def lag_grid(horizon: int, per_decade: int = 8) -> np.ndarray:
     horizon = check_int("horizon", horizon, minimum=1)
     per_decade = check_int("per_decade", per_decade, minimum=1)
     n = max(2, round(per_decade * math.log10(horizon)) + 1)
-    lags = np.round(np.logspace(0.0, math.log10(horizon), n)).astype(np.int64)
+    lags = np.round(_libm.logspace(0.0, math.log10(horizon), n)).astype(np.int64)
     powers = 10 ** np.arange(int(math.log10(horizon)) + 1, dtype=np.int64)
     return np.unique(np.concatenate([lags, powers[powers <= horizon], [1, horizon]]))
 

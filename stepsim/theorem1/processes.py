@@ -45,6 +45,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from stepsim import _libm
 from stepsim._validate import check_real
 from stepsim.theorem1 import _rng
 
@@ -254,7 +255,7 @@ class Sine(BuiltinProcess):
         return _rng.TWO_PI * _rng.uniform(state["keys"], 0, 0)
 
     def _unit(self, state, k):
-        return 0.5 * (1.0 + np.sin(state["x"] + _rng.TWO_PI * k / self.params["period"]))
+        return 0.5 * (1.0 + _libm.sin(state["x"] + _rng.TWO_PI * k / self.params["period"]))
 
 
 class Drift(BuiltinProcess):
