@@ -5,11 +5,20 @@ and fsyncs it, then ``os.replace``s it over the destination — so a kill at any
 SIGKILL included, leaves either the previous file or the new one, never a truncated one.
 When a result is several files (a JSON that points to an .npz), write the arrays first and
 the JSON last: a JSON that exists always points to complete arrays.
+
+Such a pair is two writes, and a kill between them (or a copy of one file and not the
+other) can leave a JSON of one run beside the .npz of another. So the pair is tied: the
+JSON records :func:`arrays_digest` of the arrays it commits (``"arrays_sha256"``, beside
+``"arrays"``, the .npz's name); the writer removes the old JSON (:func:`uncommit`), then
+writes the .npz, then the JSON (the commit mark); every reader calls :func:`check_pair`, which
+refuses a mismatched pair in one line naming both files. The tie is a digest of the arrays'
+content rather than a random id, so equal runs still give equal files, bit for bit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -76,7 +85,71 @@ def savez(path, *, compressed: bool = True, **arrays) -> Path:
     import numpy as np
 
     save = np.savez_compressed if compressed else np.savez
-    with atomic_path(path, suffix=".npz") as tmp:
-        with open(tmp, "wb") as f:  # a file object: NumPy never appends its own ".npz"
-            save(f, **arrays)
+    # a file object: NumPy never appends its own ".npz"
+    with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as f:
+        save(f, **arrays)
     return Path(path)
+
+
+# ------------------------------------------------------------------ JSON + .npz pairs
+PAIR_KEY = "arrays_sha256"  # the key, in the JSON's "result", of the digest of its .npz
+
+
+def arrays_digest(arrays: dict) -> str:
+    """SHA-256 (hex) of named arrays: every name, dtype, shape and the bytes, in name order.
+
+    Equal arrays give equal digests whatever the file's zip timestamps or compression, so
+    the digest ties a JSON to the *content* of its .npz (see the module docstring).
+    """
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.asarray(arrays[name])
+        header = json.dumps([name, array.dtype.str, list(array.shape)])
+        digest.update(header.encode("utf-8") + b"\0")
+        digest.update(array.tobytes())  # C order, whatever the array's own layout
+    return digest.hexdigest()
+
+
+def uncommit(json_path) -> None:
+    """Remove the JSON of a pair before its .npz is rewritten (a missing file is fine).
+
+    Then a kill between the two writes leaves the new, complete .npz alone (no commit mark)
+    instead of beside the previous run's JSON.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        Path(json_path).unlink()
+
+
+def check_pair(npz_path, arrays: dict | None = None) -> None:
+    """Raise ValueError if the JSON beside ``npz_path`` commits other arrays than it holds.
+
+    The JSON is ``npz_path`` with the suffix ``.json``; it is this .npz's partner when its
+    ``result.arrays`` names the .npz. Nothing is checked (and nothing raised) when there
+    is no such JSON (an .npz alone is complete by itself: it was written atomically), or
+    when the JSON predates the tie (no ``result.arrays_sha256``). arrays: the .npz's
+    arrays when the caller has read them already (default: read here).
+    """
+    npz_path = Path(npz_path)
+    json_path = npz_path.with_suffix(".json")
+    if npz_path.suffix != ".npz" or not json_path.is_file():
+        return
+    try:
+        result = json.loads(json_path.read_text())["result"]
+        names_it, recorded = result.get("arrays") == npz_path.name, result.get(PAIR_KEY)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return  # not a stepsim result document: not this .npz's partner
+    if not names_it or recorded is None:
+        return
+    if arrays is None:
+        import numpy as np
+
+        with np.load(npz_path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    held = arrays_digest(arrays)
+    if held != recorded:
+        raise ValueError(f"{json_path} and {npz_path} are not one result: the JSON commits "
+                         f"arrays {str(recorded)[:12]}..., the .npz holds {held[:12]}... (a run "
+                         "was killed between writing them, or one file was replaced); re-run "
+                         "the command that wrote them")

@@ -6,8 +6,9 @@ works in blocks of ``BLOCK`` elements: a strict element-wise loop updates a bloc
 keeps the block's old v in a small L1-resident scratch array), then a reduction helper
 sums the block's statistics in float64, in a fixed lane order (the same bits on every
 CPU), while it is still in cache. Per-block sums go to ``partial`` and are added in
-block order, so the statistics do not depend on the number of threads. One call updates every parameter of a model
-(:func:`adam`, multi-tensor); ``adam_serial`` is the same driver compiled for one thread.
+block order, so the statistics do not depend on the number of threads. One call updates
+every parameter of a model (:func:`adam`, multi-tensor); ``adam_serial`` is the same
+driver compiled for one thread.
 
 All scalar arguments arrive already in the arrays' dtype (a Python float would silently
 turn a float32 loop into float64), and the element-wise arithmetic is written in the
@@ -15,6 +16,8 @@ order of :func:`stepsim.reference.adam_step`, so results agree bit for bit with 
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import carray, prange, types
@@ -108,7 +111,7 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
         for i in range(n):
             d = abs(np.float64(v[i]) * scale_new - np.float64(v_old[i]) * scale_prev)
             if d != 0.0:
-                dv_log += np.log(d)
+                dv_log += math.log(d)
     out[0] = _lanes_total(acc[0])
     out[1] = dv_log
     out[2] = _lanes_total(acc[3])

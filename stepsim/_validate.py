@@ -69,6 +69,29 @@ def check_real(
     return value
 
 
+def check_bool(name: str, value) -> bool:
+    """``value`` must be True or False (a NumPy bool too); a string such as "off" is refused
+    rather than read as ``bool("off") == True``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {_show(value)} "
+                        f"({type(value).__name__})")
+    return bool(value)
+
+
+def check_widths(name: str, value) -> tuple:
+    """Layer widths: an int (one layer) or a sequence of them, as a tuple (sizes are checked
+    by the model). A string is refused: ``tuple("64")`` would be ("6", "4") and
+    ``tuple("")`` no layer at all."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be an int or a tuple of ints, got {_show(value)}")
+    if isinstance(value, numbers.Integral):
+        return (value,)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int or a tuple of ints, got {_show(value)}") from None
+
+
 def check_beta(name: str, value) -> float:
     """A decay rate: a real number in [0, 1)."""
     return check_real(name, value, minimum=0.0, maximum=1.0, max_open=True)
@@ -197,6 +220,32 @@ def check_finite_array(name: str, array: np.ndarray) -> np.ndarray:
     return array
 
 
+def check_input_file(path, what: str = "input file"):
+    """``path`` must name an existing regular file; returns it as a ``Path``.
+
+    Refuses, naming ``what`` and the path, before anything opens it: a missing path
+    (FileNotFoundError), a directory, and anything else that is not a regular file — a
+    FIFO (named pipe) would block the reader forever, a device or socket never ends.
+    """
+    import stat
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path} does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise ValueError(f"{what} {path} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise ValueError(f"{what} {path} is {kind}; give a regular file (reading it would "
+                         f"block or never end)")
+    return path
+
+
 def format_bytes(nbytes: float) -> str:
     """``nbytes`` in binary units, e.g. "1.5 GiB"."""
     value = float(nbytes)
@@ -279,22 +328,21 @@ _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first member / an empty 
 def load_arrays(path, *, what: str = "input file") -> dict:
     """Every array of a .npy (-> {stem: array}) or .npz file, with one-line errors.
 
-    Refuses, naming ``what`` and the file: a missing path or a directory
-    (FileNotFoundError / ValueError), a file that is not what its name says (a text file
-    named .npz used to surface as NumPy's misleading "contains pickled data... allow_pickle"),
-    a truncated or corrupt archive (zipfile.BadZipFile, EOFError, zlib errors deep in
-    NumPy), and object arrays (never unpickled). Arrays are read fully, so the file can be
-    replaced afterwards.
+    Refuses, naming ``what`` and the file: a missing path, a directory or a FIFO
+    (FileNotFoundError / ValueError, :func:`check_input_file`), a file that is not what its
+    name says (a text file named .npz used to surface as NumPy's misleading "contains
+    pickled data... allow_pickle"), a truncated or corrupt archive (zipfile.BadZipFile,
+    EOFError, zlib errors deep in NumPy), and object arrays (never unpickled). Arrays are
+    read fully, so the file can be replaced afterwards.
     """
     import zipfile
     import zlib
     from pathlib import Path
 
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{what} {path} does not exist")
     if path.is_dir():
         raise ValueError(f"{what} {path} is a directory, not a .npy or .npz file")
+    check_input_file(path, what)
     if path.suffix not in (".npy", ".npz"):
         raise ValueError(f"{what} must be a .npy or .npz file, got {path.name}")
     with open(path, "rb") as f:

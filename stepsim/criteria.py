@@ -601,6 +601,9 @@ def make_criterion(name: str, *, adam=None, **options):
     if unknown:
         raise TypeError(f"criterion {name!r} has no option(s) {unknown}; "
                         f"its options are {sorted(known)}")
+    if adam is not None and not all(hasattr(adam, key) for key in ADAM_TIED_OPTIONS):
+        raise TypeError(f"adam must be the Adam the criterion watches (recipe.optimizer), "
+                        f"with {list(ADAM_TIED_OPTIONS)}; got {adam!r:.80} ({type(adam).__name__})")
     if adam is not None:
         for key in ADAM_TIED_OPTIONS:
             if key in known and key not in options:

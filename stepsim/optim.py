@@ -193,10 +193,49 @@ def _load_kernels():
     return _kernels
 
 
+def _check_fits(dtype: np.dtype, scalars: dict, *, lr: float, gain: float,
+                eps: float | None = None) -> None:
+    """Refuse hyper-parameters that overflow or underflow in the arrays' dtype, once a step.
+
+    The kernels compute in the arrays' dtype, so a value fine as a Python float can be inf
+    or 0 there, and the step would return normally with inf/NaN weights: ``scalars``
+    ({what: value}) must be finite in ``dtype``; ``eps``, if given, must not round to 0 (0/0 =
+    NaN where g and v are 0); and the largest step for gradients of order 1, ``lr * gain``
+    (Adam: lr / sqrt(eps); SGD-M: lr / (1 - momentum)), must be finite in ``dtype``.
+    """
+    largest, tiny = _limits(dtype)
+    for name, value in scalars.items():
+        if abs(value) > largest:
+            raise ValueError(f"{name} = {value:.6g} overflows {dtype} (largest finite "
+                             f"{largest:.6g}); use smaller values or float64 arrays")
+    if eps is not None and eps <= tiny / 2:  # rounds to 0 in dtype
+        raise ValueError(f"eps={eps:.6g} is 0 in {dtype} (smallest positive {tiny:.6g}), so "
+                         f"w would become NaN where g and v are 0; use a larger eps or "
+                         f"float64 arrays")
+    if lr * gain > largest:
+        raise ValueError(f"lr={lr:.6g} is too large for {dtype}: a step can move a weight by "
+                         f"lr * {gain:.6g} = {lr * gain:.6g} for gradients of order 1, beyond "
+                         f"{dtype}'s largest finite value {largest:.6g}; use a "
+                         f"smaller lr or float64 arrays")
+
+
+@functools.lru_cache(maxsize=4)
+def _limits(dtype: np.dtype) -> tuple[float, float]:
+    """(largest finite value, smallest positive subnormal) of a float dtype."""
+    info = np.finfo(dtype)
+    return float(info.max), float(info.smallest_subnormal)
+
+
 @functools.lru_cache(maxsize=8)
 def _kernel_scalars(hyper: AdamHyper, dtype: np.dtype) -> tuple:
     """The kernel's scalars in the arrays' dtype (a Python float would turn a float32 loop
-    into float64); made once per step and dtype, however many arrays the step updates."""
+    into float64); made once per step and dtype, however many arrays the step updates.
+    Hyper-parameters that overflow or underflow in ``dtype`` are refused (:func:`_check_fits`)."""
+    eps = hyper.eps_inside or hyper.eps_outside
+    root = eps ** 0.5 if hyper.eps_inside else eps  # the smallest denominator
+    scalars = {"1 - lr * weight_decay": hyper.decay, "1 / (1 - beta1**step)": hyper.inv_bc1,
+               "1 / bias_correction2": hyper.inv_bc2}
+    _check_fits(dtype, scalars, lr=hyper.lr, gain=1.0 / root, eps=eps)
     dt = dtype.type
     return (dt(hyper.beta1), dt(1.0 - hyper.beta1), dt(hyper.beta2), dt(1.0 - hyper.beta2),
             dt(hyper.inv_bc1), dt(hyper.inv_bc2), dt(hyper.eps_inside), dt(hyper.eps_outside),
@@ -212,6 +251,8 @@ def _fast_row(arrays, dtype, kernels):
     g (second) is only read: a non-contiguous g is copied (nothing is lost, it is never
     written) and a read-only one is fine. Returns (row, arrays the kernel reads).
     """
+    if not isinstance(arrays[0], np.ndarray):
+        return None
     shape = arrays[0].shape
     for a in arrays:
         if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype:
@@ -243,7 +284,8 @@ def _address_table(names, params, kernels):
     dtype = first.dtype if isinstance(first, np.ndarray) else None
     rows, keep = [], []
     for i, arrays in enumerate(params):
-        fast = _fast_row(arrays, dtype, kernels) if dtype in _OPT_DTYPES else None
+        fast = _fast_row(arrays, dtype, kernels) if dtype is not None and dtype in _OPT_DTYPES \
+            else None
         if fast is None:  # the slow path exists to raise the right error
             labelled = _labelled(names, params, i)
             _check_state(labelled)
@@ -287,6 +329,15 @@ def _raise_bad_values(names, params, step, bad_g, bad_v, frozen):
 _ADAM_NAMES = ("w", "g", "m", "v")
 
 
+def _check_sequences(**named) -> None:
+    """Each argument must be a list or tuple (one array per parameter); a bare array or a
+    generator would be taken apart element by element, or consumed before the checks."""
+    for name, value in named.items():
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{name} must be a list or tuple of arrays (one per parameter), "
+                            f"got {type(value).__name__}")
+
+
 def adam_apply(w, g, m, v, hyper: AdamHyper) -> AdamStats | None:
     """Apply one validated Adam step (:func:`adam_hyper`) to one set of arrays, in place."""
     return _adam_apply(((w, g, m, v),), hyper)[0]
@@ -310,6 +361,7 @@ def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper, *, per_param: bool = False
     Raises ValueError if g holds a non-finite value or v a negative or NaN one (after the
     update, which then carries them into w, m and v), or if arrays overlap (before it).
     """
+    _check_sequences(ws=ws, gs=gs, ms=ms, vs=vs)
     if not len(ws) == len(gs) == len(ms) == len(vs):
         raise ValueError(f"ws, gs, ms, vs must hold one array per parameter, got lengths "
                          f"{len(ws)}, {len(gs)}, {len(ms)}, {len(vs)}")
@@ -347,7 +399,108 @@ def _adam_apply(params, hyper) -> list:
             for (dv_l1, dv_log, zeros, v_l1, v_l2sq), p in zip(per_param, params)]
 
 
+class AdamArrays:
+    """Adam's arrays of one model (w, m, v of each parameter), validated once, stepped often.
+
+    :func:`adam_apply_many` checks every array at every call. A training run updates the
+    same w, m and v in place at every step, so this checks them once (dtype, shape, layout,
+    flags; no two may share memory) and keeps their addresses in the kernel's table; a step
+    only writes its gradients' addresses into it (a gradient must be an ndarray of its
+    parameter's shape and dtype; a non-contiguous one is copied, as adam_apply_many does).
+    The scratch rows and the statistics buffer are allocated here, once. The kernel is the
+    same, so every array and statistic gets the same bits as with adam_apply_many.
+    The arrays must stay alive and must not be re-bound while this is used (update them
+    in place, e.g. ``np.copyto``).
+    """
+
+    def __init__(self, ws, ms, vs):
+        _check_sequences(ws=ws, ms=ms, vs=vs)
+        if not len(ws) == len(ms) == len(vs) or not ws:
+            raise ValueError(f"ws, ms, vs must hold one array per parameter (at least one), "
+                             f"got lengths {len(ws)}, {len(ms)}, {len(vs)}")
+        # the table checks of adam_apply_many, with each w standing in for its gradient
+        # (read-only role: only its layout matters here; overlaps are checked just below)
+        params = tuple(zip(ws, ws, ms, vs))
+        k = _load_kernels()
+        table, sizes, _ = _address_table(_ADAM_NAMES, params, k)
+        dtype = ws[0].dtype
+        spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, f"{n}s[{i}]")
+                       for i, arrays in enumerate(zip(ws, ms, vs))
+                       for n, a in zip("wmv", arrays) if a.nbytes)
+        for (_, end, name_a), (start, _, name_b) in zip(spans, spans[1:]):
+            if start < end:
+                raise ValueError(f"{name_b} shares memory with {name_a}; each array must be "
+                                 "its own")
+        self.arrays = tuple(zip(ws, ms, vs))  # held alive: the table points into them
+        self.dtype = dtype
+        self.shapes = tuple(w.shape for w in ws)
+        self._kernels = k
+        self._table = table
+        self._sizes = sizes
+        self._per_param = np.empty((len(ws), k.N_STATS))
+        import numba
+
+        self._scratch = np.empty((max(1, numba.config.NUMBA_NUM_THREADS), k.BLOCK), dtype)
+
+    def step(self, gs, hyper: AdamHyper, rows=None) -> list:
+        """One step of parameters ``rows`` (indices, default all) with gradients ``gs`` (one
+        per row, in order): a list of their AdamStats (of None when ``hyper.stats`` is off),
+        as :func:`adam_apply_many` with ``per_param=True``."""
+        if not isinstance(hyper, AdamHyper):
+            raise TypeError(f"hyper must be an AdamHyper (from adam_hyper), got "
+                            f"{type(hyper).__name__}")
+        k = self._kernels
+        rows = range(len(self.arrays)) if rows is None else rows
+        if len(gs) != len(rows):
+            raise ValueError(f"got {len(gs)} gradients for {len(rows)} parameters")
+        alive = []
+        table = self._table
+        for r, g in zip(rows, gs):
+            if not (type(g) is np.ndarray and g.dtype == self.dtype and g.flags.c_contiguous
+                    and g.shape == self.shapes[r]):
+                g = self._checked_gradient(r, g)
+            alive.append(g)  # held until the kernel returns
+            table[r, 1] = g.ctypes.data
+        whole = len(rows) == len(self.arrays)
+        sub = table if whole else table[list(rows)]
+        sizes = self._sizes if whole else self._sizes[list(rows)]
+        per_param = self._per_param[:len(rows)]
+        threads = num_threads()
+        tasks = max(1, min(threads, -(-int(sizes.sum()) // k.BLOCK)))
+        kernel = k.adam if threads > 1 else k.adam_serial
+        overlap, bad_g, bad_v = kernel(
+            sub, sizes, self.dtype.itemsize, *_kernel_scalars(hyper, self.dtype),
+            hyper.freeze_v, hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new,
+            self._scratch[:tasks], per_param)
+        params = [(self.arrays[r][0], g, self.arrays[r][1], self.arrays[r][2])
+                  for r, g in zip(rows, alive)] if overlap >= 0 or bad_g or bad_v else None
+        if overlap >= 0:
+            raise _overlap_error(_ADAM_NAMES, params, int(overlap))
+        if bad_g or bad_v:
+            _raise_bad_values(_ADAM_NAMES, params, hyper.step, bad_g, bad_v, hyper.freeze_v)
+        if not hyper.stats:
+            return [None] * len(rows)
+        log = hyper.log_stats
+        return [AdamStats(float(row[0]), float(row[1]) if log else float("nan"), int(row[2]),
+                          float(row[3]), float(row[4]), int(size))
+                for row, size in zip(per_param.tolist(), sizes.tolist())]
+
+    def _checked_gradient(self, r, g):
+        """Gradient ``r`` as a C-contiguous array, or the error that names what is wrong."""
+        name = "g" if len(self.arrays) == 1 else f"gs[{r}]"
+        check_float_array(name, g, dtypes=_OPT_DTYPES)
+        w = self.arrays[r][0]
+        check_same_layout("w" if len(self.arrays) == 1 else f"ws[{r}]", w, **{name: g})
+        return np.ascontiguousarray(g)
+
+
 _SGDM_NAMES = ("w", "g", "buf")
+
+
+@functools.lru_cache(maxsize=8)
+def _sgdm_fits(dtype: np.dtype, lr: float, momentum: float, weight_decay: float) -> None:
+    """:func:`_check_fits` for SGD-M: buf grows to g / (1 - momentum), the step to lr times it."""
+    _check_fits(dtype, {"weight_decay": weight_decay}, lr=lr, gain=1.0 / (1.0 - momentum))
 
 
 def sgdm_step(w, g, buf, *, lr, momentum=0.9, weight_decay=0.0, nesterov=False) -> None:
@@ -365,6 +518,7 @@ def sgdm_apply_many(ws, gs, bufs, *, lr, momentum=0.9, weight_decay=0.0,
                     nesterov=False) -> None:
     """:func:`sgdm_step` on every parameter of a model in one validated call (parameter i
     is (ws[i], gs[i], bufs[i])); the same bits as one call per parameter."""
+    _check_sequences(ws=ws, gs=gs, bufs=bufs)
     if not len(ws) == len(gs) == len(bufs):
         raise ValueError(f"ws, gs, bufs must hold one array per parameter, got lengths "
                          f"{len(ws)}, {len(gs)}, {len(bufs)}")
@@ -381,6 +535,7 @@ def _sgdm_apply(params, lr, momentum, weight_decay, nesterov):
         return
     k = _load_kernels()
     table, sizes, _alive = _address_table(_SGDM_NAMES, params, k)  # alive: held until return
+    _sgdm_fits(params[0][0].dtype, lr, momentum, weight_decay)
     dt = params[0][0].dtype.type
     kernel = k.sgdm if num_threads() > 1 else k.sgdm_serial  # one thread: inline
     overlap, bad_g = kernel(table, sizes, params[0][0].dtype.itemsize, dt(lr), dt(momentum),

@@ -26,7 +26,14 @@ CI_METHODS = ("t", "bootstrap")
 
 
 def _sample(name: str, values) -> np.ndarray:
-    x = np.asarray(values, dtype=np.float64)
+    """``values`` as a 1-d float64 array of finite numbers (text, None, dicts refused:
+    np.asarray would parse "1.5" as a number and fail on the rest with NumPy's words)."""
+    raw = np.asarray(values) if not isinstance(values, (str, bytes, dict)) else None
+    if raw is None or raw.dtype.kind not in "iuf":
+        kind = type(values).__name__ if raw is None else f"{raw.dtype} values"
+        raise TypeError(f"{name} must be a sequence or array of real numbers (one per seed), "
+                        f"got {kind}: {values!r:.80}")
+    x = raw.astype(np.float64)
     if x.ndim != 1:
         raise ValueError(f"{name} must be 1-d (one value per seed), got shape {x.shape}")
     if x.size == 0:

@@ -13,11 +13,14 @@ checked before the update).
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-from stepsim._validate import check_int, check_nm_pair
+from stepsim._validate import _show, check_int, check_nm_pair
 
 PHASE_DENSE, PHASE_SPARSE = 0, 1
 
@@ -82,6 +85,9 @@ class Trace:
 
     @classmethod
     def load_npz(cls, path) -> Trace:
+        from stepsim._atomic import check_pair
+
+        check_pair(path)  # refuses an .npz beside the JSON of another run
         with np.load(path) as data:
             arrays = {name: data[name] for name in cls.ARRAYS if name in data}
             if "layer_phase" not in arrays:  # saved before issue 11: one global phase
@@ -172,7 +178,7 @@ class FitResult:
         Returns (json path, npz path); the npz has the trace arrays, ``weights/NAME`` and
         ``curve/NAME`` (the learning curves, when recorded).
         """
-        from stepsim._atomic import savez
+        from stepsim._atomic import arrays_digest, savez, uncommit
         from stepsim._provenance import save_json
 
         path = Path(path)
@@ -180,14 +186,17 @@ class FitResult:
         if npz == path:
             raise ValueError(f"result path {str(path)!r} must not end in .npz: the trace and "
                              "weights go to an .npz beside the JSON")
-        payload = dict(self.summary(), arrays=npz.name)
         run = dict(params or {}, recipe=self.recipe.name, recipe_options=dict(self.recipe.options),
                    criterion=self.criterion, steps=self.steps, problem=self.problem)
         weights = {f"weights/{k}": v for k, v in self.weights.items()}
         curves = {f"curve/{k}": np.asarray(v) for k, v in self.curves.items()}
-        # arrays first, JSON last: a JSON that exists always points to complete arrays
-        savez(npz, layer_names=np.array(self.trace.layer_names), **self.trace.arrays(),
-              **weights, **curves)
+        arrays = dict(layer_names=np.array(self.trace.layer_names), **self.trace.arrays(),
+                      **weights, **curves)
+        # the pair is tied (stepsim._atomic): the JSON records the arrays' digest; old JSON
+        # out, arrays next, JSON last, so a JSON that exists commits exactly these arrays
+        payload = dict(self.summary(), arrays=npz.name, arrays_sha256=arrays_digest(arrays))
+        uncommit(path)
+        savez(npz, **arrays)
         save_json(path, payload, params=run, seed=self.seed)
         return path, npz
 
@@ -302,15 +311,18 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         A non-finite loss or gradient stops the run: ``status="non-finite"``,
         ``stopped_at`` the step and ``message`` which parameter went non-finite first.
     """
+    from stepsim._portability import warn_if_not_portable
     from stepsim._progress import Progress
     from stepsim._threads import training_threads
     from stepsim.recipes import Recipe
+    from stepsim.recipes.lean import LeanStep
     from stepsim.recipes.recipes import RunContext
     from stepsim.recipes.switch import StepStats
     from stepsim.recipes.transforms import SGDM
     from stepsim.sparsity import with_nm
 
     _check_problem(problem)
+    warn_if_not_portable()
     if not isinstance(recipe, Recipe):
         hint = f": build it with make_recipe({recipe!r})" if isinstance(recipe, str) else ""
         raise TypeError(f"recipe must be a Recipe object{hint}; got {type(recipe).__name__}")
@@ -356,19 +368,25 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         if sstate is not None and schedule.at_start(sstate):
             params, state = recipe.switch(state, params, 0, ctx, schedule.at_start(sstate))
         curves = {"step": [0], **{k: [v] for k, v in initial_metrics.items()}} if eval_every else {}
+        # the same step in place on buffers owned by this run (stepsim.recipes.lean); None
+        # when a piece of the recipe has no in-place form: then the recipe's pure methods
+        lean = LeanStep.make(recipe, params, state, ctx)
+        if lean is not None:
+            params = lean.params
+        stepper = lean or recipe
 
         status, message, stopped = STATUS_COMPLETED, "", None
         with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
             for k in range(1, steps + 1):
                 batch = problem.sample_batch(batch_rng)
-                fwd, state = recipe.forward(state, params, k, ctx)
-                loss, grads = problem.loss_and_grad(fwd, batch)
+                fwd, state = stepper.forward(state, params, k, ctx)
+                loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
                 bad = _first_non_finite(loss, grads)
                 if bad is not None:
                     status, stopped = STATUS_NON_FINITE, k
                     message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
                     break
-                params, state, parts = recipe.update(state, params, grads, k, ctx)
+                params, state, parts = stepper.update(state, params, grads, k, ctx)
                 stats = StepStats(parts, _total(parts, modules))
                 _record(trace, k - 1, loss, stats.total, state, layer_names,
                         recipe.optimizer.lr_at(k, steps))
@@ -378,6 +396,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                     sstate, fired = schedule.update(sstate, k, stats)
                     if fired:
                         params, state = recipe.switch(state, params, k, ctx, fired)
+                        if lean is not None:
+                            params = lean.adopt(params)
                 if eval_every and k % eval_every == 0:
                     now, _ = recipe.forward(state, params, k + 1, ctx)
                     curves["step"].append(k)
@@ -405,6 +425,47 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                          message=message, stopped_at=stopped, module_switch_steps=module_steps,
                          curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
                                  for k, v in curves.items()})
+
+
+def _checked_answer(problem, answer, params) -> tuple:
+    """``problem.loss_and_grad``'s answer, checked: (a real loss, {name: gradient}) with
+    exactly the parameters' names, each gradient an array of its parameter's shape and
+    dtype. A wrong one is a TypeError/ValueError naming the parameter, not an error deep in
+    the optimizer (or a broadcast, silently wrong update). A few attribute reads a step."""
+    where = f"{type(problem).__name__}.loss_and_grad"
+    if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
+        size = f" of {len(answer)} items" if isinstance(answer, (tuple, list)) else ""
+        raise TypeError(f"{where} must return (loss, grads), got a {type(answer).__name__}"
+                        f"{size}")
+    loss, grads = answer
+    if isinstance(loss, np.ndarray) and loss.shape == () and loss.dtype.kind == "f":
+        loss = loss[()]
+    if isinstance(loss, (bool, np.bool_)) or not isinstance(loss, numbers.Real):
+        raise TypeError(f"{where} must return a real number as its loss, got {_show(loss)} "
+                        f"({type(loss).__name__})")
+    if not isinstance(grads, Mapping):
+        raise TypeError(f"{where} must return its gradients as a dict name -> array, got "
+                        f"{type(grads).__name__}")
+    if grads.keys() != params.keys():
+        missing, extra = sorted(set(params) - set(grads)), sorted(set(grads) - set(params))
+        what = ([f"no gradient for {missing}"] if missing else []) + (
+            [f"gradients for {extra}, which are not parameters"] if extra else [])
+        raise ValueError(f"{where} returned {' and '.join(what)}; it must return one gradient "
+                         f"per parameter, named as the parameters")
+    for name, g in grads.items():
+        p = params[name]
+        if type(g) is np.ndarray and g.shape == p.shape and g.dtype == p.dtype:
+            continue
+        if not isinstance(g, np.ndarray):
+            raise TypeError(f"{where}: the gradient of {name!r} must be a numpy.ndarray, got "
+                            f"{type(g).__name__}")
+        if g.shape != p.shape:
+            raise ValueError(f"{where}: the gradient of {name!r} has shape {g.shape}, but the "
+                             f"parameter has shape {p.shape}")
+        if g.dtype != p.dtype:
+            raise TypeError(f"{where}: the gradient of {name!r} has dtype {g.dtype}, but the "
+                            f"parameter has dtype {p.dtype}")
+    return loss, grads
 
 
 def _first_non_finite(loss, grads) -> str | None:
@@ -446,4 +507,4 @@ def _record(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> None:
         trace.z[i] = stats.dv_l1 / stats.size
         nonzero = stats.size - stats.dv_zeros
         if nonzero > 0 and np.isfinite(stats.dv_log_sum):
-            trace.z_geo[i] = np.exp(stats.dv_log_sum / nonzero)
+            trace.z_geo[i] = math.exp(stats.dv_log_sum / nonzero)

@@ -17,15 +17,15 @@ import json
 import sys
 from pathlib import Path
 
-import stepsim  # noqa: F401  (first: pins OpenBLAS's kernels before NumPy loads)
-
-import numpy as np  # noqa: E402, I001
+import stepsim  # noqa: F401  (before NumPy, which is imported inside: pins OpenBLAS's kernels)
 
 FIXTURE = Path(__file__).parent / "data" / "cpu_digests.json"
 
 
 def _hash_result(result) -> str:
     """sha256 over a FitResult's weights, dense weights, trace arrays, switch and metrics."""
+    import numpy as np
+
     h = hashlib.sha256()
     for k in sorted(result.weights):
         h.update(k.encode() + np.ascontiguousarray(result.weights[k]).tobytes())

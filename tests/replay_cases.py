@@ -2,10 +2,11 @@
 
 ``python tests/replay_cases.py`` (from the repository root) records each case's digest into
 ``tests/data/replay_recipes.json``; ``tests/test_replay.py`` replays the cases and asserts
-the same bits. A case is (label, recipe name, make_recipe options, criterion or None, fit
-options, new_options): ``new_options`` are merged into the recipe options when replaying on
-the rebuilt core, for the few defaults issue 11 item 4 changed on purpose (the old
-behaviour stays reachable through them, and the replay proves it bit for bit).
+the same bits. First recorded on the old core; re-recorded (new options included) when
+issue 16 made every result CPU-independent, which changed last bits on purpose. A case is
+(label, recipe name, make_recipe options, criterion or None, fit options, new_options):
+``new_options`` are merged into the recipe options, for the few defaults issue 11 item 4
+changed on purpose (the old behaviour stays reachable through them).
 The digest is sha256 of the bytes of every final weight, dense weight and trace array, plus
 the switch step, the final N:M and the metrics' float reprs.
 """
@@ -172,11 +173,7 @@ def old_criteria_on_v():
 def record(path=FIXTURE) -> dict:
     from stepsim._atomic import write_json
 
-    runs = {}
-    for case in CASES:
-        label, name, options, criterion, fit_opts, _new = case
-        old = (label, name, options, criterion, fit_opts, {})  # today's API: no new options
-        runs[label] = digest(run_case(old))
+    runs = {case[0]: digest(run_case(case)) for case in CASES}  # as the test replays them
     payload = {"steps": STEPS, "runs": runs, "criteria_on_v": old_criteria_on_v()}
     write_json(path, payload)
     return payload

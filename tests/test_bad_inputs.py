@@ -79,12 +79,52 @@ def files(tmp_path_factory) -> dict:
     Path(paths["csv"]).write_text("1,2\n")
     paths["dir"] = str(d / "a_dir")
     os.mkdir(paths["dir"])
+    tiny = sparse * 1e-9 / 1.5  # every kept weight underflows to 0 in float16
+    save("tiny", tiny.astype(np.float32))
+    save("tiny64", sparse * 1e-50)  # ... and in float32
+    for name, text in (("spec_list", "[1, 2]"), ("spec_string", '"dense"'),
+                       ("spec_options_list", '{"recipes": [{"name": "dense", "options": [1]}]}')):
+        paths[name] = str(d / f"{name}.json")
+        Path(paths[name]).write_text(text)
+    for name in ("fifo.npy", "fifo.json"):  # a named pipe: reading it would block forever
+        paths[name.replace(".", "_")] = str(d / name)
+        os.mkfifo(paths[name.replace(".", "_")])
+    paths.update(_sweep_dirs(d))
     paths["missing"] = str(d / "missing.npz")
     paths["out"] = str(d / "out.npz")  # must never be written by a failing command
     paths["out_json"] = str(d / "out.json")
     paths["out_png"] = str(d / "out.png")
     paths["d"] = str(d)
     return paths
+
+
+def _sweep_dirs(d: Path) -> dict:
+    """A finished one-run sweep ("sweep") and copies of it spoiled one file at a time."""
+    import json
+    import shutil
+
+    from stepsim.experiments import run_sweep
+
+    good = d / "sweep"
+    run_sweep({"recipes": ["dense"], "steps": 2, "seeds": 1}, good, jobs=1, progress=False)
+    out = {"sweep": str(good)}
+    plans = {"plan_list": "[1]", "plan_no_result": '{"provenance": {}}',
+             "plan_run_no_params": '{"result": {"runs": [{"name": "a", "run_id": "b", '
+                                   '"rng_seed": 1}]}}', "plan_not_json": "{oops"}
+    results = {"result_string": lambda doc: dict(doc, result="none"),
+               "result_no_metrics": lambda doc: dict(doc, result={
+                   k: v for k, v in doc["result"].items() if k != "metrics"})}
+    for name in (*plans, *results, "plan_fifo"):
+        shutil.copytree(good, d / name)
+        out[name] = str(d / name)
+    for name, text in plans.items():
+        (d / name / "sweep.json").write_text(text)
+    (d / "plan_fifo" / "sweep.json").unlink()
+    os.mkfifo(d / "plan_fifo" / "sweep.json")
+    for name, spoil in results.items():
+        (result,) = (d / name / "runs").glob("*.json")
+        result.write_text(json.dumps(spoil(json.loads(result.read_text()))))
+    return out
 
 
 # --------------------------------------------------------------------------- CLI table
@@ -262,6 +302,63 @@ CLI_CASES = [
     case(TR + " --noise nan", r"noise must be finite, got nan", id="train-noise-nan"),
     case(TR + " --dtype float16", r"argument --dtype: invalid choice: 'float16'",
          id="train-dtype"),
+    # ---- issue 16: options silently reinterpreted, values that overflow or underflow
+    case(TR + " --problem digits -p hidden=", r"--problem-option hidden: empty value",
+         id="train-problem-option-empty"),
+    case(TR + " --problem nqm -p sparse=off", r"sparse must be True or False, got 'off'",
+         id="train-nqm-sparse-off"),
+    case(TR + " -p bias=off", r"bias must be True or False, got 'off'", id="train-bias-off"),
+    case(TR + " --problem teacher -p hidden=abc", r"hidden must be an int or a tuple of ints",
+         id="train-hidden-text"),
+    case("train --steps 1 --problem lm -p temperature=0.05",
+         r"condition number 5\.59e\+10 .* raise the temperature \(-p temperature=",
+         id="train-lm-temperature-too-low"),
+    case(TR + " -o lr=1e39 --dtype float32", r"lr=1e\+39 is too large for float32",
+         id="train-lr-overflows-float32"),
+    case(TR + " -o eps=1e-50 --dtype float32", r"eps=1e-50 is 0 in float32",
+         id="train-eps-underflows-float32"),
+    case("compress {tiny} --dtype fp16 -o {out}",
+         r"tiny: smallest nonzero \|value\| 1e-09 underflows to 0 in float16 .*"
+         r"\(--flush-to-zero", id="compress-fp16-underflow"),
+    case("compress {tiny64} --dtype fp32 -o {out}",
+         r"tiny64: smallest nonzero \|value\| 1\.5e-50 underflows to 0 in float32",
+         id="compress-fp32-underflow"),
+    case(C + " --flush-to-zero", r"--flush-to-zero applies to a conversion",
+         id="compress-flush-without-dtype"),
+    case("compress {fifo_npy} -o {out}", r"input file .*fifo\.npy is a FIFO",
+         id="compress-fifo-input"),
+    case("check all C99", r"unknown claim 'C99'", id="check-all-and-unknown"),
+    # ---- sweep specs of the wrong shape, empty options
+    case("sweep {spec_list} --dry-run", r"sweep spec .*spec_list\.json'? must hold a JSON "
+         r"object .*got list \[1, 2\]", id="sweep-spec-list"),
+    case("sweep {spec_string} --dry-run", r"spec_string\.json'? must hold a JSON object .*got "
+         r"str 'dense'", id="sweep-spec-string"),
+    case("sweep {spec_options_list} --dry-run",
+         r"recipes\[0\] \('dense'\): 'options' must be a table", id="sweep-options-list"),
+    case("sweep {fifo_json} --dry-run", r"sweep spec .*fifo\.json is a FIFO",
+         id="sweep-spec-fifo"),
+    case("sweep --recipes dense --steps 1 --out=", r"--out: empty path", id="sweep-out-empty"),
+    case("sweep --recipes dense --steps 1 --dry-run -p scale=", r"--problem-option scale: "
+         r"empty value", id="sweep-option-empty"),
+    # ---- report: sweep directories whose files have the wrong shape; unknown names
+    case("report {plan_list}", r"sweep plan .*plan_list/sweep\.json is not a sweep's plan",
+         id="report-plan-list"),
+    case("report {plan_no_result}", r"plan_no_result/sweep\.json is not a sweep's plan .*"
+         r"no 'result'", id="report-plan-no-result"),
+    case("report {plan_run_no_params}", r"sweep\.json is not a sweep's plan .*no 'params'",
+         id="report-plan-run-no-params"),
+    case("report {plan_not_json}", r"sweep plan .*sweep\.json is not valid JSON",
+         id="report-plan-not-json"),
+    case("report {plan_fifo}", r"sweep plan .*plan_fifo/sweep\.json is a FIFO",
+         id="report-plan-fifo"),
+    case("report {result_string}", r"run result .*\.json is not a sweep run's result",
+         id="report-result-string"),
+    case("report {result_no_metrics}", r"run result .*\.json is not a sweep run's result "
+         r"\(no 'metrics'\)", id="report-result-no-metrics"),
+    case("report {sweep} --baseline nope", r"--baseline 'nope' is not a recipe of this sweep; "
+         r"recipes: \['dense'\]", id="report-baseline-unknown"),
+    case("report {sweep} --metric=", r"--metric: empty value", id="report-metric-empty"),
+    case("report {sweep} --figure=", r"--figure: empty path", id="report-figure-empty"),
     # ---- memory
     case("memory", r"the following arguments are required: --model", id="memory-no-model"),
     case("memory --model bert", r"argument --model: invalid choice: 'bert'", id="memory-model"),
@@ -301,7 +398,26 @@ def _address_space_limit(extra: int = 2 << 30):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+@contextlib.contextmanager
+def _deadline(seconds: int = 60):
+    """Fail a row that hangs (a FIFO read blocks forever) instead of hanging the suite."""
+    import signal
+
+    def hung(signum, frame):
+        raise AssertionError(f"no answer in {seconds} s: the command hangs")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _limit_if_huge(text: str):
+    if "fifo" in text:
+        return _deadline()
     huge = "memory" in text
     return _address_space_limit() if huge else contextlib.nullcontext()
 
@@ -472,6 +588,40 @@ def _missing_array(files, tmp_name="missing_key.npz"):
     return load_compressed(path)
 
 
+class _BadAnswer:
+    """A custom problem (the regression) whose loss_and_grad answer is spoiled by ``spoil``."""
+
+    def __init__(self, spoil, **options):
+        from stepsim.problems import SyntheticRegression
+
+        self._inner, self._spoil = SyntheticRegression(**options), spoil
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def loss_and_grad(self, params, batch):
+        loss, grads = self._inner.loss_and_grad(params, batch)
+        return self._spoil(loss, dict(grads))
+
+
+def _spoil_first(change):
+    """A spoil function changing the first parameter's gradient with ``change``."""
+    def spoil(loss, grads):
+        first = next(iter(grads))
+        return loss, dict(grads, **{first: change(grads[first])})
+    return spoil
+
+
+def _bad_fit(spoil, **options):
+    return lambda files: _fit(problem=_BadAnswer(spoil, **options))
+
+
+def _sweep_table(files):
+    from stepsim.experiments import load_table
+
+    return load_table(files["sweep"])
+
+
 def api(call, exc, pattern, *marks, id):
     return pytest.param(call, exc, pattern, marks=marks, id=id)
 
@@ -590,6 +740,97 @@ API_CASES = [
     api(_np(lambda: _fit(criterion=42)), TypeError, r"\bcriterion\b",
         id="fit-criterion-int"),
     api(_np(lambda: _fit(problem=None)), TypeError, r"\bproblem\b", id="fit-problem-none"),
+    # ---- issue 16: overflow and underflow in the parameters' dtype
+    api(_np(lambda: _adam(lr=1e39)), ValueError, r"lr=1e\+39 is too large for float32",
+        id="adam-lr-overflows-float32"),
+    api(_np(lambda: _adam(lr=1e38)), ValueError, r"lr=1e\+38 is too large for float32",
+        id="adam-lr-step-overflows-float32"),
+    api(_np(lambda: _adam(eps=1e-50)), ValueError, r"eps=1e-50 is 0 in float32",
+        id="adam-eps-underflows-float32"),
+    api(_np(lambda: _adam(eps=1e-50, eps_mode="outside")), ValueError, r"eps=1e-50 is 0",
+        id="adam-eps-outside-underflows"),
+    api(_np(lambda: _adam(lr=1e20, weight_decay=1e30)), ValueError,
+        r"1 - lr \* weight_decay = -1e\+50 overflows float32", id="adam-decay-overflows"),
+    api(_np(lambda: __import__("stepsim").sgdm_step(*_adam_arrays()[:3], lr=1e38)),
+        ValueError, r"lr=1e\+38 is too large for float32", id="sgdm-lr-overflows-float32"),
+    api(_np(lambda: __import__("stepsim").sgdm_step(*_adam_arrays()[:3], lr=0.1,
+                                                      weight_decay=1e39)),
+        ValueError, r"weight_decay = 1e\+39 overflows float32", id="sgdm-decay-overflows"),
+    api(_np(lambda: __import__("stepsim.sparse24").sparse24.cast_values(
+        np.full(4, 1e-9), np.float16, name="w")), ValueError,
+        r"w: smallest nonzero \|value\| 1e-09 underflows to 0 in float16",
+        id="cast_values-underflow"),
+    # ---- lists where arrays or objects are expected
+    api(_np(lambda: __import__("stepsim.optim").optim.adam_apply_many(
+        [[1.0] * 4, [1.0] * 4], *([np.ones(4, np.float32)] * 2 for _ in range(3)),
+        __import__("stepsim.optim").optim.adam_hyper(step=1, lr=0.1))),
+        TypeError, r"ws\[0\] must be a numpy\.ndarray, got list", id="adam_apply_many-lists"),
+    api(_np(lambda: __import__("stepsim.optim").optim.adam_apply_many(
+        (w for w in [np.ones(4, np.float32)]), [np.ones(4, np.float32)], [np.ones(4, np.float32)],
+        [np.ones(4, np.float32)], __import__("stepsim.optim").optim.adam_hyper(step=1, lr=0.1))),
+        TypeError, r"ws must be a list or tuple of arrays", id="adam_apply_many-generator"),
+    api(_np(lambda: __import__("stepsim.optim").optim.sgdm_apply_many(
+        [[1.0] * 4, [1.0] * 4], *([np.ones(4, np.float32)] * 2 for _ in range(2)), lr=0.1)),
+        TypeError, r"ws\[0\] must be a numpy\.ndarray, got list", id="sgdm_apply_many-lists"),
+    api(_np(lambda: __import__("stepsim.stats").stats.mean_ci(["1.5", "2"])), TypeError,
+        r"values must be a sequence or array of real numbers .*got <U3 values",
+        id="mean_ci-strings"),
+    api(lambda files: __import__("stepsim.experiments").experiments.summarize(
+        list(_sweep_table(files).rows), "final_loss"), TypeError,
+        r"table must be a stepsim\.experiments\.Table .*got list", id="summarize-rows-list"),
+    api(lambda files: __import__("stepsim.experiments").experiments.compare(
+        _sweep_table(files), "nope"), ValueError, r"metric 'nope' is not a column of the table",
+        id="compare-missing-metric"),
+    api(lambda files: __import__("stepsim.experiments").experiments.summarize(
+        _sweep_table(files), "recipe"), TypeError, r"metric 'recipe' is not numeric: run .* "
+        r"has 'dense'", id="summarize-text-metric"),
+    api(_np(lambda: __import__("stepsim.criteria").criteria.make_criterion(
+        "autoswitch", adam="adam")), TypeError, r"adam must be the Adam the criterion watches",
+        id="make_criterion-adam-string"),
+    # ---- a custom problem answering loss_and_grad wrongly
+    api(_bad_fit(lambda loss, grads: (loss, list(grads.values()))), TypeError,
+        r"_BadAnswer\.loss_and_grad must return its gradients as a dict .*got list",
+        id="fit-grads-list"),
+    api(_bad_fit(lambda loss, grads: (loss, {k: g for k, g in list(grads.items())[1:]})),
+        ValueError, r"returned no gradient for \['w2'\]", id="fit-grads-missing"),
+    api(_bad_fit(lambda loss, grads: (loss, dict(grads, typo=grads["w1"]))), ValueError,
+        r"returned gradients for \['typo'\], which are not parameters", id="fit-grads-extra"),
+    api(_bad_fit(_spoil_first(lambda g: g[:1])), ValueError,
+        r"the gradient of 'w2' has shape \(1, 16\), but the parameter has shape \(4, 16\)",
+        id="fit-grads-broadcastable-shape"),
+    api(_bad_fit(_spoil_first(lambda g: g.astype(np.float64)), dtype=np.float32), TypeError,
+        r"the gradient of 'w2' has dtype float64, but the parameter has dtype float32",
+        id="fit-grads-dtype"),
+    api(_bad_fit(_spoil_first(lambda g: g.tolist())), TypeError,
+        r"the gradient of 'w2' must be a numpy\.ndarray, got list", id="fit-grads-nested-list"),
+    api(_bad_fit(lambda loss, grads: (None, grads)), TypeError,
+        r"loss_and_grad must return a real number as its loss, got None", id="fit-loss-none"),
+    api(_bad_fit(lambda loss, grads: (np.array([loss, loss]), grads)), TypeError,
+        r"must return a real number as its loss, got array", id="fit-loss-array"),
+    api(_bad_fit(lambda loss, grads: (loss, grads, {})), TypeError,
+        r"must return \(loss, grads\), got a tuple of 3 items", id="fit-answer-triple"),
+    # ---- problems: options read the wrong way; a chain too cold to solve
+    api(_np(lambda: __import__("stepsim.problems.nqm").problems.nqm.NoisyQuadratic(
+        sparse="off")), TypeError, r"sparse must be True or False, got 'off'", id="nqm-sparse-off"),
+    api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(bias="no")),
+        TypeError, r"bias must be True or False", id="SyntheticRegression-bias-text"),
+    api(_np(lambda: __import__("stepsim.problems.digits").problems.digits.Digits(hidden="")),
+        TypeError, r"hidden must be an int or a tuple of ints, got ''", id="Digits-hidden-empty"),
+    api(_np(lambda: __import__("stepsim.problems.lm").problems.lm.LanguageModel(sparse=" , ")),
+        ValueError, r"sparse: no kind in ' , '", id="LanguageModel-sparse-empty"),
+    api(_np(lambda: __import__("stepsim.problems.markov").problems.markov.MarkovLanguage(
+        temperature=0.05)), ValueError, r"condition number .* raise the temperature",
+        id="MarkovLanguage-too-cold"),
+    # ---- files and specs of the wrong kind or shape
+    api(lambda files: __import__("stepsim._validate")._validate.load_arrays(files["fifo_npy"]),
+        ValueError, r"input file .*fifo\.npy is a FIFO", id="load_arrays-fifo"),
+    api(lambda files: __import__("stepsim.experiments.spec").experiments.spec.read_spec_file(
+        files["spec_list"]), TypeError, r"must hold a JSON object", id="read_spec_file-list"),
+    api(lambda files: __import__("stepsim.experiments").experiments.load_table(
+        files["plan_no_result"]), ValueError, r"is not a sweep's plan .*no 'result'",
+        id="load_table-no-result"),
+    api(_np(lambda: __import__("stepsim.checks").checks.parse_claims(["all", "C99"])),
+        ValueError, r"unknown claim 'C99'", id="parse_claims-all-and-unknown"),
     # ---- shared helpers the CLI and problems use
     api(_np(lambda: __import__("stepsim._validate")._validate.check_memory(
         "the activations", 8 * 10**18, available=2**30)), ValueError,
@@ -639,6 +880,22 @@ def test_saturate_is_explicit_and_exact(files, tmp_path, capsys):
     stored = load_compressed(target)["big"].to_dense()
     assert stored.dtype == np.float16 and np.isfinite(stored).all()
     assert float(np.abs(stored).max()) == 65504.0
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_flush_to_zero_is_explicit_and_exact(files, tmp_path, capsys):
+    """--flush-to-zero (flush_to_zero=True) stores values below the dtype's smallest
+    subnormal as 0 and changes nothing else; subnormal results are kept, not refused."""
+    from stepsim.sparse24 import cast_values, load_compressed
+
+    x = np.array([1e-9, -1e-9, 1.0, 1e-7, 0.0])
+    out = cast_values(x, np.float16, flush_to_zero=True)
+    assert out.tolist() == [0.0, 0.0, 1.0, float(np.float16(1e-7)), 0.0]
+    assert cast_values(x[2:], np.float16).tolist() == out[2:].tolist()  # 1e-7: subnormal, kept
+    target = tmp_path / "flushed.npz"
+    assert main(["compress", files["tiny"], "--dtype", "fp16", "--flush-to-zero", "-o",
+                 str(target)]) == 0
+    assert not load_compressed(target)["tiny"].to_dense().any()
     assert "wrote" in capsys.readouterr().out
 
 

@@ -81,17 +81,32 @@ def test_compare_until_stable_repeats_until_the_spread_settles():
     assert attempts == [5, 10] and t["dense"].spread == 0.0
 
 
-def test_torch_peers_get_the_workqueue_threading_layer_before_numba_starts():
+def test_torch_peers_leave_numba_its_default_threading_layer():
+    # torch peers run in a child process (stepsim.bench._torch_peer), so the bench measures
+    # stepsim under the layer a user's run gets, never workqueue-because-of-torch
     code = ("import numba, numpy as np\n"
             "from stepsim.bench import choose_threading_layer\n"
             "print(choose_threading_layer(True))\n"
             "import stepsim\n"
             "stepsim.nm_mask(np.ones(64, np.float32), 2, 4)\n"
-            "print(numba.threading_layer())\n")
+            "import sys\n"
+            "print('torch' in sys.modules)\n")
     env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_THREADING_LAYER"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True).stdout.splitlines()
-    assert out[0].startswith("workqueue") and out[1] == "workqueue"
+    assert "separate process" in out[0] and "workqueue" not in out[0]
+    assert out[1] == "False"
+
+
+def test_torch_peer_process_times_steps_out_of_process():
+    pytest.importorskip("torch")
+    from stepsim.bench._torch_peer import TorchPeer
+
+    with TorchPeer(threads=1) as peer:
+        peer.build("r", "regression", problem={"d_in": 8, "d_hidden": 4, "d_out": 2})
+        assert peer.time("r", 3) > 0
+        with pytest.raises(RuntimeError, match="torch peer failed on 'time'"):
+            peer.time("missing", 1)
 
 
 def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):

@@ -24,6 +24,25 @@ def test_stationary_law_is_invariant_and_normalised(vocab, order, temperature):
     np.testing.assert_allclose(apply_chain(lang, pi), pi, atol=1e-13)
 
 
+@pytest.mark.parametrize("kwargs", [{"vocab": 16, "order": 2, "temperature": 0.5},  # the LM's
+                                    {"vocab": 8, "order": 3, "temperature": 1.0, "seed": 2}])
+def test_direct_solve_agrees_with_power_iteration(kwargs):
+    """The direct solve (issue 16) gives the law power iteration converged to, to ~1e-13."""
+    lang = MarkovLanguage(**kwargs)
+    np.testing.assert_allclose(lang.stationary, lang._stationary_by_power(), rtol=0, atol=1e-12)
+
+
+def test_a_cold_chain_is_solved_directly_and_a_colder_one_refused():
+    """temperature 0.1 mixes too slowly for power iteration (it spun ~20 s, then raised);
+    the linear system is fine (condition ~1e6). At 0.05 (~6e10) it is refused in one line."""
+    lang = MarkovLanguage(vocab=16, order=2, temperature=0.1)
+    pi = lang.stationary
+    assert np.all(pi > 0) and np.sum(pi) == pytest.approx(1.0, abs=1e-12)
+    np.testing.assert_allclose(apply_chain(lang, pi), pi, rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match=r"condition number 5\.59e\+10 \(> 1e\+10\).*temperature"):
+        MarkovLanguage(vocab=16, order=2, temperature=0.05)
+
+
 def test_order_one_matches_the_leading_eigenvector():
     lang = MarkovLanguage(vocab=5, order=1, temperature=0.8, seed=2)
     values, vectors = np.linalg.eig(lang.probs.T)

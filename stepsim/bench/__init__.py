@@ -13,7 +13,7 @@ import importlib
 import sys
 import time
 
-SECTIONS = ("kernels", "theorem1", "layout", "train", "lm")
+SECTIONS = ("kernels", "theorem1", "layout", "train", "lm", "portability")
 
 
 class Bench:
@@ -151,11 +151,13 @@ def format_row(row: dict) -> str:
 
 
 def choose_threading_layer(torch_peers: bool) -> str:
-    """numba's threading layer for this run, chosen before its first parallel launch.
+    """numba's threading layer for this run: always the one a user's run gets.
 
-    With PyTorch peers, numba's OpenMP layer and torch's OpenMP runtime contend in one
-    process (rows of 100+ ns/element, "1000% of the probe"): use ``workqueue`` then, unless
-    the user set NUMBA_THREADING_LAYER. Returns a description for the header.
+    numba's OpenMP layer and torch's OpenMP runtime contend in one process (rows of 100+
+    ns/element, "1000% of the probe"), and switching numba to ``workqueue`` to avoid it
+    made stepsim's kernels ~5x slower than users see them. So PyTorch peers run in a child
+    process (:mod:`stepsim.bench._torch_peer`) and torch never loads here; numba keeps its
+    default (or NUMBA_THREADING_LAYER). Returns a description for the header.
     """
     import os
 
@@ -163,14 +165,8 @@ def choose_threading_layer(torch_peers: bool) -> str:
 
     if os.environ.get("NUMBA_THREADING_LAYER"):
         return f"{numba.config.THREADING_LAYER} (NUMBA_THREADING_LAYER)"
-    from numba.np.ufunc import parallel
-
-    if torch_peers:
-        if parallel._is_initialized:
-            return f"{numba.threading_layer()} (already started: could not switch)"
-        numba.config.THREADING_LAYER = "workqueue"
-        return "workqueue (torch peers: avoids two OpenMP runtimes)"
-    return f"{numba.config.THREADING_LAYER} (numba's default)"
+    peers = "; torch peers in a separate process" if torch_peers else ""
+    return f"{numba.config.THREADING_LAYER} (numba's default{peers})"
 
 
 def run_bench(quick: bool = False, json_path=None, only=None, stream=None,

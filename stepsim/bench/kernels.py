@@ -119,10 +119,15 @@ def run(bench) -> None:
         }, repeats=reps)
         _emit_pair(bench, f"sgdm_step {label}", times, size, SGDM_BYTES, probe["inplace"])
 
-    torch = _torch_or_none(bench)
-    if torch is not None:
-        bench.print("  -- PyTorch CPU peers (optional) --")
-        run_torch_peers(bench, torch)
+    from stepsim.bench._torch_peer import start_or_none
+
+    peer = start_or_none(bench, threads=2)
+    if peer is not None:
+        bench.print("  -- PyTorch CPU peers (optional; in a separate process, 2 threads) --")
+        try:
+            run_torch_peers(bench, peer)
+        finally:
+            peer.close()
 
 
 def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
@@ -136,53 +141,39 @@ def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
     bench.emit("kernels", case, "numpy", times["numpy"], units=size, bytes_moved=moved)
 
 
-def _torch_or_none(bench):
-    """PyTorch, if the user asked for peers and it is installed (never otherwise)."""
-    if not bench.torch_peers:
-        return None
-    try:
-        import torch
-    except ImportError:
-        bench.print("  (torch not installed: PyTorch peers skipped)")
-        return None
-    torch.set_num_threads(2)
-    return torch
+def run_torch_peers(bench, peer) -> None:
+    """torch's fused Adam (in the peer process, :mod:`stepsim.bench._torch_peer`) beside
+    stepsim's adam_step with and without statistics, here under numba's own threading
+    layer: rounds of calls, interleaved, each timed in its own process."""
+    import time
 
-
-def run_torch_peers(bench, torch) -> None:
-    """PyTorch CPU peers at each size: fused Adam and topk+scatter N:M masks vs stepsim."""
     import stepsim
+    from stepsim.bench import Timing
 
     for size, label, reps, w0, g in _cases(bench):
         w, m, v = w0.copy(), np.zeros(size, np.float32), np.full(size, 1e-3, np.float32)
-        p = torch.nn.Parameter(torch.from_numpy(w0.copy()))
-        p.grad = torch.from_numpy(g.copy())
-        opt = torch.optim.Adam([p], lr=1e-9, fused=True)
-        tw = torch.from_numpy(w0)
-
-        def torch_mask(n, m, tw=tw):
-            groups = tw.view(-1, m)
-            idx = groups.abs().topk(n, dim=1).indices
-            return torch.zeros_like(groups, dtype=torch.bool).scatter_(1, idx, True)
-
-        # runs of 3 calls: torch's OpenMP threads spin after each op and would slow the
-        # numba call that follows it; a run lets both pools settle
-        times = bench.compare({
-            "stats": partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9),
-            "no stats": partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9, stats=False),
-            "torch": opt.step,
-        }, repeats=reps, number=3)
+        key = f"adam {size}"
+        peer.build(key, "adam", size=size)
+        calls = 3 if size >= 1 << 24 else (20 if size >= 1 << 20 else 200)
+        stats = partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9)
+        plain = partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9, stats=False)
+        for fn in (stats, plain):
+            fn()
+            fn()
+        samples = {"stats": [], "no stats": [], "torch": []}
+        for r in range(max(reps, 5)):
+            if r % 2:
+                samples["torch"].append(peer.time(key, calls) / calls)
+            for name, fn in (("stats", stats), ("no stats", plain)):
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                samples[name].append((time.perf_counter() - t0) / calls)
+            if not r % 2:
+                samples["torch"].append(peer.time(key, calls) / calls)
+        times = {name: Timing.of(s) for name, s in samples.items()}
         bench.emit("kernels", f"adam_step {label}", "torch Adam(fused=True)", times["torch"],
                    units=size, bytes_moved=ADAM_BYTES * size, partner=times["stats"],
                    ratio=f"stepsim is {times['torch'] / times['stats']:.2f}x torch "
-                         f"({times['torch'] / times['no stats']:.2f}x without stats)")
-        for n, mm in MASK_RATIOS:
-            times = bench.compare({
-                "numba": partial(stepsim.nm_mask, w0, n, mm),
-                "torch": partial(torch_mask, n, mm),
-            }, repeats=reps, number=3)
-            bench.emit("kernels", f"nm_mask {n}:{mm} {label}", "torch topk+scatter",
-                       times["torch"], units=size, bytes_moved=MASK_BYTES * size,
-                       partner=times["numba"],
-                       ratio=f"stepsim is {times['torch'] / times['numba']:.1f}x torch",
-                       stepsim_vs_torch=times["torch"] / times["numba"])
+                         f"({times['torch'] / times['no stats']:.2f}x without stats)",
+                   stepsim_vs_torch=times["torch"] / times["stats"])

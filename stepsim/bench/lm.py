@@ -136,12 +136,17 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer
     batch = problem.sample_batch(rng)
     recipe = make_recipe("dense", lr=lr)
     ctx = RunContext.make(params, problem.specs, 10 ** 9)
-    state = {"params": params, "opt": recipe.init(params, ctx)}
+    from stepsim.recipes.lean import LeanStep
+
+    opt_state = recipe.init(params, ctx)
+    lean = LeanStep.make(recipe, params, opt_state, ctx)  # fit's in-place step
+    stepper = lean or recipe
+    state = {"params": lean.params if lean is not None else params, "opt": opt_state}
 
     def stepsim_step():
-        fwd, st = recipe.forward(state["opt"], state["params"], 1, ctx)
+        fwd, st = stepper.forward(state["opt"], state["params"], 1, ctx)
         _, grads = problem.loss_and_grad(fwd, batch)
-        state["params"], state["opt"], _ = recipe.update(st, state["params"], grads, 1, ctx)
+        state["params"], state["opt"], _ = stepper.update(st, state["params"], grads, 1, ctx)
 
     if not torch_peer:
         return stepsim_step, None
@@ -164,38 +169,59 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer
 
 def run(bench) -> None:
     """Steps/s of the issue-13 model (quick: a tiny one) in stepsim, and in PyTorch beside
-    it when the bench runs with torch peers, at 1 and at 2 threads (quick: 1)."""
+    it when the bench runs with torch peers (in a separate process, so that numba keeps
+    its own threading layer here: :mod:`stepsim.bench._torch_peer`), at 1 and at 2
+    threads (quick: 1). Rounds of steps alternate between the two, each timed in its own
+    process."""
+    import time
+
     import numba
     from threadpoolctl import threadpool_limits
 
-    torch = None
-    if bench.torch_peers:
-        try:
-            import torch
-        except ImportError:
-            bench.print("  (torch not installed: stepsim timed alone)")
+    from stepsim.bench import Timing
+    from stepsim.bench._torch_peer import start_or_none
+
     options = QUICK_MODEL if bench.quick else BENCH_MODEL
     case = (f"{options['blocks']}x{options['width']} ctx{options['context']} "
             f"b{options['batch_size']}")
     tokens = options["batch_size"] * options["context"]
-    ours, theirs = step_functions(options, torch_peer=torch is not None)
-    impls = {"stepsim": ours} if theirs is None else {"stepsim": ours, "torch": theirs}
+    ours, _ = step_functions(options, torch_peer=False)
+    peer = start_or_none(bench)
     before = numba.get_num_threads()
+    calls = 2 if bench.quick else 5
+    rounds = 5 if bench.quick else 20
     try:
+        if peer is not None:
+            peer.build("lm", "lm", problem=options)
         # the same thread count for torch, OpenBLAS and numba; quick: one thread only
         for threads in (1,) if bench.quick else (1, 2):
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            if torch is not None:
-                torch.set_num_threads(threads)
+            if peer is not None:
+                peer.threads(threads)
+            samples = {"stepsim": [], "torch": []}
             with threadpool_limits(limits=threads, user_api="blas"):
-                t = bench.compare(impls, repeats=5 if bench.quick else 20)
+                ours()
+                ours()
+                for r in range(rounds):
+                    if peer is not None and r % 2:
+                        samples["torch"].append(peer.time("lm", calls) / calls)
+                    t0 = time.perf_counter()
+                    for _ in range(calls):
+                        ours()
+                    samples["stepsim"].append((time.perf_counter() - t0) / calls)
+                    if peer is not None and not r % 2:
+                        samples["torch"].append(peer.time("lm", calls) / calls)
+            t = {k: Timing.of(v) for k, v in samples.items() if v}
             label = f"{case} {threads}thr"
             extra = {}
-            if theirs is not None:
-                bench.emit("lm", label, "torch fused Adam", t["torch"], units=tokens,
+            if "torch" in t:
+                bench.emit("lm", label, "torch fused Adam (peer)", t["torch"], units=tokens,
                            unit="token", steps_per_s=1 / t["torch"])
                 extra["ratio"] = f"{t['torch'] / t['stepsim']:.2f}x torch"
+                extra["partner"] = t["torch"]
             bench.emit("lm", label, "stepsim", t["stepsim"], units=tokens, unit="token",
                        steps_per_s=1 / t["stepsim"], **extra)
     finally:
         numba.set_num_threads(before)
+        if peer is not None:
+            peer.close()

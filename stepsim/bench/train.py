@@ -47,33 +47,42 @@ class _Loop:
         self.params = problem.init_params(init_rng)
         self.ctx = RunContext.make(self.params, problem.specs, total_steps)
         self.state = self.recipe.init(self.params, self.ctx)
+        from stepsim.recipes.lean import LeanStep
+
+        # fit's own step: in place on a workspace (stepsim.recipes.lean) when it can
+        self.lean = LeanStep.make(self.recipe, self.params, self.state, self.ctx)
+        if self.lean is not None:
+            self.params = self.lean.params
+        self.stepper = self.lean or self.recipe
         self.k = 0
 
     def step(self):
         self.k += 1
         batch = self.problem.sample_batch(self.batch_rng)
-        fwd, self.state = self.recipe.forward(self.state, self.params, self.k, self.ctx)
+        fwd, self.state = self.stepper.forward(self.state, self.params, self.k, self.ctx)
         loss, grads = self.problem.loss_and_grad(fwd, batch)
-        self.params, self.state, _ = self.recipe.update(self.state, self.params, grads, self.k,
-                                                       self.ctx)
+        self.params, self.state, _ = self.stepper.update(self.state, self.params, grads,
+                                                        self.k, self.ctx)
         return loss
 
     def switch(self):
         self.params, self.state = self.recipe.switch(self.state, self.params, self.k, self.ctx)
+        if self.lean is not None:
+            self.params = self.lean.adopt(self.params)
 
     # the parts of a step, each runnable on its own (they repeat the same step's work)
     def part_batch(self):
         return self.problem.sample_batch(self.batch_rng)
 
     def part_masks(self):
-        return self.recipe.forward(self.state, self.params, self.k, self.ctx)
+        return self.stepper.forward(self.state, self.params, self.k, self.ctx)
 
     def part_loss_and_grad(self, fwd, batch):
         return self.problem.loss_and_grad(fwd, batch)
 
     def part_update(self, grads):
-        # on copies made once: the recipe never modifies its inputs, so repeating is safe
-        return self.recipe.update(self.state, self.params, grads, self.k, self.ctx)
+        # fit's update (in place: repeating it keeps training on the same gradient)
+        return self.stepper.update(self.state, self.params, grads, self.k, self.ctx)
 
 
 def _matmuls(params, batch, layers):
@@ -93,10 +102,11 @@ def run(bench) -> None:
     from stepsim._threads import training_threads
     from stepsim.problems.registry import make_problem
 
+    _ratio_rows(bench)
     problem = make_problem("digits", **PROBLEM_OPTIONS)
     reps = 5 if bench.quick else 15
     number = 20 if bench.quick else 50
-    torch = _torch_or_none(bench)
+    torch = None  # PyTorch peers run in their own process (_ratio_rows, bench._torch_peer)
     with training_threads() as threads:
         bench.print(f"  threads: numba {threads['numba']}, BLAS {threads['blas']} "
                     f"({threads['why']})")
@@ -130,6 +140,144 @@ def run(bench) -> None:
             _breakdown(bench, loop, label, t[label], reps, clock)
         _optimizer_rows(bench, dense.params, torch, reps, clock)
     _fit_runs(bench, problem)
+
+
+# the train ratios: (case, problem, its options, recipe, recipe options, torch peer kind);
+# the lm sizes are paper_checks/lm.md's settings and the lm bench section's model
+RATIO_CASES = (
+    ("digits dense", "digits", {}, "dense", {}, "digits"),
+    ("digits SR-STE 2:4", "digits", {}, "sr-ste", {}, "digits-srste"),
+    ("lm (lm.md) 2x32 ctx32 b32", "lm", {"vocab": 16, "order": 2, "temperature": 0.7,
+                                         "context": 32, "width": 32, "blocks": 2, "heads": 2,
+                                         "batch_size": 32, "n_test": 64}, "dense", {}, "lm"),
+    ("lm 2x128 ctx64 b32", "lm", {"vocab": 64, "order": 2, "context": 64, "width": 128,
+                                  "blocks": 2, "heads": 4, "batch_size": 32, "n_test": 64},
+     "dense", {}, "lm"),
+    ("regression", "regression", {}, "dense", {}, "regression"),
+)
+QUICK_PROBLEM = {"digits": {"hidden": (32,), "batch_size": 16},
+                 "lm": {"vocab": 16, "order": 2, "context": 16, "width": 32, "blocks": 1,
+                        "heads": 2, "batch_size": 8, "n_test": 16}}
+
+
+class FitSteps:
+    """Steps exactly as :func:`stepsim.training.fit` runs them (its lean step, its checks of
+    the problem's answer and its trace), on one problem and recipe; ``run(n)`` runs n."""
+
+    def __init__(self, problem, recipe, total_steps: int, seed: int = 0):
+        from stepsim.recipes import RunContext
+        from stepsim.recipes.lean import LeanStep
+        from stepsim.training import Trace, _schedule_for
+
+        self.problem, self.recipe = problem, recipe
+        init_rng, self.batch_rng = np.random.default_rng(seed).spawn(2)
+        params = problem.init_params(init_rng)
+        self.ctx = RunContext.make(params, problem.specs, total_steps)
+        state = recipe.init(params, self.ctx)
+        schedule, _ = _schedule_for(recipe, None, total_steps)
+        if schedule is not None:  # single-phase sparse recipes switch before step 1
+            sstate = schedule.init(total_steps, tuple(params))
+            if schedule.at_start(sstate):
+                params, state = recipe.switch(state, params, 0, self.ctx,
+                                              schedule.at_start(sstate))
+        lean = LeanStep.make(recipe, params, state, self.ctx)
+        self.params = lean.params if lean is not None else params
+        self.stepper = lean or recipe
+        self.state = state
+        self.trace = Trace.empty(total_steps, list(self.ctx.sparse_names))
+        self.total = total_steps
+        self.k = 0
+
+    def run(self, n: int) -> None:
+        from stepsim.recipes.switch import StepStats
+        from stepsim.training import _checked_answer, _first_non_finite, _record, _total
+
+        problem, stepper, ctx = self.problem, self.stepper, self.ctx
+        modules = tuple(self.params)
+        for _ in range(n):
+            self.k = k = self.k % self.total + 1
+            batch = problem.sample_batch(self.batch_rng)
+            fwd, self.state = stepper.forward(self.state, self.params, k, ctx)
+            loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
+            if _first_non_finite(loss, grads) is not None:
+                raise FloatingPointError(f"non-finite values at step {k}")
+            self.params, self.state, parts = stepper.update(self.state, self.params, grads,
+                                                            k, ctx)
+            stats = StepStats(parts, _total(parts, modules))
+            _record(self.trace, k - 1, loss, stats.total, self.state, list(ctx.sparse_names),
+                    self.recipe.optimizer.lr_at(k, self.total))
+
+
+def _ratio_rows(bench) -> None:
+    """Training steps of fit beside PyTorch: for each case, rounds of N stepsim steps (here,
+    fit's thread policy: numba and BLAS on one thread) and N torch steps (in the peer
+    process, torch on one thread), interleaved; the ratio of each round pair, median and
+    spread. Without ``--torch`` only stepsim's steps/s."""
+    from stepsim._threads import training_threads
+    from stepsim.bench._torch_peer import start_or_none
+    from stepsim.problems.registry import make_problem
+    from stepsim.recipes import make_recipe
+
+    peer = start_or_none(bench, threads=1)
+    rounds = 5 if bench.quick else 15
+    bench.print("  fit's steps beside PyTorch (1 thread each, interleaved rounds; ratio > 1: "
+                "stepsim faster):")
+    try:
+        with training_threads(kernels=1, blas=1):
+            for case, name, options, recipe_name, recipe_options, kind in RATIO_CASES:
+                if bench.quick:
+                    options = {**options, **QUICK_PROBLEM.get(name, {})}
+                problem = make_problem(name, **options)
+                recipe = make_recipe(recipe_name, lr=LR, **recipe_options)
+                calls = _calls_per_round(problem, recipe, bench.quick)
+                steps = FitSteps(problem, recipe, total_steps=10 ** 5)
+                steps.run(3)  # kernels loaded, buffers made, outside the timings
+                if peer is not None:
+                    peer.build(case, kind, problem=options, lr=LR)
+                ours, theirs, ratios = [], [], []
+                for r in range(rounds):
+                    first_ours = r % 2 == 0  # alternate who goes first
+                    if peer is not None and not first_ours:
+                        theirs.append(peer.time(case, calls) / calls)
+                    t0 = time.perf_counter()
+                    steps.run(calls)
+                    ours.append((time.perf_counter() - t0) / calls)
+                    if peer is not None and first_ours:
+                        theirs.append(peer.time(case, calls) / calls)
+                    if peer is not None:
+                        ratios.append(theirs[-1] / ours[-1])
+                _emit_ratio(bench, case, ours, theirs, ratios)
+    finally:
+        if peer is not None:
+            peer.close()
+
+
+def _calls_per_round(problem, recipe, quick: bool) -> int:
+    """Steps a round: about 0.1 s of stepsim (0.03 s with --quick)."""
+    steps = FitSteps(problem, recipe, total_steps=1000)
+    steps.run(2)
+    t0 = time.perf_counter()
+    steps.run(3)
+    per = max((time.perf_counter() - t0) / 3, 1e-6)
+    return max(2, int((0.03 if quick else 0.1) / per))
+
+
+def _emit_ratio(bench, case, ours, theirs, ratios) -> None:
+    from stepsim.bench import Timing
+
+    t_ours = Timing.of(ours)
+    extra = {"ratio": f"{1 / t_ours:7.0f} steps/s"}
+    if ratios:
+        r = Timing.of(ratios)
+        t_theirs = Timing.of(theirs)
+        extra = {"ratio": f"{1 / t_ours:7.0f} steps/s, {float(r):.2f}x PyTorch (rounds "
+                          f"{min(ratios):.2f}-{max(ratios):.2f})",
+                 "vs_torch": float(r), "vs_torch_spread": r.spread,
+                 "vs_torch_rounds": list(ratios), "partner": t_theirs}
+        bench.emit("train", f"fit step {case}", "torch 1 thread (peer)", t_theirs, units=1,
+                   unit="step", ratio=f"{1 / t_theirs:7.0f} steps/s")
+    bench.emit("train", f"fit step {case}", "stepsim fit", t_ours, units=1, unit="step",
+               **extra)
 
 
 def _emit_steps(bench, t, clock):

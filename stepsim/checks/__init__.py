@@ -45,10 +45,11 @@ def claim_module(claim: str):
 def parse_claims(names) -> list[str]:
     """["all"] or claim names -> the claims in report order (duplicates removed)."""
     names = [str(n).upper() for n in (names or ["all"])]
+    for n in names:  # every name is checked, "all C99" included
+        if n != "ALL":
+            claim_module(n)
     if "ALL" in names:
         return list(CLAIMS)
-    for n in names:
-        claim_module(n)
     return [c for c in CLAIMS if c in names]
 
 

@@ -83,7 +83,8 @@ def key_values(items, option: str, convert=str) -> dict:
 
     items: the option's list (None when never given). option: its name for messages,
     e.g. "--param". Keys are stripped and "-" becomes "_" (``-o weight-decay=0.1`` names
-    the keyword ``weight_decay``). A ValueError from ``convert`` is re-raised naming the
+    the keyword ``weight_decay``). An empty value (``hidden=``) is refused, never read as
+    an empty string or tuple. A ValueError from ``convert`` is re-raised naming the
     option, the key and the value.
     """
     out = {}
@@ -92,6 +93,9 @@ def key_values(items, option: str, convert=str) -> dict:
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise ValueError(f"{option} must look like KEY=VALUE, got {item!r}")
+        if not value.strip():
+            raise ValueError(f"{option} {key}: empty value in {item!r}; give KEY=VALUE "
+                             f"(or leave the option out for its default)")
         try:
             out[key] = convert(value)
         except ValueError as exc:

@@ -33,14 +33,21 @@ def add_arguments(parser) -> None:
     parser.add_argument("--saturate", action="store_true",
                         help="with --dtype: clip values beyond the dtype's range to its largest "
                              "finite value (default: refuse them, naming the largest |value|)")
+    parser.add_argument("--flush-to-zero", action="store_true",
+                        help="with --dtype: store nonzero values below the dtype's smallest "
+                             "subnormal as 0 (default: refuse them, naming the smallest "
+                             "nonzero |value|)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT.npz",
                         help="file to write (.npz; not the input)")
 
 
 def _load_inputs(path):
+    from stepsim._atomic import check_pair
     from stepsim._validate import load_arrays
 
-    return load_arrays(path, what="input file")
+    inputs = load_arrays(path, what="input file")
+    check_pair(path, inputs)  # a `stepsim train` .npz must be the one its JSON commits
+    return inputs
 
 
 def _select(inputs: dict, keys) -> dict:
@@ -90,8 +97,9 @@ def _verify(name, array, stored, rng) -> str:
     return f"  verify {name}: {how}: max |error| {err:.3g} (max |A@B| {scale:.3g})"
 
 
-def _convert(name, array, dtype_name, saturate):
-    """``array`` in the --dtype; overflow is an error unless --saturate (stepsim.sparse24.cast)."""
+def _convert(name, array, dtype_name, saturate, flush_to_zero):
+    """``array`` in the --dtype; overflow is an error unless --saturate, underflow to 0 unless
+    --flush-to-zero (stepsim.sparse24.cast)."""
     import numpy as np
 
     from stepsim.sparse24.cast import cast_values
@@ -105,7 +113,7 @@ def _convert(name, array, dtype_name, saturate):
     if target == np.int8:
         raise ValueError(f"{name}: --dtype int8 needs int8 input (stepsim does not quantize), "
                          f"got {array.dtype}")
-    return cast_values(array, target, saturate=saturate, name=name)
+    return cast_values(array, target, saturate=saturate, flush_to_zero=flush_to_zero, name=name)
 
 
 def _masked(name, array, n, m, axis):
@@ -157,8 +165,9 @@ def run(args) -> int:
     n, m = args.nm
     # the output is checked before anything is read or computed; never the input itself
     output = output_path(args.output, option="-o", suffixes=(".npz",), inputs=(args.input,))
-    if args.saturate and args.dtype == "keep":
-        raise ValueError("--saturate applies to a conversion; give --dtype too")
+    for flag, given in (("--saturate", args.saturate), ("--flush-to-zero", args.flush_to_zero)):
+        if given and args.dtype == "keep":
+            raise ValueError(f"{flag} applies to a conversion; give --dtype too")
     inputs = _load_inputs(args.input)
     selected = _select(inputs, args.keys)
     skipped = sorted(set(inputs) - set(selected))
@@ -178,7 +187,7 @@ def run(args) -> int:
         # NaN/inf weights have no N:M mask and multiply to garbage: refuse them whether or
         # not the array needs masking (a train result's weights are already N:M sparse)
         check_finite_array(f"{name} in {args.input}", array)
-        array = _convert(name, array, _DTYPES[args.dtype], args.saturate)
+        array = _convert(name, array, _DTYPES[args.dtype], args.saturate, args.flush_to_zero)
         array, masked = _masked(name, array, n, m, args.axis)
         ok, why = _cutlass_ok(array, n, m, args.axis)
         if args.format == "cutlass" and not ok:
@@ -203,7 +212,7 @@ def run(args) -> int:
         print(line)
     params = {"input": str(args.input), "nm": f"{n}:{m}", "dtype": args.dtype,
               "format": args.format, "axis": args.axis, "keys": sorted(selected),
-              "saturate": args.saturate}
+              "saturate": args.saturate, "flush_to_zero": args.flush_to_zero}
     path = save_compressed(output, out, params=params)
     saved = 100 * (1 - total_stored / max(total_dense, 1))
     print(f"total: {total_dense:,} B dense -> {total_stored:,} B stored, saved "

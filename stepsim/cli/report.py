@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import finite_float, seed
+from stepsim.cli._args import OptionError, finite_float, seed
 
 HELP = "summarise a sweep directory: mean and CI over seeds, paired tests, metric vs sparsity"
 
@@ -12,9 +12,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--metric", default=None,
                         help="table column to summarise (default test_loss if present, "
                              "else final_loss)")
-    parser.add_argument("--baseline", default="dense",
+    parser.add_argument("--baseline", default=None,
                         help="recipe to pair every condition with on the same seeds "
-                             "(default dense; 'none' for no comparison)")
+                             "(default dense, when the sweep ran it; 'none' for no comparison)")
     parser.add_argument("--ci", choices=("t", "bootstrap"), default="t",
                         help="interval over seeds: Student t (default) or a seeded bootstrap")
     parser.add_argument("--confidence", type=finite_float, default=0.95,
@@ -31,6 +31,12 @@ def run(args) -> int:
     from stepsim.cli._args import output_path
     from stepsim.experiments import load_table, plot_vs_sparsity, report_markdown
 
+    for option, value in (("--metric", args.metric), ("--baseline", args.baseline)):
+        if value is not None and not value.strip():
+            raise OptionError(f"{option}: empty value; give a name")
+    if args.figure is not None and not args.figure.strip():
+        raise OptionError("--figure: empty path; give a file name (default "
+                          "DIR/METRIC_vs_sparsity.png)")
     out = Path(args.dir)
     table = load_table(out)
     if not table.rows:
@@ -42,7 +48,13 @@ def run(args) -> int:
     figure = output_path(args.figure or str(out / f"{metric}_vs_sparsity.png"),
                          option="--figure", suffixes=(".png", ".pdf", ".svg"))
     output_path(str(out / f"report_{metric}.md"), option="DIR")
-    baseline = None if args.baseline.lower() == "none" else args.baseline
+    recipes = sorted(set(table.column("recipe")))
+    baseline = args.baseline or "dense"
+    if baseline.lower() == "none":
+        baseline = None
+    elif args.baseline is not None and baseline not in recipes:
+        raise OptionError(f"--baseline {baseline!r} is not a recipe of this sweep; recipes: "
+                          f"{recipes} (or 'none' for no comparison)")
     text = report_markdown(table, metric, baseline=baseline, confidence=args.confidence,
                            method=args.ci, rng=args.seed)
     print(text)

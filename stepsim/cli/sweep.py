@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import key_values, output_path, positive_int
+from stepsim.cli._args import OptionError, key_values, output_path, positive_int
 
 HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes after a kill"
 
@@ -120,6 +120,9 @@ def _edited(entries, options: dict, grid: dict):
     out = []
     for e in entries:
         e = dict(e) if isinstance(e, dict) else {"name": e}
+        if not all(isinstance(e.get(k, {}), dict) for k in ("options", "grid")):
+            out.append(e)  # parse_spec names the entry and the key
+            continue
         e["options"] = dict(e.get("options", {}), **options)
         e["grid"] = dict(e.get("grid", {}), **grid)
         out.append(e)
@@ -140,6 +143,8 @@ def run(args) -> int:
 
     from stepsim.experiments import parse_spec, plan_sweep, report_markdown, run_sweep
 
+    if args.out is not None and not args.out.strip():
+        raise OptionError("--out: empty path; give a directory (default sweeps/SPEC-NAME)")
     spec = parse_spec(build_spec(args))
     runs = plan_sweep(spec)  # every check happens here, before anything runs
     if args.dry_run:
@@ -148,7 +153,7 @@ def run(args) -> int:
         print(f"{len(runs)} runs; spec OK")
         return 0
     stem = spec.name or (Path(args.spec).stem if args.spec else "cli")
-    out = Path(args.out) if args.out else Path("sweeps") / stem
+    out = Path(args.out) if args.out is not None else Path("sweeps") / stem
     # the directory must be one we can write in (not a file, not read-only) before any run
     output_path(str(out / "sweep.json"), option="--out")
     start = time.perf_counter()

@@ -6,6 +6,11 @@ options are its constructor's keyword options, given as repeatable ``-p KEY=VALU
 earlier versions (``--d-in``, ``--d-hidden``, ...) still work, for the regression problem;
 ``--nm``, ``--batch-size``, ``--dtype``, ``--data-seed``, ``--teacher-nm``, ``--noise`` apply
 to every problem that takes the matching option.
+
+``--json PATH`` writes two files, PATH and the trace and weights in an .npz beside it:
+the .npz first, the JSON last, and the JSON records the digest of the arrays it commits
+(``stepsim._atomic``), so a kill between the two writes can never leave a pair that
+passes for one run; readers (``stepsim compress``, ``Trace.load_npz``) refuse a mismatch.
 """
 
 from __future__ import annotations
@@ -73,7 +78,8 @@ def add_arguments(parser) -> None:
                         help="record the problem's evaluate() metrics every K steps "
                              "(learning curves in the result)")
     parser.add_argument("--json", metavar="PATH",
-                        help="save the summary (JSON with provenance) and trace (.npz beside it)")
+                        help="save the summary (JSON with provenance) and trace and weights "
+                             "(.npz beside it, written first; the JSON records its digest)")
     common = parser.add_argument_group("options of several problems (when the problem has them)")
     common.add_argument("--batch-size", type=int, default=None, help="minibatch size")
     common.add_argument("--dtype", choices=("float32", "float64"), default=None,

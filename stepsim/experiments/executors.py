@@ -12,7 +12,10 @@ the number of workers, and a cluster needs no shared filesystem.
   passed in), one task per run, collected as they complete.
 
 Each takes the runs to do and ``on_done(run, output)``, called in this process as each
-run finishes (in completion order).
+run finishes (in completion order). The runs may be a lazy iterator: each executor takes
+the next run only when a worker is free for it (the pool keeps one run per worker in
+flight, Dask one per worker thread), because the runner claims a run as it hands it over
+and a second sweep process on the same directory must find the rest unclaimed.
 """
 
 from __future__ import annotations
@@ -90,18 +93,31 @@ def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
 
 
 def run_pool(runs, on_done, workers: int) -> None:
-    """Run ``runs`` on a local pool of ``workers`` spawned processes."""
+    """Run ``runs`` (an iterable, taken lazily) on a local pool of ``workers`` spawned processes."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process with numba/BLAS threads
+    runs = iter(runs)
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                              initializer=_init_worker, initargs=(os.getpid(),)) as pool:
-        futures = {pool.submit(execute, run.params, run.rng_seed): run for run in runs}
+        futures = {}
+
+        def fill():  # one run per worker in flight; the next is taken when one finishes
+            while len(futures) < workers:
+                run = next(runs, None)
+                if run is None:
+                    return
+                futures[pool.submit(execute, run.params, run.rng_seed)] = run
+
         try:  # each result is saved as soon as it arrives: a kill loses only runs in flight
-            for fut in as_completed(list(futures)):
-                run = futures.pop(fut)  # drop our reference once it is saved
-                on_done(run, _result(fut, run))
+            fill()
+            while futures:
+                done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    run = futures.pop(fut)  # drop our reference once it is saved
+                    on_done(run, _result(fut, run))
+                fill()
         except BaseException:
             for fut in futures:
                 fut.cancel()
@@ -109,19 +125,34 @@ def run_pool(runs, on_done, workers: int) -> None:
 
 
 def run_dask(runs, on_done, scheduler) -> None:
-    """Run ``runs`` on Dask; scheduler: an address ("tcp://host:8786"), a Client or a cluster."""
+    """Run ``runs`` (an iterable, taken lazily) on Dask; scheduler: an address
+    ("tcp://host:8786"), a Client or a cluster."""
     from distributed import Client, as_completed
 
     own = not isinstance(scheduler, Client)
     client = Client(scheduler) if own else scheduler
+    runs = iter(runs)
+    futures, pending = {}, as_completed()
+
+    def fill():  # one run per worker thread in flight (re-counted: the cluster may scale)
+        slots = max(1, sum(client.nthreads().values()))
+        while len(futures) < slots:
+            run = next(runs, None)
+            if run is None:
+                return
+            fut = client.submit(execute, run.params, run.rng_seed, pure=False,
+                                key=f"stepsim-run-{run.run_id}")
+            futures[fut] = run
+            pending.add(fut)
+
     try:
-        futures = {client.submit(execute, run.params, run.rng_seed, pure=False,
-                                 key=f"stepsim-run-{run.run_id}"): run for run in runs}
         try:
-            for fut in as_completed(list(futures)):
+            fill()
+            for fut in pending:
                 run = futures.pop(fut)
                 on_done(run, _result(fut, run))
                 fut.release()  # the worker may drop the result once it is saved
+                fill()
         except BaseException:
             client.cancel(list(futures))
             raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 
 from stepsim import stats
 
@@ -60,9 +61,33 @@ def _metric_values(rows, metric: str):
     """(finite float values, count of non-finite ones) of ``metric`` over ``rows``."""
     if any(metric not in row for row in rows):
         raise ValueError(f"metric {metric!r} is not a column of the table")
-    values = [float(row[metric]) if row[metric] is not None else math.nan for row in rows]
+    values = [_number(row, metric) for row in rows]
     finite = [v for v in values if math.isfinite(v)]
     return finite, len(values) - len(finite)
+
+
+def _check_table(table, metric) -> None:
+    """``table`` must be a sweep's :class:`~stepsim.experiments.store.Table` and ``metric``
+    one of its columns (a missing column would otherwise give NaN rows, not an error)."""
+    from stepsim.experiments.store import Table
+
+    if not isinstance(table, Table):
+        raise TypeError(f"table must be a stepsim.experiments.Table (from load_table or "
+                        f"run_sweep), got {type(table).__name__}")
+    if not isinstance(metric, str) or metric not in table.columns:
+        raise ValueError(f"metric {metric!r} is not a column of the table; columns: "
+                         f"{list(table.columns)}")
+
+
+def _number(row, metric: str) -> float:
+    """Row ``row``'s ``metric`` as a float (None: NaN); a text value is a ValueError."""
+    value = row.get(metric)
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"metric {metric!r} is not numeric: run {row.get('run_id')} has "
+                         f"{value!r}")
+    return float(value)
 
 
 def summarize(table, metric: str, *, confidence: float = 0.95, method: str = "t",
@@ -73,6 +98,7 @@ def summarize(table, metric: str, *, confidence: float = 0.95, method: str = "t"
     ``high``, ``std`` and ``nonfinite`` (runs whose metric is NaN/inf, left out).
     method: "t" or "bootstrap" (:func:`stepsim.stats.mean_ci`; ``rng`` seeds the bootstrap).
     """
+    _check_table(table, metric)
     cond = condition_columns(table)
     shown = varying_columns(table, cond)
     out = []
@@ -101,6 +127,7 @@ def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 
     ``t_pvalue``, ``wilcoxon_pvalue`` (:func:`stepsim.stats.paired_difference`; NaN when
     n < 2). A run that matches several baseline runs is a ValueError (ambiguous baseline).
     """
+    _check_table(table, metric)
     cond = condition_columns(table)
     shown = varying_columns(table, cond)
     context = [c for c in cond if c in CONTEXT_COLUMNS or c.startswith("problem.")]
@@ -132,8 +159,7 @@ def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 
             other = partner(row)
             if other is None:
                 continue
-            x, y = (float(r[metric]) if r.get(metric) is not None else math.nan
-                    for r in (row, other))
+            x, y = (_number(r, metric) for r in (row, other))
             if math.isfinite(x) and math.isfinite(y):
                 a.append(x)
                 b.append(y)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
+import time
 from pathlib import Path
 
 from stepsim.experiments import adapter, executors, store
@@ -92,8 +94,11 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
         The grid (see :mod:`stepsim.experiments.spec`); checked completely before any run.
     out_dir : path
         The sweep directory (layout in :mod:`stepsim.experiments.store`). Runs whose
-        result is already there are skipped, so the same call resumes a killed sweep;
-        one sweep process per directory at a time.
+        result is already there are skipped, so the same call resumes a killed sweep.
+        Several sweep processes may share it (the same call started twice, or on several
+        machines): each claims a run before running it, so they split the runs, and each
+        returns once every run is finished, waiting for the runs the others have in
+        flight; the table is the same as a single process's.
     jobs : int, optional
         Local workers (default: every usable core; 1 runs in this process). Ignored with
         ``scheduler``. Workers are spawned processes: in a script, call ``run_sweep``
@@ -120,26 +125,72 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     runs = plan_sweep(spec)
     out_dir = Path(out_dir)
     store.write_plan(out_dir, spec.to_dict(), runs)
-    store.remove_temporaries(out_dir)
-    todo = [run for run in runs if not store.is_finished(out_dir, run)]
+    claims = store.Claims(out_dir)
 
     def on_done(run, output):
         store.save_run(out_dir, run, output)
+        claims.release(run, finished=True)
         bar.update(1)
 
     label = f"sweep {spec.name or out_dir.name}"
-    with Progress(len(runs), label, force=progress, initial=len(runs) - len(todo),
-                  unit="run") as bar:
-        if todo and scheduler is not None:
-            executors.run_dask(todo, on_done, scheduler)
-        elif todo:
-            workers = executors.worker_count(jobs, len(todo))
-            if workers == 1:
-                executors.run_serial(todo, on_done)
-            else:
-                executors.run_pool(todo, on_done, workers)
+    pending = _unfinished(out_dir, runs)
+    if pending and scheduler is None:
+        workers = executors.worker_count(jobs, len(pending))  # checks jobs, warns once
+    waiting = False
+    try:
+        with Progress(len(runs), label, force=progress, initial=len(runs) - len(pending),
+                      unit="run") as bar:
+            while pending:
+                todo = _claimed(out_dir, pending, claims)
+                first = next(todo, None)
+                if first is not None:
+                    waiting = False
+                    todo = itertools.chain([first], todo)
+                    if scheduler is not None:
+                        executors.run_dask(todo, on_done, scheduler)
+                    elif min(workers, len(pending)) == 1:
+                        executors.run_serial(todo, on_done)
+                    else:
+                        executors.run_pool(todo, on_done, min(workers, len(pending)))
+                else:  # every unfinished run is in flight in another sweep process
+                    if not waiting:
+                        who = claims.holder(pending[0])
+                        print(f"sweep: waiting for {len(pending)} run(s) that another sweep "
+                              f"process{' (' + who + ')' if who else ''} is running in "
+                              f"{out_dir}", file=sys.stderr)
+                        waiting = True
+                    time.sleep(_POLL_S)
+                pending = _unfinished(out_dir, runs)
+                bar.update(len(runs) - len(pending) - bar.done)  # runs others finished
+    finally:
+        claims.release_all()
     table = store.load_table(out_dir, runs)
     table.save(out_dir)
     if table.missing:  # pragma: no cover - every run above either finished or raised
         print(f"warning: {len(table.missing)} runs have no result", file=sys.stderr)
     return table
+
+
+_POLL_S = 0.25  # how often a sweep with nothing to claim looks for finished or freed runs
+
+
+def _unfinished(out_dir, runs) -> list[Run]:
+    return [run for run in runs if not store.is_finished(out_dir, run)]
+
+
+def _claimed(out_dir, pending, claims):
+    """Yield the runs of ``pending`` this process claims, lazily (one per free worker).
+
+    Lazily, so that a second sweep process started on the same directory finds the runs not
+    yet started unclaimed and takes its share. A run found finished once claimed (another
+    process saved it meanwhile) is given back; a claimed run's leftover temporaries (from a
+    killed writer) are removed before it runs again.
+    """
+    for run in pending:
+        if not claims.try_claim(run):
+            continue
+        if store.is_finished(out_dir, run):
+            claims.release(run, finished=True)
+            continue
+        store.remove_temporaries(out_dir, run)
+        yield run

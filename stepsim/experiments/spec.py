@@ -49,7 +49,7 @@ import itertools
 import json
 from pathlib import Path
 
-from stepsim._validate import check_int
+from stepsim._validate import _show, check_input_file, check_int
 
 SPEC_KEYS = ("name", "steps", "seeds", "nm", "problem", "problems", "criterion", "recipes",
              "eval_every")
@@ -182,8 +182,7 @@ def read_spec_file(path) -> dict:
     path = Path(path)
     if path.suffix.lower() not in (".toml", ".json"):
         raise ValueError(f"sweep spec {str(path)!r} must end in .toml or .json")
-    if not path.is_file():
-        raise FileNotFoundError(f"sweep spec {str(path)!r} does not exist")
+    check_input_file(path, "sweep spec")
     text = path.read_text()
     if path.suffix.lower() == ".toml":
         try:
@@ -199,9 +198,13 @@ def read_spec_file(path) -> dict:
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"sweep spec {str(path)!r} is not valid TOML: {exc}") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"sweep spec {str(path)!r} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise TypeError(f"sweep spec {str(path)!r} must hold a JSON object ({{\"recipes\": "
+                         f"[...], ...}}), got {type(data).__name__} {_show(data)}")
+    return data
 
 
 def parse_spec(data) -> SweepSpec:

@@ -5,12 +5,18 @@ Layout of a sweep directory::
     sweep.json            the spec and every run (name, id, seed, parameters), in grid order
     runs/NAME.npz         a finished run's trace and weights (written first)
     runs/NAME.json        its summary, with provenance (written last: the run's commit mark)
+    claims/NAME.claim     a run in flight: locked by the sweep process running it
     table.csv, table.json the tidy table, one row per finished run (derived, rewritten)
 
 Every file is written atomically (``stepsim._atomic``). A run is finished exactly when its
 JSON exists and names its run id; the table is rebuilt from those JSONs, so a sweep killed
 at any moment — between the .npz and the JSON included — loses at most the runs in flight
 and can never lose or duplicate a row.
+
+Several sweep processes may share one directory (started twice by hand, or on several
+machines over a shared filesystem): each runs only the runs it :class:`Claims`, so they
+split the work instead of each doing all of it (see :class:`Claims` for why a claim is a
+lock and not a file that must be judged stale).
 """
 
 from __future__ import annotations
@@ -18,14 +24,21 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import glob
 import io
 import json
+import os
+import socket
+import sys
+import time
+import warnings
 from pathlib import Path
 
 from stepsim.experiments.spec import Run
 
 SWEEP_FILE = "sweep.json"
 RUNS_DIR = "runs"
+CLAIMS_DIR = "claims"
 TABLE_CSV = "table.csv"
 TABLE_JSON = "table.json"
 VERSION_KEYS = ("stepsim", "numpy", "scipy", "numba", "python")
@@ -43,6 +56,8 @@ def is_finished(out_dir, run: Run) -> bool:
 
 
 def _read_result(path: Path, run_id: str) -> dict | None:
+    if not path.is_file():  # missing, or a FIFO that would block the read
+        return None
     try:
         doc = json.loads(path.read_text())
         ok = doc["provenance"]["params"]["sweep"]["run_id"] == run_id
@@ -87,25 +102,139 @@ def write_plan(out_dir, spec_dict: dict, runs: list[Run]) -> Path:
 
 def read_plan(out_dir) -> list[Run]:
     """The runs recorded in ``out_dir/sweep.json``, in grid order."""
+    from stepsim._validate import check_input_file
+
     path = Path(out_dir) / SWEEP_FILE
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"{str(out_dir)!r} is not a sweep directory (no {SWEEP_FILE})")
-    plan = json.loads(path.read_text())["result"]
-    return [Run(params=r["params"], run_id=r["run_id"], rng_seed=r["rng_seed"])
-            for r in plan["runs"]]
+    check_input_file(path, "sweep plan")
+    try:
+        runs = [Run(params=r["params"], run_id=r["run_id"], rng_seed=r["rng_seed"])
+                for r in json.loads(path.read_text())["result"]["runs"]]
+        for run in runs:
+            run_paths(out_dir, run)  # its name needs params "recipe" and "nm"
+    except ValueError as exc:  # not JSON
+        raise ValueError(f"sweep plan {path} is not valid JSON ({exc})") from None
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise ValueError(f"sweep plan {path} is not a sweep's plan (expected {{\"result\": "
+                         f"{{\"runs\": [{{\"params\", \"run_id\", \"rng_seed\"}}, ...]}}}}; "
+                         f"{_what(exc)})") from None
+    return runs
 
 
-def remove_temporaries(out_dir) -> int:
-    """Delete temporary files a killed writer left in ``runs/`` (``.NAME.*``); return how many.
+def _what(exc: Exception) -> str:
+    """What a KeyError/TypeError met while walking a JSON document, in a few words."""
+    if isinstance(exc, KeyError):
+        return f"no {exc.args[0]!r}"
+    return f"wrong shape: {exc}"
 
-    Only call this when no other sweep writes into ``out_dir``.
+
+def remove_temporaries(out_dir, run: Run) -> int:
+    """Delete the temporary files a killed writer of ``run`` left in ``runs/``; return how many.
+
+    Only ``run``'s own (``.NAME.json.*``, ``.NAME.npz.*``), and only call this holding its
+    claim: another sweep process may be writing other runs into the same directory.
     """
     removed = 0
-    for tmp in (Path(out_dir) / RUNS_DIR).glob(".*"):
+    pattern = glob.escape(str(Path(out_dir) / RUNS_DIR / f".{run.name}.")) + "*"
+    for tmp in glob.glob(pattern):
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            os.unlink(tmp)
             removed += 1
     return removed
+
+
+class Claims:
+    """The runs this process has claimed in sweep directory ``out_dir``.
+
+    A claim is ``claims/NAME.claim`` held under an exclusive ``flock``; the file's text says
+    who holds it (host, pid, time), for messages only. A lock rather than a file created
+    with ``O_EXCL`` and judged stale later: the kernel drops a process's locks when it dies,
+    SIGKILL included, so a killed sweep's claims never block a resume — no guessing from
+    pids (reused), hosts or leases (too short for a long run, too long for a resume). On
+    Linux NFS clients ``flock`` is carried by NFS locks, so sweeps on several machines
+    sharing the directory also split the work. Where files cannot be locked (no ``fcntl``,
+    or a filesystem without locks) every run counts as claimed, with a warning, as before
+    claims existed: then run one sweep process per directory.
+
+    Claims are taken by the process that writes results (never by pool or Dask workers),
+    so they live exactly as long as the sweep process that will save the run.
+    """
+
+    def __init__(self, out_dir):
+        self.dir = Path(out_dir) / CLAIMS_DIR
+        self._held: dict[str, int] = {}  # run name -> the locked file's descriptor
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            fcntl = None
+        self._fcntl = fcntl
+
+    def path(self, run: Run) -> Path:
+        return self.dir / f"{run.name}.claim"
+
+    def try_claim(self, run: Run) -> bool:
+        """Claim ``run``; False if another sweep process (alive) holds it."""
+        if self._fcntl is None:
+            return True
+        path = self.path(run)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                self._fcntl.flock(fd, self._fcntl.LOCK_EX | self._fcntl.LOCK_NB)
+            except BlockingIOError:  # held by a live process
+                os.close(fd)
+                return False
+            except OSError as exc:  # no locks on this filesystem (ENOLCK, EOPNOTSUPP ...)
+                os.close(fd)
+                warnings.warn(f"cannot lock files in {self.dir} ({exc}); runs are not "
+                              "claimed: run one sweep process per directory", stacklevel=2)
+                self._fcntl = None
+                return True
+            # the holder before us may have finished and removed the file between our open
+            # and our lock: then we locked a file nobody else will see; open the path again
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        holder = {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(),
+                  "argv": sys.argv}
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(holder) + "\n").encode("utf-8"))
+        self._held[run.name] = fd
+        return True
+
+    def release(self, run: Run, *, finished: bool) -> None:
+        """Give ``run`` up; when ``finished`` (its JSON is written) remove its claim file too.
+
+        The file of an unfinished run stays (unlocked), so a process that opened it in the
+        meantime still locks the same file as the next claimer.
+        """
+        fd = self._held.pop(run.name, None)
+        if fd is None:
+            return
+        if finished:
+            with contextlib.suppress(FileNotFoundError):
+                self.path(run).unlink()
+        os.close(fd)  # closing the last descriptor drops the lock
+
+    def release_all(self) -> None:
+        """Give up every claim still held (a failed or interrupted sweep)."""
+        for fd in self._held.values():
+            os.close(fd)
+        self._held.clear()
+
+    def holder(self, run: Run) -> str:
+        """Who holds ``run``'s claim, as its file says ("pid 123 on host x"), or "" if unknown."""
+        try:
+            info = json.loads(self.path(run).read_text())
+            return f"pid {info['pid']} on {info['host']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
 
 
 # ------------------------------------------------------------------------ the table
@@ -189,11 +318,16 @@ def load_table(out_dir, runs: list[Run] | None = None) -> Table:
     runs = read_plan(out_dir) if runs is None else runs
     rows, missing = [], []
     for run in runs:
-        doc = _read_result(run_paths(out_dir, run)[0], run.run_id)
+        path = run_paths(out_dir, run)[0]
+        doc = _read_result(path, run.run_id)
         if doc is None:
             missing.append(run.name)
-        else:
+            continue
+        try:
             rows.append(result_row(doc))
+        except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+            raise ValueError(f"run result {path} is not a sweep run's result ({_what(exc)}); "
+                             "delete it and run the sweep again to redo that run") from None
     columns = []
     for row in rows:
         columns.extend(k for k in row if k not in columns)

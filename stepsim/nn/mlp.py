@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_choice, check_int, check_nm_pair
+from stepsim._validate import check_bool, check_choice, check_int, check_nm_pair
 from stepsim.nn import layers as L
 from stepsim.sparsity import ParamSpec, check_divides
 
@@ -70,7 +70,7 @@ class MLP:
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("sparsify", self.sparsify, SPARSIFY)
         object.__setattr__(self, "nm", check_nm_pair("nm", self.nm))
-        object.__setattr__(self, "bias", bool(self.bias))
+        object.__setattr__(self, "bias", check_bool("bias", self.bias))
         for name, spec in self.specs().items():
             if spec.sparse:
                 check_divides(name, self.shapes()[name], spec.axis, spec.m)

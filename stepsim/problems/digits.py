@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_int, check_memory, check_real
+from stepsim._validate import check_int, check_memory, check_real, check_widths
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import MLP, _float_dtype
 
@@ -62,7 +62,7 @@ class Digits:
                  sparsify: str = "all", nm: tuple[int, int] = (2, 4), batch_size: int = 128,
                  test_fraction: float = 0.2, bias: bool = True, dtype=np.float32,
                  seed: int = 0):
-        hidden = (hidden,) if isinstance(hidden, (int, np.integer)) else tuple(hidden)
+        hidden = check_widths("hidden", hidden)
         self.mlp = MLP((64, *hidden, 10), activation=activation, sparsify=sparsify, nm=nm,
                        bias=bias)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)

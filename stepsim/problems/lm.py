@@ -78,7 +78,11 @@ class LanguageModel:
         self.nm = check_nm(*nm)
         names = tr.linear_names(self.model)
         if isinstance(sparse, str):  # one kind, or "wq,wk" as the command line gives it
-            sparse = tuple(kind.strip() for kind in sparse.split(",") if kind.strip())
+            kinds = tuple(kind.strip() for kind in sparse.split(",") if kind.strip())
+            if not kinds:
+                raise ValueError(f"sparse: no kind in {sparse!r}; give kinds (e.g. 'wq,wk') or "
+                                 "an empty tuple for a dense model")
+            sparse = kinds
         if sparse is None:
             sparse = tuple(kind for kind in tr.LINEAR_KINDS if names[kind])
         sparse = tuple(sparse)

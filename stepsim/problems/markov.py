@@ -7,8 +7,12 @@ token depends on the previous k through a table of V^k categorical distributions
 
 so the temperature sets the entropy (temperature -> inf: uniform, log V nats a token;
 temperature -> 0: nearly deterministic). Every probability is positive, so the chain on the
-V^k contexts is irreducible and aperiodic, and it has one stationary distribution pi; it is
-found by power iteration to 1e-13 in L1 (machine precision for these sizes).
+V^k contexts is irreducible and aperiodic, and it has one stationary distribution pi. Up to
+1024 contexts pi solves the linear system pi (P - I) = 0, sum(pi) = 1 directly (LU with
+partial pivoting in float64, written with elementwise NumPy operations only, so the bits
+do not depend on the CPU's BLAS); a chain whose system is too ill-conditioned (condition
+number above 1e10: a low temperature, e.g. 0.05) is refused with a ValueError. Larger
+chains use power iteration to 1e-13 in L1, refused the same way if it does not converge.
 
 Sequences start from a stationary draw of their first k tokens, then follow the chain, so
 every window of a sequence has the stationary law. The best mean loss a model can reach in
@@ -26,9 +30,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepsim import _libm
 from stepsim._validate import check_int, check_real
 
 MAX_CONTEXTS = 1 << 20
+DIRECT_CONTEXTS = 1024  # up to here the stationary law is solved directly (O(n^3) / 3)
+MAX_CONDITION = 1e10  # the law is then accurate to ~ MAX_CONDITION * 2.2e-16 = 2e-6 relative
 
 
 class MarkovLanguage:
@@ -69,12 +76,12 @@ class MarkovLanguage:
         logits = np.random.default_rng(self.seed).standard_normal((self.n_contexts, self.vocab))
         logits /= self.temperature
         logits -= logits.max(axis=1, keepdims=True)
-        probs = np.exp(logits)
+        probs = _libm.exp(logits)
         self.probs = probs / probs.sum(axis=1, keepdims=True)
         self.cdf = np.cumsum(self.probs, axis=1)
         self.cdf[:, -1] = 1.0  # sampling compares u < 1 against it: never past the last token
         self.stationary = self._stationary()
-        row_entropy = -np.sum(self.probs * np.log(self.probs), axis=1)
+        row_entropy = -np.sum(self.probs * _libm.log(self.probs), axis=1)
         self.entropy_rate = float(self.stationary @ row_entropy)
 
     def __repr__(self):
@@ -91,8 +98,34 @@ class MarkovLanguage:
         s = np.arange(self.n_contexts)[:, None]
         return (s * self.vocab + np.arange(self.vocab)) % self.n_contexts
 
-    def _stationary(self, tol: float = 1e-13, max_iter: int = 1_000_000) -> np.ndarray:
-        """pi with pi = pi P on the V^k contexts, by power iteration (the chain is primitive)."""
+    def _stationary(self) -> np.ndarray:
+        """pi with pi P = pi and sum(pi) = 1 (module docstring: direct up to DIRECT_CONTEXTS).
+
+        The system A pi = e_n with A = P^T - I whose last row is replaced by ones (the
+        chain is irreducible, so A is non-singular). Raises ValueError naming the
+        temperature when A's condition number exceeds MAX_CONDITION.
+        """
+        n = self.n_contexts
+        if n > DIRECT_CONTEXTS:
+            return self._stationary_by_power()
+        a = np.zeros((n, n))
+        np.add.at(a, (self._successors().ravel(), np.repeat(np.arange(n), self.vocab)),
+                  self.probs.ravel())  # a[t, s] = P(s -> t)
+        a[np.arange(n), np.arange(n)] -= 1.0
+        a[-1] = 1.0
+        norm = np.abs(a).sum(axis=0).max()
+        lu, perm = _lu(a)
+        pi = _lu_solve(lu, perm, np.eye(1, n, n - 1)[0])
+        condition = norm * _inverse_norm1(lu, perm)
+        if not (condition <= MAX_CONDITION and pi.min() > 0):
+            raise ValueError(f"{self!r}: the stationary law's linear system has condition "
+                             f"number {condition:.3g} (> {MAX_CONDITION:.0e}), so the law and "
+                             f"the loss floor would be inaccurate; raise the temperature "
+                             f"(-p temperature=...) or lower the order")
+        return pi / pi.sum()
+
+    def _stationary_by_power(self, tol: float = 1e-13, max_iter: int = 100_000) -> np.ndarray:
+        """pi by power iteration (chains too large for the direct solve)."""
         succ = self._successors().ravel()
         pi = np.full(self.n_contexts, 1.0 / self.n_contexts)
         for _ in range(max_iter):
@@ -102,8 +135,9 @@ class MarkovLanguage:
             if np.abs(new - pi).sum() < tol:
                 return new
             pi = new
-        raise RuntimeError(f"stationary distribution did not converge in {max_iter} "
-                           f"iterations (temperature {self.temperature} too low?)")
+        raise ValueError(f"{self!r}: the stationary law did not converge in {max_iter} power "
+                         f"iterations (the chain mixes too slowly); raise the temperature "
+                         f"(-p temperature=...) or use at most {DIRECT_CONTEXTS} contexts")
 
     def window_entropies(self) -> np.ndarray:
         """H_j = H(X_1..X_j) of a stationary window, j = 0..k+1 (nats; H_0 = 0)."""
@@ -209,17 +243,75 @@ class MarkovLanguage:
             if t + 1 < self.order:  # p(x_{t+1} | x_0..x_t) = law_{t+2} / law_{t+1}
                 both = prefix * self.vocab + tokens[:, t]
                 both = both * self.vocab + tokens[:, t + 1]
-                out[:, t] = np.log(laws[t + 1][both // self.vocab]) - np.log(laws[t + 2][both])
+                out[:, t] = (_libm.log(laws[t + 1][both // self.vocab])
+                             - _libm.log(laws[t + 2][both]))
                 prefix = prefix * self.vocab + tokens[:, t]
             else:
                 if t + 1 == self.order:
                     prefix = prefix * self.vocab + tokens[:, t]
                 else:
                     prefix = (prefix * self.vocab + tokens[:, t]) % self.n_contexts
-                out[:, t] = -np.log(self.probs[prefix, tokens[:, t + 1]])
+                out[:, t] = -_libm.log(self.probs[prefix, tokens[:, t + 1]])
         return out
+
+
+def _lu(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """LU with partial pivoting of square ``a``, in place: (lu, perm) with a[perm] = L U, L
+    unit lower (below the diagonal of lu) and U upper. Elementwise operations only (no BLAS),
+    so the bits are the same on every CPU."""
+    n = a.shape[0]
+    perm = np.arange(n)
+    for k in range(n - 1):
+        p = k + int(np.argmax(np.abs(a[k:, k])))
+        if p != k:
+            a[[k, p]] = a[[p, k]]
+            perm[[k, p]] = perm[[p, k]]
+        a[k + 1:, k] /= a[k, k]
+        a[k + 1:, k + 1:] -= np.multiply.outer(a[k + 1:, k], a[k, k + 1:])
+    return a, perm
+
+
+def _lu_solve(lu: np.ndarray, perm: np.ndarray, b: np.ndarray, *,
+              transpose: bool = False) -> np.ndarray:
+    """x with A x = b (or A^T x = b), from :func:`_lu`'s factors; column operations only."""
+    n = lu.shape[0]
+    if not transpose:  # L U x = b[perm]
+        x = b[perm].astype(np.float64)
+        for k in range(n - 1):
+            x[k + 1:] -= lu[k + 1:, k] * x[k]
+        for k in range(n - 1, -1, -1):
+            x[k] /= lu[k, k]
+            x[:k] -= lu[:k, k] * x[k]
+        return x
+    x = b.astype(np.float64)  # U^T L^T y = b, then x[perm] = y
+    for k in range(n):
+        x[k] /= lu[k, k]
+        x[k + 1:] -= lu[k, k + 1:] * x[k]
+    for k in range(n - 1, 0, -1):
+        x[:k] -= lu[k, :k] * x[k]
+    out = np.empty_like(x)
+    out[perm] = x
+    return out
+
+
+def _inverse_norm1(lu: np.ndarray, perm: np.ndarray, iterations: int = 5) -> float:
+    """An estimate (a lower bound, usually exact) of ||A^-1||_1 from A's LU factors: Hager's
+    method, as LAPACK's condition estimators, deterministic."""
+    n = lu.shape[0]
+    x = np.full(n, 1.0 / n)
+    estimate = 0.0
+    for i in range(iterations):
+        y = _lu_solve(lu, perm, x)
+        estimate = max(estimate, float(np.abs(y).sum()))
+        z = _lu_solve(lu, perm, np.where(y >= 0, 1.0, -1.0), transpose=True)
+        j = int(np.argmax(np.abs(z)))
+        if i > 0 and abs(z[j]) <= float((z * x).sum()):
+            break
+        x = np.zeros(n)
+        x[j] = 1.0
+    return estimate
 
 
 def _entropy(p: np.ndarray) -> float:
     p = p[p > 0]
-    return float(-np.sum(p * np.log(p)))
+    return float(-np.sum(p * _libm.log(p)))

@@ -45,7 +45,15 @@ import math
 
 import numpy as np
 
-from stepsim._validate import check_beta, check_int, check_memory, check_nm_pair, check_real
+from stepsim import _libm
+from stepsim._validate import (
+    check_beta,
+    check_bool,
+    check_int,
+    check_memory,
+    check_nm_pair,
+    check_real,
+)
 from stepsim.sparsity import ParamSpec
 
 
@@ -185,7 +193,7 @@ class NoisyQuadratic:
         self.w_star_scale = check_real("w_star_scale", w_star_scale, minimum=0.0)
         self.init_scale = check_real("init_scale", init_scale, minimum=0.0)
         self.nm = check_nm_pair("nm", nm)
-        self.sparse = bool(sparse)
+        self.sparse = check_bool("sparse", sparse)
         self.replicas = check_int("replicas", replicas, minimum=1)
         self.w_star_nm = None if w_star_nm is None else check_nm_pair("w_star_nm", w_star_nm)
         self.dtype = np.dtype(dtype)
@@ -201,8 +209,8 @@ class NoisyQuadratic:
         self.specs = {"w": ParamSpec(*self.nm, axis=-1) if self.sparse else ParamSpec()}
 
         i = np.arange(1, self.dim + 1, dtype=np.float64)
-        self.h = self.h_max * i ** (-self.alpha)
-        self.c = self.c_scale * self.h ** self.c_power
+        self.h = self.h_max * _libm.power(i, -self.alpha)  # not **: np.power's bits vary by CPU
+        self.c = self.c_scale * _libm.power(self.h, self.c_power)
         self.noise_var = self.c / self.batch_size
         star_rng = np.random.default_rng(self.seed)
         self.w_star = self.w_star_scale * star_rng.standard_normal(self.dim)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_int, check_memory, check_nm_pair, check_real
+from stepsim._validate import check_bool, check_int, check_memory, check_nm_pair, check_real
 from stepsim.sparsity import ParamSpec
 
 
@@ -72,7 +72,7 @@ class SyntheticRegression:
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")
-        self.bias = bool(bias)
+        self.bias = check_bool("bias", bias)
         n, m = check_nm_pair("nm", nm)
         self.nm = (n, m)
         self.teacher_nm = None if teacher_nm is None else check_nm_pair("teacher_nm", teacher_nm)

@@ -30,7 +30,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_choice, check_int, check_memory, check_nm_pair, check_real
+from stepsim._validate import (
+    check_choice,
+    check_int,
+    check_memory,
+    check_nm_pair,
+    check_real,
+    check_widths,
+)
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import MLP, _float_dtype
 
@@ -62,7 +69,7 @@ class TeacherStudent:
                  task: str = "classification", noise: float = 0.0,
                  n_train: int | None = None, n_test: int = 2048, batch_size: int = 128,
                  dtype=np.float32, seed: int = 0):
-        hidden = (hidden,) if isinstance(hidden, (int, np.integer)) else tuple(hidden)
+        hidden = check_widths("hidden", hidden)
         self.mlp = MLP((check_int("d_in", d_in, minimum=1), *hidden,
                         check_int("d_out", d_out, minimum=1)),
                        activation=activation, sparsify=sparsify, nm=nm)

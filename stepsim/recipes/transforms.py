@@ -151,6 +151,15 @@ class Adam:
         frozen v is shared between the old and the new state, since nothing writes it.
         ``AdamStats.combine`` of the values (in ``params`` order) is the step's total.
         """
+        hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
+                             log_stats=log_stats)
+        new_w, new_m, new_v, parts = adam_arrays(params, grads, state.m, state.v, hypers)
+        return new_w, state._replace(m=new_m, v=new_v), parts
+
+    def hypers(self, state: AdamState, params: Mapping, step: int, total_steps: int, *,
+               stats_on: str = "v", log_stats: bool = False) -> dict:
+        """name -> the validated :class:`~stepsim.optim.AdamHyper` of each parameter at
+        ``step`` (one object per distinct freezing, shared by its parameters)."""
         from stepsim.optim import adam_hyper
 
         lr = self.lr_at(step, total_steps)
@@ -166,9 +175,30 @@ class Adam:
                     log_stats=log_stats, stats_on=stats_on)
             return made[frozen]
 
-        hypers = {name: hyper(state.frozen.get(name)) for name in params}
-        new_w, new_m, new_v, parts = adam_arrays(params, grads, state.m, state.v, hypers)
-        return new_w, state._replace(m=new_m, v=new_v), parts
+        return {name: hyper(state.frozen.get(name)) for name in params}
+
+    def update_in_place(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
+                        total_steps: int, arrays, *, stats_on: str = "v",
+                        log_stats: bool = False) -> dict:
+        """:meth:`update` without its copies, for a caller that owns the arrays (fit's
+        lean step, :mod:`stepsim.recipes.lean`): w (``params``), m and v are updated in
+        place. ``arrays``: a :class:`~stepsim.optim.AdamArrays` made once over exactly
+        those arrays, in ``params`` order. Returns name -> AdamStats (the same bits as
+        :meth:`update`'s)."""
+        hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
+                             log_stats=log_stats)
+        names = list(params)
+        groups = {}  # one kernel call per distinct hyper, as adam_arrays groups them
+        for row, name in enumerate(names):
+            groups.setdefault(id(hypers[name]), (hypers[name], []))[1].append(row)
+        if len(groups) == 1:
+            hyper, rows = next(iter(groups.values()))
+            return dict(zip(names, arrays.step([grads[k] for k in names], hyper)))
+        parts = {}
+        for hyper, rows in groups.values():
+            stats = arrays.step([grads[names[r]] for r in rows], hyper, rows)
+            parts.update(zip((names[r] for r in rows), stats))
+        return {name: parts[name] for name in names}
 
 
 def adam_arrays(params: Mapping, grads: Mapping, m: Mapping, v: Mapping, hypers: Mapping):

@@ -4,14 +4,17 @@
 stored, every later product is inf or NaN. :func:`cast_values` refuses that instead —
 naming the largest |value| and the target's range — unless ``saturate=True`` asks for
 values beyond the range to be clipped to its largest finite value (what a quantiser with a
-fixed scale does).
+fixed scale does). At the other end, a nonzero weight below the target's smallest subnormal
+(1e-9 in float16) would silently become 0 — a weight the N:M mask may keep, stored as a
+pruned one; that is refused too, naming the smallest nonzero |value|, unless
+``flush_to_zero=True`` accepts it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cast_values", "finite_max"]
+__all__ = ["cast_values", "finite_max", "smallest_subnormal"]
 
 
 def finite_max(dtype) -> float:
@@ -24,9 +27,19 @@ def finite_max(dtype) -> float:
     return float(np.finfo(dtype).max)
 
 
+def smallest_subnormal(dtype) -> float:
+    """Smallest positive value of a float dtype (float16/32/64 or ml_dtypes' bfloat16)."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":
+        import ml_dtypes
+
+        return float(ml_dtypes.finfo(dtype).smallest_subnormal)
+    return float(np.finfo(dtype).smallest_subnormal)
+
+
 def cast_values(array: np.ndarray, dtype, *, saturate: bool = False,
-                name: str = "array") -> np.ndarray:
-    """``array`` as float ``dtype``, refusing values that would become infinite.
+                flush_to_zero: bool = False, name: str = "array") -> np.ndarray:
+    """``array`` as float ``dtype``, refusing values that would become infinite or 0.
 
     Parameters
     ----------
@@ -38,6 +51,10 @@ def cast_values(array: np.ndarray, dtype, *, saturate: bool = False,
         False (default): a finite value that would round to ±inf raises ValueError naming
         the largest |value| and the dtype's range. True: such values become ±(largest
         finite value of ``dtype``).
+    flush_to_zero : bool
+        False (default): a nonzero value that would round to 0 raises ValueError naming
+        the smallest nonzero |value| and the dtype's smallest subnormal. True: such values
+        become 0.
     name : str
         How messages refer to ``array``.
 
@@ -70,4 +87,13 @@ def cast_values(array: np.ndarray, dtype, *, saturate: bool = False,
                 f"weights, keep a wider dtype, or saturate to ±{limit:.6g} explicitly "
                 f"(--saturate, saturate=True)")
         out[overflow] = np.where(array[overflow] > 0, limit, -limit).astype(target)
+    if not flush_to_zero and array.dtype.kind == "f":
+        lost = (out == 0) & (array != 0)
+        if lost.any():
+            smallest = float(np.min(np.abs(array[lost].astype(np.float64))))
+            raise ValueError(
+                f"{name}: smallest nonzero |value| {smallest:.6g} underflows to 0 in {target} "
+                f"(smallest positive {smallest_subnormal(target):.6g}; {int(lost.sum())} "
+                f"value(s) would become 0); rescale the weights, keep a wider dtype, or flush "
+                f"them to 0 explicitly (--flush-to-zero, flush_to_zero=True)")
     return out

@@ -1,0 +1,57 @@
+"""numba kernels that apply a mask inside a training step, in place or into a workspace
+buffer. Private: :mod:`stepsim.recipes.lean` calls them (the NumPy definitions they must
+match bit for bit are the pure pieces of :mod:`stepsim.recipes.transforms`).
+
+Arrays are flat and C-contiguous; ``keep`` is the mask (bool), True where an entry is kept.
+Each kernel writes ``out[i] = x[i]`` where the mask keeps and a pruned value elsewhere —
+what ``np.where(keep, x, pruned)`` computes, without its temporaries (``pruned`` is a
+full-size array there, and so is the product inside it). The arithmetic on pruned entries
+is the NumPy expression's, in its order and dtype, so the bits are the same; ``out`` may
+be ``x`` itself. A select, not a multiply by the mask: ``-w * 0`` would give -0 where
+``np.where`` gives +0.
+"""
+
+from __future__ import annotations
+
+from stepsim._jit import njit
+
+
+@njit
+def where_zero(x, keep, out):
+    """out = x where keep, else 0 (``np.where(keep, x, 0)``)."""
+    zero = out.dtype.type(0)
+    for i in range(x.shape[0]):
+        out[i] = x[i] if keep[i] else zero
+
+
+@njit
+def where_scaled(x, keep, a, out):
+    """out = x where keep, else x * a (``np.where(keep, x, x * a)``, a in x's dtype)."""
+    for i in range(x.shape[0]):
+        xi = x[i]
+        out[i] = xi if keep[i] else xi * a
+
+
+@njit
+def where_add_scaled(x, y, keep, c, out):
+    """out = x where keep, else x + c * y (SR-STE's gradient term, c = lam)."""
+    for i in range(x.shape[0]):
+        xi = x[i]
+        out[i] = xi if keep[i] else xi + c * y[i]
+
+
+@njit
+def where_sub_scaled(x, y, keep, c, out):
+    """out = x where keep, else x - c * y (SR-STE after the optimizer, c = lr * lam)."""
+    for i in range(x.shape[0]):
+        xi = x[i]
+        out[i] = xi if keep[i] else xi - c * y[i]
+
+
+@njit
+def count_changed(a, b):
+    """How many entries of two bool arrays differ (``np.count_nonzero(a != b)``)."""
+    count = 0
+    for i in range(a.shape[0]):
+        count += a[i] != b[i]
+    return count

@@ -1,0 +1,237 @@
+"""PyTorch peers for ``stepsim bench --torch``, run in a child process.
+
+numba's OpenMP threading layer and torch's OpenMP runtime contend when both are loaded in
+one process (PERF_NOTES), and the workaround — numba's ``workqueue`` layer — made an
+``adam_step`` call ~5x slower: a bench that imported torch measured stepsim under a layer
+no user runs. So torch never loads in the bench's process: :class:`TorchPeer` starts
+``python -m stepsim.bench._torch_peer``, builds the peer models there, and asks it to time
+N calls at a time. The bench interleaves those rounds with its own (N stepsim steps, then N
+torch steps, ...), so both see the same state of the shared machine, and each side's
+time is measured in its own process (the pipe's latency is outside both timings).
+
+Peers (``build``): ``digits`` (the digits MLP, nn.Linear + ReLU, cross-entropy, fused Adam),
+``digits-srste`` (the same with SR-STE: N:M masks of every sparse weight by topk + scatter
+each step, the masked weights in the forward pass, the straight-through gradient plus
+lam (1 - mask) w, fused Adam), ``regression`` (two nn.Linear, 0.5 sum of squares / B), ``lm``
+(:func:`stepsim.bench.lm.torch_model`) and ``adam`` (one fused Adam step on n float32).
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+
+
+class TorchPeer:
+    """A child process that builds and times PyTorch peers (module docstring)."""
+
+    def __init__(self, threads: int = 1):
+        self.proc = subprocess.Popen([sys.executable, "-m", "stepsim.bench._torch_peer"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.version = self.call("hello", threads)
+
+    def call(self, *message):
+        pickle.dump(message, self.proc.stdin)
+        self.proc.stdin.flush()
+        ok, value = pickle.load(self.proc.stdout)
+        if not ok:
+            raise RuntimeError(f"torch peer failed on {message[0]!r}: {value}")
+        return value
+
+    def build(self, key: str, kind: str, **options) -> None:
+        self.call("build", key, kind, options)
+
+    def time(self, key: str, calls: int) -> float:
+        """Seconds (wall, in the child) for ``calls`` calls of peer ``key``."""
+        return self.call("time", key, calls)
+
+    def threads(self, n: int) -> None:
+        self.call("threads", n)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.call("stop")
+            except (OSError, EOFError, RuntimeError):
+                pass
+            self.proc.wait(timeout=30)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def start_or_none(bench, threads: int = 1):
+    """A :class:`TorchPeer` if the bench asked for torch peers and torch imports, else None."""
+    if not bench.torch_peers:
+        return None
+    try:
+        return TorchPeer(threads)
+    except (RuntimeError, EOFError, OSError) as exc:
+        bench.print(f"  (PyTorch peer unavailable: {exc})")
+        return None
+
+
+# ------------------------------------------------------------------------------ the child
+def _digits_peer(torch, options, srste: bool):
+    from stepsim.problems.registry import make_problem
+
+    problem = make_problem("digits", **options.get("problem", {}))
+    lr, lam = options.get("lr", 1e-3), options.get("lam", 2e-4)
+    sizes = problem.mlp.sizes
+    gen = torch.Generator().manual_seed(0)
+    x = torch.from_numpy(np.ascontiguousarray(problem.x, dtype=np.float32))
+    y = torch.from_numpy(problem.y)
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    net = torch.nn.Sequential(*layers)
+    opt = torch.optim.Adam(net.parameters(), lr=lr, fused=True)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    sparse = [lin for l, lin in enumerate(linears, start=1)
+              if problem.specs[f"w{l}"].sparse] if srste else []
+    n, m = problem.mlp.nm
+
+    class SparseSTE(torch.autograd.Function):
+        """SR-STE's autograd function: forward w * mask, backward g + lam (1 - mask) w."""
+
+        @staticmethod
+        def forward(ctx, w):
+            groups = w.detach().abs().reshape(-1, m)
+            idx = groups.topk(n, dim=1).indices
+            mask = torch.zeros_like(groups, dtype=torch.bool).scatter_(1, idx, True)
+            mask = mask.reshape(w.shape)
+            ctx.save_for_backward(w, mask)
+            return w * mask
+
+        @staticmethod
+        def backward(ctx, grad):
+            w, mask = ctx.saved_tensors
+            return grad + lam * (~mask) * w
+
+    def forward(xb):
+        h = xb
+        for i, lin in enumerate(linears):
+            w = SparseSTE.apply(lin.weight) if lin in sparse else lin.weight
+            h = torch.nn.functional.linear(h, w, lin.bias)
+            if i < len(linears) - 1:
+                h = torch.relu(h)
+        return h
+
+    batch = problem.batch_size
+
+    def step():
+        idx = torch.randint(0, len(y), (batch,), generator=gen)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(forward(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def _regression_peer(torch, options):
+    from stepsim.problems.registry import make_problem
+
+    problem = make_problem("regression", **options.get("problem", {}))
+    dtype = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}[
+        problem.dtype]
+    net = torch.nn.Sequential(torch.nn.Linear(problem.d_in, problem.d_hidden),
+                              torch.nn.Linear(problem.d_hidden, problem.d_out)).to(dtype)
+    opt = torch.optim.Adam(net.parameters(), lr=options.get("lr", 1e-3), fused=True)
+    x, y = torch.from_numpy(problem.x), torch.from_numpy(problem.y)
+    gen = torch.Generator().manual_seed(0)
+    batch = problem.batch_size
+
+    def step():
+        idx = torch.randint(0, len(y), (batch,), generator=gen)
+        opt.zero_grad(set_to_none=True)
+        loss = 0.5 * ((net(x[idx]) - y[idx]) ** 2).sum() / batch
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def _lm_peer(torch, options):
+    from stepsim.bench.lm import step_functions
+
+    _, step = step_functions(options["problem"], lr=options.get("lr", 1e-3))
+    return step
+
+
+def _adam_peer(torch, options):
+    size = options["size"]
+    rng = np.random.default_rng(0)
+    p = torch.nn.Parameter(torch.from_numpy(rng.standard_normal(size).astype(np.float32)))
+    p.grad = torch.from_numpy(rng.standard_normal(size).astype(np.float32))
+    opt = torch.optim.Adam([p], lr=1e-9, fused=True)
+    opt.step()  # creates the state
+    return opt.step
+
+
+def _serve() -> None:
+    import time
+
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but replies goes down the pipe
+    inp = sys.stdin.buffer
+    peers = {}
+    torch = None
+    while True:
+        try:
+            message = pickle.load(inp)
+        except EOFError:
+            return
+        kind, args = message[0], message[1:]
+        try:
+            if kind == "stop":
+                pickle.dump((True, None), out)
+                out.flush()
+                return
+            if kind == "hello":
+                import torch
+
+                torch.set_num_threads(args[0])
+                value = torch.__version__
+            elif kind == "threads":
+                torch.set_num_threads(args[0])
+                value = None
+            elif kind == "build":
+                key, what, options = args
+                builders = {"digits": lambda o: _digits_peer(torch, o, False),
+                            "digits-srste": lambda o: _digits_peer(torch, o, True),
+                            "regression": lambda o: _regression_peer(torch, o),
+                            "lm": lambda o: _lm_peer(torch, o),
+                            "adam": lambda o: _adam_peer(torch, o)}
+                step = builders[what](options)
+                step()
+                step()  # warm: allocator, thread pool
+                peers[key] = step
+                value = None
+            elif kind == "time":
+                key, calls = args
+                step = peers[key]
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    step()
+                value = time.perf_counter() - t0
+            else:
+                raise ValueError(f"unknown request {kind!r}")
+            reply = (True, value)
+        except Exception as exc:  # reported to the bench, which names the request
+            reply = (False, f"{type(exc).__name__}: {exc}")
+        pickle.dump(reply, out)
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve()

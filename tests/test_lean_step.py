@@ -1,0 +1,258 @@
+"""fit's lean step (stepsim.recipes.lean): the same bits as the recipes' pure step, on a
+workspace allocated once per run; its kernels (stepsim._step_kernels) against np.where;
+stepsim.optim.AdamArrays against adam_apply_many."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from stepsim.criteria import make_criterion
+from stepsim.problems import make_problem
+from stepsim.recipes import RunContext, make_recipe
+from stepsim.recipes import lean as lean_module
+from stepsim.training import fit
+
+
+def _same_run(a, b):
+    assert a.status == b.status and a.switch_step == b.switch_step
+    assert a.module_switch_steps == b.module_switch_steps
+    for k in a.weights:
+        assert a.weights[k].tobytes() == b.weights[k].tobytes(), k
+        assert a.dense_weights[k].tobytes() == b.dense_weights[k].tobytes(), k
+    for k, v in a.trace.arrays().items():
+        assert np.array_equal(v, getattr(b.trace, k), equal_nan=True), k
+    assert repr(sorted(a.metrics.items())) == repr(sorted(b.metrics.items()))
+
+
+CASES = [
+    ("dense", {}, None),
+    ("dense", {"optimizer": "adamw", "schedule": "cosine", "warmup_steps": 5}, None),
+    ("dense", {"optimizer": "sgdm", "nesterov": True}, None),
+    ("sr-ste", {}, None),
+    ("sr-ste", {"placement": "after", "lam": 1e-2}, None),
+    ("ste", {"optimizer": "sgdm"}, None),
+    ("asp", {"prune_at": 0.3}, None),
+    ("step", {"switch_at": 0.5}, None),
+    ("step", {"switch_at": 0.4, "v_star": "bias-corrected", "denominator": "public",
+              "srste_lam": 1e-3, "srste_placement": "after"}, None),
+    ("step", {}, "autoswitch"),
+    ("step-v-updated", {"switch_at": 0.3}, None),
+    ("decaying-mask", {"decay_rate": 0.05, "srste_lam": 1e-3}, None),
+    ("layerwise-step", {"layerwise_rule": "greedy", "switch_at": 0.5, "per_module": False},
+     None),
+]
+
+
+@pytest.mark.parametrize("problem_name", ["regression", "digits"])
+@pytest.mark.parametrize("recipe_name, options, criterion", CASES)
+def test_lean_step_gives_the_bits_of_the_pure_step(monkeypatch, problem_name, recipe_name,
+                                                   options, criterion):
+    if problem_name == "regression":
+        problem = make_problem("regression", d_in=16, d_hidden=8, d_out=4, n_samples=64,
+                               n_test=32, batch_size=8, seed=1)
+    else:
+        problem = make_problem("digits", hidden=(16,), nm=(2, 4), batch_size=16)
+    recipe = make_recipe(recipe_name, lr=1e-2, **options)
+    crit = make_criterion(criterion, adam=recipe.optimizer) if criterion else None
+
+    def run():
+        return fit(problem, recipe, 40, rng=4, criterion=crit, progress=False,
+                   log_stats=True)
+
+    made = []
+    real_make = lean_module.LeanStep.make
+
+    def spy(*args):
+        step = real_make(*args)
+        made.append(step)
+        return step
+
+    monkeypatch.setattr(lean_module.LeanStep, "make", spy)
+    lean = run()
+    assert made and made[0] is not None  # the lean path ran
+    monkeypatch.setattr(lean_module.LeanStep, "make", staticmethod(lambda *a: None))
+    pure = run()
+    _same_run(lean, pure)
+
+
+def test_recipes_without_an_in_place_form_run_the_pure_step():
+    problem = make_problem("digits", hidden=(16,), nm=(2, 4), batch_size=16)
+    recipe = make_recipe("layerwise-sr-ste")  # DominoSearch penalises the gradient
+    params = problem.init_params(0)
+    ctx = RunContext.make(params, problem.specs, 10)
+    assert lean_module.LeanStep.make(recipe, params, recipe.init(params, ctx), ctx) is None
+    assert fit(problem, recipe, 5, rng=0, progress=False).success
+
+
+def test_lean_step_leaves_the_problems_arrays_alone():
+    problem = make_problem("digits", hidden=(16,), nm=(2, 4), batch_size=16)
+    recipe = make_recipe("sr-ste")
+    params = problem.init_params(0)
+    before = {k: w.copy() for k, w in params.items()}
+    ctx = RunContext.make(params, problem.specs, 10)
+    state = recipe.init(params, ctx)
+    params, state = recipe.switch(state, params, 0, ctx)
+    step = lean_module.LeanStep.make(recipe, params, state, ctx)
+    rng = np.random.default_rng(0)
+    for k in range(1, 4):
+        fwd, state = step.forward(state, step.params, k, ctx)
+        _, grads = problem.loss_and_grad(fwd, problem.sample_batch(rng))
+        kept = {n: g.copy() for n, g in grads.items()}
+        step.update(state, step.params, grads, k, ctx)
+        for n in grads:  # the gradient is read, never written
+            assert grads[n].tobytes() == kept[n].tobytes()
+    for k in before:
+        assert params[k].tobytes() == before[k].tobytes()
+        assert not np.shares_memory(step.params[k], params[k])
+
+
+def _largest_transient(fn) -> int:
+    """Bytes a call allocates beyond what it started with, at its peak (tracemalloc sees
+    NumPy's array buffers)."""
+    tracemalloc.reset_peak()
+    start = tracemalloc.get_traced_memory()[0]
+    fn()
+    return tracemalloc.get_traced_memory()[1] - start
+
+
+@pytest.mark.parametrize("recipe_name", ["dense", "sr-ste", "step"])
+def test_steady_state_lean_steps_allocate_nothing_big(recipe_name):
+    # the recipe's part of a step (forward weights, gradient pieces, optimizer, after-update
+    # pieces): only the N:M masks (1 byte per weight) may be new each step; the pure step
+    # copies w, m and v (and np.where makes weight-sized temporaries)
+    problem = make_problem("digits", hidden=(256,), nm=(2, 4), batch_size=16)
+    options = {"switch_at": 2} if recipe_name == "step" else {}
+    recipe = make_recipe(recipe_name, **options)
+    params = problem.init_params(0)
+    ctx = RunContext.make(params, problem.specs, 100)
+    state = recipe.init(params, ctx)
+    if recipe_name == "sr-ste":
+        params, state = recipe.switch(state, params, 0, ctx)
+    step = lean_module.LeanStep.make(recipe, params, state, ctx)
+    rng = np.random.default_rng(0)
+    batch = problem.sample_batch(rng)
+    box = {"state": state}
+
+    def recipe_part(k, stepper, params):
+        fwd, st = stepper.forward(box["state"], params, k, ctx)
+        _, grads = problem.loss_and_grad(fwd, batch)
+        box["grads"] = grads
+        tracemalloc.reset_peak()
+        start = tracemalloc.get_traced_memory()[0]
+        fwd, st = stepper.forward(st, params, k, ctx)
+        new, st, _ = stepper.update(st, params, grads, k, ctx)
+        box["state"] = st
+        return tracemalloc.get_traced_memory()[1] - start, new
+
+    weight_bytes = sum(w.nbytes for w in params.values())
+    mask_bytes = sum(w.size for k, w in params.items() if problem.specs[k].sparse)
+    tracemalloc.start()
+    try:
+        for k in range(1, 4):  # warm: kernels loaded, buffers made
+            recipe_part(k, step, step.params)
+            if recipe_name == "step" and k == 2:
+                switched, box["state"] = recipe.switch(box["state"], step.params, 2, ctx)
+                step.adopt(switched)
+        lean_peak = max(recipe_part(k, step, step.params)[0] for k in range(4, 8))
+        pure_params = {k: w.copy() for k, w in step.params.items()}
+        pure_peak, _ = recipe_part(8, recipe, pure_params)
+    finally:
+        tracemalloc.stop()
+    masks = mask_bytes if recipe_name != "dense" else 0
+    assert lean_peak <= masks + 64 * 1024, (lean_peak, masks)
+    assert pure_peak >= 2 * weight_bytes  # the check can see the copies of w and m
+
+
+# --- the kernels ---------------------------------------------------------------------------
+
+@st.composite
+def masked_case(draw):
+    dtype = draw(st.sampled_from((np.float32, np.float64)))
+    n = draw(st.integers(0, 200))
+    width = np.dtype(dtype).itemsize * 8
+    floats = st.floats(-1e6, 1e6, width=width) | st.sampled_from([0.0, -0.0, np.inf, np.nan])
+    x = draw(hnp.arrays(dtype, n, elements=floats))
+    y = draw(hnp.arrays(dtype, n, elements=floats))
+    keep = draw(hnp.arrays(np.bool_, n))
+    c = dtype(draw(st.floats(-10, 10, width=width)))
+    return x, y, keep, c
+
+
+@given(masked_case())
+def test_select_kernels_give_the_bits_of_np_where(case):
+    from stepsim import _step_kernels as K
+
+    x, y, keep, c = case
+    dt = x.dtype.type
+    expected = {
+        "zero": np.where(keep, x, dt(0)),
+        "scaled": np.where(keep, x, x * c),
+        "add": np.where(keep, x, x + c * y),
+        "sub": np.where(keep, x, x - c * y),
+    }
+    got = {name: np.empty_like(x) for name in expected}
+    K.where_zero(x, keep, got["zero"])
+    K.where_scaled(x, keep, c, got["scaled"])
+    K.where_add_scaled(x, y, keep, c, got["add"])
+    K.where_sub_scaled(x, y, keep, c, got["sub"])
+    for name in expected:
+        assert got[name].tobytes() == expected[name].tobytes(), name
+    inplace = x.copy()
+    K.where_sub_scaled(inplace, y, keep, c, inplace)  # out may be x itself
+    assert inplace.tobytes() == expected["sub"].tobytes()
+    other = np.roll(keep, 1)
+    assert K.count_changed(keep, other) == np.count_nonzero(keep != other)
+
+
+# --- AdamArrays ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("log_stats, stats_on", [(False, "v"), (True, "vhat")])
+def test_adam_arrays_gives_the_bits_of_adam_apply_many(dtype, log_stats, stats_on):
+    from stepsim.optim import AdamArrays, adam_apply_many, adam_hyper
+
+    rng = np.random.default_rng(1)
+    shapes = [(7, 5), (4100,), (3,), (2, 3, 4)]
+    ws = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    ms = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    vs = [rng.random(s).astype(dtype) for s in shapes]
+    copies = [[a.copy() for a in arrays] for arrays in (ws, ms, vs)]
+    arrays = AdamArrays(ws, ms, vs)
+    for step in (1, 2, 3):
+        gs = [rng.standard_normal(s).astype(dtype) for s in shapes]
+        gs[0] = np.asfortranarray(gs[0])  # a non-contiguous gradient is copied
+        hyper = adam_hyper(step=step, lr=1e-2, log_stats=log_stats, stats_on=stats_on,
+                           freeze_v=step == 3)
+        got = arrays.step(gs, hyper)
+        want = adam_apply_many(*copies[0:1], gs, *copies[1:], hyper, per_param=True)
+        assert got == want
+        for a, b in zip(ws + ms + vs, sum(copies, [])):
+            assert a.tobytes() == b.tobytes()
+        sub = arrays.step([gs[1], gs[3]], hyper, [1, 3])
+        ref = adam_apply_many([copies[0][1], copies[0][3]], [gs[1], gs[3]],
+                              [copies[1][1], copies[1][3]], [copies[2][1], copies[2][3]],
+                              hyper, per_param=True)
+        assert sub == ref
+
+
+def test_adam_arrays_refuses_what_adam_apply_many_refuses():
+    from stepsim.optim import AdamArrays, adam_hyper
+
+    w = np.zeros(8, np.float32)
+    big = np.zeros(16, np.float32)
+    with pytest.raises(ValueError, match="shares memory"):
+        AdamArrays([w], [big[:8]], [big[4:12]])
+    with pytest.raises(ValueError, match="C-contiguous"):
+        AdamArrays([w], [big[::2]], [np.zeros(8, np.float32)])
+    arrays = AdamArrays([w], [np.zeros(8, np.float32)], [np.zeros(8, np.float32)])
+    hyper = adam_hyper(step=1, lr=1e-3)
+    with pytest.raises(ValueError, match="shape"):
+        arrays.step([np.zeros(4, np.float32)], hyper)
+    with pytest.raises(TypeError, match="dtype"):
+        arrays.step([np.zeros(8, np.float64)], hyper)
+    with pytest.raises(ValueError, match="non-finite"):
+        arrays.step([np.full(8, np.nan, np.float32)], hyper)
