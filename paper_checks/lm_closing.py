@@ -46,13 +46,15 @@ def run_one(args):
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     from threadpoolctl import threadpool_limits
 
+    from stepsim.criteria import make_criterion
     from stepsim.problems.registry import make_problem
     from stepsim.recipes import make_recipe
     from stepsim.training import fit
 
     problem = make_problem("lm", **PROBLEM)
     recipe = make_recipe(recipe_name, optimizer=optimizer, **OPTIMIZERS[optimizer])
-    criterion = "autoswitch" if recipe_name == "step" else None
+    criterion = (make_criterion("autoswitch", adam=recipe.optimizer)
+                 if recipe_name == "step" else None)
     out = {"recipe": recipe_name, "optimizer": optimizer, "nm": nm, "seed": seed}
     try:
         with threadpool_limits(limits=1, user_api="blas"):
