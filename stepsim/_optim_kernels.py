@@ -36,9 +36,26 @@ def _adam_block(w, g, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2, e
     """Adam on one block; v_old receives v before the update if keep_old (for statistics).
 
     Returns (bad_g, bad_v): how many g are not finite (g - g is 0 only for finite g) and
-    how many incoming v are not >= 0 (negative or NaN). Integer counts of comparisons
-    vectorise in a strict loop, where a float reduction would not.
+    how many incoming v are not >= 0 (negative or NaN). With keep_old the loop only ORs
+    a flag (a vectorised boolean OR; two integer counts beside float32 arithmetic cost
+    ~20% of the step) and counts exactly afterwards, from g and v_old, in the rare block
+    whose flag is set; without, the counts run in the loop (v is overwritten, so they
+    could not be taken afterwards).
     """
+    if keep_old:
+        bad = False
+        for i in range(w.shape[0]):
+            gi = g[i]
+            vo = v[i]
+            bad |= ((gi - gi) != 0) | (not vo >= 0)
+            v_old[i] = vo
+            mi = b1 * m[i] + c1 * gi
+            m[i] = mi
+            vi = b2 * vo + c2 * (gi * gi)
+            v[i] = vi
+            w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in)
+                                                          + eps_out))
+        return _count_bad(g, v_old) if bad else (0, 0)
     bad_g = 0
     bad_v = 0
     for i in range(w.shape[0]):
@@ -46,8 +63,6 @@ def _adam_block(w, g, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2, e
         vo = v[i]
         bad_g += (gi - gi) != 0
         bad_v += not vo >= 0
-        if keep_old:  # loop-invariant: compiled as two loops
-            v_old[i] = vo
         mi = b1 * m[i] + c1 * gi
         m[i] = mi
         vi = b2 * vo + c2 * (gi * gi)
@@ -57,19 +72,29 @@ def _adam_block(w, g, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2, e
 
 
 @njit
-def _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay):
-    """Adam on one block with v read, never written (STEP phase 2); returns as _adam_block."""
+def _count_bad(g, v):
+    """(non-finite g, v not >= 0): the counts of :func:`_adam_block`, taken afterwards."""
     bad_g = 0
     bad_v = 0
+    for i in range(g.shape[0]):
+        bad_g += (g[i] - g[i]) != 0
+        bad_v += not v[i] >= 0
+    return bad_g, bad_v
+
+
+@njit
+def _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay):
+    """Adam on one block with v read, never written (STEP phase 2); returns as _adam_block
+    (a flag in the loop, the counts afterwards: v is unchanged)."""
+    bad = False
     for i in range(w.shape[0]):
         gi = g[i]
         vi = v[i]
-        bad_g += (gi - gi) != 0
-        bad_v += not vi >= 0
+        bad |= ((gi - gi) != 0) | (not vi >= 0)
         mi = b1 * m[i] + c1 * gi
         m[i] = mi
         w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
-    return bad_g, bad_v
+    return _count_bad(g, v) if bad else (0, 0)
 
 
 LANES = 8  # running partial sums per statistic (see _block_stats)
@@ -88,14 +113,21 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
     Sums run in a fixed order, so they give the same bits on every CPU: entry i goes to
     lane i % 8, each lane adds in index order, then the lanes are added pairwise. (A sum
     that LLVM may reassociate would follow the machine's vector width: AVX2 and AVX-512
-    gave other last bits.) The eight independent lanes still vectorise. The count of
-    zeros is kept as a float64 sum (exact below 2**53) so every lane is the same type.
+    gave other last bits.) LLVM will not vectorise eight running sums by itself (it may not
+    reassociate, and its SLP pass does not start from loop-carried values), so
+    :func:`_lanes8` writes the loop with one 8-wide vector per statistic: lane j of the
+    vector is lane j of the sum, the same additions in the same order (3x faster than the
+    scalar loop measured here). The tail (fewer than 8 entries) is added to lanes 0..r-1
+    below. The count of zeros is kept as a float64 sum (exact below 2**53) so every lane is
+    the same type.
     """
     acc = np.zeros((4, LANES))  # dv_l1, v_l1, v_l2sq, zeros
-    raw = scale_prev == 1.0 and scale_new == 1.0  # loop-invariant: the branch is hoisted
+    raw = scale_prev == 1.0 and scale_new == 1.0
     n = v.shape[0]
-    for i in range(n):
-        lane = i % LANES
+    full = n - n % LANES
+    _lanes8(v, v_old, full, scale_prev, scale_new, raw, acc)
+    for i in range(full, n):
+        lane = i - full  # = i % LANES
         vn = np.float64(v[i])
         vo = np.float64(v_old[i])
         if not raw:
@@ -120,6 +152,90 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
 
 
 @intrinsic
+def _lanes8(typingctx, v, v_old, full, scale_prev, scale_new, raw, acc):
+    """acc (4, 8) float64 += the lane sums of entries 0 .. full-1 of contiguous v, v_old.
+
+    ``full`` is a multiple of 8. Entry i goes to lane i % 8; per entry (in float64, each
+    operation an IEEE operation without contraction, as in the scalar loop):
+    vn = v (raw) or v * scale_new, vo likewise with scale_prev, d = |vn - vo|; row 0 adds
+    d, row 1 vn, row 2 vn * vn, row 3 (d == 0). Written as LLVM IR over <8 x double>
+    vectors, one per row, loaded from acc and stored back at the end.
+    """
+    from llvmlite import ir
+
+    if not (isinstance(v, types.Array) and v.dtype in (types.float32, types.float64)
+            and v_old == v and isinstance(acc, types.Array) and acc.dtype == types.float64):
+        return None
+    sig = types.void(v, v_old, full, scale_prev, scale_new, raw, acc)
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        av, ao, n, sp, sn, is_raw, aacc = args
+        elem = context.get_value_type(signature.args[0].dtype)
+        dbl, i64 = ir.DoubleType(), ir.IntType(64)
+        vec_e, vec_d = ir.VectorType(elem, LANES), ir.VectorType(dbl, LANES)
+        v_ptr = context.make_array(signature.args[0])(context, builder, av).data
+        o_ptr = context.make_array(signature.args[1])(context, builder, ao).data
+        acc_ptr = context.make_array(signature.args[6])(context, builder, aacc).data
+        acc_vp = builder.bitcast(acc_ptr, vec_d.as_pointer())
+        start = [builder.load(builder.gep(acc_vp, [ir.Constant(i64, r)]), align=8)
+                 for r in range(4)]
+        sp = context.cast(builder, sp, signature.args[3], types.float64)
+        sn = context.cast(builder, sn, signature.args[4], types.float64)
+        n = context.cast(builder, n, signature.args[2], types.int64)
+        raw_b = context.cast(builder, is_raw, signature.args[5], types.boolean)
+        raw_i1 = builder.icmp_unsigned("!=", raw_b, ir.Constant(raw_b.type, 0))
+
+        def splat(x):
+            out = ir.Constant(vec_d, ir.Undefined)
+            for k in range(LANES):
+                out = builder.insert_element(out, x, ir.Constant(ir.IntType(32), k))
+            return out
+
+        sp_v, sn_v = splat(sp), splat(sn)
+        zero_v, one_v = ir.Constant(vec_d, [0.0] * LANES), ir.Constant(vec_d, [1.0] * LANES)
+        fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec_d, [vec_d]),
+                                              f"llvm.fabs.v{LANES}f64")
+        entry = builder.block
+        head = builder.append_basic_block("lanes8.head")
+        body = builder.append_basic_block("lanes8.body")
+        done = builder.append_basic_block("lanes8.done")
+        builder.branch(head)
+        builder.position_at_end(head)
+        i = builder.phi(i64)
+        accs = [builder.phi(vec_d) for _ in range(4)]
+        i.add_incoming(ir.Constant(i64, 0), entry)
+        for a, s in zip(accs, start):
+            a.add_incoming(s, entry)
+        builder.cbranch(builder.icmp_signed("<", i, n), body, done)
+        builder.position_at_end(body)
+        align = context.get_abi_sizeof(elem)
+        x = builder.load(builder.bitcast(builder.gep(v_ptr, [i]), vec_e.as_pointer()),
+                         align=align)
+        y = builder.load(builder.bitcast(builder.gep(o_ptr, [i]), vec_e.as_pointer()),
+                         align=align)
+        if elem != dbl:
+            x, y = builder.fpext(x, vec_d), builder.fpext(y, vec_d)
+        vn = builder.select(raw_i1, x, builder.fmul(x, sn_v))
+        vo = builder.select(raw_i1, y, builder.fmul(y, sp_v))
+        d = builder.call(fabs, [builder.fsub(vn, vo)])
+        zero = builder.select(builder.fcmp_ordered("==", d, zero_v), one_v, zero_v)
+        new = [builder.fadd(accs[0], d), builder.fadd(accs[1], vn),
+               builder.fadd(accs[2], builder.fmul(vn, vn)), builder.fadd(accs[3], zero)]
+        i.add_incoming(builder.add(i, ir.Constant(i64, LANES)), builder.block)
+        for a, b in zip(accs, new):
+            a.add_incoming(b, builder.block)
+        builder.branch(head)
+        builder.position_at_end(done)
+        for r, a in enumerate(accs):
+            builder.store(a, builder.gep(acc_vp, [ir.Constant(i64, r)]), align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def _pointer_to(typingctx, address, like):
     """A typed pointer (to elements of ``like``'s type) from an integer address."""
     sig = types.CPointer(like)(address, like)
@@ -134,6 +250,12 @@ def _pointer_to(typingctx, address, like):
 def addresses(w, g, m, v):
     """Data addresses of one parameter's four arrays (any shape), for a table row."""
     return w.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data
+
+
+@njit
+def address(a):
+    """The data address of one array (a quarter of ``a.ctypes.data``'s cost in Python)."""
+    return a.ctypes.data
 
 
 @njit

@@ -22,6 +22,7 @@ or ``bias_correction2=1 - b2**k0`` for the bias-corrected variant.
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -136,11 +137,23 @@ def adam_hyper(*, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mode="inside",
     check_choice("eps_mode", eps_mode, ("inside", "outside"))
     weight_decay = check_real("weight_decay", weight_decay, minimum=0.0)
     check_choice("stats_on", stats_on, ("v", "vhat"))
+    if bias_correction2 is not None:
+        bias_correction2 = check_real("bias_correction2", bias_correction2, minimum=0.0,
+                                      maximum=1.0, min_open=True)
+    return adam_hyper_checked(step, lr, beta1, beta2, eps, eps_mode, weight_decay, freeze_v,
+                              bias_correction2, stats, log_stats, stats_on)
+
+
+def adam_hyper_checked(step, lr, beta1, beta2, eps, eps_mode, weight_decay, freeze_v,
+                       bias_correction2, stats, log_stats, stats_on) -> AdamHyper:
+    """:func:`adam_hyper` for values its checks have already passed (positional, in its
+    order): for a caller that validated them once per run (``transforms.Adam`` does at
+    construction, ``fit`` the step numbers), so a step skips a dozen checks. The same
+    arithmetic, so the same hyper."""
     if bias_correction2 is None:
         bc2 = 1.0 - beta2**step  # > 0: beta2 < 1 and step >= 1
     else:
-        bc2 = check_real("bias_correction2", bias_correction2, minimum=0.0, maximum=1.0,
-                         min_open=True)
+        bc2 = bias_correction2
     if stats_on == "vhat":
         scale_prev, scale_new = vhat_scales(beta2, step, frozen=freeze_v)
     else:
@@ -427,7 +440,7 @@ class AdamArrays:
         spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, f"{n}s[{i}]")
                        for i, arrays in enumerate(zip(ws, ms, vs))
                        for n, a in zip("wmv", arrays) if a.nbytes)
-        for (_, end, name_a), (start, _, name_b) in zip(spans, spans[1:]):
+        for (_, end, name_a), (start, _, name_b) in itertools.pairwise(spans):
             if start < end:
                 raise ValueError(f"{name_b} shares memory with {name_a}; each array must be "
                                  "its own")
@@ -437,6 +450,7 @@ class AdamArrays:
         self._kernels = k
         self._table = table
         self._sizes = sizes
+        self._total = int(sizes.sum())
         self._per_param = np.empty((len(ws), k.N_STATS))
         import numba
 
@@ -455,18 +469,20 @@ class AdamArrays:
             raise ValueError(f"got {len(gs)} gradients for {len(rows)} parameters")
         alive = []
         table = self._table
+        dtype, shapes, address = self.dtype, self.shapes, k.address
         for r, g in zip(rows, gs):
-            if not (type(g) is np.ndarray and g.dtype == self.dtype and g.flags.c_contiguous
-                    and g.shape == self.shapes[r]):
+            if not (type(g) is np.ndarray and g.dtype == dtype and g.flags.c_contiguous
+                    and g.shape == shapes[r]):
                 g = self._checked_gradient(r, g)
             alive.append(g)  # held until the kernel returns
-            table[r, 1] = g.ctypes.data
+            table[r, 1] = address(g)
         whole = len(rows) == len(self.arrays)
         sub = table if whole else table[list(rows)]
         sizes = self._sizes if whole else self._sizes[list(rows)]
         per_param = self._per_param[:len(rows)]
         threads = num_threads()
-        tasks = max(1, min(threads, -(-int(sizes.sum()) // k.BLOCK)))
+        total = self._total if whole else int(sizes.sum())
+        tasks = max(1, min(threads, -(-total // k.BLOCK)))
         kernel = k.adam if threads > 1 else k.adam_serial
         overlap, bad_g, bad_v = kernel(
             sub, sizes, self.dtype.itemsize, *_kernel_scalars(hyper, self.dtype),

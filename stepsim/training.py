@@ -311,6 +311,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         A non-finite loss or gradient stops the run: ``status="non-finite"``,
         ``stopped_at`` the step and ``message`` which parameter went non-finite first.
     """
+    from stepsim._malloc import keep_freed_memory
     from stepsim._portability import warn_if_not_portable
     from stepsim._progress import Progress
     from stepsim._threads import training_threads
@@ -371,6 +372,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         # the same step in place on buffers owned by this run (stepsim.recipes.lean); None
         # when a piece of the recipe has no in-place form: then the recipe's pure methods
         lean = LeanStep.make(recipe, params, state, ctx)
+        keep_freed_memory()  # a step's freed temporaries stay for the next (stepsim._malloc)
         if lean is not None:
             params = lean.params
         stepper = lean or recipe

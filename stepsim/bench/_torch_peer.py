@@ -13,7 +13,8 @@ Peers (``build``): ``digits`` (the digits MLP, nn.Linear + ReLU, cross-entropy, 
 ``digits-srste`` (the same with SR-STE: N:M masks of every sparse weight by topk + scatter
 each step, the masked weights in the forward pass, the straight-through gradient plus
 lam (1 - mask) w, fused Adam), ``regression`` (two nn.Linear, 0.5 sum of squares / B), ``lm``
-(:func:`stepsim.bench.lm.torch_model`) and ``adam`` (one fused Adam step on n float32).
+(:func:`stepsim.bench.lm.torch_model`), ``adam`` (one fused Adam step on n float32) and
+``mask`` (an N:M mask of n float32 by topk + scatter).
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ class TorchPeer:
     """A child process that builds and times PyTorch peers (module docstring)."""
 
     def __init__(self, threads: int = 1):
+        import os
+
+        # torch's OpenMP workers spin for a while after each parallel region; on a small
+        # machine they would then take the cores from the bench's own timings, which run
+        # right after a peer's round. Passive: they sleep once their work is done.
+        env = dict(os.environ)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.proc = subprocess.Popen([sys.executable, "-m", "stepsim.bench._torch_peer"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.version = self.call("hello", threads)
 
     def call(self, *message):
@@ -44,9 +52,11 @@ class TorchPeer:
     def build(self, key: str, kind: str, **options) -> None:
         self.call("build", key, kind, options)
 
-    def time(self, key: str, calls: int) -> float:
-        """Seconds (wall, in the child) for ``calls`` calls of peer ``key``."""
-        return self.call("time", key, calls)
+    def time(self, key: str, calls: int, clock: str = "wall") -> float:
+        """Seconds for ``calls`` calls of peer ``key``, measured in the child: "wall"
+        (perf_counter) or "cpu" (thread_time: its calling thread's CPU time, meaningful
+        when torch runs on one thread)."""
+        return self.call("time", key, calls, clock)
 
     def threads(self, n: int) -> None:
         self.call("threads", n)
@@ -178,6 +188,19 @@ def _adam_peer(torch, options):
     return opt.step
 
 
+def _mask_peer(torch, options):
+    """N:M mask of n float32 (the kernels section's weights) by topk + scatter."""
+    size, n, m = options["size"], options["n"], options["m"]
+    tw = torch.from_numpy(np.random.default_rng(0).standard_normal(size).astype(np.float32))
+
+    def step():
+        groups = tw.view(-1, m)
+        idx = groups.abs().topk(n, dim=1).indices
+        return torch.zeros_like(groups, dtype=torch.bool).scatter_(1, idx, True)
+
+    return step
+
+
 def _serve() -> None:
     import time
 
@@ -211,23 +234,25 @@ def _serve() -> None:
                             "digits-srste": lambda o: _digits_peer(torch, o, True),
                             "regression": lambda o: _regression_peer(torch, o),
                             "lm": lambda o: _lm_peer(torch, o),
-                            "adam": lambda o: _adam_peer(torch, o)}
+                            "adam": lambda o: _adam_peer(torch, o),
+                            "mask": lambda o: _mask_peer(torch, o)}
                 step = builders[what](options)
                 step()
                 step()  # warm: allocator, thread pool
                 peers[key] = step
                 value = None
             elif kind == "time":
-                key, calls = args
+                key, calls, clock = args
+                clock = time.thread_time if clock == "cpu" else time.perf_counter
                 step = peers[key]
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(calls):
                     step()
-                value = time.perf_counter() - t0
+                value = clock() - t0
             else:
                 raise ValueError(f"unknown request {kind!r}")
             reply = (True, value)
-        except Exception as exc:  # reported to the bench, which names the request
+        except Exception as exc:  # noqa: BLE001 (reported to the bench, which names the request)
             reply = (False, f"{type(exc).__name__}: {exc}")
         pickle.dump(reply, out)
         out.flush()

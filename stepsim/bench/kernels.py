@@ -142,9 +142,10 @@ def _emit_pair(bench, case, times, size, bytes_per_el, probe_gbps):
 
 
 def run_torch_peers(bench, peer) -> None:
-    """torch's fused Adam (in the peer process, :mod:`stepsim.bench._torch_peer`) beside
-    stepsim's adam_step with and without statistics, here under numba's own threading
-    layer: rounds of calls, interleaved, each timed in its own process."""
+    """torch's fused Adam and topk+scatter N:M masks (in the peer process,
+    :mod:`stepsim.bench._torch_peer`) beside stepsim's adam_step (with and without
+    statistics) and nm_mask, here under numba's own threading layer: rounds of calls,
+    interleaved, each timed in its own process."""
     import time
 
     import stepsim
@@ -177,3 +178,24 @@ def run_torch_peers(bench, peer) -> None:
                    ratio=f"stepsim is {times['torch'] / times['stats']:.2f}x torch "
                          f"({times['torch'] / times['no stats']:.2f}x without stats)",
                    stepsim_vs_torch=times["torch"] / times["stats"])
+        for n, mm in MASK_RATIOS:
+            key = f"mask {size} {n}:{mm}"
+            peer.build(key, "mask", size=size, n=n, m=mm)
+            ours = partial(stepsim.nm_mask, w0, n, mm)
+            ours()
+            samples = {"numba": [], "torch": []}
+            for r in range(max(reps, 5)):
+                if r % 2:
+                    samples["torch"].append(peer.time(key, calls) / calls)
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    ours()
+                samples["numba"].append((time.perf_counter() - t0) / calls)
+                if not r % 2:
+                    samples["torch"].append(peer.time(key, calls) / calls)
+            t = {name: Timing.of(s) for name, s in samples.items()}
+            bench.emit("kernels", f"nm_mask {n}:{mm} {label}", "torch topk+scatter",
+                       t["torch"], units=size, bytes_moved=MASK_BYTES * size,
+                       partner=t["numba"],
+                       ratio=f"stepsim is {t['torch'] / t['numba']:.1f}x torch",
+                       stepsim_vs_torch=t["torch"] / t["numba"])

@@ -140,6 +140,10 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer
 
     opt_state = recipe.init(params, ctx)
     lean = LeanStep.make(recipe, params, opt_state, ctx)  # fit's in-place step
+    if torch_peer is False:  # stepsim's own process: as fit, keep freed memory
+        from stepsim._malloc import keep_freed_memory
+
+        keep_freed_memory()
     stepper = lean or recipe
     state = {"params": lean.params if lean is not None else params, "opt": opt_state}
 
@@ -170,9 +174,9 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer
 def run(bench) -> None:
     """Steps/s of the issue-13 model (quick: a tiny one) in stepsim, and in PyTorch beside
     it when the bench runs with torch peers (in a separate process, so that numba keeps
-    its own threading layer here: :mod:`stepsim.bench._torch_peer`), at 1 and at 2
-    threads (quick: 1). Rounds of steps alternate between the two, each timed in its own
-    process."""
+    its own threading layer here: :mod:`stepsim.bench._torch_peer`), with BLAS and torch
+    at 1 and at 2 threads (quick: 1) and numba's kernels inline, as fit runs them. Rounds
+    of steps alternate between the two, each timed in its own process."""
     import time
 
     import numba
@@ -193,9 +197,12 @@ def run(bench) -> None:
     try:
         if peer is not None:
             peer.build("lm", "lm", problem=options)
-        # the same thread count for torch, OpenBLAS and numba; quick: one thread only
+        # the same thread count for torch and OpenBLAS; numba's kernels on one thread, as
+        # fit runs them (stepsim._threads: under numba's OpenMP layer its spinning workers
+        # take the cores from OpenBLAS's, measured 10x slower steps on this 2-core host);
+        # quick: one thread only
         for threads in (1,) if bench.quick else (1, 2):
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            numba.set_num_threads(1)
             if peer is not None:
                 peer.threads(threads)
             samples = {"stepsim": [], "torch": []}

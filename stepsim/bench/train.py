@@ -1,19 +1,23 @@
-"""Bench section: training steps/s of the digits MLP beside the same model in PyTorch.
+"""Bench section: fit's training steps beside PyTorch, and where a digits step's time goes.
 
-The model is ``make_problem("digits")``'s: 64-256-256-10, ReLU, batch 128, Adam (lr 1e-3),
-float32. A stepsim step is what :func:`stepsim.fit` runs in its loop: draw a batch, let the
-recipe give the forward weights, take the loss and gradient, let the recipe update —
-dense (recipe ``dense``) and in STEP's sparse phase (recipe ``step`` after its switch:
-2:4 masks recomputed every step, Adam with v frozen). The PyTorch peer (``--torch``) runs
-the same shapes and batch size as ``nn.Linear`` layers with ``torch.optim.Adam(fused=True)``
-on the CPU: zero_grad, forward, cross-entropy, backward, step.
+First the ratios the issue-18 targets are about (:func:`_ratio_rows`): for digits dense,
+digits SR-STE 2:4, ``lm`` at ``paper_checks/lm.md``'s settings and at the lm section's model,
+and regression, rounds of N steps exactly as :func:`stepsim.fit` runs them (its lean step,
+its checks, its trace; :class:`FitSteps`) alternate with rounds of N steps of the same model
+in PyTorch (``--torch``: nn.Linear/the lm peer, ``torch.optim.Adam(fused=True)``, SR-STE by
+topk masks and a straight-through autograd function), run in a separate process
+(:mod:`stepsim.bench._torch_peer`) so that numba keeps its own threading layer here. Both
+sides on one thread, timed by their thread's CPU time; a ratio > 1 means stepsim is faster.
 
-Where a stepsim step's time goes, each part timed on its own in the same run:
+Then the digits MLP (``make_problem("digits")``: 64-256-256-10, ReLU, batch 128, Adam lr
+1e-3, float32), dense and in STEP's sparse phase (recipe ``step`` after its switch: 2:4
+masks recomputed every step, Adam with v frozen), and where a step's time goes, each part
+timed on its own in the same run:
 ``matmul`` (the float32 matmuls of forward and backward, as NumPy runs them: five here),
 ``element-wise`` (the rest of loss_and_grad: ReLU, softmax, bias sums, copies), ``optimizer``
-(the recipe's update: Adam and the copies that keep recipes pure), ``masks`` (the recipe's
-forward: N:M masks and masked weights; ~0 when dense), ``batch`` (sampling), and
-``python`` (the step minus those parts: dispatch, dicts, bookkeeping).
+(fit's in-place update: Adam and its statistics), ``masks`` (the forward weights: N:M masks
+and masked weights; ~0 when dense), ``batch`` (sampling), and ``python`` (the step minus
+those parts: dispatch, dicts, bookkeeping).
 
 Threads: stepsim rows run under :func:`stepsim._threads.training_threads` (numba kernels on
 one thread, BLAS as the policy decides); the policy's effect is the last table: full
@@ -106,7 +110,6 @@ def run(bench) -> None:
     problem = make_problem("digits", **PROBLEM_OPTIONS)
     reps = 5 if bench.quick else 15
     number = 20 if bench.quick else 50
-    torch = None  # PyTorch peers run in their own process (_ratio_rows, bench._torch_peer)
     with training_threads() as threads:
         bench.print(f"  threads: numba {threads['numba']}, BLAS {threads['blas']} "
                     f"({threads['why']})")
@@ -119,26 +122,21 @@ def run(bench) -> None:
             for _ in range(3):
                 loop.step()
         impls = {"dense": dense.step, "sparse": sparse.step}
-        peer = _torch_step(torch, problem) if torch is not None else None
-        if peer is not None:
-            impls.update(peer)
         bench.print("  wall clock:")
         t = bench.compare(impls, repeats=reps, number=number)
         _emit_steps(bench, t, "wall")
         # CPU time of the calling thread: on a shared machine, the work a step costs without
         # the time it spent descheduled. Only for single-threaded runs (all work on this
-        # thread): stepsim under the policy with BLAS on 1 thread, and torch on 1 thread.
+        # thread): stepsim under the policy with BLAS on 1 thread.
         clock = "wall"
         if threads["blas"] == 1 or _blas_threads() == 1:
             clock = "cpu"
             bench.print("  CPU time of the calling thread (every run here on one thread):")
-            single = {k: f for k, f in impls.items() if not k.startswith("torch ") or
-                      k == "torch 1 thread"}
-            t = bench.compare(single, repeats=reps, number=number, clock=time.thread_time)
+            t = bench.compare(impls, repeats=reps, number=number, clock=time.thread_time)
             _emit_steps(bench, t, "cpu")
         for loop, label in ((dense, "dense"), (sparse, "sparse")):
             _breakdown(bench, loop, label, t[label], reps, clock)
-        _optimizer_rows(bench, dense.params, torch, reps, clock)
+        _optimizer_rows(bench, dense.params, reps, clock)
     _fit_runs(bench, problem)
 
 
@@ -181,6 +179,9 @@ class FitSteps:
                 params, state = recipe.switch(state, params, 0, self.ctx,
                                               schedule.at_start(sstate))
         lean = LeanStep.make(recipe, params, state, self.ctx)
+        from stepsim._malloc import keep_freed_memory
+
+        keep_freed_memory()  # as fit does
         self.params = lean.params if lean is not None else params
         self.stepper = lean or recipe
         self.state = state
@@ -212,7 +213,9 @@ def _ratio_rows(bench) -> None:
     """Training steps of fit beside PyTorch: for each case, rounds of N stepsim steps (here,
     fit's thread policy: numba and BLAS on one thread) and N torch steps (in the peer
     process, torch on one thread), interleaved; the ratio of each round pair, median and
-    spread. Without ``--torch`` only stepsim's steps/s."""
+    spread. Both sides run on their calling thread only, so each is timed by that thread's
+    CPU time (on a shared machine, wall time also counts the time a process waited for a
+    core). Without ``--torch`` only stepsim's steps/s."""
     from stepsim._threads import training_threads
     from stepsim.bench._torch_peer import start_or_none
     from stepsim.problems.registry import make_problem
@@ -220,8 +223,8 @@ def _ratio_rows(bench) -> None:
 
     peer = start_or_none(bench, threads=1)
     rounds = 5 if bench.quick else 15
-    bench.print("  fit's steps beside PyTorch (1 thread each, interleaved rounds; ratio > 1: "
-                "stepsim faster):")
+    bench.print("  fit's steps beside PyTorch (1 thread each, CPU time, interleaved rounds; "
+                "ratio > 1: stepsim faster):")
     try:
         with training_threads(kernels=1, blas=1):
             for case, name, options, recipe_name, recipe_options, kind in RATIO_CASES:
@@ -238,12 +241,12 @@ def _ratio_rows(bench) -> None:
                 for r in range(rounds):
                     first_ours = r % 2 == 0  # alternate who goes first
                     if peer is not None and not first_ours:
-                        theirs.append(peer.time(case, calls) / calls)
-                    t0 = time.perf_counter()
+                        theirs.append(peer.time(case, calls, "cpu") / calls)
+                    t0 = time.thread_time()
                     steps.run(calls)
-                    ours.append((time.perf_counter() - t0) / calls)
+                    ours.append((time.thread_time() - t0) / calls)
                     if peer is not None and first_ours:
-                        theirs.append(peer.time(case, calls) / calls)
+                        theirs.append(peer.time(case, calls, "cpu") / calls)
                     if peer is not None:
                         ratios.append(theirs[-1] / ours[-1])
                 _emit_ratio(bench, case, ours, theirs, ratios)
@@ -335,9 +338,9 @@ def _breakdown(bench, loop, label, step_seconds, reps, clock):
                        "parts_seconds": shares, "step_seconds": step_seconds})
 
 
-def _optimizer_rows(bench, params, torch, reps, clock):
-    """One Adam step on the model's arrays: one multi-tensor call, one call per array, and
-    torch's fused Adam (with ``--torch``), in place on copies, statistics on."""
+def _optimizer_rows(bench, params, reps, clock):
+    """One Adam step on the model's arrays: one multi-tensor call and one call per array,
+    in place on copies, statistics on (torch's fused Adam: the kernels section)."""
     from stepsim.optim import AdamStats, adam_apply, adam_apply_many, adam_hyper
 
     rng = np.random.default_rng(0)
@@ -351,19 +354,8 @@ def _optimizer_rows(bench, params, torch, reps, clock):
         "adam_apply per array": lambda: AdamStats.combine(
             [adam_apply(w, g, m, v, hyper) for w, g, m, v in zip(ws, gs, ms, vs)]),
     }
-    if torch is not None:
-        tp = [torch.nn.Parameter(torch.from_numpy(w.copy())) for w in ws]
-        for p, g in zip(tp, gs):
-            p.grad = torch.from_numpy(g.copy())
-        opt = torch.optim.Adam(tp, lr=1e-9, fused=True)
-        threads = torch.get_num_threads()
-        if clock == "cpu":
-            torch.set_num_threads(1)
-        impls["torch Adam(fused=True)"] = opt.step
     t = bench.compare(impls, repeats=reps, number=20,
                       clock=time.thread_time if clock == "cpu" else None)
-    if torch is not None:
-        torch.set_num_threads(threads)
     size = sum(w.size for w in ws)
     for name, seconds in t.items():
         bench.emit("train", f"Adam step, {len(ws)} arrays", f"{name} ({clock})", seconds,
@@ -396,45 +388,3 @@ def _fit_runs(bench, problem):
         bench.emit("train", f"fit dense {steps} steps", label, seconds, units=steps,
                    unit="step", ratio=f"{seconds:6.1f} s total, test accuracy {acc:.3f}",
                    total_seconds=seconds, test_accuracy=acc)
-
-
-def _torch_or_none(bench):
-    if not bench.torch_peers:
-        return None
-    try:
-        import torch
-    except ImportError:
-        bench.print("  (torch not installed: PyTorch peer skipped)")
-        return None
-    return torch
-
-
-def _torch_step(torch, problem):
-    """{name: step} for the PyTorch peer at 1 and at all threads (the better one is the bar)."""
-    sizes = problem.mlp.sizes
-    gen = torch.Generator().manual_seed(0)
-    x = torch.from_numpy(np.ascontiguousarray(problem.x, dtype=np.float32))
-    y = torch.from_numpy(problem.y)
-    layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(torch.nn.ReLU())
-    net = torch.nn.Sequential(*layers)
-    opt = torch.optim.Adam(net.parameters(), lr=LR, fused=True)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    batch = problem.batch_size
-    all_threads = torch.get_num_threads()
-
-    def step(threads):
-        torch.set_num_threads(threads)
-        idx = torch.randint(0, len(y), (batch,), generator=gen)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x[idx]), y[idx])
-        loss.backward()
-        opt.step()
-
-    impls = {"torch 1 thread": partial(step, 1)}
-    if all_threads > 1:
-        impls[f"torch {all_threads} threads"] = partial(step, all_threads)
-    return impls

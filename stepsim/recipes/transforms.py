@@ -157,10 +157,15 @@ class Adam:
         return new_w, state._replace(m=new_m, v=new_v), parts
 
     def hypers(self, state: AdamState, params: Mapping, step: int, total_steps: int, *,
-               stats_on: str = "v", log_stats: bool = False) -> dict:
+               stats_on: str = "v", log_stats: bool = False, checked: bool = True) -> dict:
         """name -> the validated :class:`~stepsim.optim.AdamHyper` of each parameter at
-        ``step`` (one object per distinct freezing, shared by its parameters)."""
-        from stepsim.optim import adam_hyper
+        ``step`` (one object per distinct freezing, shared by its parameters).
+
+        checked=False skips :func:`~stepsim.optim.adam_hyper`'s checks (same values): for
+        fit's lean step, whose step numbers fit has checked and whose hyper-parameters
+        this frozen object checked when it was made (and freeze_second_moment when a v
+        froze)."""
+        from stepsim.optim import adam_hyper, adam_hyper_checked
 
         lr = self.lr_at(step, total_steps)
         made = {}  # one validated hyper per distinct freezing (one for a global switch)
@@ -168,11 +173,18 @@ class Adam:
         def hyper(frozen: FrozenV | None):
             if frozen not in made:
                 eps, mode = (self.eps, self.eps_mode) if frozen is None else frozen[1:]
-                made[frozen] = adam_hyper(
-                    step=step, lr=lr, beta1=self.beta1, beta2=self.beta2, eps=eps,
-                    eps_mode=mode, weight_decay=self.weight_decay, freeze_v=frozen is not None,
-                    bias_correction2=None if frozen is None else frozen.bias_correction2,
-                    log_stats=log_stats, stats_on=stats_on)
+                bc2 = None if frozen is None else frozen.bias_correction2
+                if checked:
+                    made[frozen] = adam_hyper(
+                        step=step, lr=lr, beta1=self.beta1, beta2=self.beta2, eps=eps,
+                        eps_mode=mode, weight_decay=self.weight_decay,
+                        freeze_v=frozen is not None, bias_correction2=bc2,
+                        log_stats=log_stats, stats_on=stats_on)
+                else:
+                    made[frozen] = adam_hyper_checked(
+                        int(step), float(lr), float(self.beta1), float(self.beta2),
+                        float(eps), mode, float(self.weight_decay), frozen is not None,
+                        None if bc2 is None else float(bc2), True, log_stats, stats_on)
             return made[frozen]
 
         return {name: hyper(state.frozen.get(name)) for name in params}
@@ -186,7 +198,7 @@ class Adam:
         those arrays, in ``params`` order. Returns name -> AdamStats (the same bits as
         :meth:`update`'s)."""
         hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
-                             log_stats=log_stats)
+                             log_stats=log_stats, checked=False)
         names = list(params)
         groups = {}  # one kernel call per distinct hyper, as adam_arrays groups them
         for row, name in enumerate(names):
