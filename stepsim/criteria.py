@@ -657,7 +657,11 @@ class Table1Score:
                 f"horizon={self.horizon}{note})")
 
 
-def table1_score(dv_l1_trace, k0: int, horizon: int = 1000) -> Table1Score:
+#: The paper's Table 1 horizon: the score averages this many steps after k0.
+TABLE1_HORIZON = 1000
+
+
+def table1_score(dv_l1_trace, k0: int, horizon: int = TABLE1_HORIZON) -> Table1Score:
     """The paper's Table 1 score of switching at step k0.
 
     dv_l1_trace: 1-D, ``dv_l1_trace[k-1] = ||v_k - v_{k-1}||_1`` for steps k = 1..T (the
