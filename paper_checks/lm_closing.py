@@ -4,9 +4,9 @@ language, 3 seeds, under Adam and under momentum SGD; test-loss gap to the entro
     python paper_checks/lm_closing.py [--steps 1500] [--jobs 3] [--out paper_checks/lm_closing.json]
         [--optimizers adam,sgdm] [--ratios 2:4,1:8]
 
-Every run is ``stepsim.training.fit`` on ``make_problem("lm", **PROBLEM)`` with a recipe
-from ``make_recipe(name, optimizer=...)``; STEP switches by AutoSwitch (the paper's
-criterion). STEP freezes Adam's second moment, so it has no momentum-SGD variant
+Every run is a :class:`stepsim.experiments.RunSpec` (problem "lm" with ``PROBLEM``, the
+recipe with its optimizer's options, N:M, seed); STEP switches by AutoSwitch (the paper's
+criterion, unclipped). STEP freezes Adam's second moment, so it has no momentum-SGD variant
 (``make_recipe("step", optimizer="sgdm")`` is refused); that cell is reported as n/a.
 Each worker runs with one BLAS and one numba thread. Results (every run's metrics, the
 mean and sd per cell) go to a JSON with provenance, and a Markdown table beside it.
@@ -46,18 +46,18 @@ def run_one(args):
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     from threadpoolctl import threadpool_limits
 
-    from stepsim.problems.registry import make_problem
-    from stepsim.recipes import make_recipe
-    from stepsim.training import fit
+    from stepsim.experiments.run import RunSpec
 
-    problem = make_problem("lm", **PROBLEM)
-    recipe = make_recipe(recipe_name, optimizer=optimizer, **OPTIMIZERS[optimizer])
-    criterion = "autoswitch" if recipe_name == "step" else None
-    out = {"recipe": recipe_name, "optimizer": optimizer, "nm": nm, "seed": seed}
+    # STEP switches by plain AutoSwitch (Algorithm 2, unclipped), as in the committed runs
+    spec = RunSpec(problem="lm", problem_options=PROBLEM, recipe=recipe_name,
+                   optimizer=optimizer, recipe_options=OPTIMIZERS[optimizer],
+                   criterion="autoswitch" if recipe_name == "step" else None,
+                   nm=None if nm is None else tuple(nm), steps=steps, seed=seed)
+    out = {"recipe": recipe_name, "optimizer": optimizer, "nm": nm, "seed": seed,
+           "run": spec.to_dict()}
     try:
         with threadpool_limits(limits=1, user_api="blas"):
-            result = fit(problem, recipe, steps, rng=seed, nm=nm, criterion=criterion,
-                         progress=False, threads=1)
+            result = spec.run()
     except ValueError as err:  # a diverged run (non-finite gradients) is a result too
         return dict(out, diverged=str(err), switch_step=None, metrics=None)
     return dict(out, diverged=None, switch_step=result.switch_step, metrics=result.metrics,
