@@ -43,6 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import (
+    UnknownOptionError,
     check_choice,
     check_fraction,
     check_int,
@@ -62,6 +63,12 @@ def _robust_floor(x: float) -> int:
     if abs(x - nearest) <= _INTEGER_RTOL * max(1.0, abs(x)):
         return int(nearest)
     return math.floor(x)
+
+
+def z_sample(stats) -> float:
+    """Z_k = ||v_k - v_{k-1}||_1 / d of one step's AdamStats (AutoSwitch's Option I sample):
+    the one definition, shared by AutoSwitch and the trace (``Trace.z``)."""
+    return stats.dv_l1 / stats.size
 
 
 def fraction_to_step(fraction: float, total_steps: int) -> int:
@@ -389,7 +396,7 @@ class AutoSwitch:
         """Z_k of one step's statistics (see the class docstring)."""
         size = stats.size
         if self.variant == "I":
-            return stats.dv_l1 / size
+            return z_sample(stats)
         if math.isnan(stats.dv_log_sum):
             raise ValueError("AutoSwitch variant 'II' needs sum log|dv|: call adam_step with "
                              "log_stats=True (stats.dv_log_sum is nan)")
@@ -578,8 +585,9 @@ def make_criterion(name: str, *, adam=None, **options):
 
     adam: the optimizer the criterion will watch (anything with ``beta2`` and ``eps``);
     its values become the defaults of the criterion's tied options (``ADAM_TIED_OPTIONS``).
-    Unknown names raise ValueError listing the choices; unknown options raise TypeError
-    naming the option; bad option values raise ValueError/TypeError naming the value.
+    Unknown names raise ValueError listing the choices; unknown options raise
+    UnknownOptionError (a TypeError and a ValueError) naming the option; bad option values
+    raise ValueError/TypeError naming the value.
 
     Parameters
     ----------
@@ -599,8 +607,8 @@ def make_criterion(name: str, *, adam=None, **options):
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise TypeError(f"criterion {name!r} has no option(s) {unknown}; "
-                        f"its options are {sorted(known)}")
+        raise UnknownOptionError(f"criterion {name!r} has no option(s) {unknown}; "
+                                 f"its options are {sorted(known)}")
     if adam is not None:
         for key in ADAM_TIED_OPTIONS:
             if key in known and key not in options:

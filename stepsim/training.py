@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim._validate import check_int, check_nm_pair
+from stepsim.criteria import z_sample
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -454,7 +455,7 @@ def _record(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> None:
         trace.v_l2[i] = stats.v_l2
         trace.dv_l1[i] = stats.dv_l1
         trace.dv_zeros[i] = stats.dv_zeros
-        trace.z[i] = stats.dv_l1 / stats.size
+        trace.z[i] = z_sample(stats)
         nonzero = stats.size - stats.dv_zeros
         if nonzero > 0 and np.isfinite(stats.dv_log_sum):
             trace.z_geo[i] = np.exp(stats.dv_log_sum / nonzero)

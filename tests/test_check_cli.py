@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from stepsim.checks.verdict import VERDICTS
 from stepsim.cli import main
 
@@ -62,6 +64,7 @@ def test_help_imports_nothing_heavy():
     assert out.stdout.split() == ["False", "False"]
 
 
+@pytest.mark.slow
 def test_same_results_in_process_in_a_pool_and_on_dask():
     """Every executor gives the same numbers for the same runs (runtime aside)."""
     from dask.distributed import LocalCluster

@@ -34,6 +34,7 @@ def finished(out: Path) -> dict:
             if not p.name.startswith(".")}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_sigkill_mid_check_then_resume_gives_the_same_report(tmp_path):
     straight = tmp_path / "straight"
@@ -72,12 +73,13 @@ def test_sigkill_mid_check_then_resume_gives_the_same_report(tmp_path):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging left
 
 
+@pytest.mark.slow
 def test_equal_runs_are_shared_between_claims_and_a_second_call_runs_nothing(tmp_path,
                                                                            monkeypatch):
     from stepsim.experiments import executors
 
     out = tmp_path / "r"
-    claims = ["C5", "C6"]  # both use the same dense runs
+    claims = ["C1", "C2"]  # both run dense and SR-STE under Adam (lr 1e-3) on each seed
     from stepsim.checks import claim_module
     from stepsim.checks._setup import budget
 

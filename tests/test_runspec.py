@@ -74,6 +74,16 @@ def test_nm_enters_through_one_door():
     assert nqm.nm == (1, 4) and all(s.nm == (1, 4) for s in nqm.specs.values() if s.sparse)
 
 
+def test_loss_scale_multiplies_the_training_loss_only():
+    plain = RunSpec(recipe="dense", steps=20).run()
+    scaled = RunSpec(recipe="dense", steps=20, loss_scale=0.01).run()
+    assert scaled.trace.loss[0] == 0.01 * plain.trace.loss[0]  # same initial weights
+    assert scaled.initial_metrics == plain.initial_metrics      # held-out metrics unscaled
+    assert "ScaledLoss" in scaled.problem and "factor=0.01" in scaled.problem
+    with pytest.raises(ValueError, match="loss_scale"):
+        RunSpec(loss_scale=0.0)
+
+
 def test_check_raises_what_fit_raises_before_training():
     bad = [RunSpec(recipe="dense", optimizer="sgdm", criterion="autoswitch", steps=5),
            RunSpec(recipe="ste", nm=(1, 32), steps=5),           # M = 32 does not tile 16

@@ -39,4 +39,5 @@ from stepsim.experiments.spec import Run, SweepSpec, load_spec, parse_spec
 from stepsim.experiments.store import Table, load_table
 
 __all__ = ["Run", "RunSpec", "SweepSpec", "Table", "compare", "load_spec", "load_table",
-           "parse_spec", "plan_sweep", "plot_vs_sparsity", "report_markdown", "run_sweep", "summarize"]
+           "parse_spec", "plan_sweep", "plot_vs_sparsity", "report_markdown", "run_sweep",
+           "summarize"]
