@@ -141,3 +141,7 @@ def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys)
         np.testing.assert_array_equal(train[key], sweep[key], err_msg=key)
         np.testing.assert_array_equal(train[key], check[key], err_msg=key)
     assert load_table(sweep_dir).rows[0]["switch_step"] == store.load(from_check).switch_step
+    # train --json records its RunSpec: the run can be repeated from the file alone
+    params = json.loads((tmp_path / "train.json").read_text())["provenance"]["params"]
+    assert RunSpec.from_dict(params["run"]) == from_train
+    assert params["run_digest"] == from_train.digest

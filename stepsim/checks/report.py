@@ -1,16 +1,20 @@
 """Run a set of paper checks and write their report: report.json, report.md, figures.
 
-:func:`run_checks` collects every claim's jobs, runs the distinct ones once (in this
-process, a process pool or a Dask cluster), decides each claim by its module's rule, draws
-its figures and writes, atomically:
+:func:`run_checks` collects every claim's jobs (RunSpecs and Tasks), runs the distinct
+ones once and only those not already in ``OUT/runs/`` (``stepsim.experiments``: in this
+process, a process pool or a Dask cluster; a RunStore by digest), reads every job back
+from the store, decides each claim by its module's rule, draws its figures aside and
+writes, in this order (a kill never leaves new figures beside an old report.json):
 
-* ``report.json``: ``{"result": {"mode", "claims": [ClaimResult...], "runtime_s"},
-  "provenance": {...}}`` (``stepsim._provenance.save_json``: seed, parameters, versions);
+* ``figures/`` swapped in (after the old report.json is removed), with ``RUN_ID``;
+
 * ``report.md``: the verdict table (one line of evidence each), then per claim its rule,
-  effect, numbers in brief and figure links.
+  effect, numbers in brief and figure links;
+* ``report.json`` last: ``{"result": {"mode", "claims": [ClaimResult...], "runtime_s",
+  "run_id"}, "provenance": {...}}`` (``stepsim._provenance.save_json``).
 
-A claim's ``runtime_s`` is the wall time of its own jobs (shared jobs count for each claim
-that uses them) plus its decision and figures.
+A claim's ``runtime_s`` is the wall time of its own jobs when they ran (shared jobs count
+for each claim that uses them) plus its decision and figures.
 """
 
 from __future__ import annotations
