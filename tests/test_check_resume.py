@@ -118,3 +118,25 @@ def test_the_default_out_is_not_the_current_directory(monkeypatch, tmp_path):
     assert default_out("quick") == tmp_path / "stepsim" / "check" / "quick"
     monkeypatch.setenv("STEPSIM_CHECK_DIR", str(tmp_path / "c"))
     assert default_out("full") == tmp_path / "c" / "full"
+
+
+def test_a_failure_while_drawing_leaves_the_old_report_and_its_figures_together(tmp_path,
+                                                                             monkeypatch):
+    from stepsim.checks import claim_module
+
+    out = tmp_path / "r"
+    run_checks(["C12"], mode="quick", out=out, progress=False)
+    old = json.loads((out / "report.json").read_text())["result"]["run_id"]
+    assert (out / "figures" / "RUN_ID").read_text().strip() == old
+
+    def broken(result, path):  # as a kill while drawing would leave it
+        raise RuntimeError("drawing failed")
+
+    monkeypatch.setattr(claim_module("C12"), "figure", broken)
+    with pytest.raises(RuntimeError, match="drawing failed"):
+        run_checks(["C12"], mode="quick", out=out, progress=False)
+    assert json.loads((out / "report.json").read_text())["result"]["run_id"] == old
+    assert (out / "figures" / "RUN_ID").read_text().strip() == old
+    monkeypatch.undo()
+    run_checks(["C12"], mode="quick", out=out, progress=False)  # cleans the staging left
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
