@@ -54,3 +54,16 @@ def test_an_option_keeps_its_name_from_keyboard_to_error():
         make_recipe("step", srste_lam=-1)
     with pytest.raises(ValueError, match="placement"):
         make_recipe("sr-ste", placement="middle")
+
+
+def test_p_nm_is_the_runs_nm_in_train_sweep_and_check(tmp_path):
+    from stepsim.cli import build_parser
+    from stepsim.cli.sweep import build_spec
+    from stepsim.cli.train import run_spec
+
+    parse = build_parser().parse_args
+    assert run_spec(parse(["train", "-p", "nm=1:8"])).nm == (1, 8)
+    spec = build_spec(parse(["sweep", "--recipes", "dense", "-p", "nm=2:4,1:8"]))
+    assert spec["nm"] == ["2:4", "1:8"] and "nm" not in spec["problems"][0]["options"]
+    with pytest.raises(ValueError, match="both given"):
+        build_spec(parse(["sweep", "--recipes", "dense", "--nm", "2:4", "-p", "nm=1:4"]))

@@ -89,6 +89,12 @@ def build_spec(args) -> dict:
     problems = [data.pop("problem")] if "problem" in data else data.pop("problems",
                                                                         ["regression"])
     problem_options = key_values(args.problem_option, "--problem-option", _value)
+    if "nm" in problem_options:  # -p nm=N:M is the runs' N:M, as in `stepsim train`
+        if args.nm:
+            raise ValueError("--nm and -p nm=... both given; use one")
+        nm = problem_options.pop("nm")
+        pairs = nm if nm and isinstance(nm[0], tuple) else (nm,)  # 2:4 or 2:4,1:8
+        data["nm"] = [":".join(str(v) for v in pair) for pair in pairs]
     data["problems"] = _edited(problems, problem_options, grids["problem"])
     if args.criterion or args.criterion_option:
         opts = key_values(args.criterion_option, "--criterion-option", _value)

@@ -148,8 +148,8 @@ class RunSpec:
         put("recipe_options", _options("recipe", self.recipe_options))
         put("criterion_options", _options("criterion", self.criterion_options))
         if any(k == "nm" for k, _ in self.problem_options):
-            raise ValueError("give the run's N:M as RunSpec(nm=(n, m)), not as the problem "
-                             "option 'nm' (one door for N:M)")
+            raise ValueError("the run's N:M is RunSpec(nm=(n, m)) (a sweep spec's nm, --nm), "
+                             "not the problem option 'nm' (one door for N:M)")
         put("steps", check_int("steps", self.steps, minimum=1))
         put("seed", check_int("seed", self.seed, minimum=0))
         if self.nm is not None:
