@@ -4,19 +4,19 @@ language, 3 seeds, under Adam and under momentum SGD; test-loss gap to the entro
     python paper_checks/lm_closing.py [--steps 1500] [--jobs 3] [--out paper_checks/lm_closing.json]
         [--optimizers adam,sgdm] [--ratios 2:4,1:8]
 
-Every run is ``stepsim.training.fit`` on ``make_problem("lm", **PROBLEM)`` with a recipe
-from ``make_recipe(name, optimizer=...)``; STEP switches by AutoSwitch (the paper's
-criterion). STEP freezes Adam's second moment, so it has no momentum-SGD variant
+Every run is a :class:`stepsim.experiments.RunSpec` (problem "lm" with ``PROBLEM``, the
+recipe with its optimizer's options, N:M, seed); STEP switches by AutoSwitch (the paper's
+criterion, unclipped). STEP freezes Adam's second moment, so it has no momentum-SGD variant
 (``make_recipe("step", optimizer="sgdm")`` is refused); that cell is reported as n/a.
-Each worker runs with one BLAS and one numba thread. Results (every run's metrics, the
-mean and sd per cell) go to a JSON with provenance, and a Markdown table beside it.
+The runs go through ``stepsim.experiments``'s executors (spawned workers with one BLAS and
+one numba thread each) into a run store beside the output (``lm_closing.runs/``, by
+digest: a second call resumes). Results (every run's metrics, the mean and sd per cell)
+go to a JSON with provenance, and a Markdown table beside it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from pathlib import Path
 
 PROBLEM = {"vocab": 16, "order": 2, "temperature": 0.7, "context": 32, "width": 32,
@@ -41,28 +41,27 @@ def cells(optimizers=tuple(OPTIMIZERS), ratios=RATIOS):
     return out
 
 
-def run_one(args):
-    recipe_name, optimizer, nm, seed, steps = args
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    from threadpoolctl import threadpool_limits
+def run_spec(recipe_name, optimizer, nm, seed, steps):
+    """The RunSpec of one cell. STEP switches by plain AutoSwitch (Algorithm 2, unclipped),
+    as in the committed runs."""
+    from stepsim.experiments.run import RunSpec
 
-    from stepsim.criteria import make_criterion
-    from stepsim.problems.registry import make_problem
-    from stepsim.recipes import make_recipe
-    from stepsim.training import fit
+    return RunSpec(problem="lm", problem_options=PROBLEM, recipe=recipe_name,
+                   optimizer=optimizer, recipe_options=OPTIMIZERS[optimizer],
+                   criterion="autoswitch" if recipe_name == "step" else None,
+                   nm=None if nm is None else tuple(nm), steps=steps, seed=seed)
 
-    problem = make_problem("lm", **PROBLEM)
-    recipe = make_recipe(recipe_name, optimizer=optimizer, **OPTIMIZERS[optimizer])
-    criterion = (make_criterion("autoswitch", adam=recipe.optimizer)
-                 if recipe_name == "step" else None)
-    out = {"recipe": recipe_name, "optimizer": optimizer, "nm": nm, "seed": seed}
-    try:
-        with threadpool_limits(limits=1, user_api="blas"):
-            result = fit(problem, recipe, steps, rng=seed, nm=nm, criterion=criterion,
-                         progress=False, threads=1)
-    except ValueError as err:  # a diverged run (non-finite gradients) is a result too
-        return dict(out, diverged=str(err), switch_step=None, metrics=None)
-    return dict(out, diverged=None, switch_step=result.switch_step, metrics=result.metrics,
+
+def run_record(cell, spec, result) -> dict:
+    """What the tables read of one finished run (a run that met a non-finite value is a
+    result too: diverged, no metrics)."""
+    recipe, optimizer, nm, seed = cell
+    out = {"recipe": recipe, "optimizer": optimizer, "nm": None if nm is None else list(nm),
+           "seed": seed, "run": spec.to_dict(), "digest": spec.digest}
+    if not result.success:
+        return dict(out, diverged=result.message, switch_step=None, metrics=None)
+    return dict(out, diverged=None, switch_step=result.switch_step,
+                metrics={k: float(v) for k, v in result.metrics.items()},
                 final_nm={k: list(v) for k, v in result.nm.items()})
 
 
@@ -127,32 +126,34 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown optimizer(s)/ratio(s) {unknown}")
     grid = cells(optimizers, ratios)
-    from multiprocessing import get_context
-
-    from stepsim._atomic import write_json, write_text
+    from stepsim._atomic import write_text
     from stepsim._provenance import save_json
+    from stepsim.experiments import executors
+    from stepsim.experiments.store import RunStore
     from stepsim.problems.markov import MarkovLanguage
 
-    # STEP first: whether AutoSwitch fires is the first thing to know
     out = Path(args.out)
-    runs_dir = out.with_suffix(".runs")  # one JSON a run: an interrupted sweep resumes
-    runs_dir.mkdir(parents=True, exist_ok=True)
-
-    def run_path(cell):
-        recipe, optimizer, nm, seed = cell
-        tag = "dense" if nm is None else f"{nm[0]}-{nm[1]}"
-        return runs_dir / f"{recipe}_{optimizer}_{tag}_s{seed}_T{args.steps}.json"
-
-    todo = [c for c in grid if not run_path(c).exists()]
+    # every finished run by digest: an interrupted script resumes where it stopped
+    store = RunStore(out.with_suffix(".runs"))
+    store.remove_temporaries()
+    specs = {cell: run_spec(*cell, args.steps) for cell in grid}
+    cell_of = {spec.digest: cell for cell, spec in specs.items()}
     # STEP first: whether AutoSwitch fires is the first thing to know
-    jobs = sorted((cell + (args.steps,) for cell in todo), key=lambda c: c[0] != "step")
-    with get_context("spawn").Pool(args.jobs) as pool:
-        for run in pool.imap_unordered(run_one, jobs):
-            cell = (run["recipe"], run["optimizer"], run["nm"], run["seed"])
-            write_json(run_path(cell), run)
-            gap = "diverged" if run["metrics"] is None else f"gap={run['metrics']['gap']:.4f}"
-            print(*cell, gap, f"switch={run['switch_step']}", flush=True)
-    runs = [json.loads(run_path(c).read_text()) for c in grid]
+    todo = sorted((s for s in specs.values() if not store.is_finished(s)),
+                  key=lambda s: s.recipe != "step")
+
+    def on_done(spec, output):
+        store.save(spec, output)
+        run = run_record(cell_of[spec.digest], spec, output.result)
+        gap = "diverged" if run["metrics"] is None else f"gap={run['metrics']['gap']:.4f}"
+        print(*cell_of[spec.digest], gap, f"switch={run['switch_step']}", flush=True)
+
+    workers = executors.worker_count(args.jobs, max(len(todo), 1))
+    if workers == 1:
+        executors.run_serial(todo, on_done)
+    else:  # spawned workers, one numba and one BLAS thread each, gone with this process
+        executors.run_pool(todo, on_done, workers)
+    runs = [run_record(cell, spec, store.load(spec)) for cell, spec in specs.items()]
     rows = summarise(runs)
     floor = MarkovLanguage(**{k: PROBLEM[k] for k in ("vocab", "order", "temperature", "seed")}
                            ).loss_floor(PROBLEM["context"])

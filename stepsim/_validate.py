@@ -125,6 +125,20 @@ def check_open_unit(name: str, value) -> float:
     return check_real(name, value, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
 
 
+class UnknownOptionError(ValueError, TypeError):
+    """An option that a problem, recipe, optimizer or criterion does not take: one type for
+    all of them, naming the option and listing the valid ones. It is a ValueError (bad
+    input) and, as ``make_criterion`` raised before, a TypeError (an unexpected keyword)."""
+
+
+def check_options(what: str, given, allowed) -> None:
+    """Raise :class:`UnknownOptionError` if ``given`` has a key not in ``allowed``."""
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise UnknownOptionError(f"unknown option(s) {unknown} for {what}; "
+                                 f"choose from {sorted(allowed)}")
+
+
 def check_choice(name: str, value, choices) -> str:
     """``value`` must be one of the strings in ``choices``."""
     if not isinstance(value, str):

@@ -43,6 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import (
+    UnknownOptionError,
     check_choice,
     check_fraction,
     check_int,
@@ -62,6 +63,12 @@ def _robust_floor(x: float) -> int:
     if abs(x - nearest) <= _INTEGER_RTOL * max(1.0, abs(x)):
         return int(nearest)
     return math.floor(x)
+
+
+def z_sample(stats) -> float:
+    """Z_k = ||v_k - v_{k-1}||_1 / d of one step's AdamStats (AutoSwitch's Option I sample):
+    the one definition, shared by AutoSwitch and the trace (``Trace.z``)."""
+    return stats.dv_l1 / stats.size
 
 
 def fraction_to_step(fraction: float, total_steps: int) -> int:
@@ -389,7 +396,7 @@ class AutoSwitch:
         """Z_k of one step's statistics (see the class docstring)."""
         size = stats.size
         if self.variant == "I":
-            return stats.dv_l1 / size
+            return z_sample(stats)
         if math.isnan(stats.dv_log_sum):
             raise ValueError("AutoSwitch variant 'II' needs sum log|dv|: call adam_step with "
                              "log_stats=True (stats.dv_log_sum is nan)")
@@ -578,8 +585,9 @@ def make_criterion(name: str, *, adam=None, **options):
 
     adam: the optimizer the criterion will watch (anything with ``beta2`` and ``eps``);
     its values become the defaults of the criterion's tied options (``ADAM_TIED_OPTIONS``).
-    Unknown names raise ValueError listing the choices; unknown options raise TypeError
-    naming the option; bad option values raise ValueError/TypeError naming the value.
+    Unknown names raise ValueError listing the choices; unknown options raise
+    UnknownOptionError (a TypeError and a ValueError) naming the option; bad option values
+    raise ValueError/TypeError naming the value.
 
     Parameters
     ----------
@@ -599,8 +607,8 @@ def make_criterion(name: str, *, adam=None, **options):
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise TypeError(f"criterion {name!r} has no option(s) {unknown}; "
-                        f"its options are {sorted(known)}")
+        raise UnknownOptionError(f"criterion {name!r} has no option(s) {unknown}; "
+                                 f"its options are {sorted(known)}")
     if adam is not None and not all(hasattr(adam, key) for key in ADAM_TIED_OPTIONS):
         raise TypeError(f"adam must be the Adam the criterion watches (recipe.optimizer), "
                         f"with {list(ADAM_TIED_OPTIONS)}; got {adam!r:.80} ({type(adam).__name__})")
@@ -660,7 +668,11 @@ class Table1Score:
                 f"horizon={self.horizon}{note})")
 
 
-def table1_score(dv_l1_trace, k0: int, horizon: int = 1000) -> Table1Score:
+#: The paper's Table 1 horizon: the score averages this many steps after k0.
+TABLE1_HORIZON = 1000
+
+
+def table1_score(dv_l1_trace, k0: int, horizon: int = TABLE1_HORIZON) -> Table1Score:
     """The paper's Table 1 score of switching at step k0.
 
     dv_l1_trace: 1-D, ``dv_l1_trace[k-1] = ||v_k - v_{k-1}||_1`` for steps k = 1..T (the

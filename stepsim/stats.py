@@ -79,7 +79,8 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
     confidence : float in (0, 1)
         Coverage of the interval (default 0.95).
     method : {"t", "bootstrap"}
-        "t": mean ± t_{(1+c)/2, n-1} * std / sqrt(n) (``scipy.stats.t.interval``).
+        "t": mean ± t_{(1+c)/2, n-1} * std / sqrt(n) (``scipy.stats.t.ppf``): the one
+        t-interval of stepsim (sweep summaries, the paper checks' effects and figures).
         "bootstrap": ``scipy.stats.bootstrap`` (BCa, ``n_resamples`` resamples) drawn from
         ``rng`` (a seed or Generator, normalised by ``np.random.default_rng``: pass a seed
         for a reproducible interval). BCa intervals are too narrow for a handful of seeds;
@@ -96,14 +97,16 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
     x = _sample("values", values)
     confidence = check_open_unit("confidence", confidence)
     check_choice("method", method, CI_METHODS)
-    n, mean = x.size, float(x.mean())
-    std = float(x.std(ddof=1)) if n > 1 else math.nan
+    n = x.size
+    mean = math.fsum(x.tolist()) / n  # exactly rounded: the same for any summation order
+    std = float(np.std(x, ddof=1)) if n > 1 else math.nan
     if n == 1:
         low = high = math.nan
     elif std == 0.0:  # every seed gave the same value: no spread, the interval is a point
         low = high = mean
     elif method == "t":
-        low, high = stats.t.interval(confidence, n - 1, loc=mean, scale=std / math.sqrt(n))
+        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * std / math.sqrt(n)
+        low, high = mean - half, mean + half
     else:
         rng = np.random.default_rng(rng)
         res = stats.bootstrap((x,), np.mean, confidence_level=confidence,

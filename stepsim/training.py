@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim._validate import _show, check_int, check_nm_pair
-
-PHASE_DENSE, PHASE_SPARSE = 0, 1
+from stepsim.criteria import z_sample
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -263,6 +262,28 @@ def _schedule_for(recipe, criterion, steps):
     return SwitchAt(recipe.switch_at), None
 
 
+def plan_schedule(recipe, criterion, steps: int):
+    """(schedule, observed, watched) of a run: what ``fit`` will switch on and watch.
+
+    The one place that says which criteria a recipe accepts: a criterion watches Adam's
+    second moment, so a recipe on momentum SGD refuses one, and a criterion's beta2 and
+    eps must be its Adam's. Raises what ``fit`` raises for the pair, without training
+    (``stepsim.experiments.RunSpec.check`` calls it).
+    """
+    from stepsim.recipes.transforms import SGDM
+
+    schedule, observed = _schedule_for(recipe, criterion, steps)
+    watched = [s for s in (schedule, observed) if hasattr(s, "criterion")]
+    if watched and isinstance(recipe.optimizer, SGDM):
+        raise ValueError(f"criterion {criterion!r} watches Adam's second moment; recipe "
+                         f"{recipe.name!r} uses momentum SGD, which has none")
+    for s in watched:
+        from stepsim.criteria import check_matches_adam
+
+        check_matches_adam(s.criterion, recipe.optimizer)
+    return schedule, observed, watched
+
+
 def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         log_stats: bool = False, progress: bool = True, threads: int | None = None,
         blas_threads: int | None = 1, eval_every: int | None = None) -> FitResult:
@@ -319,7 +340,6 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     from stepsim.recipes.lean import LeanStep
     from stepsim.recipes.recipes import RunContext
     from stepsim.recipes.switch import StepStats
-    from stepsim.recipes.transforms import SGDM
     from stepsim.sparsity import with_nm
 
     _check_problem(problem)
@@ -335,16 +355,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     threads = 1 if threads is None else check_int("threads", threads, minimum=1)
     if blas_threads is not None:
         blas_threads = check_int("blas_threads", blas_threads, minimum=1)
-    schedule, observed = _schedule_for(recipe, criterion, steps)
+    schedule, observed, watched = plan_schedule(recipe, criterion, steps)
     crit_obj = getattr(criterion, "criterion", criterion)
-    watched = [s for s in (schedule, observed) if hasattr(s, "criterion")]
-    if watched and isinstance(recipe.optimizer, SGDM):
-        raise ValueError(f"criterion {criterion!r} watches Adam's second moment; recipe "
-                         f"{recipe.name!r} uses momentum SGD, which has none")
-    for s in watched:
-        from stepsim.criteria import check_matches_adam
-
-        check_matches_adam(s.criterion, recipe.optimizer)
     # everything that computes (init, evaluate, the steps) under one thread policy, so the
     # same seed gives the same bits whatever the machine's core count
     with training_threads(kernels=threads, blas=blas_threads):
@@ -506,7 +518,7 @@ def _record(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> None:
         trace.v_l2[i] = stats.v_l2
         trace.dv_l1[i] = stats.dv_l1
         trace.dv_zeros[i] = stats.dv_zeros
-        trace.z[i] = stats.dv_l1 / stats.size
+        trace.z[i] = z_sample(stats)
         nonzero = stats.size - stats.dv_zeros
         if nonzero > 0 and np.isfinite(stats.dv_log_sum):
             trace.z_geo[i] = math.exp(stats.dv_log_sum / nonzero)

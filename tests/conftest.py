@@ -26,3 +26,52 @@ settings.register_profile(
     "ci", max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+# --- the slow marker: a fast default selection ---------------------------------------------
+# `pytest` runs the fast selection (every module still covered: checked at the end of a
+# default run); `pytest --runslow` (or STEPSIM_SLOW=1) runs everything, as CI does.
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help="also run the tests marked slow (kill/resume, pools, Dask, benches)")
+
+
+def _runs_slow(config) -> bool:
+    return (config.getoption("--runslow") or os.environ.get("STEPSIM_SLOW") == "1"
+            or "slow" in (config.getoption("-m") or ""))
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    if _runs_slow(config):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow (or STEPSIM_SLOW=1)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+#: modules no in-process test imports (they run in subprocesses the tests start)
+NOT_IMPORTED_IN_PROCESS = {"stepsim.__main__", "stepsim.cli.__main__"}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After a whole default run (no paths, -k or -m): every stepsim module was imported."""
+    import pkgutil
+    import sys
+
+    config = session.config
+    whole = not config.args or [str(a) for a in config.args] == ["tests"]
+    if exitstatus != 0 or not whole or config.getoption("-k") or config.getoption("-m"):
+        return
+    import stepsim
+
+    modules = {m.name for m in pkgutil.walk_packages(stepsim.__path__, "stepsim.")}
+    missing = sorted(modules - set(sys.modules) - NOT_IMPORTED_IN_PROCESS)
+    if missing:
+        print(f"\nthe test selection never imports {missing}: give each a fast test",
+              file=sys.stderr)
+        session.exitstatus = 1

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from stepsim.checks.verdict import VERDICTS
 from stepsim.cli import main
 
@@ -43,9 +45,9 @@ def test_bad_arguments_fail_before_any_work(tmp_path, capsys):
     a_file.write_text("x")
     assert main(["check", "C12", "--out", str(a_file)]) == 2
     assert "--out must be a directory" in capsys.readouterr().err
-    assert main(["check", "C1", "--problem-option", "hidden=(", "--problem", "regression",
+    assert main(["check", "C1", "--problem-option", "nm=2:x", "--problem", "regression",
                  "--out", str(tmp_path / "x")]) == 2
-    assert "--problem-option hidden" in capsys.readouterr().err
+    assert "--problem-option nm: bad value" in capsys.readouterr().err
     assert main(["check", "C1", "--problem", "regression", "--problem-option", "depth=3",
                  "--out", str(tmp_path / "x")]) == 2
     assert "unknown option(s) ['depth']" in capsys.readouterr().err
@@ -62,22 +64,26 @@ def test_help_imports_nothing_heavy():
     assert out.stdout.split() == ["False", "False"]
 
 
+@pytest.mark.slow
 def test_same_results_in_process_in_a_pool_and_on_dask():
-    """Every executor gives the same numbers for the same jobs (runtime aside)."""
+    """Every executor gives the same numbers for the same runs (runtime aside)."""
     from dask.distributed import LocalCluster
 
-    from stepsim.checks._runs import run_jobs
     from stepsim.checks._setup import budget
+    from stepsim.experiments import executors, traces
 
     b = budget("quick")
-    jobs = [b.fit("dense", s, steps=60, optimizer="adam", lr=1e-3, extras=("v_curve",))
-            for s in (0, 1)]
-    jobs.append(jobs[0])  # a job asked for twice runs once
-    strip = lambda results: {k: {f: v for f, v in r.items() if f != "seconds"}
-                             for k, r in results.items()}
-    serial = strip(run_jobs(jobs))
-    assert len(serial) == 2 and serial[jobs[0].key] != serial[jobs[1].key]
-    assert strip(run_jobs(jobs, n_jobs=2)) == serial
+    specs = [b.fit("dense", s, steps=60, optimizer="adam", lr=1e-3) for s in (0, 1)]
+
+    def collect(run, *args):
+        out = {}
+        run(specs, lambda spec, output: out.setdefault(spec.digest,
+                                                       traces.summary(output.result)), *args)
+        return out
+
+    serial = collect(executors.run_serial)
+    assert len(serial) == 2 and serial[specs[0].digest] != serial[specs[1].digest]
+    assert collect(executors.run_pool, 2) == serial
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=None) as cluster:
-        assert strip(run_jobs(jobs, scheduler=cluster.scheduler_address)) == serial
+        assert collect(executors.run_dask, cluster.scheduler_address) == serial

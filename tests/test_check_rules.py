@@ -91,18 +91,26 @@ def test_every_claim_module_states_its_rule_and_parse_claims():
 
 
 def fake_results(module, error, extras=None):
-    """key -> result for every job of ``module``: ln test loss = error(kwargs, seed index)."""
+    """digest -> result for every run of ``module``: ln test loss = error(kw, seed index)."""
     out = {}
     for job in module.jobs(BUDGET):
-        kw = job.kwargs
+        kw = _kw(job)
         i = BUDGET.seeds.index(kw["seed"])
         e = error(kw, i)
         result = {"metrics": {"test_loss": math.exp(e)}, "switch_step": None, "seconds": 0.0,
                   "nm": {}}
         if extras is not None:
             result.update(extras(kw, i))
-        out[job.key] = result
+        out[job.digest] = result
     return out
+
+
+def _kw(spec) -> dict:
+    """A RunSpec's fields as a dict (recipe_options with the optimizer among them)."""
+    return {"recipe": spec.recipe, "seed": spec.seed, "steps": spec.steps,
+            "recipe_options": {"optimizer": spec.optimizer, **dict(spec.recipe_options)},
+            "criterion": spec.criterion, "criterion_options": dict(spec.criterion_options),
+            "loss_factor": spec.loss_scale, "nm": spec.nm}
 
 
 def recipe_of(kw):
@@ -309,7 +317,7 @@ def c11_results(paper_verdicts):
                       "corrected": {"kappa": [1.0], **{f"{k}_{s}": ok
                                                        for k in ("chebyshev", "gauss")
                                                        for s in ("coord", "inf")}}}
-    return {job.key: out[label] for label, job in module._jobs(BUDGET).items()}
+    return {job.digest: out[label] for label, job in module._jobs(BUDGET).items()}
 
 
 @pytest.mark.parametrize("verdicts, expected", [
@@ -334,7 +342,7 @@ def test_c12_rule_on_the_real_tables_and_on_made_up_cells():
     from stepsim.sparse24.memory import Table5Cell
 
     module = claim_module("C12")
-    results = {job.key: module.memory_job() for job in module.jobs(BUDGET)}
+    results = {job.digest: module.memory_job() for job in module.jobs(BUDGET)}
     result = module.decide_claim(BUDGET, results)
     assert result.verdict == NR and "8/8 match with NO metadata" in result.reason
     assert module.cell_verdict(Table5Cell("gpt2", "2:4", 162.13, 162.129, "paper", "none")) == R

@@ -45,6 +45,7 @@ def test_bad_bench_section_is_a_one_line_error(capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_bench_quick_kernels_smoke(tmp_path, capsys):
     path = tmp_path / "bench.json"
     assert main(["bench", "--quick", "--only", "kernels", "--json", str(path)]) == 0
@@ -96,6 +97,7 @@ def test_bad_nm_option_is_a_one_line_error_naming_the_option(argv, option, capsy
     assert f"error: argument {option}: " in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_bench_quick_other_sections_print_each_row_once(capsys):
     from stepsim.bench import run_bench
 

@@ -87,7 +87,10 @@ BAD_SPECS = [
     (dict(TINY, seeds=[]), "'seeds' is an empty list"),
     (dict(TINY, nm=[]), "'nm' is an empty list"),
     (dict(TINY, recipes=[{"name": "sr-ste", "grid": {"lam": []}}]), "grid 'lam' must be"),
-    ({k: v for k, v in TINY.items() if k != "criterion"}, "'step' needs a switch criterion"),
+    (dict(TINY, recipes=[{"name": "step", "criterion": "none"}]),
+     "'step' needs a switch criterion"),
+    (dict(TINY, problem={"name": "regression", "options": {"nm": [2, 4]}}),
+     "one door for N:M"),
     (dict(TINY, recipes=[{"name": "step", "optimizer": "sgdm"}]),
      r"recipes\[0\] \('step'\): .*needs optimizer='adam'"),
     (dict(TINY, recipes=[{"name": "dense", "optimizer": "sgdm", "criteria": ["autoswitch"]}]),
@@ -96,6 +99,15 @@ BAD_SPECS = [
     (dict(TINY, recipes=["dense", "step", {"name": "dense", "options": {}}]),
      r"4 runs are listed twice \(e.g. dense_2-4_s0_"),
 ]
+
+
+def test_a_spec_without_a_criterion_gives_step_the_one_default():
+    from stepsim.experiments.run import DEFAULT_CRITERION
+
+    runs = plan_sweep({k: v for k, v in TINY.items() if k != "criterion"})
+    step = [r for r in runs if r.params["recipe"]["name"] == "step"]
+    assert step and all(r.spec.criterion == DEFAULT_CRITERION[0]
+                        and r.spec.criterion_options == DEFAULT_CRITERION[1] for r in step)
 
 
 @pytest.mark.parametrize("bad, match", BAD_SPECS)

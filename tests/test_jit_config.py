@@ -123,6 +123,7 @@ def _obey_permission_bits():
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
 
 
+@pytest.mark.slow
 def test_kernels_run_without_any_writable_cache_location():
     """A read-only install used by someone whose HOME is not writable (issue 10, item 2).
 

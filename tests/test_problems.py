@@ -16,7 +16,13 @@ SMALL = {  # fast instances of every registered problem
     "digits": {"hidden": (16,)},
     "teacher": {"d_in": 16, "hidden": (32,), "d_out": 4, "n_test": 64, "batch_size": 8},
     "nqm": {"dim": 16},
+    "lm": {"vocab": 8, "order": 1, "context": 8, "width": 16, "blocks": 1, "heads": 2,
+           "batch_size": 4, "n_test": 32},
 }
+
+
+def test_the_protocol_test_covers_every_registered_problem():
+    assert set(SMALL) == set(PROBLEMS)
 
 
 def test_registry_names():

@@ -108,6 +108,7 @@ def test_decay_schedule_frames(m, data, start, length):
     assert sched.n_at(start + length - 1) == n  # the run ends at the target
 
 
+@pytest.mark.slow
 def test_decaying_mask_is_at_the_scheduled_nm_at_every_frame_boundary():
     p = small(nm=(1, 8))
     steps = 100

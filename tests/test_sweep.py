@@ -58,6 +58,7 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_sigkill_mid_sweep_then_resume_gives_the_same_table(straight, tmp_path):
     spec = tmp_path / "spec.json"
@@ -118,6 +119,7 @@ def saves_and_finishes(monkeypatch):
     return saved, finished
 
 
+@pytest.mark.slow
 def test_process_pool_and_dask_give_the_same_rows_and_bits(straight, tmp_path, monkeypatch):
     from distributed import LocalCluster
 

@@ -94,12 +94,11 @@ WRAPPER = textwrap.dedent("""
     log, me, other, spec, out = sys.argv[1:6]
     real = executors.execute
 
-    def execute(params, rng_seed):  # count every run this process trains; make each last
+    def execute(task):  # count every run this process trains; make each last
         with open(log, "a") as f:   # long enough that the two sweeps overlap
-            f.write(f"{os.getpid()} {params['recipe']['name']} {params['nm']} "
-                    f"{params['seed']}\\n")
+            f.write(f"{os.getpid()} {task.recipe} {task.nm} {task.seed}\\n")
         time.sleep(0.2)
-        return real(params, rng_seed)
+        return real(task)
 
     executors.execute = execute
     Path(me).touch()  # start together: both imported, neither has claimed anything yet
@@ -166,9 +165,9 @@ def test_a_sigkilled_claimers_claim_is_taken_over_and_live_claims_are_waited_for
     executed = []
     real = executors.execute
 
-    def counting_execute(params, rng_seed):
-        executed.append(params)
-        return real(params, rng_seed)
+    def counting_execute(task):
+        executed.append(task)
+        return real(task)
 
     monkeypatch.setattr(executors, "execute", counting_execute)
     with started([cmd], env=env, stdout=subprocess.PIPE) as (holder,):
@@ -203,5 +202,5 @@ def test_a_sigkilled_claimers_claim_is_taken_over_and_live_claims_are_waited_for
     assert f"waiting for 1 run(s) that another sweep process (pid {holder.pid} on " in err
     assert table.stable_rows() == straight[1].stable_rows()
     assert npz_bits(out) == npz_bits(straight[0])
-    assert sorted(map(json.dumps, executed)) == sorted(json.dumps(r.params) for r in runs)
-    assert executed[-1] == runs[held].params  # the dead claimer's run, taken over last
+    assert sorted(t.digest for t in executed) == sorted(r.spec.digest for r in runs)
+    assert executed[-1] == runs[held].spec  # the dead claimer's run, taken over last

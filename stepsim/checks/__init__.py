@@ -1,14 +1,18 @@
 """Paper checks: one module per claim C1-C12 of the STEP paper, one verdict record for all.
 
 ``run_checks(["C1", "C11"], mode="quick", out="report")`` runs the claims' jobs (training
-runs, Theorem 1 simulations, memory counts) through one executor, decides every claim by
+runs as :class:`~stepsim.experiments.RunSpec`, Theorem 1 simulations and memory counts as
+:class:`~stepsim.experiments.tasks.Task`) through :mod:`stepsim.experiments` (its executors
+and a run store that makes a killed check resume), decides every claim by
 the rule in its module's docstring, and writes ``report.json``, ``report.md`` and the
 figures to ``out``; ``stepsim check`` is its command line. The shared vocabulary
 (REPRODUCED / NOT REPRODUCED / INCONCLUSIVE, :class:`~stepsim.checks.verdict.ClaimResult`)
 is in :mod:`stepsim.checks.verdict`.
 
 A claim module defines ``CLAIM``, ``TITLE``, ``RULE`` (the "Rule" paragraph of its
-docstring), ``jobs(budget) -> [Job]``, ``decide_claim(budget, results) -> ClaimResult``
+docstring), ``jobs(budget) -> [RunSpec | Task]``, ``decide_claim(budget, results) ->
+ClaimResult`` (``results``: digest -> what the claim reads of each job:
+``stepsim.experiments.traces.summary`` of a run, a task's output)
 and ``figure(result, path)`` or ``figures(result, out_dir)``. Importing this package
 imports neither numba nor matplotlib.
 """

@@ -23,15 +23,12 @@ def _pyplot():
 
 
 def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high) of a Student-t interval; (mean, nan, nan) for one value."""
-    from scipy import stats
+    """(mean, low, high) of the Student-t interval (:func:`stepsim.stats.mean_ci`); (mean,
+    nan, nan) for one value."""
+    from stepsim import stats
 
-    x = np.asarray(values, dtype=float)
-    mean = float(x.mean())
-    if x.size < 2:
-        return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return mean, mean - half, mean + half
+    est = stats.mean_ci(values, confidence=level)
+    return est.mean, est.low, est.high
 
 
 def save(fig, path) -> Path:

@@ -14,15 +14,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from stepsim.checks._runs import Job
-
 ACCURACY_UNITS = "error points (%)"
 LOSS_UNITS = "ln test loss"
 MARGIN = {ACCURACY_UNITS: 0.5, LOSS_UNITS: 0.02}
 
-#: The problem of the fit-based claims until the MLP problems land: the synthetic
-#: regression with shapes that take M up to 16 and a dense teacher (so sparse students can
-#: fall short); claims that name no N:M run at 1:4 (the paper's second main ratio).
+#: The default problem of the fit-based claims: the synthetic regression with shapes that
+#: take M up to 16 and a dense teacher (so sparse students can fall short); claims that
+#: name no N:M run at 1:4 (the paper's second main ratio; ``nm`` here is the runs' default
+#: N:M, given to each RunSpec as its ``nm``).
 DEFAULT_PROBLEM = ("regression", {"d_in": 32, "d_hidden": 16, "d_out": 4, "scale": 0.1,
                                   "batch_size": 16, "noise": 0.1, "nm": (1, 4)})
 
@@ -45,15 +44,21 @@ class Budget:
         return f"{self.problem}({options}), {self.steps} steps"
 
     def fit(self, recipe: str, seed: int, *, steps: int | None = None, criterion=None,
-            criterion_options=None, nm=None, loss_factor: float = 1.0, extras=(),
-            **recipe_options) -> Job:
-        """The :class:`Job` of one training run on this budget's problem."""
-        return Job("stepsim.checks._runs:fit_job", {
-            "problem": self.problem, "problem_options": dict(self.problem_options),
-            "recipe": recipe, "recipe_options": recipe_options,
-            "steps": int(steps or self.steps), "seed": int(seed), "criterion": criterion,
-            "criterion_options": criterion_options, "nm": None if nm is None else list(nm),
-            "loss_factor": float(loss_factor), "extras": list(extras)})
+            criterion_options=None, nm=None, loss_factor: float = 1.0, optimizer="adam",
+            **recipe_options):
+        """The :class:`~stepsim.experiments.run.RunSpec` of one training run on this
+        budget's problem (N:M: ``nm``, else the budget's ``nm`` option, else the
+        problem's; criterion None: none)."""
+        from stepsim.experiments.run import RunSpec
+
+        options = dict(self.problem_options)
+        default_nm = options.pop("nm", None)
+        nm = nm if nm is not None else default_nm
+        return RunSpec(problem=self.problem, problem_options=options, recipe=recipe,
+                       optimizer=optimizer, recipe_options=recipe_options,
+                       criterion=criterion, criterion_options=criterion_options or {},
+                       nm=None if nm is None else tuple(nm), steps=int(steps or self.steps),
+                       seed=int(seed), loss_scale=float(loss_factor))
 
 
 def budget(mode: str, *, problem: str | None = None, problem_options: dict | None = None,
@@ -90,7 +95,7 @@ def errors(results: dict, jobs) -> tuple[list[float], str]:
     """The error of each job's run (in the order of ``jobs``) and their common units."""
     values, units = [], set()
     for job in jobs:
-        e, u = error_of(results[job.key]["metrics"])
+        e, u = error_of(results[job.digest]["metrics"])
         values.append(e)
         units.add(u)
     if len(units) != 1:

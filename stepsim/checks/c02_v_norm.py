@@ -30,7 +30,7 @@ RECIPES = ("dense", "sr-ste")
 
 
 def _runs(budget):
-    return {r: [budget.fit(r, s, extras=("v_curve",), optimizer="adam", lr=1e-3)
+    return {r: [budget.fit(r, s, optimizer="adam", lr=1e-3)
                 for s in budget.seeds] for r in RECIPES}
 
 
@@ -47,7 +47,7 @@ def _decay_ratio(curve) -> float:
 
 def decide_claim(budget, results) -> ClaimResult:
     runs = _runs(budget)
-    ratio = {r: [_decay_ratio(results[j.key]["v_curve"]) for j in group]
+    ratio = {r: [_decay_ratio(results[j.digest]["v_curve"]) for j in group]
              for r, group in runs.items()}
     effect = paired_effect(_libm.log(ratio["sr-ste"]), _libm.log(ratio["dense"]),
                            name="ln R(SR-STE) - ln R(dense)", units="e-folds",
@@ -56,7 +56,7 @@ def decide_claim(budget, results) -> ClaimResult:
     verdict, reason = decide(effect, discriminates=dense_decays, why_not=(
         f"dense's v did not halve (mean R = {np.mean(ratio['dense']):.3g} > 0.5): the problem "
         "does not show the regime of the claim"))
-    curves = {r: [results[j.key]["v_curve"] for j in group] for r, group in runs.items()}
+    curves = {r: [results[j.digest]["v_curve"] for j in group] for r, group in runs.items()}
     numbers = {"decay_ratio": ratio, "dense_decays": dense_decays, "curves": curves}
     return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effect, budget.label,
                        tuple(budget.seeds), budget.mode, numbers)

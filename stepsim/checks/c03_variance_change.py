@@ -27,7 +27,7 @@ EPS = 1e-8
 
 
 def _runs(budget):
-    return [budget.fit("dense", s, extras=("z_window", "v_curve"), optimizer="adam", lr=1e-3,
+    return [budget.fit("dense", s, optimizer="adam", lr=1e-3,
                        eps=EPS) for s in budget.seeds]
 
 
@@ -36,7 +36,7 @@ def jobs(budget):
 
 
 def decide_claim(budget, results) -> ClaimResult:
-    runs = [results[j.key] for j in _runs(budget)]
+    runs = [results[j.digest] for j in _runs(budget)]
     mins = [r["z_window"]["min_mean"] for r in runs]
     values = [math.log10(EPS / m) if m > 0 else math.inf for m in mins]
     finite = [v if math.isfinite(v) else 30.0 for v in values]  # Z = 0 exactly: far below

@@ -53,8 +53,7 @@ def _steps(budget):
 def _job(budget, criterion, seed, factor=1.0, eps=1e-8):
     return budget.fit("dense", seed, steps=_steps(budget), criterion=criterion,
                       criterion_options=CRITERIA[criterion], loss_factor=factor,
-                      extras=("table1", "score_curve") if factor == 1.0 and eps == 1e-8
-                      else ("table1",), optimizer="adam", lr=1e-3, eps=eps)
+                      optimizer="adam", lr=1e-3, eps=eps)
 
 
 def _unit_seeds(budget):
@@ -71,7 +70,7 @@ def jobs(budget):
 
 
 def decide_claim(budget, results) -> ClaimResult:
-    t1 = {c: [results[_job(budget, c, s).key]["table1"] for s in budget.seeds]
+    t1 = {c: [results[_job(budget, c, s).digest]["table1"] for s in budget.seeds]
           for c in CRITERIA}
     parts, effects = {}, {}
     missing = [c for c, rows in t1.items() if any(r["score"] is None for r in rows)]
@@ -95,9 +94,9 @@ def decide_claim(budget, results) -> ClaimResult:
     for c in CRITERIA:
         rows = {}
         for s in _unit_seeds(budget):
-            rows[s] = {f"x{f:g}": results[_job(budget, c, s, factor=f).key]["table1"]["k0"]
+            rows[s] = {f"x{f:g}": results[_job(budget, c, s, factor=f).digest]["table1"]["k0"]
                        for f in FACTORS}
-            rows[s].update({f"eps={e:g}": results[_job(budget, c, s, eps=e).key]["table1"]["k0"]
+            rows[s].update({f"eps={e:g}": results[_job(budget, c, s, eps=e).digest]["table1"]["k0"]
                             for e in EPS})
         moved = any(_moved(r["x1"], r[f"x{f:g}"]) for r in rows.values()
                     for f in FACTORS if f != 1.0)
@@ -107,7 +106,7 @@ def decide_claim(budget, results) -> ClaimResult:
                else "; no criterion's k0 depends on the loss units")
     numbers = {"table1": t1, "k0": k0, "parts": {o: v for o, (v, _) in parts.items()},
                "effects": effects, "units": units, "steps": _steps(budget),
-               "score_curve": results[_job(budget, "autoswitch", budget.seeds[0]).key][
+               "score_curve": results[_job(budget, "autoswitch", budget.seeds[0]).digest][
                    "score_curve"]}
     problem = budget.label.replace(f"{budget.steps} steps", f"{_steps(budget)} steps")
     return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effects["tang"], problem,

@@ -13,14 +13,9 @@ nothing to hold: INCONCLUSIVE), combined by ``verdict.combine``.
 
 from __future__ import annotations
 
+from stepsim.checks._gaps import gap_figure, gap_jobs, gap_parts, summarize
 from stepsim.checks._setup import MARGIN
-from stepsim.checks.c05_step_vs_baselines import (
-    BASELINES,
-    figure,  # noqa: F401  (same figure layout as C5)
-    gap_jobs,
-    gap_parts,
-    summarize,
-)
+from stepsim.checks.c05_step_vs_baselines import BASELINES
 from stepsim.checks.verdict import ClaimResult, paired_effect, rule_of
 
 CLAIM = "C6"
@@ -44,3 +39,7 @@ def decide_claim(budget, results) -> ClaimResult:
     numbers = {"units": units, "gap_to_dense": table, "parts": parts, "effects": effects}
     return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effects["sr-ste 1:16"],
                        budget.label, tuple(budget.seeds), budget.mode, numbers)
+
+
+def figure(result, path):
+    return gap_figure(result, path)

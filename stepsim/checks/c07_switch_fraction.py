@@ -56,7 +56,7 @@ def decide_claim(budget, results) -> ClaimResult:
         e[f], units = errors(results, [_fixed(budget, f, s) for s in budget.seeds])
     spread = [max(e[f][i] for f in e) - min(e[f][i] for f in e) for i in range(len(budget.seeds))]
     va, ra, flat = within(spread, 0.0, 2 * MARGIN[units])
-    k0 = [results[_auto(budget, s).key]["switch_step"] for s in budget.seeds]
+    k0 = [results[_auto(budget, s).digest]["switch_step"] for s in budget.seeds]
     frac = [1.0 if k is None else k / budget.steps for k in k0]
     vb, rb, _ = within(frac, 0.1, 0.3)
     e_auto, _ = errors(results, [_auto(budget, s) for s in budget.seeds])

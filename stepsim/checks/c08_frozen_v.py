@@ -56,7 +56,7 @@ def decide_claim(budget, results) -> ClaimResult:
         for v in VARIANTS:
             e[v], units = errors(results, [_job(budget, v, when, s) for s in budget.seeds])
         e_all[when] = e
-        k0[when] = results[_job(budget, "frozen raw v*", when, budget.seeds[0]).key][
+        k0[when] = results[_job(budget, "frozen raw v*", when, budget.seeds[0]).digest][
             "switch_step"]
         margin = MARGIN[units]
         effects[when] = paired_effect(e["v updated"], e["frozen raw v*"],

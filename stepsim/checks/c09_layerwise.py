@@ -69,7 +69,7 @@ def decide_claim(budget, results) -> ClaimResult:
         e = {}
         for r in ("layerwise-sr-ste", "layerwise-step"):
             e[r], units = errors(results, [_job(budget, r, m, s) for s in budget.seeds])
-            nm[f"{r} M={m}"] = results[_job(budget, r, m, budget.seeds[0]).key]["nm"]
+            nm[f"{r} M={m}"] = results[_job(budget, r, m, budget.seeds[0]).digest]["nm"]
         table[f"M={m}"] = e
         g, _ = gaps(results, [_job(budget, "layerwise-sr-ste", m, s) for s in budget.seeds],
                     dense)

@@ -31,7 +31,6 @@ import math
 import numpy as np
 
 from stepsim.checks import _plots
-from stepsim.checks._runs import Job
 from stepsim.checks.verdict import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -39,6 +38,7 @@ from stepsim.checks.verdict import (
     ClaimResult,
     rule_of,
 )
+from stepsim.experiments.tasks import Task
 
 CLAIM = "C11"
 TITLE = ("Theorem 1: ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1-b2)^2 (k-k0) log(2/delta)) "
@@ -63,7 +63,7 @@ def _size(mode):
 
 
 def _jobs(budget):
-    return {label: Job("stepsim.checks.c11_theorem1:process_job", {
+    return {label: Task("stepsim.checks.c11_theorem1:process_job", {
         "process": name, "params": params, "seed": 0, **_size(budget.mode)})
         for label, name, params in PROCESSES}
 
@@ -142,7 +142,7 @@ def _nanmedian(x):
 
 
 def decide_claim(budget, results) -> ClaimResult:
-    per = {label: results[job.key] for label, job in _jobs(budget).items()}
+    per = {label: results[job.digest] for label, job in _jobs(budget).items()}
     stationary = {k: v for k, v in per.items() if v["stationary"]}
     coord = {k: v["paper"]["coord_overall"] for k, v in stationary.items()}
     violated = sorted(k for k, v in coord.items() if v == "VIOLATED")

@@ -17,8 +17,8 @@ tensor counted, are reported beside the verdict.
 from __future__ import annotations
 
 from stepsim.checks import _plots
-from stepsim.checks._runs import Job
 from stepsim.checks.verdict import NOT_REPRODUCED, REPRODUCED, ClaimResult, rule_of
+from stepsim.experiments.tasks import Task
 
 CLAIM = "C12"
 TITLE = "Table 5: BERT-Base / GPT-2 memory at 2:4, 1:4, 1:16 (2 bytes a value + metadata)"
@@ -35,7 +35,7 @@ def cell_verdict(cell) -> str:
 
 
 def jobs(budget):
-    return [Job("stepsim.checks.c12_memory:memory_job", {})]
+    return [Task("stepsim.checks.c12_memory:memory_job", {})]
 
 
 def memory_job() -> dict:
@@ -51,7 +51,7 @@ def memory_job() -> dict:
 
 
 def decide_claim(budget, results) -> ClaimResult:
-    cells = results[jobs(budget)[0].key]
+    cells = results[jobs(budget)[0].digest]
     stated = cells["stated (paper tensors + index metadata)"]
     bare = cells["paper tensors, no metadata"]
     misses = [c for c in stated if c["verdict"] != REPRODUCED]

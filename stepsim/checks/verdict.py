@@ -76,8 +76,8 @@ def paired_effect(a, b, *, name: str, units: str, margin: float,
                   ci_level: float = 0.95) -> Effect:
     """Effect = mean of a_i - b_i over paired values (same seed i), with a t interval.
 
-    a, b: 1-D sequences of equal length n (n = 1 gives an infinite interval, hence an
-    INCONCLUSIVE verdict). NaN values are an error: a run that failed must be reported,
+    a, b: 1-D sequences of equal length n (n = 1 gives no interval, hence an INCONCLUSIVE
+    verdict). NaN values are an error: a run that failed must be reported,
     not averaged away.
     """
     a = np.asarray(a, dtype=np.float64).ravel()
@@ -88,8 +88,9 @@ def paired_effect(a, b, *, name: str, units: str, margin: float,
 
 
 def effect_of(values, *, name: str, units: str, margin: float, ci_level: float = 0.95) -> Effect:
-    """Effect = mean of ``values`` (one per seed) with a two-sided Student-t interval."""
-    from scipy import stats
+    """Effect = mean of ``values`` (one per seed) with a two-sided Student-t interval
+    (:func:`stepsim.stats.mean_ci`; one value: no interval, NaN ends, INCONCLUSIVE)."""
+    from stepsim import stats
 
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0 or not np.all(np.isfinite(x)):
@@ -98,15 +99,9 @@ def effect_of(values, *, name: str, units: str, margin: float, ci_level: float =
         raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
     if not margin > 0:
         raise ValueError(f"margin must be > 0, got {margin!r}")
-    mean = math.fsum(x.tolist()) / x.size
-    if x.size < 2:
-        lo, hi = -math.inf, math.inf
-    else:
-        sd = float(np.std(x, ddof=1))
-        half = float(stats.t.ppf(0.5 + ci_level / 2, x.size - 1)) * sd / math.sqrt(x.size)
-        lo, hi = mean - half, mean + half
-    return Effect(name=name, estimate=mean, ci_low=lo, ci_high=hi, ci_level=ci_level,
-                  n=int(x.size), units=units, margin=float(margin),
+    est = stats.mean_ci(x, confidence=ci_level)
+    return Effect(name=name, estimate=est.mean, ci_low=est.low, ci_high=est.high,
+                  ci_level=ci_level, n=int(x.size), units=units, margin=float(margin),
                   values=tuple(float(v) for v in x))
 
 

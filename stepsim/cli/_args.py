@@ -3,6 +3,8 @@
 * :func:`nm` — an argparse ``type=`` for "N:M" options;
 * :func:`seed`, :func:`positive_int`, :func:`non_negative_int`, :func:`finite_float` —
   argparse ``type=`` for numbers, so a bad value is reported with the option's name;
+* :func:`value` — the one grammar of a ``KEY=VALUE`` value (``-p``, ``-o``, ``-c``,
+  ``--grid`` in train, sweep and check);
 * :func:`key_values` — repeatable ``KEY=VALUE`` options into a dict;
 * :func:`output_path` — check an output path before any work starts;
 * :func:`run_params` — the parsed options as the ``params`` of a result file.
@@ -78,7 +80,33 @@ def finite_float(text: str) -> float:
     return value
 
 
-def key_values(items, option: str, convert=str) -> dict:
+def value(text: str):
+    """A KEY=VALUE value, the same in every subcommand: ``true``/``false``; ``none`` (None);
+    an integer; a number; ``N:M`` -> (n, m); ``a,b,...`` -> a tuple of such values
+    (``hidden=256,256``; one element: ``hidden=64,``), also written in brackets as a
+    Python tuple or list (``hidden=(64,)``, ``nm=(1,4)``); anything else is the string."""
+    text = text.strip()
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    if len(text) >= 2 and (text[0], text[-1]) in (("(", ")"), ("[", "]")):
+        inner = text[1:-1].strip()
+        return tuple(value(part) for part in inner.split(",") if part.strip()) if inner else ()
+    if "," in text:
+        return tuple(value(part) for part in text.split(",") if part.strip())
+    if ":" in text:
+        return nm(text)
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def key_values(items, option: str, convert=value) -> dict:
     """Repeatable ``KEY=VALUE`` strings -> {key: convert(value)}.
 
     items: the option's list (None when never given). option: its name for messages,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stepsim.cli._args import OptionError, key_values, output_path, positive_int
+from stepsim.cli._args import value as _value
 
 HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes after a kill"
 
@@ -29,7 +30,8 @@ def add_arguments(parser) -> None:
     grid.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
                       help="recipe/optimizer option for every recipe, repeatable (lr=1e-3)")
     grid.add_argument("--criterion", metavar="NAME",
-                      help="criterion for recipes that need one (default autoswitch)")
+                      help="criterion for recipes that need one (default: the spec's, else "
+                           "RunSpec's: AutoSwitch clipped to [0.1T, 0.5T], as `stepsim train`)")
     grid.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
                       help="option of that criterion, repeatable")
     grid.add_argument("--problem", metavar="NAME", help="problem name (default regression)")
@@ -42,12 +44,6 @@ def add_arguments(parser) -> None:
     grid.add_argument("--nm", metavar="N:M[,N:M...]", help="e.g. 2:4,1:8")
     grid.add_argument("--steps", metavar="T[,T...]", help="training steps (default 2000)")
     grid.add_argument("--seeds", metavar="K", help="seed count K (indices 0..K-1) or a list 0,3,7")
-
-
-def _value(text: str):
-    from stepsim.cli.train import _value  # the same KEY=VALUE values as `stepsim train`
-
-    return _value(text)
 
 
 def _grid_values(text: str) -> list:
@@ -93,12 +89,16 @@ def build_spec(args) -> dict:
     problems = [data.pop("problem")] if "problem" in data else data.pop("problems",
                                                                         ["regression"])
     problem_options = key_values(args.problem_option, "--problem-option", _value)
+    if "nm" in problem_options:  # -p nm=N:M is the runs' N:M, as in `stepsim train`
+        if args.nm:
+            raise ValueError("--nm and -p nm=... both given; use one")
+        nm = problem_options.pop("nm")
+        pairs = nm if nm and isinstance(nm[0], tuple) else (nm,)  # 2:4 or 2:4,1:8
+        data["nm"] = [":".join(str(v) for v in pair) for pair in pairs]
     data["problems"] = _edited(problems, problem_options, grids["problem"])
     if args.criterion or args.criterion_option:
         opts = key_values(args.criterion_option, "--criterion-option", _value)
         data["criterion"] = {"name": args.criterion or "autoswitch", "options": opts}
-    elif not args.spec:
-        data["criterion"] = "autoswitch"  # as `stepsim train`: the default for STEP
     if args.nm:
         data["nm"] = [part.strip() for part in args.nm.split(",")]
     if args.steps:

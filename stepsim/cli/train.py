@@ -7,6 +7,10 @@ earlier versions (``--d-in``, ``--d-hidden``, ...) still work, for the regressio
 ``--nm``, ``--batch-size``, ``--dtype``, ``--data-seed``, ``--teacher-nm``, ``--noise`` apply
 to every problem that takes the matching option.
 
+The options become one :class:`~stepsim.experiments.run.RunSpec` (:func:`run_spec`), which
+holds the defaults (criterion, lr, N:M) and builds and runs the run; ``--json`` saves it
+(``provenance.params.run``) so ``RunSpec.from_dict`` repeats the run bit for bit.
+
 ``--json PATH`` writes two files, PATH and the trace and weights in an .npz beside it:
 the .npz first, the JSON last, and the JSON records the digest of the arrays it commits
 (``stepsim._atomic``), so a kill between the two writes can never leave a pair that
@@ -16,6 +20,7 @@ passes for one run; readers (``stepsim compress``, ``Trace.load_npz``) refuse a 
 from __future__ import annotations
 
 from stepsim.cli._args import key_values, nm, output_path, positive_int, run_params, seed
+from stepsim.cli._args import value as _value
 
 HELP = "train one recipe (dense, ste, sr-ste, asp, step, ...) on a problem (regression, digits ...)"
 
@@ -25,26 +30,6 @@ _PROBLEM_FLAGS = {
     "teacher_nm": "teacher_nm", "noise": "noise", "d_in": "d_in", "d_hidden": "d_hidden",
     "d_out": "d_out", "grad_noise": "grad_noise", "scale": "scale", "condition": "condition",
 }
-
-
-def _value(text: str):
-    """A KEY=VALUE value: int, float, true/false, none (None), "N:M" -> (n, m),
-    "a,b,..." -> a tuple (e.g. hidden=256,256), or the string itself."""
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low == "none":
-        return None
-    if "," in text:
-        return tuple(_value(part) for part in text.split(",") if part.strip())
-    if ":" in text:
-        return nm(text)
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 def add_arguments(parser) -> None:
@@ -59,8 +44,9 @@ def add_arguments(parser) -> None:
                         help="recipe name (dense, ste, sr-ste, asp, step, step-v-updated, "
                              "decaying-mask, layerwise-sr-ste, layerwise-step); default step")
     parser.add_argument("--criterion", default=None,
-                        help="switch criterion (fixed-step, fixed-fraction, autoswitch, ...); "
-                             "default autoswitch for recipes that need one")
+                        help="switch criterion (fixed-step, fixed-fraction, autoswitch, ...; "
+                             "'none' for none); default for recipes that need one: AutoSwitch "
+                             "clipped to [0.1T, 0.5T] (stepsim.experiments.run.DEFAULT_CRITERION)")
     parser.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
                         help="criterion option, repeatable (e.g. fraction=0.2, k0=500)")
     parser.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
@@ -69,10 +55,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--optimizer", default="adam", help="adam, adamw or sgdm (default adam)")
     parser.add_argument("--nm", type=nm, default=None, metavar="N:M",
                         help="N:M of the sparse layers (default: the problem's, 2:4)")
-    parser.add_argument("--steps", type=positive_int, default=2000,
+    parser.add_argument("--steps", type=positive_int, default=None,
                         help="training steps (default 2000)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
-    parser.add_argument("--seed", type=seed, default=0,
+    parser.add_argument("--lr", type=float, default=None,
+                        help="learning rate (default: the optimizer's, Adam 1e-3, SGD-M 1e-2)")
+    parser.add_argument("--seed", type=seed, default=None,
                         help="seed of init and batches (default 0)")
     parser.add_argument("--eval-every", type=positive_int, default=None, metavar="K",
                         help="record the problem's evaluate() metrics every K steps "
@@ -136,45 +123,52 @@ def _print_problem_options(name: str) -> None:
             print(f"  -p {param.name}={default}")
 
 
+def run_spec(args):
+    """The :class:`~stepsim.experiments.run.RunSpec` of the parsed options (checked)."""
+    from stepsim.experiments.run import AUTO, RunSpec
+
+    problem_opts = problem_options_from(args)
+    nm = problem_opts.pop("nm", None)  # --nm and -p nm=N:M: the run's N:M (one door)
+    recipe_opts = key_values(args.option, "--option", _value)
+    if args.lr is not None:
+        if "lr" in recipe_opts:
+            raise ValueError("--lr and -o lr=... both given; use one")
+        recipe_opts["lr"] = args.lr
+    crit_opts = key_values(args.criterion_option, "--criterion-option", _value)
+    name = args.criterion
+    if name is not None and name.lower() == "none":
+        if crit_opts:
+            raise ValueError("--criterion none takes no --criterion-option")
+        name = None
+    elif name is None:
+        name = AUTO
+    per_module = crit_opts.pop("per_module", False)
+    fields = {k: v for k, v in (("steps", args.steps), ("seed", args.seed)) if v is not None}
+    return RunSpec(problem=args.problem, problem_options=problem_opts, recipe=args.recipe,
+                   optimizer=args.optimizer, recipe_options=recipe_opts, criterion=name,
+                   criterion_options=crit_opts, per_module=per_module, nm=nm,
+                   eval_every=args.eval_every, **fields)
+
+
 def run(args) -> int:
     import numpy as np
-
-    from stepsim import criteria
-    from stepsim.problems import make_problem
-    from stepsim.recipes import make_recipe
-    from stepsim.training import fit
 
     if args.problem_options:
         _print_problem_options(args.problem)
         return 0
     # checked before any work; the trace .npz goes beside the JSON, so it must differ from it
     json_path = output_path(args.json, option="--json", sidecars=(".npz",))
-    problem_opts = problem_options_from(args)
-    problem = make_problem(args.problem, **problem_opts)
-
-    recipe_opts = key_values(args.option, "--option", _value)
-    recipe_opts.setdefault("lr", args.lr)
-    recipe = make_recipe(args.recipe, optimizer=args.optimizer, **recipe_opts)
-    crit_opts = key_values(args.criterion_option, "--criterion-option", _value)
-    name = args.criterion
-    if name is None and recipe.needs_criterion:
-        # AutoSwitch with the paper's optional clipping (T_min = 0.1 T, T_max = 0.5 T), so a
-        # default run always switches; -c clip=false (or --criterion autoswitch) unclips it
-        name, crit_opts = "autoswitch", {"clip": True, **crit_opts}
-    if name is None and crit_opts:
-        raise ValueError("--criterion-option needs --criterion")
-    adam = None if args.optimizer == "sgdm" else recipe.optimizer
-    criterion = None if name is None else criteria.make_criterion(name, adam=adam, **crit_opts)
-
-    result = fit(problem, recipe, args.steps, rng=args.seed, criterion=criterion,
-                 eval_every=args.eval_every)
+    spec = run_spec(args)
+    spec.check()
+    result = spec.run(progress=True)
+    recipe, problem = result.recipe, spec.build_problem()
 
     trace = result.trace
     tail = max(1, min(50, len(trace) // 10))
     print(f"recipe     {recipe!r}")
     print(f"criterion  {result.criterion}")
     print(f"problem    {problem!r}")
-    print(f"steps      {args.steps}  seed {args.seed}")
+    print(f"steps      {spec.steps}  seed {spec.seed}")
     if result.switch_step is not None:
         print(f"switch     {result.switch_step}")
     elif recipe.dense_phase:
@@ -200,7 +194,8 @@ def run(args) -> int:
     print(f"table1     {score}")
     if json_path is not None:
         params = {"args": run_params(args), "problem_name": args.problem,
-                  "problem_config": problem.config()}
+                  "problem_config": problem.config(), "run": spec.to_dict(),
+                  "run_digest": spec.digest}
         jpath, npz = result.save(json_path, params=params)
         print(f"saved      {jpath} and {npz}")
     return 0

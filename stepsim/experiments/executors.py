@@ -1,21 +1,25 @@
 """Where runs execute: in this process, in a local process pool, or on a Dask cluster.
 
-Every executor calls the same :func:`execute` (one ``fit`` with one numba thread and one
-BLAS thread) and hands the finished :class:`~stepsim.training.FitResult` back to the
-caller, which writes the files — so results are bit-identical whatever the executor and
-the number of workers, and a cluster needs no shared filesystem.
+A task is a :class:`~stepsim.experiments.run.RunSpec` (one ``fit``) or a
+:class:`~stepsim.experiments.tasks.Task` (a named function with JSON arguments, e.g. a
+Theorem 1 simulation of a paper check). Every executor calls the same :func:`execute`
+(one numba thread and one BLAS thread) and hands the output back to the caller, which
+writes the files — so results are bit-identical whatever the executor and the number of
+workers, and a cluster needs no shared filesystem.
 
-* :func:`run_serial` — ``jobs=1``: in this process, one run after another.
+* :func:`run_serial` — ``jobs=1``: in this process, one task after another.
 * :func:`run_pool` — a ``concurrent.futures.ProcessPoolExecutor`` (spawned workers, each
-  limited to one numba and one BLAS thread, so workers x threads <= cores).
+  limited to one numba and one BLAS thread, so workers x threads <= cores; each worker
+  exits when its parent dies, so a SIGKILLed sweep or check leaves no orphans).
 * :func:`run_dask` — ``dask.distributed``: ``Client(address)`` (or a Client/LocalCluster
   passed in), one task per run, collected as they complete.
 
-Each takes the runs to do and ``on_done(run, output)``, called in this process as each
-run finishes (in completion order). The runs may be a lazy iterator: each executor takes
-the next run only when a worker is free for it (the pool keeps one run per worker in
-flight, Dask one per worker thread), because the runner claims a run as it hands it over
-and a second sweep process on the same directory must find the rest unclaimed.
+Each takes the tasks to do and ``on_done(task, output)``, called in this process as each
+task finishes (in completion order). Tasks are identified by their ``digest``. The tasks
+may be a lazy iterator: each executor takes the next task only when a worker is free for it
+(the pool keeps one task per worker in flight, Dask one per worker thread), because a sweep
+claims a run as it hands it over and a second sweep process on the same directory must
+find the rest unclaimed.
 """
 
 from __future__ import annotations
@@ -24,18 +28,24 @@ import os
 import time
 import warnings
 
-from stepsim.experiments.store import RunOutput
+from stepsim.experiments.store import RunOutput, TaskOutput
 
 
-def execute(params: dict, rng_seed: int) -> RunOutput:
-    """Train one run (see :func:`stepsim.experiments.adapter.fit_run`) with one BLAS thread."""
+def execute(task):
+    """Run one task here with one BLAS thread: a RunSpec gives a :class:`RunOutput`, a
+    :class:`~stepsim.experiments.tasks.Task` a :class:`TaskOutput`."""
     from threadpoolctl import threadpool_limits
 
-    from stepsim.experiments import adapter
+    from stepsim.experiments.run import RunSpec, final_sparsity
 
     with threadpool_limits(limits=1):
-        result, runtime = adapter.fit_run(params, rng_seed)
-    return RunOutput(result, runtime, adapter.final_sparsity(params, result), time.time())
+        start = time.perf_counter()
+        if not isinstance(task, RunSpec):
+            output = task()
+            return TaskOutput(output, time.perf_counter() - start)
+        result = task.run()
+        runtime = time.perf_counter() - start
+    return RunOutput(result, runtime, final_sparsity(task, result), time.time())
 
 
 def usable_cores() -> int:
@@ -65,14 +75,14 @@ def worker_count(jobs: int | None, pending: int) -> int:
     return max(1, min(jobs, pending))
 
 
-def run_serial(runs, on_done) -> None:
-    """Run every run in this process, in order."""
-    for run in runs:
+def run_serial(tasks, on_done) -> None:
+    """Run every task in this process, in order."""
+    for task in tasks:
         try:
-            output = execute(run.params, run.rng_seed)
+            output = execute(task)
         except Exception as exc:
-            raise _failed(run, exc) from exc
-        on_done(run, output)
+            raise _failed(task, exc) from exc
+        on_done(task, output)
 
 
 def _init_worker(parent_pid: int) -> None:
@@ -92,23 +102,24 @@ def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
     os._exit(1)  # reparented: the sweep process is gone; its files are all atomic
 
 
-def run_pool(runs, on_done, workers: int) -> None:
-    """Run ``runs`` (an iterable, taken lazily) on a local pool of ``workers`` spawned processes."""
+def run_pool(tasks, on_done, workers: int) -> None:
+    """Run ``tasks`` (an iterable, taken lazily) on a local pool of ``workers`` spawned
+    processes."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process with numba/BLAS threads
-    runs = iter(runs)
+    tasks = iter(tasks)
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                              initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         futures = {}
 
         def fill():  # one run per worker in flight; the next is taken when one finishes
             while len(futures) < workers:
-                run = next(runs, None)
-                if run is None:
+                task = next(tasks, None)
+                if task is None:
                     return
-                futures[pool.submit(execute, run.params, run.rng_seed)] = run
+                futures[pool.submit(execute, task)] = task
 
         try:  # each result is saved as soon as it arrives: a kill loses only runs in flight
             fill()
@@ -124,25 +135,24 @@ def run_pool(runs, on_done, workers: int) -> None:
             raise
 
 
-def run_dask(runs, on_done, scheduler) -> None:
-    """Run ``runs`` (an iterable, taken lazily) on Dask; scheduler: an address
+def run_dask(tasks, on_done, scheduler) -> None:
+    """Run ``tasks`` (an iterable, taken lazily) on Dask; scheduler: an address
     ("tcp://host:8786"), a Client or a cluster."""
     from distributed import Client, as_completed
 
     own = not isinstance(scheduler, Client)
     client = Client(scheduler) if own else scheduler
-    runs = iter(runs)
+    tasks = iter(tasks)
     futures, pending = {}, as_completed()
 
     def fill():  # one run per worker thread in flight (re-counted: the cluster may scale)
         slots = max(1, sum(client.nthreads().values()))
         while len(futures) < slots:
-            run = next(runs, None)
-            if run is None:
+            task = next(tasks, None)
+            if task is None:
                 return
-            fut = client.submit(execute, run.params, run.rng_seed, pure=False,
-                                key=f"stepsim-run-{run.run_id}")
-            futures[fut] = run
+            fut = client.submit(execute, task, pure=False, key=f"stepsim-run-{task.digest[:32]}")
+            futures[fut] = task
             pending.add(fut)
 
     try:
@@ -168,6 +178,6 @@ def _result(future, run):
         raise _failed(run, exc) from exc
 
 
-def _failed(run, exc) -> RuntimeError:
-    return RuntimeError(f"run {run.name} failed ({type(exc).__name__}: {exc}); "
-                        f"parameters: {run.params}")
+def _failed(task, exc) -> RuntimeError:
+    return RuntimeError(f"run {task.describe()} failed ({type(exc).__name__}: {exc}); "
+                        f"digest {task.digest}")

@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from stepsim.experiments import adapter, executors, store
+from stepsim.experiments import executors, store
+from stepsim.experiments.run import RunSpec, canonical_json
 from stepsim.experiments.spec import Run, SweepSpec, entry_options, load_spec, parse_spec
 
 
@@ -15,25 +16,24 @@ def plan_sweep(spec) -> list[Run]:
     """Check ``spec`` completely and return its runs in grid order; nothing is trained.
 
     spec: a :class:`SweepSpec`, a spec dict, or the path of a TOML/JSON spec file.
-    Every distinct problem, recipe and criterion is built once (``make_*``), and every
-    N:M is checked against every problem's sparse parameters. Raises ValueError/TypeError
+    Every distinct problem, recipe and criterion is built once (``RunSpec.build_*``), and
+    every run is checked as ``fit`` would check it (``RunSpec.check``: N:M against every
+    problem's sparse parameters, the recipe/criterion pair). Raises ValueError/TypeError
     naming the offending entry, e.g. ``recipes[1] ('asp'): unknown option(s) ['lamb'] ...``.
     """
     spec = _as_spec(spec)
     # each entry on its own first, so an error names the entry of the spec at fault
     for i, entry in enumerate(spec.problems):
         for options in entry_options(entry):
-            _named(f"problems[{i}] ({entry['name']!r})", adapter.build_problem,
-                   {"name": entry["name"], "options": options})
+            _named(f"problems[{i}] ({entry['name']!r})", _problem_alone, entry["name"], options)
     for where, entry in _criterion_entries(spec):
         for options in entry_options(entry):
-            _named(where, adapter.build_criterion, {"name": entry["name"], "options": options})
+            _named(where, _criterion_alone, entry["name"], options)
     for i, entry in enumerate(spec.recipes):
         for options in entry_options(entry):
-            _named(f"recipes[{i}] ({entry['name']!r})", adapter.build_recipe,
-                   dict(entry, options=options))
+            _named(f"recipes[{i}] ({entry['name']!r})", _recipe_alone, entry, options)
     # then every combination (tied options, a missing criterion, N:M against the layers)
-    runs = spec.runs(adapter.needs_criterion)
+    runs = spec.runs(_needs_criterion)
     if not runs:
         raise ValueError("spec: the grid is empty (no runs)")
     seen, twice = set(), []
@@ -46,12 +46,32 @@ def plan_sweep(spec) -> list[Run]:
                          "entries give the same parameters; remove one")
     checked = set()
     for run in runs:
-        key = adapter.canonical_json({k: run.params[k]
-                                      for k in ("problem", "recipe", "criterion", "nm")})
+        key = canonical_json({k: run.params[k] for k in ("problem", "recipe", "criterion", "nm")})
         if key not in checked:
             checked.add(key)
-            _named(_describe(run.params), adapter.check_run, run.params)
+            _named(_describe(run.params), lambda r: r.spec.check(), run)
     return runs
+
+
+def _problem_alone(name: str, options: dict) -> None:
+    RunSpec(problem=name, problem_options=options, criterion=None).build_problem()
+
+
+def _recipe_alone(entry: dict, options: dict) -> None:
+    RunSpec(recipe=entry["name"], optimizer=entry["optimizer"], recipe_options=options,
+            criterion=None).build_recipe()
+
+
+def _criterion_alone(name: str, options: dict) -> None:
+    options = dict(options)
+    per_module = options.pop("per_module", False)
+    RunSpec(criterion=name, criterion_options=options, per_module=per_module).build_criterion()
+
+
+def _needs_criterion(entry: dict, options: dict) -> bool:
+    """Whether recipe ``entry`` with ``options`` has a dense phase with no fixed end (STEP)."""
+    return RunSpec(recipe=entry["name"], optimizer=entry["optimizer"], recipe_options=options,
+                   criterion=None).build_recipe().needs_criterion
 
 
 def _criterion_entries(spec: SweepSpec):
@@ -127,7 +147,10 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     store.write_plan(out_dir, spec.to_dict(), runs)
     claims = store.Claims(out_dir)
 
-    def on_done(run, output):
+    by_spec = {run.spec: run for run in runs}
+
+    def on_done(task, output):
+        run = by_spec[task]
         store.save_run(out_dir, run, output)
         claims.release(run, finished=True)
         bar.update(1)
@@ -145,7 +168,7 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
                 first = next(todo, None)
                 if first is not None:
                     waiting = False
-                    todo = itertools.chain([first], todo)
+                    todo = (run.spec for run in itertools.chain([first], todo))
                     if scheduler is not None:
                         executors.run_dask(todo, on_done, scheduler)
                     elif min(workers, len(pending)) == 1:

@@ -12,8 +12,8 @@ A spec (a dict, or a TOML/JSON file holding one)::
     options = { scale = 0.1 }    # fixed options
     grid = { batch_size = [16, 64] }   # every combination of these values
 
-    [criterion]                  # for recipes that need one (STEP) and name none
-    name = "autoswitch"
+    [criterion]                  # for recipes that need one (STEP) and name none; without
+    name = "autoswitch"          # it: RunSpec's default (AutoSwitch clipped to [0.1T, 0.5T])
 
     [[recipes]]
     name = "dense"
@@ -50,17 +50,13 @@ import json
 from pathlib import Path
 
 from stepsim._validate import _show, check_input_file, check_int
+from stepsim.experiments.run import canonical_json
 
 SPEC_KEYS = ("name", "steps", "seeds", "nm", "problem", "problems", "criterion", "recipes",
              "eval_every")
 PROBLEM_KEYS = ("name", "options", "grid")
 CRITERION_KEYS = ("name", "options", "grid")
 RECIPE_KEYS = ("name", "optimizer", "options", "grid", "criterion", "criteria")
-
-
-def canonical_json(obj) -> str:
-    """Compact JSON with sorted keys: equal parameters give equal text on any machine."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def _digest(obj) -> bytes:
@@ -88,6 +84,27 @@ class Run:
     def from_params(cls, params: dict) -> Run:
         run_id = _digest(params).hex()[:16]
         return cls(params=params, run_id=run_id, rng_seed=rng_seed(params))
+
+    @property
+    def spec(self):
+        """The run as a :class:`~stepsim.experiments.run.RunSpec` (seed: ``rng_seed``).
+
+        A criterion option ``per_module`` becomes ``RunSpec.per_module``; the sweep's
+        N:M is the RunSpec's ``nm`` (a problem option ``nm`` is refused: one door).
+        """
+        from stepsim.experiments.run import RunSpec
+
+        p = self.params
+        crit = p["criterion"]
+        crit_options = {} if crit is None else dict(crit["options"])
+        per_module = crit_options.pop("per_module", False)
+        return RunSpec(problem=p["problem"]["name"], problem_options=p["problem"]["options"],
+                       recipe=p["recipe"]["name"], optimizer=p["recipe"]["optimizer"],
+                       recipe_options=p["recipe"]["options"],
+                       criterion=None if crit is None else crit["name"],
+                       criterion_options=crit_options, per_module=per_module,
+                       nm=tuple(p["nm"]), steps=p["steps"], seed=self.rng_seed,
+                       eval_every=p.get("eval_every"))
 
     @property
     def name(self) -> str:
@@ -131,12 +148,18 @@ class SweepSpec:
 
         needs_criterion(recipe_entry, options) -> bool: whether that recipe needs a switch
         criterion; the spec's default ``criterion`` goes to those (and only those) whose
-        entry names none. (:func:`stepsim.experiments.plan_sweep` passes the adapter's.)
+        entry names none. (:func:`stepsim.experiments.plan_sweep` passes RunSpec's.)
         """
         problems = [{"name": p["name"], "options": options}
                     for p in self.problems for options in entry_options(p)]
+        default = self.criterion
+        if default is None:  # the one default criterion (stepsim.experiments.run)
+            from stepsim.experiments.run import DEFAULT_CRITERION
+
+            default = {"name": DEFAULT_CRITERION[0], "options": dict(DEFAULT_CRITERION[1]),
+                       "grid": {}}
         recipes = [pair for r in self.recipes
-                   for pair in _recipe_variants(r, self.criterion, needs_criterion)]
+                   for pair in _recipe_variants(r, default, needs_criterion)]
         # eval_every joins the parameters only when set, so older runs keep their ids
         extra = {} if self.eval_every is None else {"eval_every": self.eval_every}
         return [Run.from_params({"problem": problem, "recipe": recipe, "criterion": criterion,

@@ -81,6 +81,15 @@ class RunOutput:
     finished_at: float
 
 
+@dataclasses.dataclass(frozen=True)
+class TaskOutput:
+    """What a worker sends back for a :class:`~stepsim.experiments.tasks.Task`: its output
+    (a JSON-ready dict) and its wall time (s)."""
+
+    output: dict
+    runtime_s: float
+
+
 def save_run(out_dir, run: Run, output: RunOutput) -> Path:
     """Write ``run``'s result (arrays first, JSON with provenance last); return the JSON path."""
     path, _ = run_paths(out_dir, run)
@@ -364,3 +373,103 @@ def result_row(doc: dict) -> dict:
     versions = doc["provenance"]["versions"]
     row.update({f"version.{k}": versions.get(k) for k in VERSION_KEYS})
     return row
+
+
+# ------------------------------------------------------------------ runs by digest
+class RunStore:
+    """Finished runs and tasks by digest, in one directory (what ``stepsim check`` resumes from).
+
+    Layout: ``DIGEST.npz`` (a RunSpec's trace and weights, written first) and
+    ``DIGEST.json`` (its summary with provenance, holding the RunSpec and the digest;
+    written last, the run's commit mark); a :class:`~stepsim.experiments.tasks.Task`'s
+    output is ``DIGEST.json`` alone. A task is finished exactly when its JSON parses and
+    names its digest, so a process killed at any moment loses only the tasks in flight;
+    equal tasks (same digest) are stored, and run, once.
+    """
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    def path(self, task) -> Path:
+        return self.root / f"{task.digest}.json"
+
+    def _doc(self, task) -> dict | None:
+        try:
+            doc = json.loads(self.path(task).read_text())
+            ok = doc["provenance"]["params"]["digest"] == task.digest
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return doc if ok else None
+
+    def is_finished(self, task) -> bool:
+        return self._doc(task) is not None
+
+    def save(self, task, output) -> Path:
+        """Write ``task``'s output (a :class:`RunOutput` for a RunSpec, else a
+        :class:`TaskOutput`)."""
+        path = self.path(task)
+        if isinstance(output, RunOutput):
+            params = {"digest": task.digest, "run": task.to_dict(),
+                      "runtime_s": output.runtime_s, "final_sparsity": output.final_sparsity}
+            output.result.save(path, params=params)
+        else:  # NaN and inf kept as JSON's NaN / Infinity: the output loads back equal
+            from stepsim._atomic import write_text
+            from stepsim._provenance import provenance
+
+            doc = {"result": {"output": output.output},
+                   "provenance": provenance({"digest": task.digest, "task": task.fn,
+                                             "kwargs": task.kwargs,
+                                             "runtime_s": output.runtime_s})}
+            write_text(path, json.dumps(doc, indent=1, default=_plain) + "\n")
+        return path
+
+    def load(self, task):
+        """A RunSpec's :class:`~stepsim.training.FitResult` (its recipe rebuilt from the
+        spec; ``dense_weights`` not stored: empty) or a Task's output dict."""
+        doc = self._doc(task)
+        if doc is None:
+            raise FileNotFoundError(f"no finished result for {task.describe()} in {self.root}")
+        if "run" not in doc["provenance"]["params"]:
+            return doc["result"]["output"]
+        return _fit_result(task, doc, self.path(task).with_suffix(".npz"))
+
+    def runtime_s(self, task) -> float:
+        """Wall time of the task's run when it ran (seconds; NaN if not recorded)."""
+        doc = self._doc(task)
+        value = None if doc is None else doc["provenance"]["params"].get("runtime_s")
+        return float("nan") if value is None else float(value)
+
+    def remove_temporaries(self) -> int:
+        """Delete temporary files a killed writer left (``.NAME.*``); return how many."""
+        removed = 0
+        for tmp in self.root.glob(".*"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed += 1
+        return removed
+
+
+def _plain(value):
+    if hasattr(value, "item"):  # NumPy scalars and 0-d arrays
+        return value.item() if getattr(value, "ndim", 0) == 0 else value.tolist()
+    raise TypeError(f"not JSON-ready: {value!r}")
+
+
+def _fit_result(spec, doc: dict, npz: Path):
+    import numpy as np
+
+    from stepsim.training import FitResult, Trace
+
+    r = doc["result"]
+    trace = Trace.load_npz(npz)
+    with np.load(npz) as data:
+        weights = {k[len("weights/"):]: data[k] for k in data.files if k.startswith("weights/")}
+        curves = {k[len("curve/"):]: data[k] for k in data.files if k.startswith("curve/")}
+    return FitResult(weights=weights, dense_weights={}, trace=trace,
+                     switch_step=r["switch_step"], metrics=r["metrics"],
+                     initial_metrics=r["initial_metrics"],
+                     nm={k: tuple(v) for k, v in r["nm"].items()}, recipe=spec.build_recipe(),
+                     criterion=r["criterion"], steps=r["steps"], seed=r["seed"],
+                     problem=r["problem"], status=r["status"], message=r["message"],
+                     stopped_at=r["stopped_at"], module_switch_steps=r["module_switch_steps"],
+                     curves=curves)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from stepsim._validate import check_choice
+from stepsim._validate import check_choice, check_options
 
 # name -> "module:Class"; add a problem here and every front end (train, sweep, check) has it
 PROBLEMS = {
@@ -36,10 +36,7 @@ def problem_options(name: str) -> list[str]:
 
 
 def make_problem(name: str, **options):
-    """Build problem ``name`` with ``options``; unknown options raise ValueError naming them."""
-    allowed = problem_options(name)
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for problem {name!r}; "
-                         f"choose from {sorted(allowed)}")
+    """Build problem ``name`` with ``options``; unknown options raise UnknownOptionError
+    (a ValueError) naming them."""
+    check_options(f"problem {name!r}", options, problem_options(name))
     return problem_class(name)(**options)

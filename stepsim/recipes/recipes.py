@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from stepsim._validate import (
+    UnknownOptionError,
     check_choice,
     check_fraction,
     check_int,
@@ -395,13 +396,6 @@ class Recipe:
         """A dense phase whose end no static ``switch_at`` fixes: ``fit`` needs a criterion."""
         return self.sparse and self.dense_phase and self.switch_at is None
 
-    @property
-    def freezes_v(self) -> bool:
-        """STEP: the switch freezes Adam's v."""
-        return any(isinstance(p, FreezeV) for p in self.on_switch)
-
-    freeze_v = freezes_v  # the attribute's name before the pieces (kept for callers)
-
     def static_switch_step(self, total_steps: int) -> int | None:
         """k0 from ``switch_at`` for a run of ``total_steps`` (0: no dense phase at all)."""
         if not self.sparse:
@@ -410,11 +404,9 @@ class Recipe:
             return 0
         if self.switch_at is None:
             return None
-        if isinstance(self.switch_at, float):
-            from stepsim.criteria import fraction_to_step
+        from stepsim.recipes.switch import SwitchAt  # the one step-or-fraction -> k0
 
-            return fraction_to_step(self.switch_at, total_steps) if self.switch_at else 0
-        return int(self.switch_at)
+        return SwitchAt(self.switch_at).step_for(total_steps)
 
     # ---------------------------------------------------------------- pure steps
     def init(self, params: Mapping, ctx: RunContext) -> RecipeState:
@@ -562,8 +554,8 @@ def make_optimizer(optimizer: str = "adam", **options):
     keys = _SGDM_KEYS if optimizer == "sgdm" else _ADAM_KEYS
     bad = sorted(set(options) - set(keys))
     if bad:
-        raise ValueError(f"unknown option(s) {bad} for optimizer {optimizer!r}; "
-                         f"choose from {sorted(keys)}")
+        raise UnknownOptionError(f"unknown option(s) {bad} for optimizer {optimizer!r}; "
+                                 f"choose from {sorted(keys)}")
     if optimizer == "sgdm":
         return T.SGDM(**options)
     if optimizer == "adamw":
@@ -603,11 +595,13 @@ def _lw_keys():
             "layerwise_allocation": None, **dict.fromkeys(_DOMINO_KEYS)}
 
 
-def _srste_pieces(lam, placement):
+def _srste_pieces(lam, placement, prefix="srste_"):
+    """The SR-STE pieces; ``prefix``: the options' names as the user spelled them
+    (sr-ste's ``lam``/``placement``, STEP's ``srste_lam``/``srste_placement``)."""
     if lam is None:
         return (), ()
-    check_real("srste_lam", lam, minimum=0.0)
-    placement = check_choice("srste_placement", placement, SRSTE_PLACEMENTS)
+    check_real(f"{prefix}lam", lam, minimum=0.0)
+    placement = check_choice(f"{prefix}placement", placement, SRSTE_PLACEMENTS)
     return ((T.SrsteTerm(lam),), ()) if placement == "before" else ((), (T.SrsteDecoupled(lam),))
 
 
@@ -622,7 +616,7 @@ def _ste(name, opt, *, layerwise=False, **lw):
 
 def _srste(name, opt, *, lam=2e-4, placement="before", layerwise=False, **lw):
     masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw})
-    grad, after = _srste_pieces(lam, placement)
+    grad, after = _srste_pieces(lam, placement, prefix="")
     return {"masker": masker or EveryStepMask(), "on_switch": pieces, "gradient": grad,
             "after": after}
 
@@ -765,9 +759,9 @@ def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     opt_keys = set(_SGDM_KEYS if optimizer == "sgdm" else _ADAM_KEYS)
     unknown = sorted(set(options) - own - opt_keys)
     if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for recipe {name!r} with optimizer "
-                         f"{optimizer!r}; recipe options: {sorted(own)}, optimizer options: "
-                         f"{sorted(opt_keys)}")
+        raise UnknownOptionError(f"unknown option(s) {unknown} for recipe {name!r} with "
+                                 f"optimizer {optimizer!r}; recipe options: {sorted(own)}, "
+                                 f"optimizer options: {sorted(opt_keys)}")
     opt = make_optimizer(optimizer, **{k: v for k, v in options.items() if k in opt_keys})
     fields = RECIPES[name](name, opt, **{k: v for k, v in options.items() if k in own})
     shown = (("optimizer", optimizer),) + tuple(sorted(options.items()))

@@ -14,7 +14,7 @@ Interface: ``init(total_steps, modules) -> state``; ``at_start(state)`` -> modul
 switch before step 1; ``update(state, step, stats) -> (state, fired)`` where ``stats`` is
 a :class:`StepStats` (each module's AdamStats of step k and their total; None under
 SGD-M) or a plain dict module -> AdamStats, and ``fired`` is the tuple of modules that
-switch after step k. States are immutable; ``switch_steps(state)`` gives
+switch after step k. States are immutable; ``state.fired`` gives
 module -> step (None: not yet). A module is one parameter array.
 """
 
@@ -121,20 +121,6 @@ class SwitchWhen:
                     fired[m] = step
                 now.extend(members)
         return state._replace(criteria=crit, fired=fired), tuple(now)
-
-
-def switch_steps(state: ScheduleState) -> dict:
-    """module -> the step after which it switched (None: it did not).
-
-    Parameters
-    ----------
-    state : ScheduleState
-
-    Returns
-    -------
-    dict module -> int or None
-    """
-    return dict(state.fired)
 
 
 def check_criterion(name: str, value) -> None:

@@ -1,8 +1,8 @@
 """The 2:4 compressed operand of NVIDIA's sparse tensor cores, bit-exact with CUTLASS.
 
 ``compress_2to4(dense) -> (values, meta)`` produces exactly the bytes of CUTLASS's
-layout — the one PyTorch's ``sparse_semi_structured_from_dense_cutlass`` emits (see
-``/work/shared/LAYOUT.md``, which this module implements section by section):
+layout — the one PyTorch's ``sparse_semi_structured_from_dense_cutlass`` emits
+(``torch/sparse/_semi_structured_conversions.py``, after CUTLASS's ``reorder_meta``):
 
 * **values** ``(m, k/2)``, the dtype of ``dense``: per group of 4 columns the two kept
   elements, lower column first (float32/tf32: one element of every *pair*, the 1:2 rule).
