@@ -196,3 +196,24 @@ def test_a_ratio_is_unreliable_when_its_peer_timing_is():
                      partner=noisy)
     assert not row["reliable"] and "its peer's interquartile range" in row["unreliable_because"]
     assert bench.emit("s", "case", "torch", steady, units=1, partner=steady)["reliable"]
+
+
+def test_portability_workers_run_pinned_and_unpinned_kernels(monkeypatch):
+    """The portability section's two workers: the portable one runs the pinned Haswell
+    kernels, the --fast one whatever OpenBLAS picks itself (here asked for Sandybridge),
+    and each answers a case with seconds per step."""
+    from stepsim import _portability
+    from stepsim.bench import portability
+
+    monkeypatch.setitem(_portability._ORIGINAL, "OPENBLAS_CORETYPE", "Sandybridge")
+    workers = {fast: portability._start(fast, quick=True) for fast in (False, True)}
+    try:
+        kernels = {fast: w.stdout.readline().strip() for fast, w in workers.items()}
+        assert kernels == {False: "Haswell", True: "Sandybridge"}
+        case = "digits 64-256-256-10 SR-STE"
+        # a difference of two timings: finite, but on a loaded machine not always > 0
+        assert all(np.isfinite(portability._ask(w, case)) for w in workers.values())
+    finally:
+        for w in workers.values():
+            w.stdin.close()
+            w.wait(timeout=60)

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1] / "stepsim"
 #: top-level module or package -> layer (lower numbers sit lower)
 LAYER = {
     "_validate": 0, "_jit": 0, "_threads": 0, "_atomic": 0, "_provenance": 0, "_progress": 0,
-    "_lazy": 0, "_bits": 0, "_portability": 0,
+    "_lazy": 0, "_bits": 0, "_portability": 0, "_malloc": 0,
     "_mask_kernels": 1, "_optim_kernels": 1, "_nn_kernels": 1, "_step_kernels": 1,
     "_libm": 1, "_libm_kernels": 1, "reference": 1,
     "masks": 2, "optim": 2, "sparsity": 2, "stats": 2,
