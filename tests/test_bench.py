@@ -217,3 +217,20 @@ def test_portability_workers_run_pinned_and_unpinned_kernels(monkeypatch):
         for w in workers.values():
             w.stdin.close()
             w.wait(timeout=60)
+
+
+def test_every_bench_section_is_registered_and_has_a_title_and_a_runner():
+    """SECTIONS lists exactly the section modules of stepsim.bench, each with TITLE and run
+    (the slow tests run them: test_cli's bench smoke tests)."""
+    import importlib
+    import pkgutil
+
+    import stepsim.bench as bench_pkg
+    from stepsim.bench import SECTIONS
+
+    modules = {m.name for m in pkgutil.iter_modules(bench_pkg.__path__)
+               if not m.name.startswith("_")}
+    assert set(SECTIONS) == modules
+    for name in SECTIONS:
+        module = importlib.import_module(f"stepsim.bench.{name}")
+        assert isinstance(module.TITLE, str) and module.TITLE and callable(module.run)
