@@ -6,8 +6,8 @@ Two prices are measured:
   portable (OpenBLAS pinned to its Haswell kernels, the default) and one as
   ``stepsim --fast`` runs (OpenBLAS picks this CPU's own kernels, e.g. SkylakeX on
   AVX-512). The parent asks them for timings in turn, round after round, so both see the
-  same drift of the shared machine; the row is the portable step's time with the ratio
-  fast/portable (1.00x: no cost). The kernel family can only be chosen when a process
+  same drift of the shared machine; the row is the portable step's time and how many times
+  longer a --fast step takes (above 1: the pin costs nothing; below 1: its price). The kernel family can only be chosen when a process
   loads OpenBLAS, hence two processes. On an AVX2 machine both run Haswell/Zen kernels.
 * **glibc's scalar exp** (:mod:`stepsim._libm`) against NumPy's SIMD ``np.exp``, on a
   float32 array the size of the LM's logits: the softmax cross-entropy pays it each step.
@@ -81,8 +81,8 @@ def run(bench) -> None:
             t = {name: Timing.of(s) for name, s in samples.items()}
             bench.emit("portability", case, f"step, pinned {kernels['portable']}",
                        t["portable"], units=1, unit="step", partner=t["fast"],
-                       ratio=f"{t['fast'] / t['portable']:.2f}x --fast "
-                             f"({kernels['fast']})")
+                       ratio=f"--fast ({kernels['fast']}) takes "
+                             f"{t['fast'] / t['portable']:.2f}x this time")
     finally:
         for worker in workers.values():
             worker.stdin.close()
