@@ -67,8 +67,6 @@ def pytest_sessionfinish(session, exitstatus):
     whole = not config.args or [str(a) for a in config.args] == ["tests"]
     if exitstatus != 0 or not whole or config.getoption("-k") or config.getoption("-m"):
         return
-    import stepsim
-
     modules = {m.name for m in pkgutil.walk_packages(stepsim.__path__, "stepsim.")}
     missing = sorted(modules - set(sys.modules) - NOT_IMPORTED_IN_PROCESS)
     if missing:
