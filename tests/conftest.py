@@ -9,7 +9,7 @@ import sys
 # plugin loaded NumPy first, the replay fixtures would be compared against CPU-specific
 # matmul bits: say so loudly instead of failing obscurely.
 _numpy_first = "numpy" in sys.modules
-import stepsim  # noqa: F401
+import stepsim
 
 if _numpy_first:
     from stepsim import _portability

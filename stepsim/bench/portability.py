@@ -8,7 +8,8 @@ Two prices are measured:
   AVX-512). The parent asks them for timings in turn, round after round, so both see the
   same drift of the shared machine; the row is the portable step's time and how many times
   longer a --fast step takes (above 1: the pin costs nothing; below 1: its price). The
-  kernel family can only be chosen when a process loads OpenBLAS, hence two processes. On an AVX2 machine both run Haswell/Zen kernels.
+  kernel family can only be chosen when a process loads OpenBLAS, hence two processes. On
+  an AVX2 machine both run Haswell/Zen kernels.
 * **glibc's scalar exp** (:mod:`stepsim._libm`) against NumPy's SIMD ``np.exp``, on a
   float32 array the size of the LM's logits: the softmax cross-entropy pays it each step.
 """
