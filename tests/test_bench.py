@@ -234,3 +234,23 @@ def test_every_bench_section_is_registered_and_has_a_title_and_a_runner():
     for name in SECTIONS:
         module = importlib.import_module(f"stepsim.bench.{name}")
         assert isinstance(module.TITLE, str) and module.TITLE and callable(module.run)
+
+
+@pytest.mark.slow
+def test_workers_section_times_a_new_worker_the_cache_and_a_job_mix(monkeypatch):
+    from stepsim.bench import workers
+    from stepsim.experiments.run import RunSpec
+
+    mix = [RunSpec(recipe="dense", steps=5, seed=s) for s in range(3)]
+    monkeypatch.setattr(workers, "_mix", lambda quick: ("tiny mix", mix))
+    monkeypatch.setattr(workers, "CACHED", (("regression", "regression", {}),))
+    bench = _bench()
+    workers.run(bench)
+    rows = {(r["case"], r["impl"]): r for r in bench.rows}
+    new = rows[("tiny RunSpec in a worker", "new worker")]
+    assert new["startup_s"] > 0 and new["seconds"] > rows[("tiny RunSpec in a worker",
+                                                            "warm worker")]["seconds"]
+    assert rows[("build regression", "cache hit")]["seconds"] > 0
+    mixed = [r for r in bench.rows if r["case"] == "tiny mix: 3 runs"]
+    assert len(mixed) == 2 and mixed[0]["impl"] == "--jobs 1"
+    assert mixed[1]["impl"].startswith("pool of") and all(r["seeds_per_s"] > 0 for r in mixed)

@@ -13,7 +13,7 @@ import importlib
 import sys
 import time
 
-SECTIONS = ("kernels", "theorem1", "layout", "train", "lm", "portability")
+SECTIONS = ("kernels", "theorem1", "layout", "train", "lm", "portability", "workers")
 
 
 class Bench:

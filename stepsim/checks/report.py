@@ -80,19 +80,20 @@ def probe_out(out) -> Path:
     return out
 
 
-def run_checks(claims=("all",), *, mode: str = "quick", out=None, n_jobs: int = 1,
-               scheduler: str | None = None, progress: bool = True, problem: str | None = None,
-               problem_options: dict | None = None, steps: int | None = None,
-               nm=None) -> Report:
+def run_checks(claims=("all",), *, mode: str = "quick", out=None,
+               n_jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
+               problem: str | None = None, problem_options: dict | None = None,
+               steps: int | None = None, nm=None) -> Report:
     """Run the paper checks ``claims`` ("all" or "C1".."C12") and write the report to ``out``.
 
     mode: "quick" (machinery, ~a minute) or "full" (>= 5 seeds). out: a directory (probed
     before any work); its ``runs/`` keeps every finished run by digest, so the same call
     after a kill redoes only the runs in flight, and runs equal across claims run once
-    (None: the runs go to a temporary directory and no report is written). n_jobs: worker
-    processes (``stepsim.experiments.executors``: spawned, one numba and one BLAS thread,
-    gone with their parent); scheduler: a Dask scheduler address. problem,
-    problem_options, nm: the registry problem of the fit-based claims and the runs'
+    (None: the runs go to a temporary directory and no report is written). n_jobs: local
+    worker processes (default: every usable core, as ``run_sweep``; 1 runs in this
+    process; ``stepsim.experiments.executors``: spawned, one numba and one BLAS thread,
+    gone with their parent, each running many jobs); scheduler: a Dask scheduler address.
+    problem, problem_options, nm: the registry problem of the fit-based claims and the runs'
     default N:M (default ``_setup.DEFAULT_PROBLEM``); steps: their run length.
     """
     import tempfile

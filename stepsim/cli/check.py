@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from stepsim.cli._args import positive_int
+
 HELP = "check the STEP paper's claims C1-C12: verdicts with CIs, report.json/.md and figures"
 
 
@@ -16,8 +18,9 @@ def add_arguments(parser) -> None:
                              "every finished run in DIR/runs/ (a second call resumes; equal "
                              "runs run once); default $STEPSIM_CHECK_DIR/MODE, else "
                              "~/.cache/stepsim/check/MODE; probed before any work")
-    parser.add_argument("--jobs", type=int, default=1, metavar="N",
-                        help="worker processes for the runs (default 1)")
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                        help="local worker processes, one numba and one BLAS thread each "
+                             "(default: every core; 1 runs in this process)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run on a Dask cluster at ADDRESS (tcp://host:port) instead")
     parser.add_argument("--problem", metavar="NAME",
@@ -40,8 +43,6 @@ def run(args) -> int:
 
     # bad input is a one-line error before any work starts
     claims = parse_claims(args.claims)
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     mode = "quick" if args.quick else "full"
     out = probe_out(args.out if args.out is not None else default_out(mode))
     options = key_values(args.problem_option, "--problem-option")

@@ -16,8 +16,8 @@ def add_arguments(parser) -> None:
                         help="sweep directory (default sweeps/SPEC-NAME); run the same command "
                              "again to resume: finished runs are skipped")
     parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
-                        help="local worker processes, one numba thread each (default: every "
-                             "core; 1 runs in this process)")
+                        help="local worker processes, one numba and one BLAS thread each "
+                             "(default: every core; 1 runs in this process)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run on Dask distributed at this scheduler address "
                              "(e.g. tcp://10.0.0.5:8786) instead of the local pool")

@@ -8,9 +8,14 @@ writes the files — so results are bit-identical whatever the executor and the 
 workers, and a cluster needs no shared filesystem.
 
 * :func:`run_serial` — ``jobs=1``: in this process, one task after another.
-* :func:`run_pool` — a ``concurrent.futures.ProcessPoolExecutor`` (spawned workers, each
-  limited to one numba and one BLAS thread, so workers x threads <= cores; each worker
-  exits when its parent dies, so a SIGKILLed sweep or check leaves no orphans).
+* :func:`run_pool` — a ``concurrent.futures.ProcessPoolExecutor`` (:func:`pool`: spawned
+  workers, each limited to one numba and one BLAS thread, so workers x threads <= cores;
+  each worker exits when its parent dies, so a SIGKILLed sweep or check leaves no orphans).
+  A worker starts once (spawn, import, numba's cached kernels: about a second, ``stepsim
+  bench``'s workers section) and runs task after task until the pool closes; every
+  process, worker or not, builds a problem once for equal name and options
+  (:meth:`RunSpec.build_problem <stepsim.experiments.run.RunSpec.build_problem>`'s cache,
+  :func:`worker_state`), since ``fit`` never changes a problem.
 * :func:`run_dask` — ``dask.distributed``: ``Client(address)`` (or a Client/LocalCluster
   passed in), one task per run, collected as they complete.
 
@@ -75,6 +80,14 @@ def worker_count(jobs: int | None, pending: int) -> int:
     return max(1, min(jobs, pending))
 
 
+def worker_state() -> dict:
+    """This process's id and its problem cache (hits, misses, size): ``Task(
+    "stepsim.experiments.executors:worker_state", {})`` asks a pool worker."""
+    from stepsim.experiments.run import problem_cache_info
+
+    return {"pid": os.getpid(), "problem_cache": problem_cache_info()}
+
+
 def run_serial(tasks, on_done) -> None:
     """Run every task in this process, in order."""
     for task in tasks:
@@ -102,16 +115,25 @@ def _exit_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
     os._exit(1)  # reparented: the sweep process is gone; its files are all atomic
 
 
-def run_pool(tasks, on_done, workers: int) -> None:
-    """Run ``tasks`` (an iterable, taken lazily) on a local pool of ``workers`` spawned
-    processes."""
+def pool(workers: int):
+    """The local pool :func:`run_pool` runs on: ``workers`` spawned processes (one numba and
+    one BLAS thread each, gone with this process) that live as long as the pool, each
+    running as many tasks as it is given (``submit(execute, task)``)."""
     import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process with numba/BLAS threads
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                               initializer=_init_worker, initargs=(os.getpid(),))
+
+
+def run_pool(tasks, on_done, workers: int) -> None:
+    """Run ``tasks`` (an iterable, taken lazily) on a local pool of ``workers`` spawned
+    processes (:func:`pool`)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     tasks = iter(tasks)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                             initializer=_init_worker, initargs=(os.getpid(),)) as pool:
+    with pool(workers) as executor:
         futures = {}
 
         def fill():  # one run per worker in flight; the next is taken when one finishes
@@ -119,7 +141,7 @@ def run_pool(tasks, on_done, workers: int) -> None:
                 task = next(tasks, None)
                 if task is None:
                     return
-                futures[pool.submit(execute, task)] = task
+                futures[executor.submit(execute, task)] = task
 
         try:  # each result is saved as soon as it arrives: a kill loses only runs in flight
             fill()

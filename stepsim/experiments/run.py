@@ -248,8 +248,13 @@ class RunSpec:
 
     # ------------------------------------------------------------------ building
     def build_problem(self):
-        """The problem (built once per process for equal names and options; problems are
-        immutable: ``fit`` draws batches from its own generator), loss-scaled if asked."""
+        """The problem, loss-scaled if asked: built once per process for equal names and
+        options (keyed by the problem's name and the canonical JSON of its options as
+        given, N:M and data seed among them; the 8 most recent are kept,
+        :func:`problem_cache_info`). Sharing one is safe because ``fit`` never changes a
+        problem (its batches come from ``fit``'s own generator; tests/test_workers.py
+        checks every registered problem's state and that a run on a cached problem has the
+        bits of a run on a fresh one)."""
         problem = _problem(self.problem, _key(self._problem_options()))
         if self.loss_scale != 1.0:
             from stepsim.problems.scaled import ScaledLoss
@@ -346,6 +351,14 @@ def _problem(name: str, options_json: str):
     return make_problem(name, **options)
 
 
+def problem_cache_info() -> dict:
+    """This process's problem cache (:meth:`RunSpec.build_problem`): ``{"hits", "misses",
+    "size", "maxsize"}``."""
+    info = _problem.cache_info()
+    return {"hits": info.hits, "misses": info.misses, "size": info.currsize,
+            "maxsize": info.maxsize}
+
+
 @functools.lru_cache(maxsize=16)
 def _shapes(name: str, options_json: str) -> dict:
     import numpy as np
@@ -363,4 +376,5 @@ def final_sparsity(spec: RunSpec, result) -> float:
     return float(sparsity(problem.specs, shapes, {k: tuple(v) for k, v in result.nm.items()}))
 
 
-__all__ = ["AUTO", "DEFAULT_CRITERION", "Built", "RunSpec", "canonical_json", "final_sparsity"]
+__all__ = ["AUTO", "DEFAULT_CRITERION", "Built", "RunSpec", "canonical_json", "final_sparsity",
+           "problem_cache_info"]
