@@ -19,6 +19,58 @@ warning from :func:`warn_if_not_portable` at its first training run, saying what
 ``STEPSIM_FAST=1`` in the environment (or ``stepsim --fast``) leaves OpenBLAS to choose:
 faster matrix products on AVX-512 machines, bits specific to the CPU. Results record
 which kernel ran (:func:`blas_kernel`), so a reader can tell.
+
+The promise and its scope
+-------------------------
+Every result — weights, traces, switch steps, metrics, reports — is the same bits on any
+x86-64 CPU with AVX2 or better (AVX2 and AVX-512 machines alike), for any number of
+threads or workers. Three things would otherwise change the last bits from one machine to
+the next (measured by emulating an AVX2 machine on an AVX-512 one), and each is fixed once:
+
+=====================================================  ===================================
+source of different bits                               what stepsim does
+=====================================================  ===================================
+numba sums that LLVM may reorder follow the vector      no fast-math anywhere
+width (AVX2 vs AVX-512)                                 (:mod:`stepsim._jit`); sums that
+                                                        must vectorise keep 8 running
+                                                        lanes in a fixed order
+NumPy's ``exp``/``log``/``power``/``tanh`` take other   :mod:`stepsim._libm`: glibc's scalar
+SIMD paths on AVX-512                                   functions, one variant on every
+                                                        AVX2+FMA CPU (a test forbids
+                                                        ``np.exp`` & co. in the package)
+OpenBLAS picks a matrix-product kernel per CPU          ``import stepsim`` sets
+(SkylakeX, Haswell, Zen, ...)                           ``OPENBLAS_CORETYPE=Haswell`` before
+                                                        NumPy loads; workers inherit it
+=====================================================  ===================================
+
+What a user does:
+
+* the command line, local sweep and check workers and the tests are portable as they are;
+* **a script that uses the Python API imports stepsim before NumPy** (or sets
+  ``OPENBLAS_CORETYPE=Haswell`` in its environment); otherwise ``fit`` warns once on stderr
+  that the run's bits are specific to this CPU;
+* remote Dask workers are started with ``OPENBLAS_CORETYPE=Haswell`` in their environment;
+  each run's result records whether it was portable;
+* every result file records the kernel family that ran (``provenance.portability``,
+  :func:`summary`).
+
+What it costs: ``stepsim bench --only portability`` measures it on your machine (portable
+vs ``--fast`` training steps, interleaved in two processes; glibc's exp vs NumPy's; see
+:mod:`stepsim.bench.portability`). Measured on an AMD Zen 4 with AVX-512: the pinned
+Haswell kernels are *faster* than OpenBLAS's own SkylakeX choice (a ``--fast`` step took
+1.15x as long on the digits MLP 64-256-256-10 with SR-STE, and 1.14x on the bench
+transformer), so the pin costs nothing there; glibc's scalar exp costs 4.7 ns an entry
+against NumPy's 0.5, about 0.6 ms a step on that transformer's logits (under 1% of its
+76 ms step). On AVX2 machines OpenBLAS picks Haswell/Zen kernels anyway. The committed
+evidence (``figures/``) is produced without ``--fast``.
+
+How it is guarded: ``tests/test_cpu_portability.py`` runs short recorded runs (dense,
+SR-STE and STEP with AutoSwitch on the regression, the digits MLP, the transformer, a
+Theorem 1 run) in subprocesses under every CPU the host can emulate — numba compiled for
+an AVX2 CPU and for the x86-64 baseline (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``),
+NumPy's dispatch limited (``NPY_DISABLE_CPU_FEATURES``), glibc's choice limited
+(``GLIBC_TUNABLES``), each OpenBLAS kernel family the CPU executes — and each must give the
+recorded digests; a negative control (unpinned Sandybridge kernels) shows it can fail.
 """
 
 from __future__ import annotations

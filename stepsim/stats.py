@@ -6,6 +6,15 @@
   minibatches): the mean difference a - b with its t-interval, the paired t-test, the
   Wilcoxon signed-rank test, the number of pairs and the effect size Cohen's d_z
   (mean difference / standard deviation of the differences, ddof=1).
+* :func:`paired_estimate` — the registered protocol's estimate of an effect over paired
+  seeds (``paper_checks/PROTOCOL.md`` §6): the mean with a standard error that adds the
+  test-set sampling error to the spread over seeds, SE = sqrt(SE_seeds^2 + SE_test^2), and
+  Student-t intervals, one-sided bounds and p-values with n - 1 degrees of freedom
+  (:class:`PairedEstimate`).
+* :func:`combination_variance` — the test-set sampling variance of one seed's effect value,
+  a linear combination of runs' mean per-item errors on the same test items.
+* :func:`holm` — Holm's step-down levels and rejections over a claim's parts.
+* :func:`tost` — two one-sided tests: is an effect inside (-margin, margin)?
 * :func:`markdown_table` — rows of dicts as a GitHub markdown table.
 
 Results are frozen dataclasses; a statistic that is undefined for the data (an interval
@@ -16,11 +25,12 @@ made-up number.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
 
-from stepsim._validate import check_choice, check_open_unit
+from stepsim._validate import check_choice, check_open_unit, check_real
 
 CI_METHODS = ("t", "bootstrap")
 
@@ -190,6 +200,270 @@ def paired_difference(a, b, *, confidence: float = 0.95) -> PairedComparison:
                             confidence=est.confidence)
 
 
+def _t_sf(t: float, df: int) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom: ``scipy.special.stdtr(df,
+    -t)``, the very function ``scipy.stats.t.sf`` evaluates (same bits), without the
+    ~30 us of argument handling per call of the distribution method."""
+    from scipy import special
+
+    return float(special.stdtr(df, -t))
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_ppf(q: float, df: int) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom
+    (``scipy.stats.t.ppf``; cached: the same few (level, df) pairs recur in every claim)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedEstimate:
+    """An effect's mean over n paired seeds with a standard error that includes the
+    test-set sampling error (PROTOCOL §6).
+
+    Attributes (all in the units of the effect, e.g. accuracy points or nats)
+    ----------
+    n : int
+        Number of paired values (seeds), >= 1.
+    mean : float
+        Mean of the n values.
+    se : float
+        sqrt(se_seeds**2 + se_test**2): the standard error of ``mean``; NaN for n = 1.
+    se_seeds : float
+        sd(values, ddof=1) / sqrt(n): the spread over seeds; NaN for n = 1.
+    se_test : float
+        sqrt(mean(test_vars) / n): the test-set sampling error of the mean, treating the
+        seeds' test-set errors as independent; 0.0 when no test variances were given.
+    df : float
+        The degrees of freedom of every t quantile and p-value: n - 1, or with a shared
+        test set the Welch-Satterthwaite value se^4 / (se_seeds^4 / (n - 1) + se_test^4 /
+        test_df) (the test variance is estimated from test_df + 1 items, so it is nearly
+        known and the interval is not as wide as n - 1 would make it).
+
+    Intervals and p-values are Student t with ``df`` degrees of freedom. n < 2 (or a
+    non-finite se) gives NaN for all of them. se == 0 (values without spread and no test
+    variances) gives a point interval and p-values of 0 or 1 by sign: that is reachable
+    only through ``paired_estimate(values, test_vars=None)``; the protocol always passes
+    ``test_vars``, so a zero spread over seeds never gives a point interval there.
+    """
+
+    n: int
+    mean: float
+    se: float
+    se_seeds: float
+    se_test: float
+    df: float
+
+    def _undefined(self) -> bool:
+        return self.n < 2 or not math.isfinite(self.se)
+
+    def interval(self, level: float) -> tuple[float, float]:
+        """Two-sided Student-t interval mean -+ t_{(1+level)/2, df} * se at coverage
+        ``level`` in (0, 1); (nan, nan) if n < 2 or se is not finite; a point if se == 0."""
+        level = check_open_unit("level", level)
+        if self._undefined():
+            return math.nan, math.nan
+        if self.se == 0.0:
+            return self.mean, self.mean
+        half = _t_ppf(0.5 + level / 2, self.df) * self.se
+        return self.mean - half, self.mean + half
+
+    def lower_bound(self, alpha: float) -> float:
+        """One-sided lower confidence bound at level 1 - ``alpha``: mean - t_{1-alpha,df} * se
+        (= the lower end of the (1 - 2 alpha) two-sided interval); NaN if undefined."""
+        alpha = check_open_unit("alpha", alpha)
+        if self._undefined():
+            return math.nan
+        if self.se == 0.0:
+            return self.mean
+        return self.mean - _t_ppf(1.0 - alpha, self.df) * self.se
+
+    def p_greater(self, value: float) -> float:
+        """One-sided p-value of H0: effect <= ``value`` (small p: the effect is above
+        ``value``): P(T_df >= (mean - value) / se). NaN if undefined; 0 or 1 if se == 0."""
+        value = check_real("value", value)
+        if self._undefined():
+            return math.nan
+        if self.se == 0.0:
+            return 0.0 if self.mean > value else 1.0
+        return _t_sf((self.mean - value) / self.se, self.df)
+
+    def p_less(self, value: float) -> float:
+        """One-sided p-value of H0: effect >= ``value`` (small p: the effect is below
+        ``value``): P(T_df <= (mean - value) / se). NaN if undefined; 0 or 1 if se == 0."""
+        value = check_real("value", value)
+        if self._undefined():
+            return math.nan
+        if self.se == 0.0:
+            return 0.0 if self.mean < value else 1.0
+        return _t_sf((value - self.mean) / self.se, self.df)
+
+
+def paired_estimate(values, test_vars=None, *, shared_test_var=None,
+                    test_df=None) -> PairedEstimate:
+    """The protocol's estimate of an effect from its per-seed values (PROTOCOL §6).
+
+    Parameters
+    ----------
+    values : array_like, shape (n,)
+        One finite effect value per seed (e.g. a paired difference of test errors, in
+        points or nats).
+    test_vars : array_like, shape (n,), or None
+        Per seed, the test-set sampling variance of that seed's value (units squared,
+        >= 0; e.g. :func:`combination_variance`), or None for no test-set error.
+        Use it when each seed is evaluated on its own test set.
+    shared_test_var : float or None
+        When every seed is evaluated on the SAME test set, its sampling error is common to
+        the seeds and does not average out: the test-set sampling variance of the mean
+        effect itself (units squared, >= 0; :func:`combination_variance` of the
+        seed-averaged per-item contrast). se_test = sqrt(shared_test_var). Exclusive with
+        ``test_vars``; se == 0 is then allowed (every run agrees on every test item: the
+        effect is exactly its value).
+    test_df : float or None
+        Degrees of freedom of ``shared_test_var`` (N_test - 1); None: known exactly.
+
+    Returns
+    -------
+    PairedEstimate
+        mean, se = sqrt(se_seeds^2 + se_test^2) with se_seeds = sd(values, ddof=1)/sqrt(n)
+        and se_test = sqrt(mean(test_vars)/n), df = n - 1. n = 1: se_seeds and se are NaN.
+
+    Raises
+    ------
+    ValueError
+        Non-finite or empty values; test_vars of another length, negative or non-finite;
+        test_vars given but se == 0 (no spread and every test variance 0: a point
+        interval the protocol does not allow; pass test_vars=None to accept it).
+    """
+    x = _sample("values", values)
+    n = int(x.size)
+    mean = math.fsum(x.tolist()) / n
+    se_seeds = float(np.std(x, ddof=1)) / math.sqrt(n) if n > 1 else math.nan
+    if shared_test_var is not None:
+        if test_vars is not None:
+            raise ValueError("give test_vars (one test set per seed) or shared_test_var "
+                             "(one test set for all seeds), not both")
+        shared = float(shared_test_var)
+        if not (math.isfinite(shared) and shared >= 0):
+            raise ValueError(f"shared_test_var must be finite and >= 0, got {shared_test_var!r}")
+        se_test = math.sqrt(shared)
+    elif test_vars is None:
+        se_test = 0.0
+    else:
+        v = _sample("test_vars", test_vars)
+        if v.shape != x.shape:
+            raise ValueError(f"test_vars must have one variance per value: got {v.size} "
+                             f"test_vars for {n} values")
+        if np.any(v < 0):
+            raise ValueError(f"test_vars must be >= 0 (variances), got {v[v < 0][:5].tolist()}")
+        se_test = math.sqrt(math.fsum(v.tolist()) / n / n)
+    se = math.sqrt(se_seeds * se_seeds + se_test * se_test)
+    if se == 0.0 and test_vars is not None:
+        raise ValueError("test_vars are all 0 and the values have no spread over seeds: "
+                         "se = 0 would give a point interval; check the test variances "
+                         "(or pass test_vars=None to accept a point interval)")
+    df = n - 1
+    if shared_test_var is not None and n > 1 and se > 0:
+        tail = se_seeds ** 4 / (n - 1) + (0.0 if test_df is None else se_test ** 4 / test_df)
+        df = math.inf if tail == 0 else se ** 4 / tail
+        df = min(df, 1e9)  # a known variance: the normal limit, kept finite for scipy
+    return PairedEstimate(n=n, mean=mean, se=se, se_seeds=se_seeds, se_test=se_test, df=df)
+
+
+def combination_variance(item_values, coefficients) -> float:
+    """Test-set sampling variance of sum_j c_j mean(x_j) over the same N test items.
+
+    Parameters
+    ----------
+    item_values : array_like, shape (k, N)
+        Per-item values x_j[item] of k runs of ONE seed, evaluated on the SAME N >= 2 test
+        items (e.g. 100.0 per misclassified image, or a test sequence's mean loss).
+    coefficients : array_like, shape (k,)
+        The linear combination c that forms the seed's effect value, e.g. gap_Adam -
+        gap_SGDM = e1 - e2 - e3 + e4 -> (1, -1, -1, 1).
+
+    Returns
+    -------
+    float
+        var_items(sum_j c_j x_j[item], ddof=1) / N, in the values' units squared. For two
+        0/1 runs (c = (1, -1)) with n01 + n10 discordant items and mean difference m this is
+        ((n01 + n10)/N - m^2) / (N - 1) ~ (n01 + n10) / N^2.
+    """
+    raw = np.asarray(item_values) if not isinstance(item_values, (str, bytes, dict)) else None
+    if raw is None or raw.dtype.kind not in "iufb":
+        raise TypeError(f"item_values must be an array of real numbers of shape (k, N), "
+                        f"got {type(item_values).__name__}")
+    x = raw.astype(np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"item_values must be 2-d (k runs, N items), got shape {x.shape}")
+    k, n_items = x.shape
+    if k == 0 or n_items < 2:
+        raise ValueError(f"item_values needs k >= 1 runs and N >= 2 items, got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("item_values has non-finite values")
+    c = _sample("coefficients", coefficients)
+    if c.size != k:
+        raise ValueError(f"coefficients must have one entry per run: got {c.size} "
+                         f"coefficients for {k} runs of item_values")
+    z = c[0] * x[0]
+    for j in range(1, k):  # elementwise, in a fixed order: the same bits on every CPU
+        z = z + c[j] * x[j]
+    mean = math.fsum(z.tolist()) / n_items
+    dev = z - mean
+    return math.fsum((dev * dev).tolist()) / (n_items - 1) / n_items
+
+
+def holm(p_values, alpha: float = 0.05) -> list[tuple[float, bool]]:
+    """Holm's step-down procedure at family-wise level ``alpha``.
+
+    Parameters
+    ----------
+    p_values : sequence of float in [0, 1], length k (may be empty)
+    alpha : float in (0, 1)
+
+    Returns
+    -------
+    list of (level, rejected), one per input position
+        Sort the p-values ascending (ties keep input order); the one of rank r = 0..k-1 gets
+        the level alpha / (k - r) and is rejected iff p <= level and every smaller rank was
+        rejected (after the first non-rejection, nothing later is rejected).
+    """
+    alpha = check_open_unit("alpha", alpha)
+    if isinstance(p_values, (list, tuple, np.ndarray)) and len(p_values) == 0:
+        return []
+    arr = _sample("p_values", p_values)
+    if np.any((arr < 0) | (arr > 1)):
+        raise ValueError(f"p_values must be in [0, 1], got {arr.tolist()}")
+    p = arr.tolist()
+    k = len(p)
+    order = sorted(range(k), key=lambda i: p[i])  # stable: ties keep input order
+    out: list = [None] * k
+    going = True
+    for rank, i in enumerate(order):
+        level = alpha / (k - rank)
+        going = going and p[i] <= level
+        out[i] = (level, going)
+    return out
+
+
+def tost(estimate: PairedEstimate, margin: float,
+         alpha: float = 0.05) -> tuple[bool, float, float]:
+    """Two one-sided tests of equivalence: is the effect inside (-margin, margin)?
+
+    Returns (equivalent, low, high): [low, high] is the (1 - 2 alpha) two-sided t interval
+    of ``estimate`` (units of the effect); equivalent iff -margin < low and high < margin
+    (False when the interval is undefined). alpha must be in (0, 0.5), margin > 0.
+    """
+    if not isinstance(estimate, PairedEstimate):
+        raise TypeError(f"estimate must be a PairedEstimate, got {type(estimate).__name__}")
+    margin = check_real("margin", margin, minimum=0.0, min_open=True)
+    alpha = check_real("alpha", alpha, minimum=0.0, maximum=0.5, min_open=True, max_open=True)
+    low, high = estimate.interval(1.0 - 2.0 * alpha)
+    return bool(-margin < low and high < margin), low, high
+
+
 def format_number(value, digits: int = 4) -> str:
     """A table cell: floats to ``digits`` significant digits, None as "", the rest as str."""
     if value is None:
@@ -215,5 +489,6 @@ def markdown_table(rows, columns=None, *, digits: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CI_METHODS", "Estimate", "PairedComparison", "format_number", "markdown_table",
-           "mean_ci", "paired_difference"]
+__all__ = ["CI_METHODS", "Estimate", "PairedComparison", "PairedEstimate",
+           "combination_variance", "format_number", "holm", "markdown_table", "mean_ci",
+           "paired_difference", "paired_estimate", "tost"]

@@ -10,13 +10,18 @@ def _blocks(language):
     return re.findall(rf"```{language}\n(.*?)```", README.read_text(), flags=re.DOTALL)
 
 
-def test_python_examples_run_in_order():
-    namespace = {}
+def test_python_examples_each_run_on_their_own():
+    """Every python block runs in a fresh namespace: a reader can copy any one of them."""
     blocks = _blocks("python")
     assert len(blocks) >= 3
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), namespace)
-    assert namespace["result"].switch_step is not None
+    trained = []
+    for i, block in enumerate(blocks):
+        namespace = {"__name__": f"readme_block_{i}"}
+        exec(compile(block, f"{README}:python block {i}", "exec"), namespace)
+        if "result" in namespace:
+            trained.append(namespace["result"])
+    assert trained, "no README block defines `result` (the training example)"
+    assert all(result.switch_step is not None for result in trained)
 
 
 def test_shell_examples_use_real_subcommands_and_options():
@@ -25,14 +30,25 @@ def test_shell_examples_use_real_subcommands_and_options():
     parser = build_parser()
     subparsers = parser._subparsers._group_actions[0].choices
     for block in _blocks("bash"):
-        for line in block.splitlines():
-            line = line.split("#")[0].strip()
-            if not line.startswith("stepsim "):
-                continue
-            words = line.split()
-            assert words[1] in subparsers, line
-            actions = subparsers[words[1]]._actions
-            known = {opt for action in actions for opt in action.option_strings}
-            for word in words[2:]:
-                if word.startswith("-"):
-                    assert word in known, f"{word} is not an option of stepsim {words[1]}: {line}"
+        for full_line in block.splitlines():
+            for line in full_line.split("#")[0].split("&&"):
+                line = line.strip()
+                if not line.startswith("stepsim "):
+                    continue
+                words = line.split()
+                assert words[1] in subparsers, line
+                actions = subparsers[words[1]]._actions
+                known = {opt for action in actions for opt in action.option_strings}
+                for word in words[2:]:
+                    if word.startswith("-"):
+                        assert word in known, f"stepsim {words[1]} has no {word}: {line}"
+
+
+def test_setup_commands_are_what_ci_runs():
+    """README's install and test commands are the ones .ci/run executes."""
+    setup = _blocks("bash")[0]
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "python -m venv" in setup
+    for command in ('pip install -e ".[test]"', "python -m pytest -q --runslow"):
+        assert command in setup, command
+        assert command in ci, command

@@ -105,3 +105,179 @@ def test_markdown_table():
                                  {"recipe": "a|b", "mean": math.nan}])
     assert text.splitlines() == ["| recipe | mean | n |", "|---|---|---|",
                                  "| step | 0.01235 | 5 |", "| a\\|b | nan |  |"]
+
+
+# --- the registered protocol (PROTOCOL.md §6): paired_estimate, combination_variance,
+# holm, tost --------------------------------------------------------------------------
+
+def test_paired_estimate_adds_the_test_error_to_the_seed_spread():
+    est = stats.paired_estimate([1, 2, 3, 4, 5], [0.5] * 5)
+    # se_seeds = sqrt(2.5 / 5), se_test = sqrt(0.5 / 5), se = sqrt(0.5 + 0.1)
+    assert (est.n, est.mean, est.df) == (5, 3.0, 4)
+    assert est.se_seeds == pytest.approx(math.sqrt(0.5), rel=1e-14)
+    assert est.se_test == pytest.approx(math.sqrt(0.1), rel=1e-14)
+    assert est.se == pytest.approx(math.sqrt(0.6), rel=1e-14)
+    half = T_975_DF4 * math.sqrt(0.6)
+    assert est.interval(0.95) == pytest.approx((3 - half, 3 + half), rel=1e-12)
+    assert est.lower_bound(0.025) == pytest.approx(3 - half, rel=1e-12)
+    t = 3 / math.sqrt(0.6)
+    assert est.p_greater(0.0) == pytest.approx(1 - t_cdf_df4(t), rel=1e-9)
+    assert est.p_less(0.0) == pytest.approx(t_cdf_df4(t), rel=1e-12)
+    t_m = (3 - 4.5) / math.sqrt(0.6)
+    assert est.p_less(4.5) == pytest.approx(t_cdf_df4(t_m), rel=1e-9)
+    assert est.p_greater(4.5) + est.p_less(4.5) == pytest.approx(1.0, rel=1e-14)
+    # the p-value and the interval agree: p_greater(low end of the 90% interval) = 0.05
+    low90 = est.interval(0.90)[0]
+    assert est.p_greater(low90) == pytest.approx(0.05, rel=1e-9)
+    assert est.lower_bound(0.05) == pytest.approx(low90, rel=1e-12)
+
+
+def test_paired_estimate_without_test_error_is_the_one_sample_t_test():
+    x = np.random.default_rng(3).normal(0.4, 1.0, size=8)
+    est = stats.paired_estimate(x)
+    assert est.se_test == 0.0 and est.se == est.se_seeds
+    assert est.p_greater(0.0) == pytest.approx(
+        sps.ttest_1samp(x, 0.0, alternative="greater").pvalue, rel=1e-10)
+    assert est.p_less(0.25) == pytest.approx(
+        sps.ttest_1samp(x, 0.25, alternative="less").pvalue, rel=1e-10)
+    ref = stats.mean_ci(x, confidence=0.9)
+    assert est.interval(0.9) == pytest.approx((ref.low, ref.high), rel=1e-12)
+
+
+def test_paired_estimate_degenerate_cases():
+    one = stats.paired_estimate([2.0], [0.3])
+    assert one.n == 1 and one.df == 0 and math.isnan(one.se_seeds) and math.isnan(one.se)
+    assert all(math.isnan(v) for v in one.interval(0.95))
+    assert math.isnan(one.lower_bound(0.05)) and math.isnan(one.p_greater(0.0))
+    assert math.isnan(one.p_less(0.0))
+    # no spread, no test error given: a point interval, p-values 0 or 1 by sign
+    flat = stats.paired_estimate([1.5, 1.5, 1.5])
+    assert flat.se == 0.0 and flat.interval(0.95) == (1.5, 1.5)
+    assert (flat.p_greater(0.0), flat.p_less(0.0), flat.p_greater(2.0), flat.p_less(2.0)) == (
+        0.0, 1.0, 1.0, 0.0)
+    assert flat.lower_bound(0.05) == 1.5
+    # no spread with test variances (the protocol's case): a real interval from se_test
+    noisy = stats.paired_estimate([1.5, 1.5, 1.5, 1.5], [0.16] * 4)
+    assert noisy.se_seeds == 0.0 and noisy.se == pytest.approx(0.2, rel=1e-14)
+    assert noisy.interval(0.95) == pytest.approx(
+        sps.t.interval(0.95, 3, loc=1.5, scale=0.2), rel=1e-12)
+    # mean(test_vars) is used: uneven variances count by their average
+    assert stats.paired_estimate([1.0, 2.0], [0.1, 0.3]).se_test == pytest.approx(
+        math.sqrt(0.2 / 2), rel=1e-14)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: stats.paired_estimate([1.0, math.nan]), ValueError, "values has non-finite"),
+    (lambda: stats.paired_estimate([]), ValueError, "values is empty"),
+    (lambda: stats.paired_estimate("1, 2"), TypeError, "values must be"),
+    (lambda: stats.paired_estimate([1.0, 2.0], [0.1]), ValueError, "test_vars must have one"),
+    (lambda: stats.paired_estimate([1.0, 2.0], [0.1, -0.1]), ValueError, "test_vars must be >= 0"),
+    (lambda: stats.paired_estimate([1.0, 2.0], [0.1, math.inf]), ValueError,
+     "test_vars has non-finite"),
+    (lambda: stats.paired_estimate([1.0, 1.0], [0.0, 0.0]), ValueError, "point interval"),
+    (lambda: stats.paired_estimate([1.0, 2.0]).interval(1.0), ValueError, "level"),
+    (lambda: stats.paired_estimate([1.0, 2.0]).lower_bound(0.0), ValueError, "alpha"),
+    (lambda: stats.paired_estimate([1.0, 2.0]).p_greater(math.nan), ValueError, "value"),
+    (lambda: stats.combination_variance([1.0, 0.0, 1.0], [1.0]), ValueError, "2-d"),
+    (lambda: stats.combination_variance([[1.0, 0.0]] * 2, [1.0]), ValueError,
+     "one entry per run"),
+    (lambda: stats.combination_variance([[1.0], [0.0]], [1.0, -1.0]), ValueError, "N >= 2"),
+    (lambda: stats.combination_variance([[1.0, math.nan]], [1.0]), ValueError, "non-finite"),
+    (lambda: stats.combination_variance([[1.0, 0.0]], [math.nan]), ValueError,
+     "coefficients has non-finite"),
+    (lambda: stats.combination_variance("ab", [1.0]), TypeError, "item_values"),
+    (lambda: stats.holm([0.01, math.nan]), ValueError, "p_values has non-finite"),
+    (lambda: stats.holm([0.01, 1.5]), ValueError, r"p_values must be in \[0, 1\]"),
+    (lambda: stats.holm([0.01], alpha=1.0), ValueError, "alpha"),
+    (lambda: stats.tost(stats.paired_estimate([1.0, 2.0]), 0.0), ValueError, "margin"),
+    (lambda: stats.tost(stats.paired_estimate([1.0, 2.0]), -1.0), ValueError, "margin"),
+    (lambda: stats.tost(stats.paired_estimate([1.0, 2.0]), 1.0, alpha=0.5), ValueError, "alpha"),
+    (lambda: stats.tost((1.0, 0.1), 1.0), TypeError, "PairedEstimate"),
+])
+def test_protocol_statistics_refuse_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_combination_variance_of_two_zero_one_runs_is_the_discordance():
+    # hand example, N = 10: z = x1 - x2 = [0, 1, -1, -1, 0, 0, 0, 0, 0, 1]: n10 = 2, n01 = 2
+    x1 = [1, 1, 0, 0, 0, 0, 0, 0, 0, 1]
+    x2 = [1, 0, 1, 1, 0, 0, 0, 0, 0, 0]
+    assert stats.combination_variance([x1, x2], [1, -1]) == pytest.approx(4 / 9 / 10, rel=1e-14)
+    # in points (100 per wrong image) the variance scales by 100^2
+    assert stats.combination_variance(100 * np.array([x1, x2]), [1, -1]) == pytest.approx(
+        4 / 9 / 10 * 1e4, rel=1e-14)
+    # random runs: exactly ((n01 + n10)/N - m^2)/(N - 1), ~ (n01 + n10)/N^2 for large N
+    rng = np.random.default_rng(7)
+    n_items = 20000
+    a = (rng.random(n_items) < 0.10).astype(float)
+    b = np.where(rng.random(n_items) < 0.7, a, (rng.random(n_items) < 0.12).astype(float))
+    n10, n01 = int(np.sum((a == 1) & (b == 0))), int(np.sum((a == 0) & (b == 1)))
+    m = (n10 - n01) / n_items
+    got = stats.combination_variance(np.stack([a, b]), [1.0, -1.0])
+    assert got == pytest.approx(((n01 + n10) / n_items - m * m) / (n_items - 1), rel=1e-12)
+    assert got == pytest.approx((n01 + n10) / n_items ** 2, rel=2e-3)
+
+
+def test_combination_variance_of_a_four_run_contrast_is_numpys():
+    x = np.random.default_rng(11).normal(size=(4, 500))
+    c = np.array([1.0, -1.0, -1.0, 1.0])  # gap_Adam - gap_SGDM = e1 - e2 - e3 + e4
+    z = x[0] - x[1] - x[2] + x[3]
+    assert stats.combination_variance(x, c) == pytest.approx(np.var(z, ddof=1) / 500, rel=1e-12)
+    # one run, coefficient 1: the squared standard error of its mean
+    assert stats.combination_variance(x[:1], [1.0]) == pytest.approx(
+        sps.sem(x[0]) ** 2, rel=1e-12)
+
+
+def _holm_reference(p, alpha):
+    """Holm from the textbook, by adjusted p-values: p_adj(r) = max_{s<=r} (k - s) p_(s)."""
+    k = len(p)
+    order = np.argsort(p, kind="stable")
+    adjusted, running = np.empty(k), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, (k - rank) * p[i])
+        adjusted[i] = min(1.0, running)
+    return adjusted <= alpha
+
+
+def test_holm_step_down():
+    # sorted: 0.005 (level 0.0125, rejected), 0.01 (0.05/3, rejected), 0.03 (0.025, not
+    # rejected: stop), 0.04 (level 0.05: below its level, but after the stop, not rejected)
+    out = stats.holm([0.01, 0.04, 0.03, 0.005])
+    assert out == [(pytest.approx(0.05 / 3), True), (0.05, False), (0.025, False),
+                   (0.0125, True)]
+    # ties keep input order: the first gets the stricter level
+    assert stats.holm([0.02, 0.02]) == [(0.025, True), (0.05, True)]
+    assert stats.holm([0.03, 0.03]) == [(0.025, False), (0.05, False)]
+    assert stats.holm([0.04]) == [(0.05, True)]
+    assert stats.holm([0.04], alpha=0.01) == [(0.01, False)]
+    assert stats.holm([]) == []
+    # against the adjusted-p formulation on random p-values
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        p = rng.random(int(rng.integers(1, 8))) ** 3
+        assert [r for _, r in stats.holm(p)] == _holm_reference(p, 0.05).tolist()
+
+
+def test_tost_is_the_90_percent_interval_inside_the_margins():
+    est = stats.paired_estimate([0.1, -0.2, 0.3, 0.0, 0.1, 0.2, -0.1, 0.0], [0.01] * 8)
+    eq, low, high = stats.tost(est, 0.5)
+    assert (low, high) == est.interval(0.90)
+    assert eq and -0.5 < low < high < 0.5
+    # the TOST p-value max(P(E <= -m), P(E >= m)) <= alpha exactly when the interval fits
+    p = max(est.p_greater(-0.5), est.p_less(0.5))
+    assert p < 0.05
+    margin = max(-low, high)  # the interval's end touches the margin: p = alpha
+    assert max(est.p_greater(-margin), est.p_less(margin)) == pytest.approx(0.05, rel=1e-9)
+    assert not stats.tost(est, margin)[0]  # open interval: touching is not inside
+    assert not stats.tost(est, 0.1)[0]
+    assert stats.tost(est, 0.5, alpha=0.01)[1:] == est.interval(0.98)
+    assert not stats.tost(stats.paired_estimate([0.1]), 0.5)[0]  # n = 1: no interval
+
+
+def test_t_tail_is_scipys():
+    t = np.random.default_rng(2).normal(scale=4, size=50).tolist() + [0.0, math.inf, -math.inf]
+    for df in (1, 4, 7, 30):
+        assert [stats._t_sf(x, df) for x in t] == sps.t.sf(t, df).tolist()
+        for q in (0.5, 0.9, 0.975, 1 - 0.05 / 6):
+            assert stats._t_ppf(q, df) == sps.t.ppf(q, df)

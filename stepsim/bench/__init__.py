@@ -5,6 +5,30 @@ kernels with :meth:`Bench.compare`, which interleaves the implementations being 
 (this host's memory bandwidth drifts by +-30% over tens of seconds, so only ratios taken
 back to back are trustworthy) and records rows with :meth:`Bench.emit`. Sections are
 imported one by one, so the first figure prints before later sections load.
+
+The sections (``stepsim bench --only SECTION``, repeatable; ``--quick`` for small sizes,
+``--json PATH`` to keep every figure with versions, ``--torch`` to time the PyTorch CPU
+peers when torch is installed):
+
+* ``kernels`` — N:M masks, Adam and momentum SGD beside NumPy and a bandwidth probe. ``nm_mask``
+  with M = 4 or 8 runs an unrolled kernel vectorised across groups; other M (16, 32, ...)
+  transpose each block so every loop runs across groups (ranks, or rounds of selection when
+  N or M - N is small). :func:`stepsim.optim.adam_apply_many` updates every parameter of a
+  model in one validated call (one kernel over a table of the arrays' addresses, compiled
+  once per dtype whatever the number of layers), with the same bits as ``adam_apply`` per
+  array followed by ``AdamStats.combine``.
+* ``theorem1`` — the Theorem 1 engine in coordinate-steps per second.
+* ``layout`` — 2:4 compression and the reference mma.sp matmul.
+* ``train`` — digits MLP steps per second beside PyTorch (wall and single-thread CPU time),
+  where a step's time goes, and ``fit`` with and without the thread policy
+  (:func:`stepsim._threads.training_threads`: numba kernels on one thread, BLAS on every
+  core, or on one when the machine is busy).
+* ``lm`` — the transformer's training steps beside the same model in PyTorch.
+* ``portability`` — what "same bits on every CPU" costs (:mod:`stepsim._portability`).
+* ``workers`` — a pool worker's start-up and seeds per second of a check's job mix.
+
+Rows whose samples spread too widely, or that claim more than 100% of their probe's
+bandwidth, print ``UNRELIABLE`` and why instead of a result.
 """
 
 from __future__ import annotations

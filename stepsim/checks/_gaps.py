@@ -1,62 +1,67 @@
-"""What the gap claims (C5, C6) share: each recipe's run, the gap to dense per seed and
-N:M, each (baseline, N:M) part decided by the generic rule, and the figure."""
+"""What the gap claims (C5, C6) share: each recipe's runs, the parts per reading of STEP,
+baseline and N:M, and the figure.
+
+A part compares baseline B (ASP, SR-STE) with one reading of STEP (``_setup.STEP_KEYS``:
+Algorithm 1 "A1", STEP on SR-STE "SR") at one N:M: its effect is
+sum_j c_j e_j over (B, STEP, dense) with the claim's coefficients, its premise
+gap(B) = e(B) - e(dense) > 0 (one-sided, PROTOCOL §6). Holm runs over every part of the
+claim, both readings together.
+"""
 
 from __future__ import annotations
 
 from stepsim.checks import _plots
-from stepsim.checks._setup import MARGIN, gaps
-from stepsim.checks.verdict import combine, decide, effect_of
+from stepsim.checks._setup import STEP_KEYS, effect
+from stepsim.checks.verdict import decide_parts
 
-ADAM = {"optimizer": "adam", "lr": 1e-3}
-STEP_CRITERION = ("autoswitch", {"clip": True})
-
-
-def recipe_job(budget, recipe, seed, nm=None):
-    """The job of one recipe of the gap claims (C5, C6) at one seed and N:M."""
-    if recipe == "dense":
-        return budget.fit("dense", seed, **ADAM)
-    if recipe == "step":
-        return budget.fit("step", seed, nm=nm, criterion=STEP_CRITERION[0],
-                          criterion_options=STEP_CRITERION[1], **ADAM)
-    if recipe == "asp":
-        return budget.fit("asp", seed, nm=nm, prune_at=0.5, **ADAM)
-    return budget.fit(recipe, seed, nm=nm, **ADAM)
+BASELINES = ("asp", "sr-ste")
 
 
-def gap_jobs(budget, nms, baselines):
-    out = [recipe_job(budget, "dense", s) for s in budget.seeds]
+def recipes():
+    return ("dense", *BASELINES, *STEP_KEYS.values())
+
+
+def runs(budget, nms) -> dict:
+    out = {("dense", None): budget.runs("dense")}
     for nm in nms:
-        for r in ("step", *baselines):
-            out += [recipe_job(budget, r, s, nm) for s in budget.seeds]
+        for r in (*BASELINES, *STEP_KEYS.values()):
+            out[(r, tuple(nm))] = budget.runs(r, nm=nm)
     return out
 
 
-def gap_parts(budget, results, nms, baselines, part_effect):
-    """Decide every (baseline, N:M) part; returns (parts, gap table, effects)."""
-    dense = [recipe_job(budget, "dense", s) for s in budget.seeds]
-    parts, table, effects = {}, {}, {}
+def gap_parts(budget, results, nms, coefficients, effect_name):
+    """(parts, readings, gap table). coefficients: (c_B, c_STEP, c_dense) of the effect;
+    effect_name(b, label) -> its name."""
+    groups = runs(budget, nms)
+    dense = groups[("dense", None)]
+    units, margin = budget.units, budget.margin
+    todo, readings, table = {}, {r: [] for r in STEP_KEYS}, {}
     for nm in nms:
         label = f"{nm[0]}:{nm[1]}"
-        g = {}
-        for r in ("step", *baselines):
-            g[r], units = gaps(results, [recipe_job(budget, r, s, nm) for s in budget.seeds],
-                               dense)
-        table[label] = g
-        for b in baselines:
-            effect = part_effect(g[b], g["step"], label, b, units)
-            base = effect_of(g[b], name="gap", units=units, margin=MARGIN[units])
-            disc = base.n >= 2 and base.ci_low > 0
-            verdict, reason = decide(effect, discriminates=disc, why_not=(
-                f"too easy: {b}'s gap to dense at {label} is not above 0 "
-                f"({base.estimate:.3g} [{base.ci_low:.3g}, {base.ci_high:.3g}])"))
-            parts[f"{b} {label}"] = {"verdict": verdict, "reason": reason}
-            effects[f"{b} {label}"] = effect
-    return parts, table, effects, units
+        table[label] = {r: effect(results, [(1, groups[(key, tuple(nm))]), (-1, dense)],
+                                  name="gap", units=units, margin=margin).values
+                        for r, key in [(b, b) for b in BASELINES]
+                        + [(f"STEP-{r}", k) for r, k in STEP_KEYS.items()]}
+        for b in BASELINES:
+            premise = effect(results, [(1, groups[(b, tuple(nm))]), (-1, dense)],
+                             name=f"gap({b}) at {label}", units=units, margin=margin)
+            for reading, key in STEP_KEYS.items():
+                cb, cs, cd = coefficients
+                e = effect(results, [(cb, groups[(b, tuple(nm))]), (cs, groups[(key, tuple(nm))]),
+                                     (cd, dense)],
+                           name=effect_name(b, label, reading), units=units, margin=margin)
+                name = f"STEP-{reading} vs {b} {label}"
+                todo[name] = (e, premise, f"{b}'s gap to dense at {label} is not above 0")
+                readings[reading].append(name)
+    return decide_parts(todo), readings, table
 
 
-def summarize(parts) -> tuple[str, str]:
-    verdict = combine(p["verdict"] for p in parts.values())
-    return verdict, "; ".join(f"{k}: {p['verdict']}" for k, p in parts.items())
+def switch_record(budget, results, nms) -> dict:
+    """reading -> N:M -> [{"k0", "fraction", "cause"}] of every STEP run (clipped AutoSwitch)."""
+    from stepsim.checks._setup import causes
+
+    return {r: {f"{nm[0]}:{nm[1]}": causes(results, budget.runs(k, nm=nm), budget, clip=True)
+                for nm in nms} for r, k in STEP_KEYS.items()}
 
 
 def gap_figure(result, path):

@@ -7,6 +7,7 @@ bars are. Files are written atomically (``stepsim._atomic``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -74,3 +75,36 @@ def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) 
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, loc="best")
     return finish(fig, path, note)
+
+
+VERDICT_COLOURS = {"REPRODUCED": "C2", "NOT REPRODUCED": "C3", "INCONCLUSIVE": "0.5"}
+
+
+def parts_figure(result, path, *, note: str = "") -> Path:
+    """One row per part of a claim: its effect with the interval at its Holm level, the
+    margin (dashed) and 0 (solid), coloured by the part's verdict (grey: inconclusive or
+    premise absent)."""
+    parts = [p if isinstance(p, dict) else dataclasses.asdict(p) for p in result.parts]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * max(len(parts), 1)), dpi=90)
+    for i, p in enumerate(parts):
+        e = p["effect"]
+        colour = VERDICT_COLOURS.get(p["verdict"], "k")
+        ax.errorbar(e["estimate"], i, xerr=[[e["estimate"] - e["ci_low"]],
+                                           [e["ci_high"] - e["estimate"]]],
+                    fmt="o", color=colour, ms=4, capsize=2, lw=1)
+        ax.plot(e["values"], [i] * len(e["values"]), "|", color=colour, alpha=0.4, ms=6)
+    margin = parts[0]["effect"]["margin"] if parts else 0.0
+    ax.axvline(0.0, color="k", lw=0.8)
+    if margin:
+        ax.axvline(margin, color="k", lw=0.8, ls="--")
+    ax.set_yticks(range(len(parts)), [p["name"] + ("  (premise absent)" if
+                                                   p["reason"].startswith("premise absent")
+                                                   else "") for p in parts], fontsize=7)
+    ax.invert_yaxis()
+    units = parts[0]["effect"]["units"] if parts else ""
+    ax.set_xlabel(f"effect ({units}); > 0: the claim's direction; dashed: margin")
+    ax.set_title(f"{result.claim} on {result.setting}: {result.verdict}", fontsize=9)
+    return finish(fig, path, (note or f"{result.problem}; seeds {list(result.seeds)}") +
+                  "; bars: CI at each part's Holm level; ticks: seeds; green REPRODUCED, "
+                  "red NOT REPRODUCED, grey INCONCLUSIVE")

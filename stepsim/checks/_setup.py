@@ -1,12 +1,19 @@
-"""What every fit-based claim shares: the budget (quick/full), the problem, the error metric.
+"""What every fit-based claim shares: the budget (one protocol setting), its runs, the error.
 
-* :class:`Budget`: mode, seeds, steps and the problem the claims run on. Quick mode is for
-  the machinery (3 seeds, short runs: seconds); full mode is the evidence (>= 5 seeds).
-* :func:`error_of`: one number per run, lower is better, in stated units — the test
-  error in percent when the problem reports ``accuracy``, else ln(test loss). A *gap*
-  is a difference of errors between two recipes on the same seed (paired).
-* :data:`MARGIN`: the smallest gap that counts as an effect, per unit, fixed before any
-  result was seen: 0.5 accuracy points; 0.02 in ln test loss (a 2% relative change).
+* :class:`Budget`: one setting of the registered protocol (``protocol.RULES``): a problem
+  ("digits" | "lm"), a timescale ("main" | "fast"), the evaluation seeds of the mode and
+  the learning rates chosen by tuning. ``budget.run(recipe, seed, ...)`` is the
+  :class:`~stepsim.experiments.run.RunSpec` of one run of a recipe key (:data:`RECIPES`);
+  its lr is the tuned one of its config (``protocol.config_key``).
+* :func:`combination`: one effect per seed as a linear combination of runs' errors, with
+  the test-set sampling variance of each seed's value (``stats.combination_variance``
+  over the runs' per-item errors), ready for ``verdict.effect_from``.
+* :func:`switch_cause`: why a STEP run switched when it did: "fired", "clip", "window".
+
+The error of a run is the mean of its per-item errors (``item_errors`` of the problem):
+digits, test error in points (100 per wrong image); lm, the test loss's gap to the entropy
+floor in nats (per test sequence). Lower is better; a *gap* is a difference of errors on
+the same seed.
 """
 
 from __future__ import annotations
@@ -14,116 +21,213 @@ from __future__ import annotations
 import dataclasses
 import math
 
-ACCURACY_UNITS = "error points (%)"
-LOSS_UNITS = "ln test loss"
-MARGIN = {ACCURACY_UNITS: 0.5, LOSS_UNITS: 0.02}
+from stepsim.checks import protocol
 
-#: The default problem of the fit-based claims: the synthetic regression with shapes that
-#: take M up to 16 and a dense teacher (so sparse students can fall short); claims that
-#: name no N:M run at 1:4 (the paper's second main ratio; ``nm`` here is the runs' default
-#: N:M, given to each RunSpec as its ``nm``).
-DEFAULT_PROBLEM = ("regression", {"d_in": 32, "d_hidden": 16, "d_out": 4, "scale": 0.1,
-                                  "batch_size": 16, "noise": 0.1, "nm": (1, 4)})
+LAM = protocol.RULES["srste_lam"]
+
+#: recipe key -> (registry recipe, recipe options); STEP keys switch by the default
+#: criterion (AutoSwitch clipped to [0.1 T, 0.5 T]) unless a run names another
+RECIPES = {
+    "dense": ("dense", {}),
+    "asp": ("asp", {"prune_at": 0.5}),
+    "sr-ste": ("sr-ste", {"lam": LAM}),
+    "step-a1": ("step", {}),
+    "step-sr": ("step", {"srste_lam": LAM}),
+    "step-a1-bc": ("step", {"v_star": "bias-corrected"}),
+    "step-sr-bc": ("step", {"v_star": "bias-corrected", "srste_lam": LAM}),
+    "step-a1-vupd": ("step-v-updated", {}),
+    "step-sr-vupd": ("step-v-updated", {"srste_lam": LAM}),
+    "decay-dense": ("decaying-mask", {"dense_fraction": 0.1}),
+    "decay-nodense": ("decaying-mask", {"dense_fraction": 0.0}),
+    "lw-sr-ste": ("layerwise-sr-ste", {"lam": LAM}),
+    "lw-step-a1": ("layerwise-step", {}),
+    "lw-step-sr": ("layerwise-step", {"srste_lam": LAM}),
+}
+STEP_KEYS = {"A1": "step-a1", "SR": "step-sr"}
+
+
+class MissingRate(KeyError):
+    """A config has no chosen learning rate (quick mode without a committed full run)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    """mode: "quick" | "full"; seeds: the seeds of every comparison (paired);
-    steps: training steps of a run; problem, problem_options: the registry name and
-    options (``stepsim.problems.registry``)."""
+    """One protocol setting: mode ("quick" | "full"), problem ("digits" | "lm"),
+    timescale ("main" | "fast"), seeds (evaluation seeds), lrs (config key -> chosen lr;
+    None while recording which configs the claims need: every lookup is then recorded in
+    ``needed`` and answers the grid's first value), only (claims restricted to, or None),
+    steps (T; the timescale's unless a test shortens it)."""
 
     mode: str
+    problem: str
+    timescale: str
     seeds: tuple
-    steps: int
-    problem: str = DEFAULT_PROBLEM[0]
-    problem_options: dict = dataclasses.field(default_factory=lambda: dict(DEFAULT_PROBLEM[1]))
+    lrs: dict | None = None
+    only: tuple | None = None
+    steps: int = 0
+    needed: set = dataclasses.field(default_factory=set, compare=False, repr=False)
+
+    def __post_init__(self):
+        if not self.steps:
+            object.__setattr__(self, "steps", protocol.RULES["timescales"][self.timescale]["steps"])
+
+    # ------------------------------------------------------------- the setting
+    @property
+    def rules(self) -> dict:
+        return protocol.problem_rules(self.problem)
+
+    @property
+    def beta2(self) -> float:
+        return protocol.RULES["timescales"][self.timescale]["beta2"]
+
+    @property
+    def window(self) -> int:
+        from stepsim.criteria import window_length
+
+        return window_length(self.beta2)
+
+    @property
+    def nms(self) -> tuple:
+        return tuple(tuple(nm) for nm in self.rules["nms"])
+
+    @property
+    def units(self) -> str:
+        return self.rules["units"]
+
+    @property
+    def margin(self) -> float:
+        return float(self.rules["margin"])
+
+    @property
+    def key(self) -> str:
+        return f"{self.problem}/{self.timescale}"
 
     @property
     def label(self) -> str:
-        options = ", ".join(f"{k}={v}" for k, v in sorted(self.problem_options.items()))
-        return f"{self.problem}({options}), {self.steps} steps"
+        return (f"{self.problem} ({self.timescale} timescale: beta2 = {self.beta2:g}, "
+                f"T_w = {self.window}, T = {self.steps}; {self.mode})")
 
-    def fit(self, recipe: str, seed: int, *, steps: int | None = None, criterion=None,
-            criterion_options=None, nm=None, loss_factor: float = 1.0, optimizer="adam",
-            **recipe_options):
-        """The :class:`~stepsim.experiments.run.RunSpec` of one training run on this
-        budget's problem (N:M: ``nm``, else the budget's ``nm`` option, else the
-        problem's; criterion None: none)."""
-        from stepsim.experiments.run import RunSpec
+    def applies(self, claim: str) -> bool:
+        return claim in protocol.RULES["claims"][self.problem] and (
+            self.only is None or claim in self.only)
 
-        options = dict(self.problem_options)
-        default_nm = options.pop("nm", None)
-        nm = nm if nm is not None else default_nm
-        return RunSpec(problem=self.problem, problem_options=options, recipe=recipe,
-                       optimizer=optimizer, recipe_options=recipe_options,
-                       criterion=criterion, criterion_options=criterion_options or {},
-                       nm=None if nm is None else tuple(nm), steps=int(steps or self.steps),
-                       seed=int(seed), loss_scale=float(loss_factor))
+    # ------------------------------------------------------------- runs
+    def lr(self, optimizer: str, recipe: str, nm=None, m=None) -> float:
+        key = protocol.config_key(optimizer, recipe, nm, m)
+        if self.lrs is None:
+            self.needed.add(key)
+            return protocol.grid(self.problem, optimizer)[0]
+        if key not in self.lrs:
+            raise MissingRate(f"no tuned learning rate for {key} on {self.key}")
+        return float(self.lrs[key])
 
+    def run(self, recipe: str, seed: int, *, nm=None, optimizer: str = "adam",
+            loss_scale: float = 1.0, switch=None, m: int | None = None, lr=None,
+            evaluate: bool = True):
+        """The RunSpec of recipe key ``recipe`` (:data:`RECIPES`) at evaluation seed
+        ``seed``: the problem's options, N:M ``nm`` (None: dense), optimizer with its
+        tuned lr (``lr``: this one instead, for tuning), beta2 of the timescale, loss
+        multiplied by ``loss_scale``; ``switch``: (criterion, options) for a STEP recipe
+        (None: the default clipped AutoSwitch); ``m``: a layer-wise recipe's M (at
+        ``layerwise.target`` sparsity); evaluate: learning curves at ``eval_points``."""
+        from stepsim.experiments.run import AUTO, RunSpec
 
-def budget(mode: str, *, problem: str | None = None, problem_options: dict | None = None,
-           steps: int | None = None) -> Budget:
-    """The budget of ``mode``: quick = 3 seeds x 1500 steps; full = 5 seeds x 4000 steps.
+        name, options = RECIPES[recipe]
+        options = dict(options)
+        if m is not None:
+            options.update(layerwise_m=int(m),
+                           layerwise_target=protocol.RULES["layerwise"]["target"])
+        if optimizer == "sgdm":
+            options["momentum"] = protocol.RULES["momentum"]
+        else:
+            options["beta2"] = self.beta2
+        options["lr"] = float(lr) if lr is not None else self.lr(optimizer, recipe, nm, m)
+        criterion, criterion_options = AUTO, {}
+        if switch is not None:
+            criterion, criterion_options = switch
+        every = self.steps // protocol.RULES["eval_points"] if evaluate else None
+        return RunSpec(problem=self.rules["registry"], problem_options=self.rules["options"],
+                       recipe=name, optimizer=optimizer, recipe_options=options,
+                       criterion=criterion, criterion_options=criterion_options,
+                       nm=None if nm is None else tuple(nm), steps=self.steps,
+                       seed=int(seed), loss_scale=float(loss_scale), eval_every=every)
 
-    problem, problem_options: a registry problem instead of ``DEFAULT_PROBLEM``; steps: a
-    run length instead of the mode's (>= 1500, so that AutoSwitch's 1000-step window and a
-    switch before and after it fit in a run).
-    """
-    if mode not in ("quick", "full"):
-        raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
-    seeds, default_steps = ((0, 1, 2), 1500) if mode == "quick" else ((0, 1, 2, 3, 4), 4000)
-    if steps is not None and (not isinstance(steps, int) or steps < 1500):
-        raise ValueError(f"steps must be an integer >= 1500, got {steps!r}")
-    steps = steps or default_steps
-    kw = {}
-    if problem is not None:
-        kw = {"problem": problem, "problem_options": dict(problem_options or {})}
-    return Budget(mode, seeds, steps, **kw)
-
-
-def error_of(metrics: dict) -> tuple[float, str]:
-    """(error, units) of a run's held-out metrics: 100 (1 - accuracy) or ln(test_loss)."""
-    if "accuracy" in metrics:
-        return 100.0 * (1.0 - float(metrics["accuracy"])), ACCURACY_UNITS
-    if "test_accuracy" in metrics:
-        return 100.0 * (1.0 - float(metrics["test_accuracy"])), ACCURACY_UNITS
-    loss = float(metrics.get("test_loss", metrics.get("loss", math.nan)))
-    return (math.log(loss) if loss > 0 else math.nan), LOSS_UNITS
-
-
-def errors(results: dict, jobs) -> tuple[list[float], str]:
-    """The error of each job's run (in the order of ``jobs``) and their common units."""
-    values, units = [], set()
-    for job in jobs:
-        e, u = error_of(results[job.digest]["metrics"])
-        values.append(e)
-        units.add(u)
-    if len(units) != 1:
-        raise ValueError(f"runs report different metrics: {sorted(units)}")
-    return values, units.pop()
+    def runs(self, recipe: str, **kw) -> list:
+        """``run`` at every evaluation seed (paired by position)."""
+        return [self.run(recipe, s, **kw) for s in self.seeds]
 
 
-def gaps(results: dict, jobs, reference_jobs) -> tuple[list[float], str]:
-    """Per seed: error of ``jobs`` minus error of ``reference_jobs`` (paired by position)."""
-    a, units = errors(results, jobs)
-    b, _ = errors(results, reference_jobs)
-    return [x - y for x, y in zip(a, b)], units
+@dataclasses.dataclass(frozen=True)
+class NoProblem:
+    """The budget of the claims that train nothing (C11, C12): only the mode."""
+
+    mode: str
+    seeds: tuple = ()
+    key: str = "none"
+
+    @property
+    def label(self) -> str:
+        return f"no training ({self.mode})"
 
 
-def within(values, low: float, high: float, ci_level: float = 0.95) -> tuple[str, str, object]:
-    """(verdict, reason, Effect) of the claim "the mean of values lies in [low, high]".
+def error(view: dict) -> float:
+    """A run's error (module docstring): the mean of its per-item errors."""
+    return float(view["error"])
 
-    REPRODUCED if the t-CI of the mean lies inside [low, high]; NOT REPRODUCED if it lies
-    entirely outside; INCONCLUSIVE otherwise (fewer than 2 values included).
-    """
-    from stepsim.checks.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, effect_of
 
-    e = effect_of(values, name="mean", units="", margin=1.0, ci_level=ci_level)
-    if e.n < 2:
-        return INCONCLUSIVE, "fewer than 2 values: no interval", e
-    if low <= e.ci_low and e.ci_high <= high:
-        return REPRODUCED, f"CI [{e.ci_low:.3g}, {e.ci_high:.3g}] inside [{low:g}, {high:g}]", e
-    if e.ci_high < low or e.ci_low > high:
-        return NOT_REPRODUCED, (f"CI [{e.ci_low:.3g}, {e.ci_high:.3g}] outside "
-                                f"[{low:g}, {high:g}]"), e
-    return INCONCLUSIVE, f"CI [{e.ci_low:.3g}, {e.ci_high:.3g}] straddles [{low:g}, {high:g}]", e
+def errors(results: dict, runs) -> list[float]:
+    return [error(results[r.digest]) for r in runs]
+
+
+def combination(results: dict, terms) -> tuple[list[float], float, int]:
+    """Per seed: sum_j c_j e_j over ``terms`` = [(c_j, runs_j)] (runs_j: one run per seed,
+    paired by position); and the test-set sampling variance of their mean. Every seed is
+    evaluated on the same test set, so that error is common to the seeds and does not
+    average out: it is ``stats.combination_variance`` of the seed-averaged per-item errors
+    (var over items of the seed-mean per-item contrast, / N), with N - 1 degrees of
+    freedom (returned third, for the Welch-Satterthwaite interval)."""
+    import numpy as np
+
+    from stepsim import stats
+
+    coefs = [float(c) for c, _ in terms]
+    n = len(terms[0][1])
+    values, items = [], 0.0
+    for i in range(n):
+        views = [results[runs[i].digest] for _, runs in terms]
+        values.append(sum(c * error(v) for c, v in zip(coefs, views)))
+        items = items + np.stack([np.asarray(v["items"], dtype=np.float64) for v in views])
+    return values, stats.combination_variance(items / n, coefs), items.shape[1] - 1
+
+
+def effect(results: dict, terms, *, name: str, units: str, margin: float):
+    """``verdict.effect_from`` of :func:`combination` (the CI includes the shared test
+    set's sampling error)."""
+    from stepsim.checks.verdict import effect_from
+
+    values, shared, df = combination(results, terms)
+    return effect_from(values, name=name, units=units, margin=margin, shared_test_var=shared,
+                       test_df=df)
+
+
+def switch_cause(k0, steps: int, window: int, *, clip: bool) -> str:
+    """Why a run switched at step ``k0`` (PROTOCOL §4): "never" (no switch), "clip"
+    (forced after 0.5 T), "window" (at the first step the window and the lower clip allow:
+    the test was already passing, the criterion did not choose the step), else "fired"."""
+    if k0 is None:
+        return "never"
+    lo, hi = protocol.RULES["clip"]
+    first = max(window, math.floor(lo * steps) + 1) if clip else window
+    if clip and k0 == math.floor(hi * steps) + 1:
+        return "clip"
+    return "window" if k0 == first else "fired"
+
+
+def causes(results: dict, runs, budget: Budget, *, clip: bool) -> list[dict]:
+    """Per run: {"k0", "fraction", "cause"} of an AutoSwitch-switched run."""
+    out = []
+    for r in runs:
+        k0 = results[r.digest]["switch_step"]
+        out.append({"k0": k0, "fraction": None if k0 is None else k0 / budget.steps,
+                    "cause": switch_cause(k0, budget.steps, budget.window, clip=clip)})
+    return out

@@ -1,61 +1,110 @@
-"""C1 (Fig. 1): SR-STE's accuracy gap to dense is larger under Adam than under momentum SGD.
+"""C1 (Fig. 1): SR-STE's gap to dense is larger under Adam than under momentum SGD.
 
-Quantity. Per seed s, on the budget's problem: the error e (``_setup.error_of``) of dense
-and of SR-STE (the problem's N:M, lam = 2e-4), each trained with Adam (lr 1e-3) and with
-momentum SGD (lr 0.05, momentum 0.9); gap_opt(s) = e(SR-STE, opt) - e(dense, opt).
+Quantity. Per evaluation seed and N:M of the problem (PROTOCOL §1), each run at its
+learning rate tuned on the tuning seeds (§3): the error e of dense and of SR-STE
+(lambda 2e-4) under Adam and under momentum SGD (momentum 0.9);
+gap_o = e(SR-STE, o) - e(dense, o).
 
-Effect. gap_Adam(s) - gap_SGDM(s), paired over seeds, margin ``MARGIN[units]``.
+Effect. E = gap_Adam - gap_SGDM per seed (paired), one part per N:M; the CI includes the
+test set's sampling error (§6); margin: the problem's.
 
-Rule (fixed before any result was seen): ``verdict.decide`` on the effect, with
-discriminates = "gap_Adam or gap_SGDM has a 95% CI excluding 0"; when SR-STE cannot be
-told from dense under either optimizer the problem is too easy and the verdict is
-INCONCLUSIVE.
+Rule (PROTOCOL §6-7, registered before this evidence): premise, per part: SR-STE has a
+gap to dense under at least one tuned optimizer (either gap's one-sided lower bound at
+alpha/2 > 0: Bonferroni over the two) and both dense runs have converged (their mean
+error moves by less than margin / 2 between 0.8 T and T); absent -> INCONCLUSIVE. The
+parts with their premise are decided by the generic rule with Holm across parts
+(``verdict.decide_parts``) and combined by ``verdict.combine``.
 """
 
 from __future__ import annotations
 
-from stepsim.checks import _plots
-from stepsim.checks._setup import MARGIN, errors
-from stepsim.checks.verdict import ClaimResult, decide, paired_effect, rule_of, separated
+import sys
+
+from stepsim.checks import _parts, _plots
+from stepsim.checks._setup import effect
+from stepsim.checks.verdict import decide_parts, premise_present, rule_of
 
 CLAIM = "C1"
 TITLE = "SR-STE's gap to dense is larger under Adam than under momentum SGD (Fig. 1)"
 RULE = rule_of(__doc__)
-OPTIMIZERS = {"adam": {"lr": 1e-3}, "sgdm": {"lr": 0.05, "momentum": 0.9}}
+OPTIMIZERS = ("adam", "sgdm")
 
 
 def _runs(budget):
-    return {(recipe, opt): [budget.fit(recipe, s, optimizer=opt, **kw) for s in budget.seeds]
-            for recipe in ("dense", "sr-ste") for opt, kw in OPTIMIZERS.items()}
+    out = {}
+    for opt in OPTIMIZERS:
+        out[("dense", opt, None)] = budget.runs("dense", optimizer=opt)
+        for nm in budget.nms:
+            out[("sr-ste", opt, nm)] = budget.runs("sr-ste", optimizer=opt, nm=nm)
+    return out
 
 
 def jobs(budget):
-    return [job for group in _runs(budget).values() for job in group]
+    return [r for group in _runs(budget).values() for r in group]
 
 
-def decide_claim(budget, results) -> ClaimResult:
+def curve_errors(results, runs) -> dict:
+    """step -> mean error over the runs' learning curves (the problem's error units)."""
+    steps = results[runs[0].digest]["curves"]["step"]
+    out = {}
+    for j, step in enumerate(steps):
+        values = [curve_error(results[r.digest]["curves"], j) for r in runs]
+        out[int(step)] = sum(values) / len(values)
+    return out
+
+
+def curve_error(curves: dict, j: int) -> float:
+    if "test_accuracy" in curves:
+        return 100.0 * (1.0 - curves["test_accuracy"][j])
+    return curves["gap"][j]
+
+
+def converged(results, runs, budget) -> tuple[bool, float]:
+    """(converged, |mean error at T - at 0.8 T|) of a dense configuration."""
+    curve = curve_errors(results, runs)
+    late = max(curve)
+    early = min(curve, key=lambda s: abs(s - 0.8 * late))
+    move = abs(curve[late] - curve[early])
+    return move < budget.margin / 2, move
+
+
+def decide_claim(budget, results):
     runs = _runs(budget)
-    e = {}
-    for key, group in runs.items():
-        e[key], units = errors(results, group)
-    gap = {opt: [a - b for a, b in zip(e[("sr-ste", opt)], e[("dense", opt)])]
-           for opt in OPTIMIZERS}
-    effect = paired_effect(gap["adam"], gap["sgdm"], name="gap(Adam) - gap(SGD-M)", units=units,
-                           margin=MARGIN[units])
-    zeros = [0.0] * len(budget.seeds)
-    disc = separated(gap["adam"], zeros) or separated(gap["sgdm"], zeros)
-    verdict, reason = decide(effect, discriminates=disc, why_not=(
-        "too easy: SR-STE's gap to dense is not distinguishable from 0 under either optimizer"))
-    numbers = {"units": units, "error": {f"{r}/{o}": v for (r, o), v in e.items()},
-               "gap": gap, "discriminates": disc}
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effect, budget.label,
-                       tuple(budget.seeds), budget.mode, numbers)
+    units, margin = budget.units, budget.margin
+    moves = {opt: converged(results, runs[("dense", opt, None)], budget) for opt in OPTIMIZERS}
+    todo, parts, gaps = {}, {}, {}
+    for nm in budget.nms:
+        label = f"{nm[0]}:{nm[1]}"
+        gap = {opt: effect(results, [(1, runs[("sr-ste", opt, nm)]),
+                                     (-1, runs[("dense", opt, None)])],
+                           name=f"gap(SR-STE, {opt}) at {label}", units=units, margin=margin)
+               for opt in OPTIMIZERS}
+        gaps[label] = {opt: g.values for opt, g in gap.items()}
+        e = effect(results, [(1, runs[("sr-ste", "adam", nm)]), (-1, runs[("dense", "adam", None)]),
+                             (-1, runs[("sr-ste", "sgdm", nm)]), (1, runs[("dense", "sgdm", None)])],
+                   name=f"gap(Adam) - gap(SGD-M) at {label}", units=units, margin=margin)
+        has_gap = any(premise_present(g, alpha=0.025) for g in gap.values())
+        not_converged = [o for o, (ok, _) in moves.items() if not ok]
+        if not has_gap:
+            parts[label] = _parts.absent(label, e, "SR-STE's gap to dense is not above 0 under "
+                                         "either tuned optimizer (" + ", ".join(
+                                             f"{o} {g.estimate:.3g}" for o, g in gap.items())
+                                         + f" {units})")
+        elif not_converged:
+            parts[label] = _parts.absent(label, e, "dense not converged under " + ", ".join(
+                f"{o} (moved {moves[o][1]:.3g} between 0.8 T and T)" for o in not_converged))
+        else:
+            todo[label] = (e, None, "")
+    parts.update(decide_parts(todo))
+    parts = {f"{nm[0]}:{nm[1]}": parts[f"{nm[0]}:{nm[1]}"] for nm in budget.nms}
+    numbers = {"gap": gaps, "dense_moved_late": {o: m for o, (_, m) in moves.items()}}
+    return _parts.result(sys.modules[__name__], budget, parts, numbers)
 
 
 def figure(result, path):
     n = result.numbers
-    groups = {f"gap, {o}": v for o, v in n["gap"].items()}
+    groups = {f"gap {o}, {nm}": v for nm, g in n["gap"].items() for o, v in g.items()}
     return _plots.bars(path, title=f"C1 (Fig. 1): SR-STE gap to dense by optimizer — "
                        f"{result.verdict}", groups=groups, ylabel=f"gap ({n['units']})",
                        hline=0.0, note=f"{result.problem}; seeds {list(result.seeds)}; bars: "
-                       "mean and 95% t-CI over seeds, dots: seeds")
+                       "mean and 95% t-CI over seeds, dots: seeds; tuned lrs")

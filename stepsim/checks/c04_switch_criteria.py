@@ -1,155 +1,71 @@
-"""C4 (Table 1): AutoSwitch picks a k0 with smaller later variance change than Eq. 10 and 11.
+"""C4 (Table 1): AutoSwitch picks a better switch step k0 than Eq. 10 and Eq. 11 — judged by outcome.
 
-Quantity. Per seed s: a dense Adam profiling run (lr 1e-3, b2 0.999, eps 1e-8) on the
-budget's problem, watched by each criterion — AutoSwitch (Algorithm 2, Option I on raw v,
-full window, clipped to [0.1 T, 0.5 T] so that it always fires and 1000 later steps
-exist), Agarwal et al. (Eq. 10) and Tang et al. (Eq. 11). Each criterion's switch step
-k0 and its Table 1 score (1/1000) sum_{k=k0}^{k0+999} ||v_{k+1} - v_k||_1 (lower is
-better) are recorded together: a later switch scores lower for free, so k0 is always
-reported beside the score. The criterion only watches; training is the same run.
+Quantity. Per evaluation seed, on the problem's first N:M, both readings of STEP
+(PROTOCOL §5) at SR-STE's tuned learning rate, switched by each criterion: AutoSwitch
+(Algorithm 2, Option I, clipped to [0.1 T, 0.5 T] as the paper allows), Agarwal et al.
+(Eq. 10, threshold 0.5 on the relative change of ||v||_2) and Tang et al. (Eq. 11,
+threshold 0.96 on ||v_k||_1 / ||v_{k-T_w}||_1), with the training loss multiplied by
+0.01, 1 and 100 (Adam's update is nearly unit-free, a criterion on v is not). Beside it,
+each run's k0, its cause and the paper's Table-1 score at that k0 (``traces.table1``:
+the score falls steadily as k0 grows, so it is not used to judge).
 
-Effect. For X in {Eq. 10, Eq. 11}: ln score_X(s) - ln score_AutoSwitch(s), paired over
-seeds, margin ln 1.1 (AutoSwitch at least 10% lower).
+Effect. Per reading, criterion c in {Eq. 10, Eq. 11} and loss scale:
+E = e(STEP switched by c) - e(STEP switched by AutoSwitch), paired; margin: the
+problem's.
 
-Rule (fixed before any result was seen): ``verdict.decide`` on each of the two effects,
-combined by ``verdict.combine`` (REPRODUCED only if AutoSwitch beats both). Beside the
-verdict, the question a user asks: each criterion's k0 when the loss is multiplied by
-0.01, 1 and 100 (Adam's update is scale-free up to eps; v scales by the factor squared)
-and when eps is 1e-6 instead of 1e-8. A criterion is reported as depending on the units
-of the loss when, on any seed, its k0 at factor 0.01 or 100 differs from its k0 at factor
-1 by more than max(2 steps, 5%).
+Rule (PROTOCOL §6-7, registered before this evidence): no premise beyond the runs
+existing; 12 parts (2 readings x 2 criteria x 3 loss scales) decided by the generic rule
+with Holm across all of them; the claim is REPRODUCED if either reading is (all its parts
+REPRODUCED), NOT REPRODUCED if both are.
 """
 
 from __future__ import annotations
 
-import math
+import sys
 
-import numpy as np
-
-from stepsim.checks import _plots
-from stepsim.checks.verdict import (
-    INCONCLUSIVE,
-    ClaimResult,
-    combine,
-    decide,
-    paired_effect,
-    rule_of,
-)
+from stepsim.checks import _parts, _plots, protocol
+from stepsim.checks._setup import STEP_KEYS, causes, effect
+from stepsim.checks.verdict import decide_parts, rule_of
 
 CLAIM = "C4"
-TITLE = "AutoSwitch's k0 has a smaller later variance change than Eq. 10 and Eq. 11 (Table 1)"
+TITLE = "AutoSwitch picks a better switch step than Eq. 10 and Eq. 11 (Table 1)"
 RULE = rule_of(__doc__)
-CRITERIA = {"autoswitch": {"clip": True}, "agarwal": {}, "tang": {}}
-FACTORS = (0.01, 1.0, 100.0)
-EPS = (1e-8, 1e-6)
+CRITERIA = {"AutoSwitch": None, "Eq. 10": ("agarwal", {}), "Eq. 11": ("tang", {})}
 
 
-def _steps(budget):
-    """Profiling runs are longer than the budget's: 2000 steps after its end (quick 3500,
-    full 6000), so that a switch late in the run still has 1000 steps to be scored."""
-    return budget.steps + 2000
-
-
-def _job(budget, criterion, seed, factor=1.0, eps=1e-8):
-    return budget.fit("dense", seed, steps=_steps(budget), criterion=criterion,
-                      criterion_options=CRITERIA[criterion], loss_factor=factor,
-                      optimizer="adam", lr=1e-3, eps=eps)
-
-
-def _unit_seeds(budget):
-    return budget.seeds[:1] if budget.mode == "quick" else budget.seeds
+def _runs(budget):
+    nm = budget.nms[0]
+    return {(r, c, scale): budget.runs(key, nm=nm, switch=switch, loss_scale=scale)
+            for r, key in STEP_KEYS.items() for c, switch in CRITERIA.items()
+            for scale in protocol.RULES["c4_loss_scales"]}
 
 
 def jobs(budget):
-    out = [_job(budget, c, s) for c in CRITERIA for s in budget.seeds]
-    for c in CRITERIA:
-        for s in _unit_seeds(budget):
-            out += [_job(budget, c, s, factor=f) for f in FACTORS if f != 1.0]
-            out += [_job(budget, c, s, eps=e) for e in EPS if e != 1e-8]
-    return out
+    return [j for group in _runs(budget).values() for j in group]
 
 
-def decide_claim(budget, results) -> ClaimResult:
-    t1 = {c: [results[_job(budget, c, s).digest]["table1"] for s in budget.seeds]
-          for c in CRITERIA}
-    parts, effects = {}, {}
-    missing = [c for c, rows in t1.items() if any(r["score"] is None for r in rows)]
-    if missing:  # a criterion that never fired (or fired too late to score) has no score
-        numbers = {"table1": t1, "never_scored": missing, "steps": _steps(budget)}
-        return ClaimResult(CLAIM, TITLE, INCONCLUSIVE, f"no Table 1 score for {missing} on "
-                           "some seed (never fired, or no step after k0)", RULE, None,
-                           budget.label, tuple(budget.seeds), budget.mode, numbers)
-    for other in ("agarwal", "tang"):
-        a = [math.log(x["score"]) for x in t1[other]]
-        b = [math.log(x["score"]) for x in t1["autoswitch"]]
-        effects[other] = paired_effect(a, b, name=f"ln score({other}) - ln score(autoswitch)",
-                                       units="ln score", margin=math.log(1.1))
-        parts[other] = decide(effects[other])
-    verdict = combine(v for v, _ in parts.values())
-    k0 = {c: [x["k0"] for x in t1[c]] for c in CRITERIA}
-    reason = "; ".join(f"vs {o}: {v} ({effects[o].estimate:+.3g} [{effects[o].ci_low:.3g}, "
-                       f"{effects[o].ci_high:.3g}])" for o, (v, _) in parts.items())
-    reason += "; k0 " + ", ".join(f"{c} {int(np.median(v))}" for c, v in k0.items())
-    units = {}
-    for c in CRITERIA:
-        rows = {}
-        for s in _unit_seeds(budget):
-            rows[s] = {f"x{f:g}": results[_job(budget, c, s, factor=f).digest]["table1"]["k0"]
-                       for f in FACTORS}
-            rows[s].update({f"eps={e:g}": results[_job(budget, c, s, eps=e).digest]["table1"]["k0"]
-                            for e in EPS})
-        moved = any(_moved(r["x1"], r[f"x{f:g}"]) for r in rows.values()
-                    for f in FACTORS if f != 1.0)
-        units[c] = {"k0": rows, "depends_on_loss_units": moved}
-    dependent = [c for c, u in units.items() if u["depends_on_loss_units"]]
-    reason += ("; k0 depends on the loss units for " + ", ".join(dependent) if dependent
-               else "; no criterion's k0 depends on the loss units")
-    numbers = {"table1": t1, "k0": k0, "parts": {o: v for o, (v, _) in parts.items()},
-               "effects": effects, "units": units, "steps": _steps(budget),
-               "score_curve": results[_job(budget, "autoswitch", budget.seeds[0]).digest][
-                   "score_curve"]}
-    problem = budget.label.replace(f"{budget.steps} steps", f"{_steps(budget)} steps")
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effects["tang"], problem,
-                       tuple(budget.seeds), budget.mode, numbers)
+def decide_claim(budget, results):
+    runs = _runs(budget)
+    todo, readings = {}, {r: [] for r in STEP_KEYS}
+    for (r, c, scale), group in runs.items():
+        if c == "AutoSwitch":
+            continue
+        name = f"STEP-{r} {c} x{scale:g}"
+        e = effect(results, [(1, group), (-1, runs[(r, "AutoSwitch", scale)])],
+                   name=f"e({c}) - e(AutoSwitch), STEP-{r}, loss x{scale:g}",
+                   units=budget.units, margin=budget.margin)
+        todo[name] = (e, None, "")
+        readings[r].append(name)
+    parts = decide_parts(todo)
+    switches = {}
+    for (r, c, scale), group in runs.items():
+        rows = causes(results, group, budget, clip=(c == "AutoSwitch"))
+        for row, j in zip(rows, group):
+            row["table1_score"] = results[j.digest]["table1"]["score"]
+        switches[f"STEP-{r} {c} x{scale:g}"] = rows
+    numbers = {"nm": list(budget.nms[0]), "switches": switches}
+    return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
 
 
-def _moved(k_ref, k_other) -> bool:
-    if k_ref is None or k_other is None:
-        return k_ref != k_other
-    return abs(k_other - k_ref) > max(2, 0.05 * k_ref)
-
-
-def figures(result, out_dir):
-    from pathlib import Path
-
-    plt = _plots._pyplot()
-    n = result.numbers
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=90)
-    curve = n["score_curve"]
-    ax1.loglog(curve["k0"], curve["score"], "k-", lw=1,
-               label=f"score of every k0 (seed {result.seeds[0]})")
-    for i, (c, rows) in enumerate(n["table1"].items()):
-        ax1.loglog([r["k0"] for r in rows], [r["score"] for r in rows], f"C{i}o", ms=5,
-                   label=f"{c}: k0 median {int(np.median(n['k0'][c]))}")
-    ax1.set_xlabel("switch step k0")
-    ax1.set_ylabel("Table 1 score\n(mean ||v_{k+1}-v_k||_1, 1000 steps)")
-    ax1.set_title("score beside k0 (a later k0 scores lower for free)", fontsize=9)
-    ax1.legend(fontsize=6.5)
-    labels = ["x0.01", "x1", "x100", "eps=1e-06"]
-    x = np.arange(len(labels))
-    for i, (c, u) in enumerate(n["units"].items()):
-        for j, (seed, row) in enumerate(u["k0"].items()):
-            ax2.plot(x + 0.08 * (i - 1), [row[k] if row[k] is not None else np.nan
-                                           for k in labels], f"C{i}o-", ms=4, lw=0.8,
-                     label=(f"{c}" + (" (depends on loss units)" if u["depends_on_loss_units"]
-                                      else "")) if j == 0 else None)
-    ax2.set_xticks(x, ["loss x0.01", "loss x1", "loss x100", "eps 1e-6"])
-    ax2.set_yscale("log")
-    ax2.set_ylabel("switch step k0")
-    ax2.set_title("k0 when the loss units or eps change", fontsize=9)
-    ax2.legend(fontsize=6.5)
-    fig.suptitle(f"C4 (Table 1): switch criteria — {result.verdict}", fontsize=9)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    _plots.footer(fig, f"{result.problem}; seeds {list(result.seeds)} (dots: seeds); "
-                  "AutoSwitch clipped to [0.1T, 0.5T]")
-    return [_plots.save(fig, Path(out_dir) / "c4.png")]
+def figure(result, path):
+    return _plots.parts_figure(result, path)

@@ -1,91 +1,112 @@
-"""C7 (Fig. 7): accuracy is flat for switch fractions in [10%, 80%]; AutoSwitch lands near 20%.
+"""C7 (Fig. 7): final error is flat in the switch fraction over [10%, 80%]; AutoSwitch lands near 20%.
 
-Quantity. Per seed s, on the budget's problem with Adam (lr 1e-3): STEP switched at a
-fixed fraction f of the run, f in {0.1, 0.4, 0.8} (quick) or {0.1, 0.2, 0.4, 0.6, 0.8}
-(full), and STEP with AutoSwitch (unclipped, Algorithm 2); the error e_f(s), and
-AutoSwitch's k0 / T (1.0 when it never fired).
+Quantity. Per evaluation seed, on the problem's first N:M, both readings of STEP
+(PROTOCOL §5) at SR-STE's tuned learning rate: (a) switched at a fixed fraction f of the
+run, f in {0.1, 0.2, 0.4, 0.6, 0.8}; (b) switched by AutoSwitch *unclipped* (Algorithm 2),
+at loss x1 and x0.01: its switch fraction k0 / T (1.0 when it never fires) and its cause
+(``_setup.switch_cause``: "fired", "window" = the first step its window allows, "never").
 
-Effect. (a) flatness: range(s) = max_f e_f(s) - min_f e_f(s), the spread over fractions on
-the same seed; (b) AutoSwitch's switch fraction.
+Effect. (a) flatness, per reading and fraction: the deviation e_f - mean over fractions
+of e, paired per seed (with the test set's sampling error); margin +-0.5 points /
++-0.02 nats. (b) landing, per reading and loss scale: the mean switch fraction.
 
-Rule (fixed before any result was seen): (a) REPRODUCED if the 95% t-CI of the mean
-range lies inside [0, 2 MARGIN[units]] (flat to within twice the smallest effect that
-counts), NOT REPRODUCED if it lies entirely above, else INCONCLUSIVE; (b) "near 20%" means
-in [0.1, 0.3]: REPRODUCED if the CI of the mean fraction lies inside, NOT REPRODUCED if it
-lies entirely outside, else INCONCLUSIVE (``_setup.within``). Combined by
-``verdict.combine``.
+Rule (PROTOCOL §6-7, registered before this evidence): (a) TOST equivalence with Holm over
+the 10 parts (``verdict.decide_equivalence``): REPRODUCED if every fraction is equivalent
+to the mean, NOT REPRODUCED if any fraction's interval lies outside the margin; (b) per
+reading and scale: REPRODUCED if the 95% t-CI of the mean fraction lies inside [0.1, 0.3]
+and the cause is "fired" in at least 6 of 8 seeds (75%), NOT REPRODUCED if the CI lies
+outside [0.1, 0.3] or fewer than 75% fired, else INCONCLUSIVE. Per reading (a) and (b) are
+combined by ``verdict.combine``; the claim is REPRODUCED if either reading is.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import sys
 
-import numpy as np
-
-from stepsim.checks import _plots
-from stepsim.checks._setup import MARGIN, errors, within
-from stepsim.checks.verdict import ClaimResult, combine, rule_of
+from stepsim import stats
+from stepsim.checks import _parts, _plots, protocol
+from stepsim.checks._setup import STEP_KEYS, causes, combination
+from stepsim.checks.verdict import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Part,
+    decide_equivalence,
+    effect_from,
+    rule_of,
+)
 
 CLAIM = "C7"
-TITLE = "Accuracy is flat for switch fractions in [10%, 80%]; AutoSwitch lands near 20% (Fig. 7)"
+TITLE = "Final error is flat for switch fractions in [10%, 80%]; AutoSwitch lands near 20% (Fig. 7)"
 RULE = rule_of(__doc__)
-ADAM = {"optimizer": "adam", "lr": 1e-3}
+FRACTIONS = tuple(protocol.RULES["c7_fractions"])
+LANDING = protocol.RULES["c7_landing"]
 
 
-def _fractions(budget):
-    return (0.1, 0.4, 0.8) if budget.mode == "quick" else (0.1, 0.2, 0.4, 0.6, 0.8)
+def _fixed(budget, key, f):
+    return budget.runs(key, nm=budget.nms[0], switch=("fixed-fraction", {"fraction": f}))
 
 
-def _fixed(budget, f, s):
-    return budget.fit("step", s, criterion="fixed-fraction", criterion_options={"fraction": f},
-                      **ADAM)
-
-
-def _auto(budget, s):
-    return budget.fit("step", s, criterion="autoswitch", criterion_options={}, **ADAM)
+def _auto(budget, key, scale):
+    return budget.runs(key, nm=budget.nms[0], switch=("autoswitch", {}), loss_scale=scale)
 
 
 def jobs(budget):
-    return [_fixed(budget, f, s) for f in _fractions(budget) for s in budget.seeds] + [
-        _auto(budget, s) for s in budget.seeds]
+    out = []
+    for key in STEP_KEYS.values():
+        for f in FRACTIONS:
+            out += _fixed(budget, key, f)
+        for scale in LANDING["loss_scales"]:
+            out += _auto(budget, key, scale)
+    return out
 
 
-def decide_claim(budget, results) -> ClaimResult:
-    e = {}
-    for f in _fractions(budget):
-        e[f], units = errors(results, [_fixed(budget, f, s) for s in budget.seeds])
-    spread = [max(e[f][i] for f in e) - min(e[f][i] for f in e) for i in range(len(budget.seeds))]
-    va, ra, flat = within(spread, 0.0, 2 * MARGIN[units])
-    k0 = [results[_auto(budget, s).digest]["switch_step"] for s in budget.seeds]
-    frac = [1.0 if k is None else k / budget.steps for k in k0]
-    vb, rb, _ = within(frac, 0.1, 0.3)
-    e_auto, _ = errors(results, [_auto(budget, s) for s in budget.seeds])
-    verdict = combine([va, vb])
-    reason = f"flat: {va} (range {ra}); AutoSwitch fraction {np.mean(frac):.2f}: {vb} ({rb})"
-    flat = dataclasses.replace(flat, name="range of error over switch fractions", units=units,
-                               margin=2 * MARGIN[units])
-    numbers = {"units": units, "error_by_fraction": {str(f): v for f, v in e.items()},
-               "range": spread, "autoswitch_k0": k0, "autoswitch_fraction": frac,
-               "autoswitch_error": e_auto, "parts": {"flat": va, "near_20_percent": vb}}
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, flat, budget.label,
-                       tuple(budget.seeds), budget.mode, numbers)
+def _landing(name, rows) -> Part:
+    lo, hi = LANDING["interval"]
+    fractions = [1.0 if r["fraction"] is None else r["fraction"] for r in rows]
+    fired = sum(r["cause"] == "fired" for r in rows) / len(rows)
+    est = stats.mean_ci(fractions)
+    e = effect_from(fractions, name=f"{name}: mean switch fraction", units="fraction of T",
+                    margin=0.0)
+    if fired < LANDING["fired_at_least"] or est.high < lo or est.low > hi:
+        verdict = NOT_REPRODUCED
+    elif lo <= est.low and est.high <= hi:
+        verdict = REPRODUCED
+    else:
+        verdict = INCONCLUSIVE
+    reason = (f"mean fraction {est.mean:.3g} [{est.low:.3g}, {est.high:.3g}] vs [{lo:g}, {hi:g}]; "
+              f"fired (not window/never) in {fired:.0%} of seeds (need "
+              f"{LANDING['fired_at_least']:.0%})")
+    return Part(name=name, effect=e, verdict=verdict, reason=reason, level=0.95)
+
+
+def decide_claim(budget, results):
+    k = len(FRACTIONS)
+    flat, readings, errors_by = {}, {r: [] for r in STEP_KEYS}, {}
+    for r, key in STEP_KEYS.items():
+        groups = [_fixed(budget, key, f) for f in FRACTIONS]
+        errors_by[f"STEP-{r}"] = {f"{f:g}": [results[j.digest]["error"] for j in g]
+                                  for f, g in zip(FRACTIONS, groups)}
+        for i, f in enumerate(FRACTIONS):
+            terms = [((1.0 if j == i else 0.0) - 1.0 / k, g) for j, g in enumerate(groups)]
+            values, shared, df = combination(results, terms)
+            name = f"STEP-{r} flat at f={f:g}"
+            flat[name] = effect_from(values, name=f"e(f={f:g}) - mean_f e, STEP-{r}",
+                                     units=budget.units, margin=budget.margin,
+                                     shared_test_var=shared, test_df=df)
+            readings[r].append(name)
+    parts = dict(decide_equivalence(flat, budget.margin))
+    switches = {}
+    for r, key in STEP_KEYS.items():
+        for scale in LANDING["loss_scales"]:
+            name = f"STEP-{r} AutoSwitch lands, loss x{scale:g}"
+            rows = causes(results, _auto(budget, key, scale), budget, clip=False)
+            switches[name] = rows
+            parts[name] = _landing(name, rows)
+            readings[r].append(name)
+    numbers = {"nm": list(budget.nms[0]), "errors": errors_by, "switches": switches}
+    return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
 
 
 def figure(result, path):
-    plt = _plots._pyplot()
-    n = result.numbers
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
-    fr = [float(f) for f in n["error_by_fraction"]]
-    stats = [_plots.t_interval(v) for v in n["error_by_fraction"].values()]
-    mean = [s[0] for s in stats]
-    ax.errorbar(fr, mean, yerr=[[m - s[1] for m, s in zip(mean, stats)],
-                                [s[2] - m for m, s in zip(mean, stats)]], fmt="C0o-",
-                capsize=3, label="STEP, fixed switch fraction (mean, 95% CI)")
-    ax.plot(n["autoswitch_fraction"], n["autoswitch_error"], "C3*", ms=9,
-            label="STEP + AutoSwitch (one star per seed)")
-    ax.axvspan(0.1, 0.3, color="C3", alpha=0.08, label="'near 20%': [0.1, 0.3]")
-    ax.set_xlabel("switch step k0 / T")
-    ax.set_ylabel(f"error ({n['units']})")
-    ax.set_title(f"C7 (Fig. 7): error vs switch fraction — {result.verdict}", fontsize=9)
-    ax.legend(fontsize=6.5)
-    return _plots.finish(fig, path, f"{result.problem}; seeds {list(result.seeds)}")
+    return _plots.parts_figure(result, path)

@@ -1,63 +1,58 @@
 """C10 (Fig. 6): the decaying mask without its dense phase ends worse than with it.
 
-Quantity. Per seed s, on the budget's problem with Adam (lr 1e-3): the decaying-mask
-recipe (Kao et al.: N decreasing in equal frames to the target N:M, STE gradient) with
-its dense phase (the first 10% of the run) and without it (dense_fraction = 0); the error
-e of each, and of dense.
+Quantity. Per evaluation seed and N:M of the problem: the error of the decaying-mask
+recipe with a dense phase of 10% of the run and with none (dense_fraction 0), each at its
+own tuned learning rate, and of dense.
 
-Effect. e(no dense phase, s) - e(with dense phase, s), paired, margin ``MARGIN[units]``.
+Effect. Per N:M: E = e(no dense phase) - e(with dense phase), paired; margin: the
+problem's.
 
-Rule (fixed before any result was seen): ``verdict.decide`` with discriminates = "either
-variant's gap to dense has a 95% CI above 0" (if both match dense, the problem is too
-easy to tell them apart: INCONCLUSIVE).
+Rule (PROTOCOL §6-7, registered before this evidence): premise per N:M: e(no dense phase)
+- e(dense) > 0 (one-sided); the parts are decided by the generic rule with Holm across
+them and combined by ``verdict.combine``.
 """
 
 from __future__ import annotations
 
-from stepsim.checks import _plots
-from stepsim.checks._setup import MARGIN, errors, gaps
-from stepsim.checks.verdict import ClaimResult, decide, effect_of, paired_effect, rule_of
+import sys
+
+from stepsim.checks import _parts, _plots
+from stepsim.checks._setup import effect
+from stepsim.checks.verdict import decide_parts, rule_of
 
 CLAIM = "C10"
 TITLE = "The decaying mask without its dense phase ends worse than with it (Fig. 6)"
 RULE = rule_of(__doc__)
-VARIANTS = {"with dense phase": 0.1, "no dense phase": 0.0}
 
 
-def _job(budget, variant, s):
-    if variant == "dense":
-        return budget.fit("dense", s, optimizer="adam", lr=1e-3)
-    return budget.fit("decaying-mask", s, dense_fraction=VARIANTS[variant], optimizer="adam",
-                      lr=1e-3)
+def _runs(budget):
+    out = {"dense": budget.runs("dense")}
+    for nm in budget.nms:
+        for key in ("decay-dense", "decay-nodense"):
+            out[(key, nm)] = budget.runs(key, nm=nm)
+    return out
 
 
 def jobs(budget):
-    return [_job(budget, v, s) for v in ("dense", *VARIANTS) for s in budget.seeds]
+    return [j for group in _runs(budget).values() for j in group]
 
 
-def decide_claim(budget, results) -> ClaimResult:
-    runs = {v: [_job(budget, v, s) for s in budget.seeds] for v in ("dense", *VARIANTS)}
-    e = {}
-    for v, js in runs.items():
-        e[v], units = errors(results, js)
-    effect = paired_effect(e["no dense phase"], e["with dense phase"],
-                           name="e(no dense phase) - e(with dense phase)", units=units,
-                           margin=MARGIN[units])
-    disc = False
-    for v in VARIANTS:
-        g, _ = gaps(results, runs[v], runs["dense"])
-        base = effect_of(g, name="gap", units=units, margin=MARGIN[units])
-        disc = disc or (base.n >= 2 and base.ci_low > 0)
-    verdict, reason = decide(effect, discriminates=disc, why_not=(
-        "too easy: neither variant's gap to dense is above 0"))
-    numbers = {"units": units, "error": e, "discriminates": disc}
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, effect, budget.label,
-                       tuple(budget.seeds), budget.mode, numbers)
+def decide_claim(budget, results):
+    runs = _runs(budget)
+    todo = {}
+    for nm in budget.nms:
+        label = f"{nm[0]}:{nm[1]}"
+        without = runs[("decay-nodense", nm)]
+        premise = effect(results, [(1, without), (-1, runs["dense"])],
+                         name=f"e(no dense phase) - e(dense) at {label}", units=budget.units,
+                         margin=budget.margin)
+        todo[label] = (effect(results, [(1, without), (-1, runs[("decay-dense", nm)])],
+                              name=f"e(no dense phase) - e(dense phase) at {label}",
+                              units=budget.units, margin=budget.margin),
+                       premise, f"the decaying mask without a dense phase has no gap to dense "
+                       f"at {label}")
+    return _parts.result(sys.modules[__name__], budget, decide_parts(todo), {})
 
 
 def figure(result, path):
-    n = result.numbers
-    return _plots.bars(path, title=f"C10 (Fig. 6): decaying mask with/without dense phase — "
-                       f"{result.verdict}", groups=n["error"], ylabel=f"error ({n['units']})",
-                       note=f"{result.problem}; seeds {list(result.seeds)}; bars: mean and 95% "
-                       "t-CI, dots: seeds")
+    return _plots.parts_figure(result, path)

@@ -25,8 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from stepsim.checks import claim_module, parse_claims
-from stepsim.checks._setup import budget as make_budget
+from stepsim.checks import CLAIMS, claim_module, parse_claims
 
 RUNS_DIR = "runs"  # finished runs by digest (stepsim.experiments.store.RunStore)
 FIGURES_DIR = "figures"
@@ -35,16 +34,24 @@ RUN_ID_FILE = "RUN_ID"  # in figures/: the run id of the report.json they belong
 
 @dataclasses.dataclass(frozen=True)
 class Report:
-    """mode, claims (tuple of ClaimResult, report order), runtime_s, out (directory)."""
+    """mode, claims (tuple of ClaimResult, report order; one per claim and setting),
+    runtime_s, out (directory), protocol (``protocol_record``), tuning (setting -> config
+    -> {"grid", "means", "choice", "edge"}; empty when the lrs were not tuned in this run),
+    lrs (setting -> config -> the learning rate used)."""
 
     mode: str
     claims: tuple
     runtime_s: float
     out: str | None
+    protocol: dict = dataclasses.field(default_factory=dict)
+    tuning: dict = dataclasses.field(default_factory=dict)
+    lrs: dict = dataclasses.field(default_factory=dict)
 
     def table(self) -> str:
-        """The verdict table as plain text, one line per claim."""
-        return "\n".join(c.line() for c in self.claims)
+        """The verdict table as plain text, one line per claim and setting."""
+        label = "" if self.mode == "full" else f"[{self.mode}: indicative, not evidence]\n"
+        return label + "\n".join(f"{c.claim:<4} {c.setting:<12} {c.verdict:<15} {c.reason}"
+                                  for c in self.claims)
 
 
 def default_out(mode: str) -> Path:
@@ -82,38 +89,48 @@ def probe_out(out) -> Path:
 
 def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                n_jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
-               problem: str | None = None, problem_options: dict | None = None,
-               steps: int | None = None, nm=None) -> Report:
-    """Run the paper checks ``claims`` ("all" or "C1".."C12") and write the report to ``out``.
+               problems=None, steps: int | None = None, lrs: dict | None = None) -> Report:
+    """Run the paper checks ``claims`` ("all" or "C1".."C12") by the registered protocol
+    (``paper_checks/PROTOCOL.md``, :mod:`stepsim.checks.protocol`) and write the report.
 
-    mode: "quick" (machinery, ~a minute) or "full" (>= 5 seeds). out: a directory (probed
-    before any work); its ``runs/`` keeps every finished run by digest, so the same call
-    after a kill redoes only the runs in flight, and runs equal across claims run once
-    (None: the runs go to a temporary directory and no report is written). n_jobs: local
-    worker processes (default: every usable core, as ``run_sweep``; 1 runs in this
-    process; ``stepsim.experiments.executors``: spawned, one numba and one BLAS thread,
-    gone with their parent, each running many jobs); scheduler: a Dask scheduler address.
-    problem, problem_options, nm: the registry problem of the fit-based claims and the runs'
-    default N:M (default ``_setup.DEFAULT_PROBLEM``); steps: their run length.
+    mode: "full" (the evidence: learning rates tuned on the tuning seeds, then 8 evaluation
+    seeds, every problem of the protocol) or "quick" (digits only, 3 seeds, the fast
+    timescale, the learning rates of the committed full run: indicative, not evidence).
+    out: a directory (probed before any work); its ``runs/`` keeps every finished run by
+    digest, so the same call after a kill redoes only the runs in flight, and runs equal
+    across claims run once (None: a temporary directory, no report written). n_jobs: local
+    worker processes (default every usable core; 1 runs here); scheduler: a Dask address.
+    problems: restrict to these protocol problems ("digits", "lm"). steps, lrs: for tests
+    of the machinery only — shorter runs, and learning rates {setting: {config: lr}}
+    instead of tuning or the committed ones; a report made with either is labelled so.
     """
     import tempfile
 
     from stepsim._progress import Progress
     from stepsim._provenance import versions
-    from stepsim.experiments import executors
+    from stepsim.checks import _setup, protocol, tuning
     from stepsim.experiments.store import RunStore
 
     start = time.perf_counter()
     names = parse_claims(claims)
-    if nm is not None:
-        problem_options = dict(problem_options or {}, nm=tuple(nm))
-    budget = make_budget(mode, problem=problem, problem_options=problem_options, steps=steps)
+    if mode not in ("quick", "full"):
+        raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
+    if steps is not None and (not isinstance(steps, int) or steps < 200):
+        raise ValueError(f"steps must be an integer >= 200, got {steps!r}")
     out_dir = None if out is None else probe_out(out)
     modules = {c: claim_module(c) for c in names}
-    tasks = {c: m.jobs(budget) for c, m in modules.items()}
-    distinct = {t.digest: t for ts in tasks.values() for t in ts}
-    for task in distinct.values():  # bad names, options or N:M: an error before any work
-        if hasattr(task, "check"):
+    seeds = tuple(protocol.RULES["seeds"][mode])
+    budgets = [_setup.Budget(mode, p, ts, seeds, only=only, steps=steps or 0)
+               for p, ts, only in protocol.settings(mode, problems)]
+    budgets = [b for b in budgets if any(b.applies(c) for c in names)]
+    plain = _setup.NoProblem(mode)
+    planned = {}  # recording pass: which configs need a learning rate, and a first check
+    for b in budgets:
+        planned[b.key] = [job for c in names if b.applies(c) for job in modules[c].jobs(b)]
+    free = {c: modules[c].jobs(plain) for c in names if c in protocol.RULES["claims"]["none"]}
+    for task in [t for ts in planned.values() for t in ts] + [t for ts in free.values()
+                                                              for t in ts]:
+        if hasattr(task, "check"):  # bad names, options or N:M: an error before any work
             task.check()
     if out_dir is not None:  # figures a killed check was drawing
         import shutil
@@ -127,11 +144,100 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             root = out_dir / RUNS_DIR
         store = RunStore(root)
         store.remove_temporaries()
-        todo = [t for t in distinct.values() if not store.is_finished(t)]
-        bar = stack.enter_context(Progress(len(distinct), f"stepsim check ({mode})",
-                                           force=None if progress else False,
-                                           initial=len(distinct) - len(todo), unit="run"))
 
+        def execute(tasks, label):
+            return _execute(tasks, store, label=f"stepsim check ({mode}): {label}",
+                            n_jobs=n_jobs, scheduler=scheduler, progress=progress,
+                            bar_type=Progress)
+
+        if lrs is not None:
+            chosen, table = {k: dict(v) for k, v in lrs.items()}, {}
+        elif mode == "quick":
+            chosen, table = tuning.committed(), {}
+        else:  # tune: every config a full budget needs, and quick mode's at its timescale
+            needs = {b.key: (b, set(b.needed)) for b in budgets}
+            quick = [_setup.Budget("quick", p, ts, tuple(protocol.RULES["seeds"]["quick"]),
+                                   steps=steps or 0)
+                     for p, ts, _ in protocol.settings("quick", problems)]
+            for q in quick:
+                for c in names:
+                    if q.applies(c):
+                        modules[c].jobs(q)
+                b, keys = needs.get(q.key, (q, set()))
+                needs[q.key] = (b, keys | q.needed)
+            tune_jobs = tuning.jobs(needs)
+            done = execute([t for group in tune_jobs.values() for t in group["tasks"]],
+                           "tuning")
+            chosen, table = tuning.choose(tune_jobs, done)
+        final = [dataclasses.replace(b, lrs=chosen.get(b.key, {})) for b in budgets]
+        tasks = {}
+        for b in final:
+            for c in names:
+                if b.applies(c):
+                    tasks[(c, b.key)] = modules[c].jobs(b)
+        for c, jobs in free.items():
+            tasks[(c, plain.key)] = jobs
+        results = execute([t for ts in tasks.values() for t in ts], "evaluation")
+    decided = []
+    info = versions()
+    run_id = uuid.uuid4().hex
+    staging = None
+    if out_dir is not None:
+        staging = Path(tempfile.mkdtemp(prefix=".figures-", dir=out_dir))
+    by_key = {b.key: b for b in final}
+    by_key[plain.key] = plain
+    for (claim, key), jobs in tasks.items():
+        module, budget = modules[claim], by_key[key]
+        t0 = time.perf_counter()
+        result = module.decide_claim(budget, results)
+        diverged = sorted({t.describe() for t in jobs if results[t.digest].get("diverged")})
+        if diverged:  # said in the verdict line, not only in the numbers
+            result = dataclasses.replace(
+                result, reason=f"{result.reason} [{len(diverged)} configuration(s) with a "
+                f"diverged run, counted as predicting nothing]",
+                numbers=dict(result.numbers, diverged=diverged))
+        result = dataclasses.replace(result, setting=key)
+        figures = ()
+        if staging is not None:
+            figures = _draw(module, result, staging)
+            figures = tuple(str(Path(FIGURES_DIR) / Path(p).relative_to(staging))
+                            for p in figures)
+        job_seconds = sum(results[t.digest]["seconds"] for t in jobs)
+        decided.append(dataclasses.replace(
+            result, figures=figures, versions=info,
+            runtime_s=job_seconds + time.perf_counter() - t0))
+    decided.sort(key=lambda r: (list(CLAIMS).index(r.claim), r.setting))
+    report = Report(mode, tuple(decided), time.perf_counter() - start,
+                    None if out_dir is None else str(out_dir),
+                    protocol_record(steps is not None or lrs is not None), table, chosen)
+    if out_dir is not None:
+        write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
+                                              "scheduler": scheduler, "problems": problems,
+                                              "steps": steps, "run_id": run_id},
+                     figures=staging, run_id=run_id)
+    return report
+
+
+def protocol_record(altered: bool) -> dict:
+    """What the report records of the protocol: the commit of PROTOCOL.md, the SHA-256 of
+    the rules in code, and whether a test altered the run lengths or learning rates."""
+    from stepsim.checks import protocol
+
+    return {"commit": protocol.protocol_commit(), "rules_sha256": protocol.rules_digest(),
+            "rules_version": protocol.RULES["version"], "altered_for_testing": bool(altered)}
+
+
+def _execute(tasks, store, *, label, n_jobs, scheduler, progress, bar_type) -> dict:
+    """Run the distinct ``tasks`` not yet in ``store`` (longest first), then read every one
+    back: digest -> its view (:func:`_view`). A resumed check and a straight one decide on
+    the same numbers, read from the store."""
+    from stepsim.experiments import executors
+
+    distinct = {t.digest: t for t in tasks}
+    todo = sorted((t for t in distinct.values() if not store.is_finished(t)), key=_cost,
+                  reverse=True)
+    with bar_type(len(distinct), label, force=None if progress else False,
+                  initial=len(distinct) - len(todo), unit="run") as bar:
         def on_done(task, output):
             store.save(task, output)
             bar.update(1)
@@ -144,45 +250,41 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                 executors.run_serial(todo, on_done)
             else:
                 executors.run_pool(todo, on_done, workers)
-        # every claim reads its runs back from the store: a resumed check and a straight
-        # one decide on the same numbers
-        results = {d: _view(store, t) for d, t in distinct.items()}
-    decided = []
-    info = versions()
-    run_id = uuid.uuid4().hex
-    staging = None
-    if out_dir is not None:
-        staging = Path(tempfile.mkdtemp(prefix=".figures-", dir=out_dir))
-    for claim, module in modules.items():
-        t0 = time.perf_counter()
-        result = module.decide_claim(budget, results)
-        figures = ()
-        if staging is not None:
-            figures = _draw(module, result, staging)
-            figures = tuple(str(Path(FIGURES_DIR) / Path(p).relative_to(staging))
-                            for p in figures)
-        job_seconds = sum(results[t.digest]["seconds"] for t in tasks[claim])
-        decided.append(dataclasses.replace(
-            result, figures=figures, versions=info,
-            runtime_s=job_seconds + time.perf_counter() - t0))
-    report = Report(mode, tuple(decided), time.perf_counter() - start,
-                    None if out_dir is None else str(out_dir))
-    if out_dir is not None:
-        write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
-                                              "scheduler": scheduler, "budget": budget,
-                                              "run_id": run_id}, figures=staging,
-                     run_id=run_id)
-    return report
+    return {d: _view(store, t) for d, t in distinct.items()}
+
+
+def _cost(task) -> float:
+    """A rough relative cost for ordering (the transformer's step is ~20x the MLP's)."""
+    steps = getattr(task, "steps", 0)
+    return steps * (20.0 if getattr(task, "problem", "") == "lm" else 1.0)
 
 
 def _view(store, task) -> dict:
-    """What a claim reads of a finished task: a run's ``traces.summary`` or a task's output,
-    with ``seconds`` (its wall time when it ran)."""
+    """What a claim reads of a finished task: a run's ``traces.summary`` with its per-item
+    test errors (``items``), their mean (``error``), ``diverged`` (the run went non-finite:
+    its items are the problem's ``diverged_item_errors``, every image wrong / the uniform
+    prediction's loss) and ``stopped_at``, or a task's output; with ``seconds`` (its wall
+    time when it ran)."""
+    import numpy as np
+
     from stepsim.experiments import traces
     from stepsim.experiments.run import RunSpec
 
     loaded = store.load(task)
-    out = dict(traces.summary(loaded) if isinstance(task, RunSpec) else loaded)
+    if not isinstance(task, RunSpec):
+        out = dict(loaded)
+    else:
+        out = dict(traces.summary(loaded))
+        out["stopped_at"] = loaded.stopped_at
+        problem = task.build_problem()
+        if hasattr(problem, "item_errors"):
+            items = None
+            if loaded.stopped_at is None:
+                items = np.asarray(problem.item_errors(loaded.weights), dtype=np.float64)
+            out["diverged"] = items is None or not bool(np.all(np.isfinite(items)))
+            if out["diverged"]:  # a run that went non-finite predicts nothing
+                items = np.asarray(problem.diverged_item_errors(), dtype=np.float64)
+            out["items"], out["error"] = items, float(np.mean(items))
     out["seconds"] = store.runtime_s(task)
     return out
 
@@ -191,7 +293,9 @@ def _draw(module, result, fig_dir: Path) -> list:
     if hasattr(module, "figures"):
         return list(module.figures(result, fig_dir))
     if hasattr(module, "figure"):
-        return [module.figure(result, fig_dir / f"{result.claim.lower()}.png")]
+        stem = result.claim.lower() + ("" if result.setting in ("", "none") else
+                                       "-" + result.setting.replace("/", "-"))
+        return [module.figure(result, fig_dir / f"{stem}.png")]
     return []
 
 
@@ -226,6 +330,7 @@ def write_report(report: Report, out_dir, *, params: dict, figures=None,
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     payload = {"mode": report.mode, "runtime_s": report.runtime_s, "run_id": run_id,
+               "protocol": report.protocol, "tuning": report.tuning, "lrs": report.lrs,
                "claims": [c.to_dict() for c in report.claims]}
     md_path = write_text(out_dir / "report.md", markdown(report))
     json_path = save_json(json_target, payload, params=params)
@@ -233,25 +338,76 @@ def write_report(report: Report, out_dir, *, params: dict, figures=None,
 
 
 def markdown(report: Report) -> str:
-    """report.md: the verdict table, then one section per claim."""
-    lines = [f"# stepsim check — {report.mode} mode", "",
-             f"{len(report.claims)} claim(s) in {report.runtime_s:.0f} s. Verdict rules are "
-             "in each claim's section (fixed before any result was seen).", "",
-             "| claim | verdict | effect [95% CI] | evidence |", "| --- | --- | --- | --- |"]
+    """report.md: the protocol record, the verdict table per problem, the tuned learning
+    rates, then one section per claim and setting (rule, parts with premises, switch
+    causes, figures)."""
+    p = report.protocol or {}
+    quick = report.mode != "full"
+    lines = [f"# stepsim check — {report.mode} mode" + (" (indicative, not evidence)" if quick
+                                                        else ""), "",
+             f"{len(report.claims)} verdict(s) in {report.runtime_s:.0f} s, by the registered "
+             f"protocol `paper_checks/PROTOCOL.md` (commit {p.get('commit') or 'unknown'}, "
+             f"rules SHA-256 {str(p.get('rules_sha256', ''))[:16]}…"
+             + ("; ALTERED FOR TESTING" if p.get("altered_for_testing") else "") + ").", ""]
+    settings = sorted({c.setting for c in report.claims},
+                      key=lambda k: (k == "none", k))
+    for setting in settings:
+        rows = [c for c in report.claims if c.setting == setting]
+        lines += [f"## {'no training' if setting == 'none' else setting}", "",
+                  "| claim | verdict | first part's effect [CI] | evidence |",
+                  "| --- | --- | --- | --- |"]
+        for c in rows:
+            effect = "—" if c.effect is None else (
+                f"{c.effect.estimate:.3g} [{c.effect.ci_low:.3g}, {c.effect.ci_high:.3g}] "
+                f"{c.effect.units}")
+            lines.append(f"| {c.claim} | **{c.verdict}** | {effect} | {_md(c.reason)} |")
+        lines.append("")
+    if report.lrs:
+        lines += ["## Learning rates", "", "| setting | config | lr | tuning means (grid) | edge |",
+                  "| --- | --- | --- | --- | --- |"]
+        for setting, configs in sorted(report.lrs.items()):
+            for key, lr in sorted(configs.items()):
+                t = report.tuning.get(setting, {}).get(key)
+                means = "from the committed full run" if t is None else ", ".join(
+                    f"{g:g}: {m:.3g}" for g, m in zip(t["grid"], t["means"]))
+                edge = "" if t is None or not t["edge"] else f"**{t['edge']} edge**"
+                lines.append(f"| {setting} | {key} | {lr:g} | {means} | {edge} |")
+        lines.append("")
     for c in report.claims:
-        effect = "—" if c.effect is None else (
-            f"{c.effect.estimate:.3g} [{c.effect.ci_low:.3g}, {c.effect.ci_high:.3g}] "
-            f"{c.effect.units}")
-        lines.append(f"| {c.claim} | **{c.verdict}** | {effect} | {_md(c.reason)} |")
-    for c in report.claims:
-        lines += ["", f"## {c.claim}: {c.title}", "", f"**{c.verdict}** — {c.reason}", "",
-                  f"- problem: {c.problem}", f"- seeds: {list(c.seeds)}; mode {c.mode}; "
-                  f"runtime {c.runtime_s:.1f} s"]
-        if c.effect is not None:
-            lines.append(f"- effect: {c.effect}")
-        lines += [f"- rule: {c.rule}"]
+        lines += ["", f"## {c.claim} on {c.setting}: {c.title}", "", f"**{c.verdict}** — "
+                  f"{c.reason}", "", f"- problem: {c.problem}",
+                  f"- seeds: {list(c.seeds)}; mode {c.mode}; runtime {c.runtime_s:.1f} s",
+                  f"- rule: {c.rule}"]
+        for part in c.parts:
+            part = part if isinstance(part, dict) else dataclasses.asdict(part)
+            e = part["effect"]
+            lines.append(f"- part **{part['name']}**: {part['verdict']} — {part['reason']}; "
+                         f"{e['name']} = {e['estimate']:.3g} [{e['ci_low']:.3g}, "
+                         f"{e['ci_high']:.3g}] {e['units']} at {100 * part['level']:.4g}%")
+        switches = c.numbers.get("switches") if isinstance(c.numbers, dict) else None
+        if switches:
+            lines.append("- switch steps (k0) and causes: " + "; ".join(
+                f"{name}: " + _causes(rows) for name, rows in _flat(switches)))
         lines += [f"- figure: ![{c.claim}]({f})" for f in c.figures]
     return "\n".join(lines) + "\n"
+
+
+def _flat(switches, prefix=""):
+    """(name, rows) of a nested switches record."""
+    for key, value in switches.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{key} ")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _causes(rows) -> str:
+    from collections import Counter
+
+    counts = Counter(r["cause"] for r in rows)
+    k0 = [r["k0"] for r in rows if r["k0"] is not None]
+    span = f"k0 {min(k0)}-{max(k0)}" if k0 else "never switched"
+    return f"{span} ({', '.join(f'{n} {c}' for c, n in sorted(counts.items()))})"
 
 
 def _md(text: str) -> str:
@@ -273,8 +429,10 @@ def load_report(path) -> Report:
                                "ci_high": float(effect["ci_high"]),
                                "values": tuple(effect["values"])})
         claims.append(ClaimResult(**{**c, "effect": effect, "seeds": tuple(c["seeds"]),
-                                     "figures": tuple(c["figures"])}))
-    return Report(doc["mode"], tuple(claims), doc["runtime_s"], str(Path(path).parent))
+                                     "figures": tuple(c["figures"]),
+                                     "parts": tuple(c.get("parts", ()))}))
+    return Report(doc["mode"], tuple(claims), doc["runtime_s"], str(Path(path).parent),
+                  doc.get("protocol", {}), doc.get("tuning", {}), doc.get("lrs", {}))
 
 
 def redraw_figures(out_dir) -> list:

@@ -11,8 +11,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("claims", nargs="*", default=["all"], metavar="CLAIM",
                         help="claims to check: C1 ... C12 or 'all' (default)")
     parser.add_argument("--quick", action="store_true",
-                        help="quick mode: 3 seeds, short runs (about a minute); the machinery, "
-                             "not the evidence (default: full mode, >= 5 seeds)")
+                        help="quick mode: digits only, 3 seeds, the fast timescale and the "
+                             "learning rates of the committed full run (about 3 minutes on 2 "
+                             "cores; indicative, not evidence). Default: full mode, the "
+                             "registered protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 "
+                             "seeds, digits and the transformer LM (about 60 minutes)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write DIR/report.json, DIR/report.md, DIR/figures/ and keep "
                              "every finished run in DIR/runs/ (a second call resumes; equal "
@@ -23,15 +26,10 @@ def add_arguments(parser) -> None:
                              "(default: every core; 1 runs in this process)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run on a Dask cluster at ADDRESS (tcp://host:port) instead")
-    parser.add_argument("--problem", metavar="NAME",
-                        help="registry problem for the training claims C1-C10 (default: the "
-                             "synthetic regression; see stepsim.problems.registry)")
-    parser.add_argument("-p", "--problem-option", action="append", default=[],
-                        metavar="KEY=VALUE",
-                        help="an option of --problem, as in `stepsim train` (e.g. "
-                             "hidden=64,64, nm=1:4 sets the runs' default N:M); repeatable")
-    parser.add_argument("--steps", type=int, metavar="N",
-                        help="training steps of a run (default: quick 1500, full 4000; >= 1500)")
+    parser.add_argument("--problem", action="append", choices=("digits", "lm"),
+                        default=None, metavar="NAME",
+                        help="only this problem of the protocol (digits | lm); repeatable "
+                             "(default: every problem of the mode)")
 
 
 def run(args) -> int:
@@ -39,21 +37,15 @@ def run(args) -> int:
 
     from stepsim.checks import parse_claims, run_checks
     from stepsim.checks.report import default_out, probe_out
-    from stepsim.cli._args import key_values
 
     # bad input is a one-line error before any work starts
     claims = parse_claims(args.claims)
     mode = "quick" if args.quick else "full"
     out = probe_out(args.out if args.out is not None else default_out(mode))
-    options = key_values(args.problem_option, "--problem-option")
-    if options and not args.problem:
-        raise ValueError("--problem-option needs --problem")
-    nm = options.pop("nm", None)  # the runs' N:M: RunSpec's one door
     start = time.perf_counter()
     report = run_checks(claims, mode=mode, out=out, n_jobs=args.jobs,
-                        scheduler=args.scheduler, problem=args.problem,
-                        problem_options=options, steps=args.steps, nm=nm)
+                        scheduler=args.scheduler, problems=args.problem)
     print(report.table())
-    print(f"{len(report.claims)} claim(s) in {time.perf_counter() - start:.1f} s; wrote "
+    print(f"{len(report.claims)} verdict(s) in {time.perf_counter() - start:.1f} s; wrote "
           f"{out}/report.json, {out}/report.md and {out}/figures/")
     return 0

@@ -67,19 +67,32 @@ def score_curve(result, points: int = 60) -> dict:
             "score": [table1_score(result.trace.dv_l1, int(k)).score for k in at]}
 
 
+def v_late_ratio(result, tail: float = 0.1) -> float:
+    """R = mean ||v||_1 over the last ``tail`` of the steps / its peak over the run (Fig. 2:
+    near 1 when v stays large late, small when it decays); NaN without a trace."""
+    v = result.trace.v_l1
+    if v.size == 0 or not np.all(np.isfinite(v)) or float(np.max(v)) <= 0:
+        return math.nan
+    last = v[-max(1, int(tail * v.size)):]
+    return float(np.mean(last)) / float(np.max(v))
+
+
 def summary(result) -> dict:
-    """What a check reads of a run: metrics, switch step, final loss, final N:M and every
-    reduction above (``v_curve``, ``z_window`` under Adam; ``table1``; ``score_curve``)."""
+    """What a check reads of a run: metrics, switch step, final loss, final N:M, learning
+    curves and every reduction above (``v_curve``, ``z_window`` and ``v_late_ratio``
+    under Adam; ``table1``; ``score_curve``)."""
     out = {"metrics": {k: float(v) for k, v in result.metrics.items()},
            "switch_step": result.switch_step,
            "final_loss": float(result.trace.loss[-1]) if len(result.trace) else math.nan,
            "nm": {k: list(v) for k, v in result.nm.items()},
+           "curves": {k: np.asarray(v).tolist() for k, v in result.curves.items()},
            "v_curve": v_curve(result), "table1": table1(result)}
     if hasattr(result.recipe.optimizer, "beta2"):
         out["z_window"] = z_window(result)
+        out["v_late_ratio"] = v_late_ratio(result)
         if np.all(np.isfinite(result.trace.dv_l1)) and len(result.trace) > 1:
             out["score_curve"] = score_curve(result)
     return out
 
 
-__all__ = ["score_curve", "summary", "table1", "v_curve", "z_window"]
+__all__ = ["score_curve", "summary", "table1", "v_curve", "v_late_ratio", "z_window"]

@@ -2,4 +2,18 @@
 
 ``stepsim.nn.layers`` holds the layers and losses (pure functions, NamedTuple caches).
 Problems build their models from these; nothing here imports recipes or training.
+
+* :mod:`~stepsim.nn.layers` — hand-written forward/backward pairs: Linear (stored (out, in),
+  so N:M groups run along the input axis), ReLU, exact GELU, tanh, LayerNorm, seeded
+  dropout, softmax cross-entropy and MSE. Each is checked against central finite
+  differences in float64 and against torch (when the optional torch peer is installed).
+* :mod:`~stepsim.nn.mlp` — :class:`~stepsim.nn.mlp.MLP` builds a model from them and says
+  which Linear weights are N:M (``sparsify="all"`` as the paper, ``"all-but-last"`` as
+  SR-STE's code, ``"none"``).
+* :mod:`~stepsim.nn.attention`, :mod:`~stepsim.nn.embedding`,
+  :mod:`~stepsim.nn.transformer` — a GPT-style transformer (token + position embeddings,
+  pre-LayerNorm blocks of causal multi-head attention and a GELU MLP, tied or untied
+  head), every forward and backward by hand, with numba kernels for the softmax,
+  LayerNorm and GELU (:mod:`stepsim._nn_kernels`; ``kernels=False`` runs the NumPy layers
+  they are tested against). The ``lm`` problem (:mod:`stepsim.problems.lm`) trains it.
 """

@@ -121,3 +121,14 @@ class Digits:
             out[f"{split}_accuracy"] = float(np.mean(np.argmax(logits, axis=1) == y))
             out[f"{split}_loss"] = L.softmax_cross_entropy(logits, y)[0]
         return out
+
+    def item_errors(self, params) -> np.ndarray:
+        """Per test image: 100.0 if misclassified else 0.0 (float64, shape (n_test,)); their
+        mean is the test error in points, 100 (1 - test_accuracy). The paper checks read
+        these to add the test set's sampling error to their intervals."""
+        logits = self.mlp.predict(params, self.x_test)
+        return 100.0 * (np.argmax(logits, axis=1) != self.y_test).astype(np.float64)
+
+    def diverged_item_errors(self) -> np.ndarray:
+        """``item_errors`` of a run that went non-finite: every test image wrong."""
+        return np.full(len(self.y_test), 100.0)

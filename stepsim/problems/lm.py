@@ -163,3 +163,26 @@ class LanguageModel:
                 "gap": test_loss - self.entropy_floor,
                 "oracle_test_loss": self.oracle_test_loss,
                 "accuracy": correct / n, "oracle_accuracy": self.oracle_accuracy}
+
+    def item_errors(self, params, chunk: int = 128) -> np.ndarray:
+        """Per test sequence: its mean next-token loss minus the entropy floor, in nats
+        (float64, shape (n_test,)); their mean is ``evaluate``'s gap up to the order of
+        summation. The paper checks read these to add the test set's sampling error (the
+        sequences are independent draws; tokens within one are not) to their intervals."""
+        from stepsim.nn.layers import softmax_cross_entropy
+
+        out = np.empty(self.n_test, dtype=np.float64)
+        for lo in range(0, self.n_test, chunk):
+            x = self.test_inputs[lo:lo + chunk]
+            y = self.test_targets[lo:lo + chunk]
+            logits, _ = tr.forward(params, x, self.model, kernels=self.kernels)
+            for i in range(len(y)):
+                out[lo + i] = softmax_cross_entropy(logits[i], y[i])[0]
+        return out - self.entropy_floor
+
+    def diverged_item_errors(self) -> np.ndarray:
+        """``item_errors`` of a run that went non-finite: the loss of knowing nothing (the
+        uniform prediction, ln V nats a token) minus the floor, for every sequence."""
+        import math
+
+        return np.full(self.n_test, math.log(self.language.vocab) - self.entropy_floor)

@@ -35,5 +35,10 @@ class ScaledLoss:
     def evaluate(self, params):
         return self.problem.evaluate(params)
 
+    def __getattr__(self, name):  # item_errors and other read-only extras of the problem
+        if name == "problem":  # not yet set (during unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.problem, name)
+
     def config(self):
         return dict(self.problem.config(), loss_factor=self.factor)

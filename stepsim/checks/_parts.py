@@ -1,0 +1,60 @@
+"""From decided parts to one claim result, the same way for every training claim.
+
+* :func:`absent` — a part whose premise is absent for a reason the generic gate cannot
+  test (e.g. a dense run that has not converged): INCONCLUSIVE, "premise absent: ...".
+* :func:`claim_verdict` — the claim's verdict from its parts (``verdict.combine``), or,
+  for a claim about STEP, from each reading's parts: REPRODUCED if either reading is
+  REPRODUCED (the reason names it), NOT REPRODUCED if every reading is, else INCONCLUSIVE
+  (PROTOCOL §5; Holm runs over the parts of both readings together).
+* :func:`result` — the :class:`~stepsim.checks.verdict.ClaimResult` of a claim module.
+"""
+
+from __future__ import annotations
+
+from stepsim.checks.verdict import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    ClaimResult,
+    Part,
+    combine,
+)
+
+
+def absent(name: str, effect, text: str) -> Part:
+    return Part(name=name, effect=effect, verdict=INCONCLUSIVE,
+                reason=f"premise absent: {text}", level=effect.ci_level, premise=None,
+                premise_text=text)
+
+
+def claim_verdict(parts: dict, readings: dict | None = None) -> tuple[str, str]:
+    """(verdict, reason). readings: reading -> the names of its parts (None: one family)."""
+    if not readings:
+        verdict = combine(p.verdict for p in parts.values())
+        return verdict, _summary(parts)
+    per = {r: combine(parts[n].verdict for n in names) for r, names in readings.items()}
+    if any(v == REPRODUCED for v in per.values()):
+        verdict = REPRODUCED
+    elif all(v == NOT_REPRODUCED for v in per.values()):
+        verdict = NOT_REPRODUCED
+    else:
+        verdict = INCONCLUSIVE
+    head = ", ".join(f"STEP-{r}: {v}" for r, v in per.items())
+    return verdict, f"{head} — {_summary(parts)}"
+
+
+def _summary(parts: dict) -> str:
+    return "; ".join(f"{name}: {p.verdict}" + (" (premise absent)"
+                                               if p.reason.startswith("premise absent") else "")
+                     for name, p in parts.items())
+
+
+def result(module, budget, parts: dict, numbers: dict, *, readings=None,
+           reason_prefix: str = "") -> ClaimResult:
+    verdict, reason = claim_verdict(parts, readings)
+    first = next(iter(parts.values())).effect if parts else None
+    numbers = dict(numbers, units=getattr(budget, "units", ""),
+                   margin=getattr(budget, "margin", None))
+    return ClaimResult(module.CLAIM, module.TITLE, verdict, reason_prefix + reason,
+                       module.RULE, first, budget.label, tuple(budget.seeds), budget.mode,
+                       numbers, parts=tuple(parts.values()))
