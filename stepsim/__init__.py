@@ -19,14 +19,14 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS = {
     # N:M masks
-    "nm_mask": "stepsim.masks",
-    "apply_nm": "stepsim.masks",
-    "nm_mask_conv": "stepsim.masks",
-    "apply_nm_conv": "stepsim.masks",
+    "nm_mask": "stepsim.core.masks",
+    "apply_nm": "stepsim.core.masks",
+    "nm_mask_conv": "stepsim.core.masks",
+    "apply_nm_conv": "stepsim.core.masks",
     # optimizer kernels
-    "adam_step": "stepsim.optim",
-    "sgdm_step": "stepsim.optim",
-    "AdamStats": "stepsim.optim",
+    "adam_step": "stepsim.core.optim",
+    "sgdm_step": "stepsim.core.optim",
+    "AdamStats": "stepsim.core.optim",
     # switch criteria (when STEP freezes v) and the paper's Table 1 score
     "make_criterion": "stepsim.criteria",
     "CRITERIA": "stepsim.criteria",
@@ -46,7 +46,7 @@ _EXPORTS = {
     "make_recipe": "stepsim.recipes",
     "Recipe": "stepsim.recipes",
     "RECIPES": "stepsim.recipes",
-    "ParamSpec": "stepsim.sparsity",
+    "ParamSpec": "stepsim.core.sparsity",
     "allocate_layerwise": "stepsim.recipes",
     "decay_sequence": "stepsim.recipes",
     "SwitchAt": "stepsim.recipes",

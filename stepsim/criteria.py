@@ -1,7 +1,7 @@
 """Switch criteria: when STEP leaves its precondition phase (SPEC section 4).
 
 A criterion watches Adam's second moment step by step, through the
-:class:`~stepsim.optim.AdamStats` that :func:`~stepsim.adam_step` reduces in its pass
+:class:`~stepsim.core.optim.AdamStats` that :func:`~stepsim.adam_step` reduces in its pass
 over memory, and answers "switch now?". Every criterion is streaming: its state holds
 O(T_w) scalars, never a copy of v.
 
@@ -676,7 +676,7 @@ def table1_score(dv_l1_trace, k0: int, horizon: int = TABLE1_HORIZON) -> Table1S
     """The paper's Table 1 score of switching at step k0.
 
     dv_l1_trace: 1-D, ``dv_l1_trace[k-1] = ||v_k - v_{k-1}||_1`` for steps k = 1..T (the
-    ``dv_l1`` of each step's :class:`~stepsim.optim.AdamStats`, with v_0 = 0), from a run
+    ``dv_l1`` of each step's :class:`~stepsim.core.optim.AdamStats`, with v_0 = 0), from a run
     that keeps updating v (a profiling run, as the paper does: in a STEP run v is frozen
     after k0 and every later change is 0).
 
@@ -724,7 +724,7 @@ def run_criteria_on_v(v_trajectory, criteria, *, beta2: float = 0.999, v0=None,
     label -> criterion. beta2: for the bias correction of criteria with stats_on="vhat"
     (vhat_0 = 0, as :func:`~stepsim.adam_step`). total_steps: the run length given to
     ``init`` (default T; clipping fractions are of it). The statistics of each step are
-    :func:`stepsim.reference.adam_stats`, with sum log|dv| always included.
+    :func:`stepsim.core.reference.adam_stats`, with sum log|dv| always included.
 
     Returns the final state(s), in the shape given: a state, or a dict label -> state;
     ``state.fired_at`` is the switch step or None.
@@ -741,8 +741,8 @@ def run_criteria_on_v(v_trajectory, criteria, *, beta2: float = 0.999, v0=None,
     -------
     state or dict label -> state
     """
-    from stepsim.optim import AdamStats, vhat_scales
-    from stepsim.reference import adam_stats
+    from stepsim.core.optim import AdamStats, vhat_scales
+    from stepsim.core.reference import adam_stats
 
     single = not isinstance(criteria, dict)
     table = {None: criteria} if single else dict(criteria)

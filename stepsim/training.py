@@ -336,11 +336,11 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     from stepsim._portability import warn_if_not_portable
     from stepsim._progress import Progress
     from stepsim._threads import training_threads
+    from stepsim.core.sparsity import with_nm
     from stepsim.recipes import Recipe
     from stepsim.recipes.lean import LeanStep
     from stepsim.recipes.recipes import RunContext
     from stepsim.recipes.switch import StepStats
-    from stepsim.sparsity import with_nm
 
     _check_problem(problem)
     warn_if_not_portable()
@@ -499,7 +499,7 @@ def _first_non_finite(loss, grads) -> str | None:
 
 def _total(stats, modules):
     """The step's AdamStats over all parameters (None under SGD-M)."""
-    from stepsim.optim import AdamStats
+    from stepsim.core.optim import AdamStats
 
     parts = [stats[m] for m in modules]
     return None if parts[0] is None else AdamStats.combine(parts)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stepsim.core.optim import AdamStats
 from stepsim.criteria import (
     CRITERIA,
     Agarwal,
@@ -28,7 +29,6 @@ from stepsim.criteria import (
     table1_score,
     window_length,
 )
-from stepsim.optim import AdamStats
 
 EPS = 1e-8
 
@@ -601,7 +601,7 @@ def test_fixed_criteria_through_the_runner():
 
 def test_agrees_with_the_fused_adam_kernel():
     # the same run fed by adam_step's own statistics, and by the recorded v trajectory
-    from stepsim.optim import adam_step
+    from stepsim.core.optim import adam_step
 
     rng = np.random.default_rng(3)
     d, steps, b2 = 16, 120, 0.9

@@ -305,7 +305,7 @@ class RunSpec:
         """
         import numpy as np
 
-        from stepsim.sparsity import check_specs
+        from stepsim.core.sparsity import check_specs
         from stepsim.training import plan_schedule
 
         problem, recipe, criterion = self.build()
@@ -369,7 +369,7 @@ def _shapes(name: str, options_json: str) -> dict:
 
 def final_sparsity(spec: RunSpec, result) -> float:
     """Fraction of the sparsified parameters' entries pruned by ``result``'s final N:M."""
-    from stepsim.sparsity import sparsity
+    from stepsim.core.sparsity import sparsity
 
     problem = spec.build_problem()
     shapes = {name: w.shape for name, w in result.weights.items()}

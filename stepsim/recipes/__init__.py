@@ -1,6 +1,7 @@
 """Recipes for learning N:M masks, composed of small pure pieces (SPEC section 3).
 
-* :class:`~stepsim.sparsity.ParamSpec` (in :mod:`stepsim.sparsity`): which parameter is sparsified.
+* :class:`~stepsim.core.sparsity.ParamSpec` (in :mod:`stepsim.core.sparsity`): which
+  parameter is sparsified.
 * :mod:`~stepsim.recipes.transforms`: the pieces (Adam/SGDM, masks, SR-STE term, ASP
   masking, frozen v, decaying schedule, greedy layer-wise allocation).
 * :mod:`~stepsim.recipes.domino`: DominoSearch's dynamic layer-wise N:M.
@@ -10,6 +11,7 @@
   global or per module).
 """
 
+from stepsim.core.sparsity import ParamSpec, check_specs, sparsity, with_nm
 from stepsim.recipes.domino import DominoSearch
 from stepsim.recipes.recipes import (
     RECIPES,
@@ -42,7 +44,6 @@ from stepsim.recipes.transforms import (
     decay_sequence,
     freeze_second_moment,
 )
-from stepsim.sparsity import ParamSpec, check_specs, sparsity, with_nm
 
 __all__ = [
     "RECIPES",

@@ -52,9 +52,9 @@ from stepsim._validate import (
     check_real,
     check_step_or_fraction,
 )
+from stepsim.core.sparsity import ParamSpec, check_divides, check_specs, sparsity
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
-from stepsim.sparsity import ParamSpec, check_divides, check_specs, sparsity
 
 
 # --------------------------------------------------------------------------- context

@@ -98,7 +98,7 @@ class SwitchWhen:
         return ()
 
     def update(self, state: ScheduleState, step: int, stats) -> tuple[ScheduleState, tuple]:
-        from stepsim.optim import AdamStats
+        from stepsim.core.optim import AdamStats
 
         if isinstance(stats, StepStats):
             by_module, total = stats
