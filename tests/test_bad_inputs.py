@@ -720,7 +720,7 @@ API_CASES = [
     # ---- recipes, criteria, problems, fit
     api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe("nope")), ValueError,
         r"unknown recipe 'nope'", id="make_recipe-name"),
-    api(_np(lambda: __import__("stepsim.criteria").criteria.make_criterion(
+    api(_np(lambda: __import__("stepsim.recipes.criteria").recipes.criteria.make_criterion(
         "fixed-fraction", fraction=2.0)), ValueError, r"fraction must be in \[0\.0, 1\.0\]",
         id="make_criterion-fraction"),
     api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
@@ -785,7 +785,7 @@ API_CASES = [
     api(lambda files: __import__("stepsim.experiments").experiments.summarize(
         _sweep_table(files), "recipe"), TypeError, r"metric 'recipe' is not numeric: run .* "
         r"has 'dense'", id="summarize-text-metric"),
-    api(_np(lambda: __import__("stepsim.criteria").criteria.make_criterion(
+    api(_np(lambda: __import__("stepsim.recipes.criteria").recipes.criteria.make_criterion(
         "autoswitch", adam="adam")), TypeError, r"adam must be the Adam the criterion watches",
         id="make_criterion-adam-string"),
     # ---- a custom problem answering loss_and_grad wrongly

@@ -19,7 +19,7 @@ LAYER = {
     "core": 2, "core.masks": 2, "core.optim": 2, "core.sparsity": 2, "stats": 2,
     "nn": 3, "theorem1": 3, "sparse24": 3,
     "problems": 4,
-    "criteria": 5, "recipes": 5,
+    "recipes": 5,
     "training": 6,
     "experiments": 7,
     "checks": 8, "bench": 8,

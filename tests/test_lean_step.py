@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from stepsim.criteria import make_criterion
 from stepsim.problems import make_problem
 from stepsim.recipes import RunContext, make_recipe
 from stepsim.recipes import lean as lean_module
+from stepsim.recipes.criteria import make_criterion
 from stepsim.training import fit
 
 

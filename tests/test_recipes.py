@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stepsim.core.reference import nm_mask as ref_nm_mask
-from stepsim.criteria import make_criterion
 from stepsim.problems import SyntheticRegression
 from stepsim.recipes import (
     RECIPES,
@@ -21,6 +20,7 @@ from stepsim.recipes import (
     sparsity,
 )
 from stepsim.recipes import transforms as T
+from stepsim.recipes.criteria import make_criterion
 from stepsim.training import fit
 
 
