@@ -2,6 +2,28 @@
 
 The public API is loaded lazily (PEP 562): ``import stepsim`` is cheap and imports
 neither numba nor the kernels; ``stepsim.nm_mask`` imports its module on first use.
+
+Layers (a module imports only its own layer and lower ones; ``tests/test_layers.py``):
+
+====  =========================  ==========================================================
+0     ``stepsim/_*.py``          private utilities: argument checks, numba flags (``_jit``),
+      (but ``_libm*``)           threads, atomic writes, provenance, lazy exports, BLAS pin
+1     ``core/_*_kernels.py``,    numba kernels (masks, optimizers, lean step; NN layers),
+      ``nn/_kernels.py``,        the NumPy references they match bit for bit, glibc
+      ``core/reference.py``,     exp/log
+      ``_libm*.py``
+2     ``core/``, ``stats.py``    masks, optim (validating wrappers), sparsity (ParamSpec);
+                                 CIs and paired comparisons
+3     ``nn/``, ``theorem1/``,    forward/backward layers and models; Theorem 1's
+      ``sparse24/``              processes and engine; 2:4 layout, storage and memory
+4     ``problems/``              the Problem protocol and its problems
+5     ``recipes/``               pieces, maskers, Recipe, registry, switch criteria and
+                                 schedules, trace analysis (Table 1)
+6     ``training.py``            ``fit``: the training loop
+7     ``experiments/``           RunSpec, sweeps, executors, stores, reports
+8     ``checks/``, ``bench/``    one module per paper claim; benchmarks
+9     ``cli/``                   the ``stepsim`` subcommands
+====  =========================  ==========================================================
 """
 
 from __future__ import annotations

@@ -339,7 +339,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     from stepsim.core.sparsity import with_nm
     from stepsim.recipes import Recipe
     from stepsim.recipes.lean import LeanStep
-    from stepsim.recipes.recipes import RunContext
+    from stepsim.recipes.recipe import RunContext
     from stepsim.recipes.switch import StepStats
 
     _check_problem(problem)

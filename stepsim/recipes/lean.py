@@ -76,7 +76,7 @@ class LeanStep:
     @classmethod
     def make(cls, recipe, params, state, ctx):
         """A LeanStep for ``recipe``, or None when one of its pieces has no in-place form."""
-        from stepsim.recipes.recipes import _Masker
+        from stepsim.recipes.maskers import _Masker
 
         opt = recipe.optimizer
         if not isinstance(opt, (T.Adam, T.SGDM)):
@@ -131,7 +131,7 @@ class LeanStep:
         names = recipe._sparse_now(state, ctx) if recipe.sparse else ()
         if not names:
             return dict(params), state._replace(flips=0)
-        from stepsim.recipes.recipes import _dense_nm
+        from stepsim.recipes.recipe import _dense_nm
 
         made, now, alpha = recipe.masker.masks(state.masker_state, params, names, ctx.specs,
                                                state.nm, step)
