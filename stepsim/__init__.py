@@ -2,6 +2,28 @@
 
 The public API is loaded lazily (PEP 562): ``import stepsim`` is cheap and imports
 neither numba nor the kernels; ``stepsim.nm_mask`` imports its module on first use.
+
+Layers (a module imports only its own layer and lower ones; ``tests/test_layers.py``):
+
+====  =========================  ==========================================================
+0     ``stepsim/_*.py``          private utilities: argument checks, numba flags (``_jit``),
+      (but ``_libm*``)           threads, atomic writes, provenance, lazy exports, BLAS pin
+1     ``core/_*_kernels.py``,    numba kernels (masks, optimizers, lean step; NN layers),
+      ``nn/_kernels.py``,        the NumPy references they match bit for bit, glibc
+      ``core/reference.py``,     exp/log
+      ``_libm*.py``
+2     ``core/``, ``stats.py``    masks, optim (validating wrappers), sparsity (ParamSpec);
+                                 CIs and paired comparisons
+3     ``nn/``, ``theorem1/``,    forward/backward layers and models; Theorem 1's
+      ``sparse24/``              processes and engine; 2:4 layout, storage and memory
+4     ``problems/``              the Problem protocol and its problems
+5     ``recipes/``               pieces, maskers, Recipe, registry, switch criteria and
+                                 schedules, trace analysis (Table 1)
+6     ``training.py``            ``fit``: the training loop
+7     ``experiments/``           RunSpec, sweeps, executors, stores, reports
+8     ``checks/``, ``bench/``    one module per paper claim; benchmarks
+9     ``cli/``                   the ``stepsim`` subcommands
+====  =========================  ==========================================================
 """
 
 from __future__ import annotations
@@ -19,26 +41,26 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS = {
     # N:M masks
-    "nm_mask": "stepsim.masks",
-    "apply_nm": "stepsim.masks",
-    "nm_mask_conv": "stepsim.masks",
-    "apply_nm_conv": "stepsim.masks",
+    "nm_mask": "stepsim.core.masks",
+    "apply_nm": "stepsim.core.masks",
+    "nm_mask_conv": "stepsim.core.masks",
+    "apply_nm_conv": "stepsim.core.masks",
     # optimizer kernels
-    "adam_step": "stepsim.optim",
-    "sgdm_step": "stepsim.optim",
-    "AdamStats": "stepsim.optim",
+    "adam_step": "stepsim.core.optim",
+    "sgdm_step": "stepsim.core.optim",
+    "AdamStats": "stepsim.core.optim",
     # switch criteria (when STEP freezes v) and the paper's Table 1 score
-    "make_criterion": "stepsim.criteria",
-    "CRITERIA": "stepsim.criteria",
-    "AutoSwitch": "stepsim.criteria",
-    "Agarwal": "stepsim.criteria",
-    "Tang": "stepsim.criteria",
-    "FixedStep": "stepsim.criteria",
-    "FixedFraction": "stepsim.criteria",
-    "window_length": "stepsim.criteria",
-    "table1_score": "stepsim.criteria",
-    "Table1Score": "stepsim.criteria",
-    "run_criteria_on_v": "stepsim.criteria",
+    "make_criterion": "stepsim.recipes.criteria",
+    "CRITERIA": "stepsim.recipes.criteria",
+    "AutoSwitch": "stepsim.recipes.criteria",
+    "Agarwal": "stepsim.recipes.criteria",
+    "Tang": "stepsim.recipes.criteria",
+    "FixedStep": "stepsim.recipes.criteria",
+    "FixedFraction": "stepsim.recipes.criteria",
+    "window_length": "stepsim.recipes.criteria",
+    "table1_score": "stepsim.recipes.analysis",
+    "Table1Score": "stepsim.recipes.analysis",
+    "run_criteria_on_v": "stepsim.recipes.analysis",
     # recipes, problems and the training loop
     "fit": "stepsim.training",
     "FitResult": "stepsim.training",
@@ -46,7 +68,7 @@ _EXPORTS = {
     "make_recipe": "stepsim.recipes",
     "Recipe": "stepsim.recipes",
     "RECIPES": "stepsim.recipes",
-    "ParamSpec": "stepsim.sparsity",
+    "ParamSpec": "stepsim.core.sparsity",
     "allocate_layerwise": "stepsim.recipes",
     "decay_sequence": "stepsim.recipes",
     "SwitchAt": "stepsim.recipes",

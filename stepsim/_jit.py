@@ -10,7 +10,7 @@ decided once:
   NumPy references and give the same bits on every CPU. Fast-math would let LLVM fuse
   multiply-adds and reassociate sums, and a reassociated sum follows the machine's vector
   width (AVX2 and AVX-512 gave other last bits). Sums that must vectorise keep several
-  running lanes in a fixed order instead (``_optim_kernels._block_stats``).
+  running lanes in a fixed order instead (``core._optim_kernels._block_stats``).
 * ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy (the references'
   semantics). numba's default "python" model checks every division so it can raise
   ZeroDivisionError, and that check stops LLVM from vectorising any loop that divides

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim._validate import _show, check_int, check_nm_pair
-from stepsim.criteria import z_sample
+from stepsim.recipes.criteria import z_sample
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -278,7 +278,7 @@ def plan_schedule(recipe, criterion, steps: int):
         raise ValueError(f"criterion {criterion!r} watches Adam's second moment; recipe "
                          f"{recipe.name!r} uses momentum SGD, which has none")
     for s in watched:
-        from stepsim.criteria import check_matches_adam
+        from stepsim.recipes.criteria import check_matches_adam
 
         check_matches_adam(s.criterion, recipe.optimizer)
     return schedule, observed, watched
@@ -302,7 +302,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         Split once into an init stream and a batch stream: the same seed gives the same bits.
     criterion : criterion, switch schedule or None
         What ends the dense phase of a two-phase recipe (STEP, ASP, decaying mask): a
-        criterion object (:func:`~stepsim.criteria.make_criterion`; it watches all of v),
+        criterion object (:func:`~stepsim.recipes.criteria.make_criterion`; it watches all of v),
         or a schedule (:class:`~stepsim.recipes.switch.SwitchAt`,
         :class:`~stepsim.recipes.switch.SwitchWhen`, e.g. per module). None: the recipe's
         own ``switch_at`` / ``prune_at`` / ``dense_fraction``. A recipe built with an
@@ -336,11 +336,11 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     from stepsim._portability import warn_if_not_portable
     from stepsim._progress import Progress
     from stepsim._threads import training_threads
+    from stepsim.core.sparsity import with_nm
     from stepsim.recipes import Recipe
     from stepsim.recipes.lean import LeanStep
-    from stepsim.recipes.recipes import RunContext
+    from stepsim.recipes.recipe import RunContext
     from stepsim.recipes.switch import StepStats
-    from stepsim.sparsity import with_nm
 
     _check_problem(problem)
     warn_if_not_portable()
@@ -499,7 +499,7 @@ def _first_non_finite(loss, grads) -> str | None:
 
 def _total(stats, modules):
     """The step's AdamStats over all parameters (None under SGD-M)."""
-    from stepsim.optim import AdamStats
+    from stepsim.core.optim import AdamStats
 
     parts = [stats[m] for m in modules]
     return None if parts[0] is None else AdamStats.combine(parts)

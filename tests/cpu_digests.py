@@ -38,9 +38,9 @@ def _hash_result(result) -> str:
 
 def runs() -> dict:
     """name -> a zero-argument function returning the run's digest."""
-    from stepsim.criteria import make_criterion
     from stepsim.problems import make_problem
     from stepsim.recipes import make_recipe
+    from stepsim.recipes.criteria import make_criterion
     from stepsim.training import fit
 
     def regression(recipe, criterion=None, **options):

@@ -116,8 +116,8 @@ def _sha(array) -> str:
 
 def run_case(case):
     """The FitResult of one case, on the code currently importable as ``stepsim``."""
-    from stepsim.criteria import make_criterion
     from stepsim.recipes import make_recipe
+    from stepsim.recipes.criteria import make_criterion
     from stepsim.training import fit
 
     _label, name, options, criterion, fit_opts, new = case
@@ -143,7 +143,8 @@ def digest(result) -> dict:
 
 def old_criteria_on_v():
     """Every criterion over a hand-made v trajectory (run_criteria_on_v): fired_at, value."""
-    from stepsim.criteria import make_criterion, run_criteria_on_v
+    from stepsim.recipes.analysis import run_criteria_on_v
+    from stepsim.recipes.criteria import make_criterion
 
     rng = np.random.default_rng(5)
     steps, d = 400, 12

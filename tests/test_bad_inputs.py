@@ -720,7 +720,7 @@ API_CASES = [
     # ---- recipes, criteria, problems, fit
     api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe("nope")), ValueError,
         r"unknown recipe 'nope'", id="make_recipe-name"),
-    api(_np(lambda: __import__("stepsim.criteria").criteria.make_criterion(
+    api(_np(lambda: __import__("stepsim.recipes.criteria").recipes.criteria.make_criterion(
         "fixed-fraction", fraction=2.0)), ValueError, r"fraction must be in \[0\.0, 1\.0\]",
         id="make_criterion-fraction"),
     api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
@@ -761,15 +761,16 @@ API_CASES = [
         r"w: smallest nonzero \|value\| 1e-09 underflows to 0 in float16",
         id="cast_values-underflow"),
     # ---- lists where arrays or objects are expected
-    api(_np(lambda: __import__("stepsim.optim").optim.adam_apply_many(
+    api(_np(lambda: __import__("stepsim.core.optim").core.optim.adam_apply_many(
         [[1.0] * 4, [1.0] * 4], *([np.ones(4, np.float32)] * 2 for _ in range(3)),
-        __import__("stepsim.optim").optim.adam_hyper(step=1, lr=0.1))),
+        __import__("stepsim.core.optim").core.optim.adam_hyper(step=1, lr=0.1))),
         TypeError, r"ws\[0\] must be a numpy\.ndarray, got list", id="adam_apply_many-lists"),
-    api(_np(lambda: __import__("stepsim.optim").optim.adam_apply_many(
+    api(_np(lambda: __import__("stepsim.core.optim").core.optim.adam_apply_many(
         (w for w in [np.ones(4, np.float32)]), [np.ones(4, np.float32)], [np.ones(4, np.float32)],
-        [np.ones(4, np.float32)], __import__("stepsim.optim").optim.adam_hyper(step=1, lr=0.1))),
+        [np.ones(4, np.float32)],
+        __import__("stepsim.core.optim").core.optim.adam_hyper(step=1, lr=0.1))),
         TypeError, r"ws must be a list or tuple of arrays", id="adam_apply_many-generator"),
-    api(_np(lambda: __import__("stepsim.optim").optim.sgdm_apply_many(
+    api(_np(lambda: __import__("stepsim.core.optim").core.optim.sgdm_apply_many(
         [[1.0] * 4, [1.0] * 4], *([np.ones(4, np.float32)] * 2 for _ in range(2)), lr=0.1)),
         TypeError, r"ws\[0\] must be a numpy\.ndarray, got list", id="sgdm_apply_many-lists"),
     api(_np(lambda: __import__("stepsim.stats").stats.mean_ci(["1.5", "2"])), TypeError,
@@ -784,7 +785,7 @@ API_CASES = [
     api(lambda files: __import__("stepsim.experiments").experiments.summarize(
         _sweep_table(files), "recipe"), TypeError, r"metric 'recipe' is not numeric: run .* "
         r"has 'dense'", id="summarize-text-metric"),
-    api(_np(lambda: __import__("stepsim.criteria").criteria.make_criterion(
+    api(_np(lambda: __import__("stepsim.recipes.criteria").recipes.criteria.make_criterion(
         "autoswitch", adam="adam")), TypeError, r"adam must be the Adam the criterion watches",
         id="make_criterion-adam-string"),
     # ---- a custom problem answering loss_and_grad wrongly

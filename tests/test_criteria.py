@@ -14,21 +14,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepsim.criteria import (
+from stepsim.core.optim import AdamStats
+from stepsim.recipes.analysis import Table1Score, run_criteria_on_v, table1_score
+from stepsim.recipes.criteria import (
     CRITERIA,
     Agarwal,
     AutoSwitch,
     FixedFraction,
     FixedStep,
     RingMean,
-    Table1Score,
     Tang,
     make_criterion,
-    run_criteria_on_v,
-    table1_score,
     window_length,
 )
-from stepsim.optim import AdamStats
 
 EPS = 1e-8
 
@@ -601,7 +599,7 @@ def test_fixed_criteria_through_the_runner():
 
 def test_agrees_with_the_fused_adam_kernel():
     # the same run fed by adam_step's own statistics, and by the recorded v trajectory
-    from stepsim.optim import adam_step
+    from stepsim.core.optim import adam_step
 
     rng = np.random.default_rng(3)
     d, steps, b2 = 16, 120, 0.9
@@ -736,7 +734,7 @@ def test_runner_input_errors():
 # --- fraction -> step, and criteria tied to the Adam they watch ---------------------------
 
 def test_fraction_to_step_is_robust_to_floating_point():
-    from stepsim.criteria import FixedFraction, fraction_to_step
+    from stepsim.recipes.criteria import FixedFraction, fraction_to_step
 
     assert 0.55 * 100 > 55  # the trap: 55.00000000000001
     assert fraction_to_step(0.55, 100) == 55
@@ -753,7 +751,7 @@ def test_fraction_to_step_is_robust_to_floating_point():
 def test_make_criterion_takes_beta2_and_eps_from_adam():
     from types import SimpleNamespace
 
-    from stepsim.criteria import check_matches_adam, make_criterion
+    from stepsim.recipes.criteria import check_matches_adam, make_criterion
 
     adam = SimpleNamespace(beta2=0.99, eps=1e-6)
     auto = make_criterion("autoswitch", adam=adam)

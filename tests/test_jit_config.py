@@ -47,7 +47,7 @@ def test_no_module_calls_numba_jit_directly():
 def test_kernels_are_cached_numba_dispatchers_compiled_lazily():
     # In a fresh interpreter: importing a kernel module must compile nothing.
     modules = _kernel_modules()
-    assert "stepsim._mask_kernels" in modules and "stepsim._optim_kernels" in modules
+    assert "stepsim.core._mask_kernels" in modules and "stepsim.core._optim_kernels" in modules
     code = (
         "import importlib, json, numba\n"
         "from numba.core.registry import CPUDispatcher\n"
@@ -66,7 +66,7 @@ def test_kernels_are_cached_numba_dispatchers_compiled_lazily():
     import json
 
     kernels = json.loads(result.stdout)
-    assert "stepsim._mask_kernels.mask_m4" in kernels
+    assert "stepsim.core._mask_kernels.mask_m4" in kernels
     for name, (n_signatures, cache_kind, error_model) in kernels.items():
         assert n_signatures == 0, f"{name} was compiled at import time"
         assert cache_kind != "NullCache", f"{name} is not cached to disk"
@@ -76,7 +76,7 @@ def test_kernels_are_cached_numba_dispatchers_compiled_lazily():
 def test_public_wrappers_run_compiled_code():
     import numpy as np
 
-    from stepsim import _mask_kernels, _optim_kernels
+    from stepsim.core import _mask_kernels, _optim_kernels
 
     stepsim.nm_mask(np.ones((2, 8), np.float32), 2, 4)
     w, g, m, v = (np.ones(8, np.float32) for _ in range(4))

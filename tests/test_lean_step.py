@@ -1,6 +1,6 @@
 """fit's lean step (stepsim.recipes.lean): the same bits as the recipes' pure step, on a
-workspace allocated once per run; its kernels (stepsim._step_kernels) against np.where;
-stepsim.optim.AdamArrays against adam_apply_many."""
+workspace allocated once per run; its kernels (stepsim.core._step_kernels) against np.where;
+stepsim.core.optim.AdamArrays against adam_apply_many."""
 
 import tracemalloc
 
@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from stepsim.criteria import make_criterion
 from stepsim.problems import make_problem
 from stepsim.recipes import RunContext, make_recipe
 from stepsim.recipes import lean as lean_module
+from stepsim.recipes.criteria import make_criterion
 from stepsim.training import fit
 
 
@@ -184,7 +184,7 @@ def masked_case(draw):
 
 @given(masked_case())
 def test_select_kernels_give_the_bits_of_np_where(case):
-    from stepsim import _step_kernels as K
+    from stepsim.core import _step_kernels as K
 
     x, y, keep, c = case
     dt = x.dtype.type
@@ -214,7 +214,7 @@ def test_select_kernels_give_the_bits_of_np_where(case):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("log_stats, stats_on", [(False, "v"), (True, "vhat")])
 def test_adam_arrays_gives_the_bits_of_adam_apply_many(dtype, log_stats, stats_on):
-    from stepsim.optim import AdamArrays, adam_apply_many, adam_hyper
+    from stepsim.core.optim import AdamArrays, adam_apply_many, adam_hyper
 
     rng = np.random.default_rng(1)
     shapes = [(7, 5), (4100,), (3,), (2, 3, 4)]
@@ -241,7 +241,7 @@ def test_adam_arrays_gives_the_bits_of_adam_apply_many(dtype, log_stats, stats_o
 
 
 def test_adam_arrays_refuses_what_adam_apply_many_refuses():
-    from stepsim.optim import AdamArrays, adam_hyper
+    from stepsim.core.optim import AdamArrays, adam_hyper
 
     w = np.zeros(8, np.float32)
     big = np.zeros(16, np.float32)
@@ -259,7 +259,7 @@ def test_adam_arrays_refuses_what_adam_apply_many_refuses():
         arrays.step([np.full(8, np.nan, np.float32)], hyper)
 
 
-# --- the Adam statistics' lanes (stepsim._optim_kernels._block_stats) ---------------------
+# --- the Adam statistics' lanes (stepsim.core._optim_kernels._block_stats) ---------------------
 
 def _lane_stats_reference(v, v_old, scale_prev, scale_new):
     """NumPy, in the kernel's order: entry i to lane i % 8, each lane summed in index order
@@ -284,7 +284,7 @@ def _lane_stats_reference(v, v_old, scale_prev, scale_new):
 @given(st.sampled_from([np.float32, np.float64]), st.integers(0, 100), st.booleans(),
        st.integers(0, 2**32 - 1))
 def test_block_stats_lanes_give_the_bits_of_their_reference(dtype, n, raw, seed):
-    from stepsim import _optim_kernels as K
+    from stepsim.core import _optim_kernels as K
 
     rng = np.random.default_rng(seed)
     v = rng.random(n).astype(dtype)

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stepsim import apply_nm, apply_nm_conv, nm_mask, nm_mask_conv
-from stepsim import reference as ref
+from stepsim.core import reference as ref
 from tests.strategies import nm_case
 
 

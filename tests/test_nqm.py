@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from stepsim.masks import nm_mask
-from stepsim.optim import adam_step
+from stepsim.core.masks import nm_mask
+from stepsim.core.optim import adam_step
 from stepsim.problems.nqm import NoisyQuadratic, expected_loss, frozen_adam_precond
 
 CHECKS = 12  # steps compared (evenly spaced); family-wise error 1e-3, two-sided

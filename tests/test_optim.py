@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stepsim import AdamStats, adam_step, sgdm_step
-from stepsim import reference as ref
+from stepsim.core import reference as ref
 from tests.strategies import adam_case
 
 
@@ -108,7 +108,7 @@ def test_adam_stats_combine_and_l2():
 
 
 def test_adam_step_is_adam_hyper_then_adam_apply():
-    from stepsim.optim import adam_apply, adam_hyper
+    from stepsim.core.optim import adam_apply, adam_hyper
 
     rng = np.random.default_rng(8)
     arrays = [rng.standard_normal(300) for _ in range(3)] + [np.abs(rng.standard_normal(300))]
@@ -295,7 +295,7 @@ def _same_stats(a, b):
 def test_adam_apply_many_is_per_array_then_combine_bit_for_bit(case, threads):
     import numba
 
-    from stepsim.optim import adam_apply, adam_apply_many, adam_hyper
+    from stepsim.core.optim import adam_apply, adam_apply_many, adam_hyper
 
     params, kwargs = case
     hyper = adam_hyper(**kwargs)
@@ -316,7 +316,7 @@ def test_adam_apply_many_is_per_array_then_combine_bit_for_bit(case, threads):
 
 
 def test_adam_apply_many_without_stats_and_without_parameters():
-    from stepsim.optim import adam_apply_many, adam_hyper
+    from stepsim.core.optim import adam_apply_many, adam_hyper
 
     assert adam_apply_many([], [], [], [], adam_hyper(step=1, lr=0.1)) == AdamStats.combine([])
     assert adam_apply_many([], [], [], [], adam_hyper(step=1, lr=0.1, stats=False)) is None
@@ -325,7 +325,7 @@ def test_adam_apply_many_without_stats_and_without_parameters():
 
 
 def test_adam_apply_many_bad_input_names_the_parameter():
-    from stepsim.optim import adam_apply_many, adam_hyper
+    from stepsim.core.optim import adam_apply_many, adam_hyper
 
     hyper = adam_hyper(step=1, lr=0.1)
     a, b = _state(), _state(n=6)
@@ -381,7 +381,7 @@ def test_read_only_or_strided_g_is_accepted_and_never_written():
 @settings(max_examples=20)
 @given(_model_state(), st.booleans())
 def test_sgdm_apply_many_is_per_array_bit_for_bit(case, nesterov):
-    from stepsim.optim import sgdm_apply_many
+    from stepsim.core.optim import sgdm_apply_many
 
     params, hyper = case
     kwargs = {"lr": hyper["lr"], "momentum": 0.9, "weight_decay": hyper["weight_decay"],

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
+from stepsim.core.sparsity import check_specs
 from stepsim.problems import PROBLEMS, Problem, make_problem, problem_options
 from stepsim.problems.digits import Digits
 from stepsim.problems.teacher import TeacherStudent
-from stepsim.sparsity import check_specs
 from tests.test_nn_layers import numeric_grad
 
 SMALL = {  # fast instances of every registered problem

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepsim.criteria import make_criterion
+from stepsim.core.reference import nm_mask as ref_nm_mask
 from stepsim.problems import SyntheticRegression
 from stepsim.recipes import (
     RECIPES,
@@ -20,7 +20,7 @@ from stepsim.recipes import (
     sparsity,
 )
 from stepsim.recipes import transforms as T
-from stepsim.reference import nm_mask as ref_nm_mask
+from stepsim.recipes.criteria import make_criterion
 from stepsim.training import fit
 
 
@@ -349,7 +349,7 @@ def test_registry_names():
 
 
 def test_conv_weights_group_input_channels():
-    from stepsim.masks import nm_mask_conv
+    from stepsim.core.masks import nm_mask_conv
 
     w = np.random.default_rng(0).standard_normal((3, 8, 2, 2))
     specs = {"conv": ParamSpec(2, 4, axis=1)}
@@ -562,7 +562,7 @@ def test_decaying_alpha_follows_the_original_clock_by_default():
 
 
 def test_per_module_criterion_reads_each_modules_own_statistics():
-    from stepsim.optim import AdamStats
+    from stepsim.core.optim import AdamStats
 
     def st(z):  # AutoSwitch Option I sample Z = dv_l1 / size = z
         return AdamStats(dv_l1=4 * z, dv_log_sum=0.0, dv_zeros=0, v_l1=1.0, v_l2sq=1.0, size=4)

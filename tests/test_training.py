@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from stepsim.criteria import make_criterion
 from stepsim.problems import Problem, SyntheticRegression
 from stepsim.recipes import RECIPES, make_recipe
+from stepsim.recipes.criteria import make_criterion
 from stepsim.training import Trace, fit
 
 
@@ -205,7 +205,7 @@ def test_switch_point_accepts_numpy_scalars_and_fractions(value, expected):
 
 
 def test_criterion_by_name_follows_the_optimizers_beta2_and_eps():
-    from stepsim.criteria import make_criterion
+    from stepsim.recipes.criteria import make_criterion
 
     problem = SyntheticRegression(scale=0.1)
     recipe = make_recipe("step", beta2=0.99, eps=1e-6)
@@ -234,7 +234,7 @@ def test_reported_nm_is_the_nm_of_the_inference_weights(recipe, options):
 
 
 def test_reported_nm_of_layerwise_that_never_switched_is_its_allocation():
-    from stepsim.criteria import make_criterion
+    from stepsim.recipes.criteria import make_criterion
 
     problem = SyntheticRegression(nm=(2, 8))
     result = fit(problem, make_recipe("layerwise-step"), 20, rng=0, progress=False,

@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 
-from stepsim import criteria
-from stepsim.masks import nm_mask
+from stepsim.core.masks import nm_mask
 from stepsim.problems import make_problem
-from stepsim.recipes import make_recipe
+from stepsim.recipes import criteria, make_recipe
 from stepsim.training import fit
 
 

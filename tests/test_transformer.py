@@ -198,7 +198,7 @@ def test_float32_normal_cdf_error_is_within_its_bound():
 @given(seed=seeds, n=st.integers(0, 60), vocab=st.integers(1, 9), d=st.integers(1, 17),
        dtype=st.sampled_from([np.float32, np.float64]))
 def test_scatter_add_kernel_matches_numpy_add_at(seed, n, vocab, d, dtype):
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     rng = np.random.default_rng(seed)
     index = rng.integers(0, vocab, n)
@@ -211,7 +211,7 @@ def test_scatter_add_kernel_matches_numpy_add_at(seed, n, vocab, d, dtype):
 
 
 def test_the_model_runs_compiled_kernels():
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     cfg = tr.TransformerConfig(**TINY)
     params = perturbed_params(cfg, 0, np.float32)
@@ -224,7 +224,7 @@ def test_the_model_runs_compiled_kernels():
 @settings(max_examples=30)
 @given(seed=seeds, n=st.integers(1, 300), spread=st.sampled_from([0.1, 3.0, 30.0, 100.0]))
 def test_float32_exp_kernel_is_within_two_ulps(seed, n, spread):
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     x = -spread * np.random.default_rng(seed).random(n).astype(np.float32)
     x[0] = 0.0

@@ -81,7 +81,7 @@ def _probe_gbps(bench, size: int, label: str, reps: int, w0, g) -> dict:
 
 def run(bench) -> None:
     import stepsim
-    from stepsim import reference
+    from stepsim.core import reference
 
     for size, label, reps, w0, g in _cases(bench):
         m = np.zeros(size, np.float32)

@@ -205,7 +205,7 @@ def _table1(result) -> str:
     """The paper's Table 1 score of the switch step, from this run's ||v_k - v_{k-1}||_1."""
     import numpy as np
 
-    from stepsim.criteria import table1_score
+    from stepsim.recipes.analysis import table1_score
 
     k0 = result.switch_step
     if k0 is None or k0 == 0:

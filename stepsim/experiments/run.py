@@ -113,7 +113,7 @@ class RunSpec:
     options (no ``nm``: see ``nm``). recipe, optimizer, recipe_options: a recipe
     (``stepsim.recipes.RECIPES``), "adam" | "adamw" | "sgdm", and the recipe's and the
     optimizer's options. criterion, criterion_options: a switch criterion
-    (``stepsim.criteria.CRITERIA``) or None; not given: :data:`DEFAULT_CRITERION` for a
+    (``stepsim.recipes.criteria.CRITERIA``) or None; not given: :data:`DEFAULT_CRITERION` for a
     recipe that needs one, else None. per_module: run the criterion on each parameter's
     own v. nm: (n, m) of every sparse parameter, or None (the problem's). steps: T.
     seed: ``fit``'s rng (int >= 0). eval_every: learning curves every K steps, or None.
@@ -280,7 +280,7 @@ class RunSpec:
         """
         if self.criterion is None:
             return None
-        from stepsim.criteria import make_criterion
+        from stepsim.recipes.criteria import make_criterion
 
         optimizer = None if recipe is None else recipe.optimizer
         adam = optimizer if hasattr(optimizer, "beta2") else None
@@ -305,7 +305,7 @@ class RunSpec:
         """
         import numpy as np
 
-        from stepsim.sparsity import check_specs
+        from stepsim.core.sparsity import check_specs
         from stepsim.training import plan_schedule
 
         problem, recipe, criterion = self.build()
@@ -369,7 +369,7 @@ def _shapes(name: str, options_json: str) -> dict:
 
 def final_sparsity(spec: RunSpec, result) -> float:
     """Fraction of the sparsified parameters' entries pruned by ``result``'s final N:M."""
-    from stepsim.sparsity import sparsity
+    from stepsim.core.sparsity import sparsity
 
     problem = spec.build_problem()
     shapes = {name: w.shape for name, w in result.weights.items()}

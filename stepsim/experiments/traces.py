@@ -4,8 +4,8 @@
 * :func:`v_curve` — ||v||_1, ||v||_2, Z_k and the phase at ~200 log-spaced steps (Fig. 2, 3);
 * :func:`z_window` — the smallest mean of Z_k = ||v_k - v_{k-1}||_1 / d over a window of
   T_w = ``criteria.window_length(beta2)`` steps, and where (what AutoSwitch compares with eps);
-* :func:`table1` — the Table 1 score at the run's switch step (``criteria.table1_score``);
-* :func:`score_curve` — the Table 1 score of ~60 log-spaced k0 (``criteria.table1_score``).
+* :func:`table1` — the Table 1 score at the run's switch step (``analysis.table1_score``);
+* :func:`score_curve` — the Table 1 score of ~60 log-spaced k0 (``analysis.table1_score``).
 
 Every value is a JSON-ready number or list (NaN where the trace has none).
 """
@@ -32,7 +32,7 @@ def v_curve(result, points: int = 200) -> dict:
 def z_window(result) -> dict:
     """{"window", "min_mean", "at_step", "first_z"}: the smallest T_w-step mean of Z_k
     (``at_step``: the window's last step; NaN / None when the run is shorter than T_w)."""
-    from stepsim.criteria import window_length
+    from stepsim.recipes.criteria import window_length
 
     window = window_length(result.recipe.optimizer.beta2)
     z = result.trace.z
@@ -48,7 +48,7 @@ def z_window(result) -> dict:
 def table1(result) -> dict:
     """{"k0", "score", "steps_available"}: the Table 1 score of the run's switch step
     (score None when the run never switched or switched at its last step)."""
-    from stepsim.criteria import table1_score
+    from stepsim.recipes.analysis import table1_score
 
     k0 = result.switch_step
     if k0 is None or not 1 <= k0 < len(result.trace):
@@ -59,7 +59,7 @@ def table1(result) -> dict:
 
 def score_curve(result, points: int = 60) -> dict:
     """{"k0", "score"}: the Table 1 score of every k0 on a log grid 1..T - horizon."""
-    from stepsim.criteria import TABLE1_HORIZON, table1_score
+    from stepsim.recipes.analysis import TABLE1_HORIZON, table1_score
 
     at = np.unique(_libm.geomspace(1, max(len(result.trace) - TABLE1_HORIZON, 1),
                                 points).astype(int))

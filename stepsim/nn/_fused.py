@@ -8,7 +8,7 @@ activations are kept as (B*T, D)); other shapes go through the reference layers.
 
 GELU in float32 evaluates the normal CDF with Abramowitz & Stegun 7.1.26 (absolute error
 <= 1.5e-7, the approximation torch's vectorised float32 erf uses) and exp(-x^2/2) with a
-vectorised float32 exp (:func:`stepsim._nn_kernels.exp_nonpositive_f32`); float64 calls
+vectorised float32 exp (:func:`stepsim.nn._kernels.exp_nonpositive_f32`); float64 calls
 the exact reference (scipy's erf), so finite-difference checks see the exact function.
 """
 
@@ -33,7 +33,7 @@ def layernorm_forward(x, gamma, beta, eps: float = 1e-5):
     L._check_shape("beta", beta, (x.shape[-1],), "x's last axis")
     if not (isinstance(eps, (int, float)) and eps > 0 and np.isfinite(eps)):
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     out = np.empty_like(x)
     xhat = np.empty_like(x)
@@ -48,7 +48,7 @@ def layernorm_backward(dout, cache: L.LayerNormCache):
     if xhat.ndim != 2 or dout.dtype != xhat.dtype:
         return L.layernorm_backward(dout, cache)
     L._check_shape("dout", dout, xhat.shape, "the forward input's")
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     dout = np.ascontiguousarray(dout)
     dx = np.empty_like(dout)
@@ -68,7 +68,7 @@ def gelu_forward(x):
     """:func:`stepsim.nn.layers.gelu_forward`; float32 on the kernel (module docstring)."""
     if not isinstance(x, np.ndarray) or x.dtype != _F32:
         return L.gelu_forward(x)
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     x = np.ascontiguousarray(x)
     out = np.empty_like(x)
@@ -84,7 +84,7 @@ def gelu_backward(dout, cache):
     L._check_shape("dout", dout, x.shape, "the forward input's")
     if dout.dtype != _F32:
         raise TypeError(f"dout has dtype {dout.dtype} but the forward ran in float32")
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     dout = np.ascontiguousarray(dout)
     dx = np.empty_like(dout)

@@ -9,7 +9,7 @@ Shapes: B sequences, T positions, D = H * dh model width, H heads of width dh.
 
 Weights are stored (out, in) like every stepsim linear layer, so N:M groups run along the
 input axis; Q, K and V are computed by one matrix product with their weights stacked.
-The softmax and its backward run in numba kernels (:mod:`stepsim._nn_kernels`) on the
+The softmax and its backward run in numba kernels (:mod:`stepsim.nn._kernels`) on the
 lower triangle only; :func:`causal_softmax_reference` and :func:`softmax_backward_reference`
 are the plain NumPy definitions they are tested against.
 """
@@ -55,7 +55,7 @@ def causal_softmax(scores: np.ndarray, scale: float) -> np.ndarray:
     vectorised exp (relative error < 2 ulps, exponents below -87 give 0); float64 math.exp.
     """
     _check_square(scores, "scores")
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     rows = scores.reshape(-1, scores.shape[-1], scores.shape[-1])
     K.causal_softmax(rows, scores.dtype.type(scale), scores.dtype == np.float32)
@@ -73,7 +73,7 @@ def softmax_backward(probs: np.ndarray, dprobs: np.ndarray) -> np.ndarray:
     if probs.shape != dprobs.shape or probs.dtype != dprobs.dtype:
         raise ValueError(f"probs {probs.shape} {probs.dtype} and dprobs {dprobs.shape} "
                          f"{dprobs.dtype} must match")
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     t = probs.shape[-1]
     K.causal_softmax_backward(probs.reshape(-1, t, t), dprobs.reshape(-1, t, t))

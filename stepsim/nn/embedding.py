@@ -62,7 +62,7 @@ def embedding_backward(dout, cache: EmbeddingCache):
     ids, vocab, max_len = cache
     _b, t, d = dout.shape
     dtable = np.zeros((vocab, d), dtype=dout.dtype)
-    from stepsim import _nn_kernels as K
+    from stepsim.nn import _kernels as K
 
     # a scatter-add loop: np.add.at does the same, measured ~10x slower at (2048, 128)
     K.scatter_add_rows(np.ascontiguousarray(ids.reshape(-1)),

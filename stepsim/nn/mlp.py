@@ -24,8 +24,8 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import check_bool, check_choice, check_int, check_nm_pair
+from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import layers as L
-from stepsim.sparsity import ParamSpec, check_divides
 
 ACTIVATIONS = {
     "relu": (L.relu_forward, L.relu_backward),

@@ -13,7 +13,7 @@ chooses which kinds are sparsified (the paper sparsifies every linear module of 
 GPT-2). Embeddings, LayerNorm parameters and biases stay dense.
 
 The element-wise work (LayerNorm, GELU, the attention softmax) runs in numba kernels
-(:mod:`stepsim._nn_kernels`) when ``kernels=True``; ``kernels=False`` uses the NumPy layers
+(:mod:`stepsim.nn._kernels`) when ``kernels=True``; ``kernels=False`` uses the NumPy layers
 of :mod:`stepsim.nn.layers` and the reference softmax, which the tests compare against.
 """
 

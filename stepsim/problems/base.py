@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from stepsim.sparsity import ParamSpec
+from stepsim.core.sparsity import ParamSpec
 
 
 @runtime_checkable

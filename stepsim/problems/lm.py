@@ -23,9 +23,9 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import check_int, check_nm
+from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import transformer as tr
 from stepsim.problems.markov import MarkovLanguage
-from stepsim.sparsity import ParamSpec, check_divides
 
 
 class Batch(NamedTuple):

@@ -54,7 +54,7 @@ from stepsim._validate import (
     check_nm_pair,
     check_real,
 )
-from stepsim.sparsity import ParamSpec
+from stepsim.core.sparsity import ParamSpec
 
 
 def frozen_adam_precond(v_star, *, eps: float = 1e-8, eps_mode: str = "inside",
@@ -215,7 +215,7 @@ class NoisyQuadratic:
         star_rng = np.random.default_rng(self.seed)
         self.w_star = self.w_star_scale * star_rng.standard_normal(self.dim)
         if self.w_star_nm is not None:
-            from stepsim.masks import nm_mask
+            from stepsim.core.masks import nm_mask
 
             if self.dim % self.w_star_nm[1]:
                 raise ValueError(f"dim = {self.dim} must be divisible by w_star_nm's M = "
@@ -268,7 +268,7 @@ class NoisyQuadratic:
 
     def best_mask(self) -> np.ndarray:
         """The N:M mask (dim,) with the least loss: keep the N largest h_i w*_i^2 per group."""
-        from stepsim.masks import nm_mask
+        from stepsim.core.masks import nm_mask
 
         return nm_mask(self.h * self.w_star**2, *self.nm, axis=-1)
 
@@ -279,7 +279,7 @@ class NoisyQuadratic:
         w = params["w"]
         out = {"loss": self.loss(w)}
         if self.sparse:
-            from stepsim.masks import nm_mask
+            from stepsim.core.masks import nm_mask
 
             best = self.best_mask()
             pruned = 0.5 * float(np.sum(self.h * self.w_star**2 * ~best))

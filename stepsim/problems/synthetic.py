@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import check_bool, check_int, check_memory, check_nm_pair, check_real
-from stepsim.sparsity import ParamSpec
+from stepsim.core.sparsity import ParamSpec
 
 
 class Batch(NamedTuple):
@@ -81,7 +81,7 @@ class SyntheticRegression:
         self.specs = {"w1": sparse, "w2": sparse}
         if self.bias:
             self.specs.update(b1=ParamSpec(), b2=ParamSpec())
-        from stepsim.sparsity import check_divides
+        from stepsim.core.sparsity import check_divides
 
         check_divides("w1", (self.d_hidden, self.d_in), -1, m)
         check_divides("w2", (self.d_out, self.d_hidden), -1, m)
@@ -96,7 +96,7 @@ class SyntheticRegression:
         w1 = rng.standard_normal((d_hidden, d_in)) / np.sqrt(d_in)
         w2 = rng.standard_normal((d_out, d_hidden)) / np.sqrt(d_hidden)
         if self.teacher_nm is not None:
-            from stepsim.reference import nm_mask
+            from stepsim.core.reference import nm_mask
 
             tn, tm = self.teacher_nm
             check_divides("teacher w1", w1.shape, -1, tm)

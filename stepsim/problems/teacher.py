@@ -105,7 +105,7 @@ class TeacherStudent:
             if name.startswith("b"):
                 teacher[name] = 0.1 * rng.standard_normal(teacher[name].shape)
             elif spec.sparse:
-                from stepsim.masks import nm_mask
+                from stepsim.core.masks import nm_mask
 
                 teacher[name] = np.where(nm_mask(teacher[name], *spec.nm, axis=-1),
                                          teacher[name], 0.0)
@@ -204,7 +204,7 @@ class TeacherStudent:
 
 
 def _nm_support(w: np.ndarray, n: int, m: int) -> np.ndarray:
-    from stepsim.masks import nm_mask
+    from stepsim.core.masks import nm_mask
 
     return nm_mask(np.ascontiguousarray(w), n, m, axis=-1)
 

@@ -1,32 +1,34 @@
 """Recipes for learning N:M masks, composed of small pure pieces (SPEC section 3).
 
-* :class:`~stepsim.sparsity.ParamSpec` (in :mod:`stepsim.sparsity`): which parameter is sparsified.
+* :class:`~stepsim.core.sparsity.ParamSpec` (in :mod:`stepsim.core.sparsity`): which
+  parameter is sparsified.
 * :mod:`~stepsim.recipes.transforms`: the pieces (Adam/SGDM, masks, SR-STE term, ASP
   masking, frozen v, decaying schedule, greedy layer-wise allocation).
+* :mod:`~stepsim.recipes.maskers`: the mask point (:class:`EveryStepMask`,
+  :class:`FixedMask`, :class:`DecayingMask`, :class:`DynamicLayerwise`).
 * :mod:`~stepsim.recipes.domino`: DominoSearch's dynamic layer-wise N:M.
-* :mod:`~stepsim.recipes.recipes`: :class:`Recipe` (the composition), :func:`make_recipe`,
-  ``RECIPES``.
+* :mod:`~stepsim.recipes.recipe`: :class:`Recipe` (the composition), its state and run
+  context, and the switch pieces (:class:`FreezeV`, :class:`AllocateGreedy`, ...).
+* :mod:`~stepsim.recipes.registry`: :func:`make_recipe`, ``RECIPES``, :func:`make_optimizer`.
+* :mod:`~stepsim.recipes.criteria`: switch criteria (when STEP leaves its precondition
+  phase; :func:`~stepsim.recipes.criteria.make_criterion`).
 * :mod:`~stepsim.recipes.switch`: switch schedules (:class:`SwitchAt`, :class:`SwitchWhen`,
   global or per module).
+* :mod:`~stepsim.recipes.analysis`: trace analysis (the paper's Table 1 score).
 """
 
+from stepsim.core.sparsity import ParamSpec, check_specs, sparsity, with_nm
 from stepsim.recipes.domino import DominoSearch
-from stepsim.recipes.recipes import (
-    RECIPES,
+from stepsim.recipes.maskers import DecayingMask, DynamicLayerwise, EveryStepMask, FixedMask
+from stepsim.recipes.recipe import (
     AllocateFixed,
     AllocateGreedy,
-    DecayingMask,
-    DynamicLayerwise,
-    EveryStepMask,
-    FixedMask,
     FreezeV,
     Recipe,
     RecipeState,
     RunContext,
-    make_optimizer,
-    make_recipe,
-    recipe_options,
 )
+from stepsim.recipes.registry import RECIPES, make_optimizer, make_recipe, recipe_options
 from stepsim.recipes.switch import StepStats, SwitchAt, SwitchWhen
 from stepsim.recipes.transforms import (
     SGDM,
@@ -42,7 +44,6 @@ from stepsim.recipes.transforms import (
     decay_sequence,
     freeze_second_moment,
 )
-from stepsim.sparsity import ParamSpec, check_specs, sparsity, with_nm
 
 __all__ = [
     "RECIPES",

@@ -60,7 +60,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import check_fraction, check_int, check_real
-from stepsim.sparsity import check_divides
+from stepsim.core.sparsity import check_divides
 
 DECAY_DOUBLING = (30_000, 40_000, 50_000, 60_000, 70_000, 80_000)
 
@@ -275,7 +275,7 @@ class DominoSearch:
     # ---------------------------------------------------------------- masker protocol
     def init(self, params: Mapping, specs: Mapping) -> DominoState:
         """Check that M tiles every sparse layer; compute the ERK sparsities at the target."""
-        from stepsim.sparsity import sparsity
+        from stepsim.core.sparsity import sparsity
 
         shapes = {}
         for name, spec in specs.items():
@@ -368,7 +368,7 @@ class DominoSearch:
 
     def _lower(self, mstate, params, specs, name):
         """N'_name -= 1; N follows at a power of two; then the target test (stop if met)."""
-        from stepsim.sparsity import sparsity
+        from stepsim.core.sparsity import sparsity
 
         lay = mstate.layers[name]
         n_inter = lay.n_inter - 1

@@ -15,7 +15,7 @@ w (params)         fit's own copy of the initial weights, made once (the problem
                    prune) is copied into it (:meth:`LeanStep.adopt`).
 m, v / buf         the recipe state's own moment arrays (``recipe.init`` made them for this
                    run), updated in place; a frozen v* is only read. Adam's arrays are
-                   checked once per run (:class:`stepsim.optim.AdamArrays`), a step only
+                   checked once per run (:class:`stepsim.core.optim.AdamArrays`), a step only
                    hands over the gradients.
 Pi * w             one buffer per sparse parameter, rewritten every step (the forward
                    weights; the problem only reads them).
@@ -26,7 +26,7 @@ w_k                one buffer per sparse parameter, only for SR-STE after the op
                    has moved w, so it is the one copy a step makes.
 =================  ====================================================================
 
-Masks are applied by select kernels (:mod:`stepsim._step_kernels`), not ``np.where``.
+Masks are applied by select kernels (:mod:`stepsim.core._step_kernels`), not ``np.where``.
 What still allocates each step: the N:M masks themselves (one byte per weight; the last
 step's mask is kept to count flips), the problem's activations and gradients, and small
 Python objects.
@@ -58,7 +58,7 @@ class LeanStep:
     """
 
     def __init__(self, recipe, params, state, ctx):
-        from stepsim import _step_kernels
+        from stepsim.core import _step_kernels
 
         self.recipe = recipe
         self._k = _step_kernels
@@ -76,7 +76,7 @@ class LeanStep:
     @classmethod
     def make(cls, recipe, params, state, ctx):
         """A LeanStep for ``recipe``, or None when one of its pieces has no in-place form."""
-        from stepsim.recipes.recipes import _Masker
+        from stepsim.recipes.maskers import _Masker
 
         opt = recipe.optimizer
         if not isinstance(opt, (T.Adam, T.SGDM)):
@@ -117,7 +117,7 @@ class LeanStep:
         if self._adam is not None and self._adam[0] is opt_state.m and \
                 self._adam[1] is opt_state.v:
             return
-        from stepsim.optim import AdamArrays
+        from stepsim.core.optim import AdamArrays
 
         names = list(self.params)
         arrays = AdamArrays([self.params[k] for k in names], [opt_state.m[k] for k in names],
@@ -131,7 +131,7 @@ class LeanStep:
         names = recipe._sparse_now(state, ctx) if recipe.sparse else ()
         if not names:
             return dict(params), state._replace(flips=0)
-        from stepsim.recipes.recipes import _dense_nm
+        from stepsim.recipes.recipe import _dense_nm
 
         made, now, alpha = recipe.masker.masks(state.masker_state, params, names, ctx.specs,
                                                state.nm, step)
@@ -220,7 +220,7 @@ class LeanStep:
             return opt.update_in_place(state.opt, params, grads, step, ctx.total_steps,
                                        self._adam[2], stats_on=ctx.stats_on,
                                        log_stats=ctx.log_stats)
-        from stepsim.optim import sgdm_apply_many
+        from stepsim.core.optim import sgdm_apply_many
 
         sgdm_apply_many(list(params.values()), [grads[k] for k in params],
                         [state.opt.buf[k] for k in params], lr=opt.lr_at(step, ctx.total_steps),

@@ -4,7 +4,7 @@ A schedule answers, step by step, "which modules switch now?". Three kinds:
 
 * :class:`SwitchAt` — a fixed step k0 (0: before the first step, i.e. no dense phase) or a
   fraction of the run (k0 = ceil(fraction * T)); every module at once.
-* :class:`SwitchWhen` — a criterion (:mod:`stepsim.criteria`) watching Adam's statistics:
+* :class:`SwitchWhen` — a criterion (:mod:`stepsim.recipes.criteria`) watching Adam's statistics:
   globally (one criterion state over all of v; every module switches when it fires), or
   with ``per_module=True`` one criterion state per module, each fed that module's own
   statistics (the Adam kernel reduces them per array), so each module switches at its own
@@ -57,7 +57,7 @@ class SwitchAt:
     def step_for(self, total_steps: int) -> int:
         """k0 for a run of ``total_steps`` (0: before the first step)."""
         if isinstance(self.at, float):
-            from stepsim.criteria import fraction_to_step
+            from stepsim.recipes.criteria import fraction_to_step
 
             return fraction_to_step(self.at, total_steps) if self.at else 0
         return int(self.at)
@@ -98,7 +98,7 @@ class SwitchWhen:
         return ()
 
     def update(self, state: ScheduleState, step: int, stats) -> tuple[ScheduleState, tuple]:
-        from stepsim.optim import AdamStats
+        from stepsim.core.optim import AdamStats
 
         if isinstance(stats, StepStats):
             by_module, total = stats

@@ -38,7 +38,7 @@ from stepsim._validate import (
     check_nm,
     check_real,
 )
-from stepsim.sparsity import ParamSpec, check_divides
+from stepsim.core.sparsity import ParamSpec, check_divides
 
 Params = dict  # name -> ndarray
 Masks = dict  # name -> bool ndarray, or None for a dense parameter
@@ -158,14 +158,14 @@ class Adam:
 
     def hypers(self, state: AdamState, params: Mapping, step: int, total_steps: int, *,
                stats_on: str = "v", log_stats: bool = False, checked: bool = True) -> dict:
-        """name -> the validated :class:`~stepsim.optim.AdamHyper` of each parameter at
+        """name -> the validated :class:`~stepsim.core.optim.AdamHyper` of each parameter at
         ``step`` (one object per distinct freezing, shared by its parameters).
 
-        checked=False skips :func:`~stepsim.optim.adam_hyper`'s checks (same values): for
+        checked=False skips :func:`~stepsim.core.optim.adam_hyper`'s checks (same values): for
         fit's lean step, whose step numbers fit has checked and whose hyper-parameters
         this frozen object checked when it was made (and freeze_second_moment when a v
         froze)."""
-        from stepsim.optim import adam_hyper, adam_hyper_checked
+        from stepsim.core.optim import adam_hyper, adam_hyper_checked
 
         lr = self.lr_at(step, total_steps)
         made = {}  # one validated hyper per distinct freezing (one for a global switch)
@@ -194,7 +194,7 @@ class Adam:
                         log_stats: bool = False) -> dict:
         """:meth:`update` without its copies, for a caller that owns the arrays (fit's
         lean step, :mod:`stepsim.recipes.lean`): w (``params``), m and v are updated in
-        place. ``arrays``: a :class:`~stepsim.optim.AdamArrays` made once over exactly
+        place. ``arrays``: a :class:`~stepsim.core.optim.AdamArrays` made once over exactly
         those arrays, in ``params`` order. Returns name -> AdamStats (the same bits as
         :meth:`update`'s)."""
         hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
@@ -219,9 +219,9 @@ def adam_arrays(params: Mapping, grads: Mapping, m: Mapping, v: Mapping, hypers:
     Returns (new w, new m, new v, name -> AdamStats); w and m are copied first, a frozen v
     is shared (nothing writes it). The only per-array loop of the Adam update: a
     multi-tensor kernel call per distinct hyper, with each array's own statistics (the same
-    bits as one :func:`stepsim.optim.adam_apply` per array).
+    bits as one :func:`stepsim.core.optim.adam_apply` per array).
     """
-    from stepsim.optim import adam_apply_many
+    from stepsim.core.optim import adam_apply_many
 
     new_w, new_m, new_v = {}, {}, {}
     groups = {}  # one multi-tensor call per distinct (hyper, dtype): one for a global switch
@@ -306,7 +306,7 @@ class SGDM:
     def update(self, state: SGDMState, params: Mapping, grads: Mapping, step: int,
                total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
         """One step. Returns (new params, new state, name -> None): SGD-M has no v to report."""
-        from stepsim.optim import sgdm_apply_many
+        from stepsim.core.optim import sgdm_apply_many
 
         new_w = {name: w.copy() for name, w in params.items()}
         new_buf = {name: state.buf[name].copy() for name in params}
@@ -333,7 +333,7 @@ def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
     -------
     dict name -> bool ndarray (shaped like the parameter) or None
     """
-    from stepsim.masks import nm_mask
+    from stepsim.core.masks import nm_mask
 
     out = {}
     for name, w in params.items():

@@ -20,7 +20,7 @@ from stepsim._bits import MAGNITUDE_BITS, unsigned_view
 from stepsim._jit import num_threads
 from stepsim._validate import check_float_array, check_nm, normalize_axis
 
-# the kernels for M != 4 compare magnitudes as signed integers (see stepsim._mask_kernels)
+# the kernels for M != 4 compare magnitudes as signed integers (see stepsim.core._mask_kernels)
 SIGNED = {np.dtype(np.uint16): np.dtype(np.int16), np.dtype(np.uint32): np.dtype(np.int32),
           np.dtype(np.uint64): np.dtype(np.int64)}
 
@@ -54,7 +54,7 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
     n, m, axis, moved, groups = _validated_groups(w, n, m, axis)
     out = np.empty(groups.shape, dtype=bool)
     if groups.size:
-        from stepsim import _mask_kernels as k
+        from stepsim.core import _mask_kernels as k
 
         bits = unsigned_view(groups)
         abs_mask, inf_bits = MAGNITUDE_BITS[bits.dtype]

@@ -1,4 +1,4 @@
-"""numba kernels for Adam(W) and momentum SGD. Private: call :mod:`stepsim.optim`.
+"""numba kernels for Adam(W) and momentum SGD. Private: call :mod:`stepsim.core.optim`.
 
 Each kernel makes one pass over memory and updates in place. Adam also reduces the
 statistics the switch criteria need in that pass. To keep both halves vectorised it
@@ -12,7 +12,7 @@ driver compiled for one thread.
 
 All scalar arguments arrive already in the arrays' dtype (a Python float would silently
 turn a float32 loop into float64), and the element-wise arithmetic is written in the
-order of :func:`stepsim.reference.adam_step`, so results agree bit for bit with it.
+order of :func:`stepsim.core.reference.adam_step`, so results agree bit for bit with it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each numba kernel in stepsim has its reference here; property tests check that the two
 agree across shapes, dtypes and N:M ratios, and ``stepsim bench`` times the vectorised
 ones as the "NumPy" baseline. Functions here do not validate their arguments (the public
-wrappers in :mod:`stepsim.masks` and :mod:`stepsim.optim` do).
+wrappers in :mod:`stepsim.core.masks` and :mod:`stepsim.core.optim` do).
 """
 
 from __future__ import annotations

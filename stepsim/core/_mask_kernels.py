@@ -1,10 +1,10 @@
-"""numba kernels for N:M masks. Private: call :mod:`stepsim.masks`, which validates.
+"""numba kernels for N:M masks. Private: call :mod:`stepsim.core.masks`, which validates.
 
 Magnitudes are compared as unsigned integers: for IEEE floats, ``bits & ~sign`` orders
 exactly as ``|x|`` does for every non-NaN value (+0 and -0 both give 0, a tie), and a
 NaN is any pattern above the infinity pattern. So one kernel body serves float16,
 float32 and float64 (viewed as uint16/32/64), compares without branches, and counts NaNs
-in the same pass. Reference: :func:`stepsim.reference.nm_mask_groups`.
+in the same pass. Reference: :func:`stepsim.core.reference.nm_mask_groups`.
 """
 
 from __future__ import annotations

@@ -194,13 +194,13 @@ def adam_step(w, g, m, v, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mod
     return adam_apply(w, g, m, v, hyper)
 
 
-_kernels = None  # stepsim._optim_kernels once loaded (it imports numba: never at import time)
+_kernels = None  # stepsim.core._optim_kernels once loaded (it imports numba: never at import time)
 
 
 def _load_kernels():
     global _kernels
     if _kernels is None:
-        from stepsim import _optim_kernels
+        from stepsim.core import _optim_kernels
 
         _kernels = _optim_kernels
     return _kernels

@@ -1,0 +1,14 @@
+"""The bottom layer: N:M masks, the optimizer steps, parameter specs, and their references.
+
+* :mod:`~stepsim.core.masks` — N:M masks (``nm_mask``, ``apply_nm``, conv layouts).
+* :mod:`~stepsim.core.optim` — Adam(W) and momentum SGD steps, with the statistics of v
+  (``adam_step``, ``sgdm_step``, ``AdamStats``).
+* :mod:`~stepsim.core.sparsity` — ``ParamSpec``: which parameter is sparsified, and how.
+* :mod:`~stepsim.core.reference` — plain NumPy definitions the kernels must match bit for bit.
+* ``_mask_kernels``, ``_optim_kernels``, ``_step_kernels`` — the numba kernels (private:
+  loaded lazily by the public wrappers at call time, never at import).
+
+It imports only the package's private utilities (``stepsim._validate``, ``stepsim._jit``,
+``stepsim._libm``, ...), never a higher layer. This ``__init__`` imports nothing, so
+``import stepsim`` stays cheap.
+"""
