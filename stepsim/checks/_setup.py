@@ -82,7 +82,7 @@ class Budget:
 
     @property
     def window(self) -> int:
-        from stepsim.criteria import window_length
+        from stepsim.recipes.criteria import window_length
 
         return window_length(self.beta2)
 

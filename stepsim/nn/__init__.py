@@ -14,6 +14,6 @@ Problems build their models from these; nothing here imports recipes or training
   :mod:`~stepsim.nn.transformer` — a GPT-style transformer (token + position embeddings,
   pre-LayerNorm blocks of causal multi-head attention and a GELU MLP, tied or untied
   head), every forward and backward by hand, with numba kernels for the softmax,
-  LayerNorm and GELU (:mod:`stepsim._nn_kernels`; ``kernels=False`` runs the NumPy layers
+  LayerNorm and GELU (:mod:`stepsim.nn._kernels`; ``kernels=False`` runs the NumPy layers
   they are tested against). The ``lm`` problem (:mod:`stepsim.problems.lm`) trains it.
 """
