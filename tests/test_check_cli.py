@@ -1,65 +1,156 @@
-"""`stepsim check` end to end on a quick subset: a well-formed report.json, report.md, figures."""
+"""`stepsim check` on the command line: its help names the registered protocol, bad input is
+one line before any work, and a small check writes a well-formed report.json, report.md and
+figures.
+
+Quick mode reads the learning rates of the committed full run
+(``stepsim/checks/tuned_lrs.json``); these tests point it at a file of their own instead.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
+from stepsim.checks import tuning
 from stepsim.checks.verdict import VERDICTS
 from stepsim.cli import main
 
 
-def test_quick_subset_writes_a_well_formed_report(tmp_path, capsys):
+def _error_lines(err: str) -> list[str]:
+    """stderr without argparse's usage block (``usage:`` and its indented continuation)."""
+    return [line for line in err.splitlines()
+            if line.strip() and not line.startswith(("usage:", " "))]
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail the test if any run or task starts."""
+    from stepsim.experiments import executors
+
+    monkeypatch.setattr(executors, "execute", lambda task: pytest.fail("a run started"))
+
+
+@pytest.fixture
+def committed_lrs(monkeypatch, tmp_path):
+    """Quick mode's learning rates from a file of this test's own (dense Adam on digits at the
+    fast timescale: what C3 needs)."""
+    path = tmp_path / "tuned_lrs.json"
+    tuning.write_committed({"digits/fast": {"adam|dense|-": 0.01}}, path, source="a test")
+    monkeypatch.setattr(tuning, "COMMITTED", path)
+    return path
+
+
+def test_help_names_the_registered_protocol(capsys):
+    assert main(["check", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "registered protocol (paper_checks/PROTOCOL.md)" in text
+    assert "lrs tuned, 8 seeds, digits and the transformer LM" in text
+    assert "--problem NAME" in text and "(digits | lm)" in text
+    assert "learning rates of the committed full run" in text  # --quick
+    assert "--problem-option" not in text and "--steps" not in text
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["C13"], r"unknown claim 'C13'"),
+    (["all", "C99"], r"unknown claim 'C99'"),
+    (["C1", "--problem", "regression"], r"argument --problem: invalid choice: 'regression'"),
+    (["C12", "--jobs", "0"], r"--jobs"),
+    (["C1", "--problem-option", "nm=1:8"], r"unrecognized arguments: --problem-option"),
+    (["C1", "--steps", "200"], r"unrecognized arguments: --steps"),
+])
+def test_bad_arguments_are_one_line_before_any_work(argv, pattern, tmp_path, capsys, no_work):
+    out = tmp_path / "x"
+    assert main(["check", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    lines = _error_lines(err)
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert re.search(pattern, lines[0]), lines[0]
+    assert not out.exists()
+
+
+def test_an_unwritable_out_is_one_line_before_any_work(tmp_path, capsys, no_work):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["check", "C12", "--out", str(a_file)]) == 2
+    lines = _error_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and "--out must be a directory" in lines[0], lines
+    assert main(["check", "C3", "--out", str(a_file / "below")]) == 2
+    lines = _error_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and "is not writable" in lines[0], lines
+    assert a_file.read_text() == "x"
+
+
+def test_quick_mode_without_the_committed_learning_rates_says_so(tmp_path, capsys,
+                                                                 monkeypatch, no_work):
+    monkeypatch.setattr(tuning, "COMMITTED", tmp_path / "missing.json")
+    assert main(["check", "C3", "--quick", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(_error_lines(err)) == 1, err
+    assert err.startswith("stepsim check: error: ") and "missing.json is missing: quick mode " \
+        "reuses the learning rates of the committed full run" in err
+    assert not (tmp_path / "r" / "report.json").exists()
+
+
+def test_full_mode_claims_without_training_write_a_report(tmp_path, capsys):
     out = tmp_path / "report"
-    assert main(["check", "C3", "C12", "--quick", "--out", str(out)]) == 0
+    assert main(["check", "C12", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "C3 " in printed and "C12 " in printed and "report.json" in printed
+    assert printed.startswith("C12  none") and "REPRODUCED" in printed
+    doc = json.loads((out / "report.json").read_text())
+    result = doc["result"]
+    assert result["mode"] == "full" and result["tuning"] == {} and result["lrs"] == {}
+    assert result["protocol"]["rules_sha256"] and not result["protocol"]["altered_for_testing"]
+    (c12,) = result["claims"]
+    assert c12["verdict"] == "REPRODUCED" and c12["setting"] == "none"
+    assert c12["rule"].startswith("Rule (PROTOCOL")
+    assert (out / c12["figures"][0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "report.md").read_text()
+    assert md.startswith("# stepsim check — full mode\n") and "indicative" not in md
+    assert "## no training" in md and "| C12 | **REPRODUCED** |" in md
+
+
+def test_quick_subset_writes_a_well_formed_report(tmp_path, capsys, committed_lrs):
+    out = tmp_path / "report"
+    assert main(["check", "C3", "C12", "--quick", "--out", str(out), "--jobs", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("[quick: indicative, not evidence]")
+    assert "C3   digits/fast" in printed and "C12  none" in printed and "report.json" in printed
     doc = json.loads((out / "report.json").read_text())
     result, provenance = doc["result"], doc["provenance"]
     assert result["mode"] == "quick" and provenance["params"]["claims"] == ["C3", "C12"]
+    assert result["lrs"] == {"digits/fast": {"adam|dense|-": 0.01}} and result["tuning"] == {}
     assert provenance["versions"]["numpy"]
     claims = {c["claim"]: c for c in result["claims"]}
     assert list(claims) == ["C3", "C12"]
     for c in claims.values():
-        assert c["verdict"] in VERDICTS and c["rule"].startswith("Rule (fixed before")
+        assert c["verdict"] in VERDICTS and c["rule"].startswith("Rule (PROTOCOL")
         assert c["runtime_s"] > 0 and c["versions"]["python"] and c["reason"]
+        assert c["mode"] == "quick"
         for figure in c["figures"]:
             assert (out / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     c3 = claims["C3"]
-    assert c3["seeds"] == [0, 1, 2] and len(c3["effect"]["values"]) == 3
+    assert c3["setting"] == "digits/fast" and c3["seeds"] == [0, 1, 2]
+    assert len(c3["effect"]["values"]) == 3 and len(c3["parts"]) == 1
     assert c3["effect"]["ci_low"] <= c3["effect"]["estimate"] <= c3["effect"]["ci_high"]
-    assert claims["C12"]["verdict"] == "NOT REPRODUCED"  # exact counts: no noise here
+    assert c3["numbers"]["steps"] == 2000 and c3["numbers"]["window"] == 100
+    assert claims["C12"]["verdict"] == "REPRODUCED"  # exact counts: no noise here
+    runs = [p for p in (out / "runs").glob("*.json")]
+    assert len(runs) == 9 + 1  # 3 seeds x 3 loss scales, and C12's count
     md = (out / "report.md").read_text()
-    assert "| C3 | **" in md and "## C12" in md and "rule: Rule (fixed before" in md
-
-
-def test_bad_arguments_fail_before_any_work(tmp_path, capsys):
-    assert main(["check", "C13", "--out", str(tmp_path / "x")]) == 2
-    assert "unknown claim 'C13'" in capsys.readouterr().err
-    assert main(["check", "C12", "--jobs", "0", "--out", str(tmp_path / "x")]) == 2
-    assert "--jobs" in capsys.readouterr().err
-    a_file = tmp_path / "file"
-    a_file.write_text("x")
-    assert main(["check", "C12", "--out", str(a_file)]) == 2
-    assert "--out must be a directory" in capsys.readouterr().err
-    assert main(["check", "C1", "--problem-option", "nm=2:x", "--problem", "regression",
-                 "--out", str(tmp_path / "x")]) == 2
-    assert "--problem-option nm: bad value" in capsys.readouterr().err
-    assert main(["check", "C1", "--problem", "regression", "--problem-option", "depth=3",
-                 "--out", str(tmp_path / "x")]) == 2
-    assert "unknown option(s) ['depth']" in capsys.readouterr().err
-    assert main(["check", "C1", "--problem-option", "d_in=8", "--out", str(tmp_path / "x")]) == 2
-    assert main(["check", "C1", "--steps", "10", "--out", str(tmp_path / "x")]) == 2
-    assert "steps must be an integer >= 1500" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+    assert md.startswith("# stepsim check — quick mode (indicative, not evidence)")
+    assert "## digits/fast" in md and "| C3 | **" in md and "## C12 on none" in md
+    assert "rule: Rule (PROTOCOL" in md and "## Learning rates" in md
+    assert "from the committed full run" in md
 
 
 def test_help_imports_nothing_heavy():
     code = ("import sys; from stepsim.cli import build_parser; build_parser(); "
-            "import stepsim.checks; print('numpy' in sys.modules, 'numba' in sys.modules)")
+            "import stepsim.checks, stepsim.checks.protocol; "
+            "print('numpy' in sys.modules, 'numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
@@ -69,11 +160,11 @@ def test_same_results_in_process_in_a_pool_and_on_dask():
     """Every executor gives the same numbers for the same runs (runtime aside)."""
     from dask.distributed import LocalCluster
 
-    from stepsim.checks._setup import budget
+    from stepsim.checks._setup import Budget
     from stepsim.experiments import executors, traces
 
-    b = budget("quick")
-    specs = [b.fit("dense", s, steps=60, optimizer="adam", lr=1e-3) for s in (0, 1)]
+    b = Budget("full", "digits", "main", (0, 1), lrs={"adam|dense|-": 1e-3}, steps=60)
+    specs = b.runs("dense")
 
     def collect(run, *args):
         out = {}

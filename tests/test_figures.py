@@ -1,15 +1,131 @@
-"""Committed figures: each records its command, and re-running it gives the same result."""
+"""Figures: the committed ones record their command, and re-running it gives the same
+result; every paper check draws its figure from a report's ClaimResult, also one read back
+from report.json (``report.redraw_figures``)."""
 
+import dataclasses
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "figures"))
 
 import regenerate
+
+from tests.test_check_rules import (
+    base,
+    budget_for,
+    c1_scenario,
+    c2_scenario,
+    c4_scenario,
+    c7_scenario,
+    c8_scenario,
+    c9_scenario,
+    decided,
+    gap_scenario,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+GAPS = {"asp": 100, "sr-ste": 100, "step-a1": 250, "step-sr": 5}
+#: claim -> (problem, timescale, only, scenario) of a fake check (tests/test_check_rules.py)
+FAKE = {
+    "C1": ("digits", "main", None, c1_scenario(90, 10)),
+    "C2": ("digits", "main", None, c2_scenario(0.01, 0.5)),
+    "C3": ("digits", "main", None, lambda job, i: {"wrong": base(i), "z_min": 1e-9}),
+    "C4": ("digits", "main", None, c4_scenario({"A1": 90, "SR": -90})),
+    "C5": ("digits", "fast", ("C5",), gap_scenario(GAPS, switch_step=300)),
+    "C6": ("lm", "fast", None, lambda job, i: {"gap": 0.05 + GAPS.get(job["key"], 0) / 1000,
+                                               "switch_step": 300}),
+    "C7": ("digits", "main", None, c7_scenario(slope=100, readings=("SR",))),
+    "C8": ("digits", "main", None, c8_scenario(0, 0)),  # every part premise absent
+    "C9": ("digits", "main", None, c9_scenario(100, 10, 200)),
+    "C10": ("digits", "main", None, lambda job, i: {"wrong": base(i) + {
+        "decay-nodense": 100, "decay-dense": 10}.get(job["key"], 0)}),
+}
+
+
+def fake_claims() -> list:
+    """A ClaimResult of every claim: C1-C10 decided on fake views, C11 on a tiny real
+    simulation of each process, C12 on the real counts."""
+    from stepsim.checks import claim_module
+    from stepsim.checks._setup import NoProblem
+
+    out = []
+    for claim, (problem, timescale, only, scenario) in FAKE.items():
+        module = claim_module(claim)
+        budget = budget_for(module, problem, timescale, only=only)
+        out.append(dataclasses.replace(decided(module, budget, scenario), setting=budget.key))
+    plain = NoProblem("full")
+    c11 = claim_module("C11")
+    results = {job.digest: c11.process_job(**{**job.kwargs, "trials": 20, "dim": 4,
+                                              "per_decade": 1, "horizon": 100})
+               for job in c11.jobs(plain)}
+    c12 = claim_module("C12")
+    results.update({job.digest: c12.memory_job() for job in c12.jobs(plain)})
+    for module in (c11, c12):
+        out.append(dataclasses.replace(module.decide_claim(plain, results), setting="none"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """Every claim's figures drawn into out/figures, and the report written beside them."""
+    from stepsim.checks import claim_module
+    from stepsim.checks.report import FIGURES_DIR, Report, _draw, write_report
+
+    out = tmp_path_factory.mktemp("report")
+    staging = out / ".figures-test"
+    staging.mkdir()
+    claims = []
+    for result in fake_claims():
+        paths = _draw(claim_module(result.claim), result, staging)
+        claims.append(dataclasses.replace(result, figures=tuple(
+            str(Path(FIGURES_DIR) / Path(p).relative_to(staging)) for p in paths)))
+    report = Report("full", tuple(claims), 1.0, str(out))
+    write_report(report, out, params={"test": True}, figures=staging, run_id="fake")
+    return out, report
+
+
+def test_every_claim_draws_its_figures_from_its_result(drawn):
+    out, report = drawn
+    names = {c.claim: [Path(f).name for f in c.figures] for c in report.claims}
+    assert names == {"C1": ["c1-digits-main.png"], "C2": ["c2-digits-main.png"],
+                     "C3": ["c3-digits-main.png"], "C4": ["c4-digits-main.png"],
+                     "C5": ["c5-digits-fast.png"], "C6": ["c6-lm-fast.png"],
+                     "C7": ["c7-digits-main.png"], "C8": ["c8-digits-main.png"],
+                     "C9": ["c9-digits-main.png"], "C10": ["c10-digits-main.png"],
+                     "C11": ["c11_inflation.png", "c11_bounds.png"], "C12": ["c12.png"]}
+    for c in report.claims:
+        for f in c.figures:
+            assert (out / f).read_bytes()[:8] == PNG, f
+    assert (out / "figures" / "RUN_ID").read_text().strip() == "fake"
+    md = (out / "report.md").read_text()
+    assert "- figure: ![C7](figures/c7-digits-main.png)" in md
+    assert "premise absent" in md  # C8's parts, named as such
+
+
+def test_redraw_figures_draws_them_again_from_report_json(drawn):
+    from stepsim.checks.report import load_report, redraw_figures
+
+    out, report = drawn
+    figures = out / "figures"
+    for png in figures.glob("*.png"):
+        png.unlink()
+    paths = redraw_figures(out)
+    assert sorted(Path(p).name for p in paths) == sorted(
+        Path(f).name for c in report.claims for f in c.figures)
+    for p in paths:
+        assert Path(p).parent == figures and Path(p).read_bytes()[:8] == PNG
+    loaded = load_report(out / "report.json")
+    assert [c.claim for c in loaded.claims] == [c.claim for c in report.claims]
+    assert [c.verdict for c in loaded.claims] == [c.verdict for c in report.claims]
+    c7 = loaded.claims[6]
+    assert c7.parts and isinstance(c7.parts[0], dict) and c7.setting == "digits/main"
+    assert c7.parts[0]["verdict"] == report.claims[6].parts[0].verdict
 
 
 def test_every_committed_result_records_a_stepsim_command():

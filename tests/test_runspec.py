@@ -104,30 +104,37 @@ def _arrays(npz) -> dict:
 
 
 def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys):
-    """One run (STEP, default criterion, lr 1e-3, 2:4, 300 steps) built by `stepsim train`,
-    by a sweep row and by a paper check's budget: one RunSpec, one set of bits."""
-    from stepsim.checks._setup import budget
+    """One run (STEP, default criterion, lr 1e-3, beta2 0.999, 2:4, 300 steps, on the
+    protocol's digits problem) built by `stepsim train`, by a sweep row and by a paper
+    check's budget: one RunSpec, one set of bits."""
+    from stepsim.checks._setup import Budget
     from stepsim.cli import build_parser, main
     from stepsim.cli.train import run_spec
     from stepsim.experiments import executors, run_sweep
     from stepsim.experiments.store import RunStore, load_table, read_plan, run_paths
 
     sweep_dir = tmp_path / "sweep"
-    run_sweep({"steps": 300, "seeds": 1, "nm": ["2:4"], "problem": "regression",
-               "recipes": [{"name": "step", "options": {"lr": 1e-3}}]}, sweep_dir, jobs=1,
-              progress=False)
+    problem = {"hidden": [64], "test_fraction": 0.5, "batch_size": 128}  # PROTOCOL §1
+    run_sweep({"steps": 300, "seeds": 1, "nm": ["2:4"],
+               "problem": {"name": "digits", "options": problem},
+               "recipes": [{"name": "step", "options": {"lr": 1e-3, "beta2": 0.999}}]},
+              sweep_dir, jobs=1, progress=False)
     (row,) = read_plan(sweep_dir)
     from_sweep = row.spec
     seed = from_sweep.seed  # a sweep's seed is a hash of its problem and seed index
 
-    argv = ["train", "--recipe", "step", "--nm", "2:4", "--steps", "300", "--seed", str(seed),
-            "-o", "lr=1e-3", "--json", str(tmp_path / "train.json")]
+    argv = ["train", "--problem", "digits", "-p", "hidden=(64,)", "-p", "test_fraction=0.5",
+            "-p", "batch_size=128", "--recipe", "step", "--nm", "2:4", "--steps", "300",
+            "--seed", str(seed), "-o", "lr=1e-3", "-o", "beta2=0.999",
+            "--json", str(tmp_path / "train.json")]
     from_train = run_spec(build_parser().parse_args(argv[:-2]))
     assert main(argv) == 0
     capsys.readouterr()
-    from_check = budget("quick", problem="regression", problem_options={}).fit(
-        "step", seed, steps=300, nm=(2, 4), criterion=DEFAULT_CRITERION[0],
-        criterion_options=dict(DEFAULT_CRITERION[1]), lr=1e-3)
+    # a check's run at the main timescale (beta2 0.999); no learning curves, as in tuning
+    budget = Budget("full", "digits", "main", (seed,), steps=300)
+    from_check = budget.run("step-a1", seed, nm=(2, 4), lr=1e-3, evaluate=False)
+    assert from_check.criterion == DEFAULT_CRITERION[0]
+    assert dict(from_check.criterion_options) == dict(DEFAULT_CRITERION[1])
     assert from_train == from_sweep == from_check
     assert len({from_train.digest, from_sweep.digest, from_check.digest}) == 1
 

@@ -241,8 +241,33 @@ def test_tost_flatness(scenario, noise):
 
 # --- the test can fail -------------------------------------------------------------------
 
+def _old_effect(values, *, name: str, units: str, margin: float):
+    """An Effect as the checks before the protocol made them (and as old report.json files
+    hold them): a t-interval over seeds, no se fields."""
+    from stepsim import stats
+
+    est = stats.mean_ci(values)
+    return V.Effect(name=name, estimate=est.mean, ci_low=est.low, ci_high=est.high,
+                    ci_level=0.95, n=len(values), units=units, margin=float(margin),
+                    values=tuple(float(v) for v in values))
+
+
+def _old_rule(values, margin: float) -> str:
+    """The rule of the checks before the protocol (kept here only as the negative
+    control): a 95% Student-t interval of the per-seed values, spread over seeds only;
+    NOT REPRODUCED if its upper end < margin, REPRODUCED if its lower end > 0."""
+    from stepsim import stats
+
+    est = stats.mean_ci(values)
+    if not (math.isfinite(est.low) and math.isfinite(est.high)):
+        return INC
+    if est.high < margin:
+        return NR
+    return R if est.low > 0 else INC
+
+
 def test_old_rule_is_caught_by_the_calibration():
-    """Negative control: the old rule (effect_of + decide, spread over seeds only) when the
+    """Negative control: the old rule (a t-interval over seeds only) when the
     seeds agree (seed sd 0) and the test-set error (sd 0.5) is the same for every seed,
     as with one fixed test set: the values have no spread, the old interval is a point, and
     its verdicts are wrong far more than 5% of the time (at truth 0: REPRODUCED whenever
@@ -251,9 +276,7 @@ def test_old_rule_is_caught_by_the_calibration():
     rates = {}
     for truth in (0.0, DELTA):
         values, _ = _simulate(f"old rule shared {truth}", [truth], 0.0, 0.0, shared_sd=TEST_SD)
-        wrong = sum(_wrong(V.decide(V.effect_of(x, name="e", units="points",
-                                                margin=DELTA))[0], truth, DELTA)
-                    for x in values[:, 0])
+        wrong = sum(_wrong(_old_rule(x, DELTA), truth, DELTA) for x in values[:, 0])
         rates[f"truth={truth:g}"] = wrong / SIMS
     _show("OLD rule, seed0, shared test0.5", **rates)
     assert rates["truth=0"] > MAX_WRONG
@@ -282,7 +305,7 @@ def test_effect_from_and_its_json_round_trip():
     half = 2.7764451051977987 * math.sqrt(0.6)  # t_{0.975, 4} * se
     assert (e.ci_low, e.ci_high) == pytest.approx((3 - half, 3 + half), rel=1e-12)
     # JSON (NaN as "nan") and back with Effect(**dict), as report.load_report does
-    old = V.effect_of([1.0, 2.0], name="old", units="", margin=1.0)
+    old = _old_effect([1.0, 2.0], name="old", units="", margin=1.0)
     for effect in (e, old, V.effect_from([1.0], None, name="one", units="", margin=0.0)):
         d = json.loads(json.dumps(to_jsonable(effect)))
         back = V.Effect(**{**d, "ci_low": float(d["ci_low"]), "ci_high": float(d["ci_high"]),
@@ -306,17 +329,17 @@ def test_effect_from_and_its_json_round_trip():
      "test_vars must have one"),
     (lambda: V.effect_from([1.0, 2.0], name="e", units="", margin=1.0, ci_level=1.0),
      ValueError, "ci_level"),
-    (lambda: V.decide_parts({"a": V.effect_of([1, 2], name="a", units="", margin=1)}),
+    (lambda: V.decide_parts({"a": _old_effect([1, 2], name="a", units="", margin=1)}),
      TypeError, "effect, premise, premise_text"),
-    (lambda: V.decide_parts({"a": (V.effect_of([1, 2], name="a", units="", margin=1),
+    (lambda: V.decide_parts({"a": (_old_effect([1, 2], name="a", units="", margin=1),
                                    None, "")}, alpha=0.0), ValueError, "alpha"),
     (lambda: V.decide_parts([1, 2]), TypeError, "parts must map"),
-    (lambda: V.decide_equivalence({"a": V.effect_of([1, 2], name="a", units="", margin=1)},
+    (lambda: V.decide_equivalence({"a": _old_effect([1, 2], name="a", units="", margin=1)},
                                   0.0), ValueError, "margin"),
     (lambda: V.decide_equivalence({"a": (1, 2)}, 1.0), TypeError, "must be an Effect"),
-    (lambda: V.premise_present(V.effect_of([1, 2], name="a", units="", margin=1), alpha=1.5),
+    (lambda: V.premise_present(_old_effect([1, 2], name="a", units="", margin=1), alpha=1.5),
      ValueError, "alpha"),
-    (lambda: V.Part("a", V.effect_of([1, 2], name="a", units="", margin=1), "YES", "", 0.95),
+    (lambda: V.Part("a", _old_effect([1, 2], name="a", units="", margin=1), "YES", "", 0.95),
      ValueError, "verdict"),
 ])
 def test_bad_input_names_the_argument(call, error, match):
@@ -385,8 +408,8 @@ def test_premise_present_reads_old_and_new_effects():
     new = V.effect_from([0.3, 0.5, 0.4, 0.6], [0.01] * 4, name="p", units="", margin=0.0)
     est = V._estimate_of(new)
     assert V.premise_present(new) == (est.lower_bound(0.05) > 0) is True
-    # an effect_of Effect (se fields NaN): se = sd(values)/sqrt(n)
-    old = V.effect_of([0.3, 0.5, 0.4, 0.6], name="p", units="", margin=1.0)
+    # an Effect without se fields (old reports): se = sd(values)/sqrt(n)
+    old = _old_effect([0.3, 0.5, 0.4, 0.6], name="p", units="", margin=1.0)
     old_est = V._estimate_of(old)
     assert old_est.se == pytest.approx(np.std([0.3, 0.5, 0.4, 0.6], ddof=1) / 2, rel=1e-12)
     assert old_est.interval(0.95) == pytest.approx((old.ci_low, old.ci_high), rel=1e-12)

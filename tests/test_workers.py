@@ -49,7 +49,14 @@ def test_check_and_sweep_use_every_core_unless_jobs_says_otherwise(command, tmp_
 
     monkeypatch.setattr(executors, "usable_cores", lambda: 3)
     monkeypatch.setattr(executors, "run_pool", fake_pool)
-    if command == "check":  # C3 --quick: 3 short regression runs
+    if command == "check":  # C3 --quick: 9 digits runs (3 seeds x 3 loss scales), shortened
+        from stepsim.checks import protocol, tuning
+
+        committed = tmp_path / "tuned_lrs.json"  # quick mode's lrs: this test's own
+        tuning.write_committed({"digits/fast": {"adam|dense|-": 0.01}}, committed,
+                               source="a test")
+        monkeypatch.setattr(tuning, "COMMITTED", committed)
+        monkeypatch.setitem(protocol.RULES["timescales"]["fast"], "steps", 200)
         argv = ["check", "C3", "--quick"]
     else:
         argv = ["sweep", "--recipes", "dense", "--nm", "2:4", "--steps", "5", "--seeds", "3"]

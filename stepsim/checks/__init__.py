@@ -1,20 +1,33 @@
-"""Paper checks: one module per claim C1-C12 of the STEP paper, one verdict record for all.
+"""Paper checks: one module per claim C1-C12 of the STEP paper, decided by a registered protocol.
 
-``run_checks(["C1", "C11"], mode="quick", out="report")`` runs the claims' jobs (training
-runs as :class:`~stepsim.experiments.RunSpec`, Theorem 1 simulations and memory counts as
-:class:`~stepsim.experiments.tasks.Task`) through :mod:`stepsim.experiments` (its executors
-and a run store that makes a killed check resume), decides every claim by
-the rule in its module's docstring, and writes ``report.json``, ``report.md`` and the
-figures to ``out``; ``stepsim check`` is its command line. The shared vocabulary
-(REPRODUCED / NOT REPRODUCED / INCONCLUSIVE, :class:`~stepsim.checks.verdict.ClaimResult`)
-is in :mod:`stepsim.checks.verdict`.
+``run_checks(["C1", "C5"], mode="full", out="report")`` runs the claims by the protocol of
+``paper_checks/PROTOCOL.md`` (its numbers are :data:`stepsim.checks.protocol.RULES`):
+
+1. **Settings** (:func:`protocol.settings`): every problem of the protocol at its
+   timescale(s) — digits (main: beta2 0.999, T 5000; fast: beta2 0.99, T 2000, the
+   agreement check of C5) and the transformer LM (fast). Quick mode: digits, fast, 3 seeds.
+2. **Tuning** (:mod:`stepsim.checks.tuning`, full mode): every config the claims need
+   (optimizer, recipe, N:M) is run at each grid value on the tuning seeds; the lowest mean
+   error wins. Quick mode reuses the committed full run's choices (``tuned_lrs.json``).
+3. **Evaluation**: each claim's runs (:class:`~stepsim.experiments.RunSpec`, built by
+   :class:`~stepsim.checks._setup.Budget`) on the 8 evaluation seeds, and the tasks of
+   C11 (Theorem 1 simulations) and C12 (memory counts), all through
+   :mod:`stepsim.experiments` (in-process, a process pool or Dask) and one run store under
+   ``OUT/runs/``, so a killed check resumes and runs shared by claims run once.
+4. **Verdicts** (:mod:`stepsim.checks.verdict`): each claim's parts — an effect per seed
+   from the runs' per-item test errors, its premise, its margin — are decided with the
+   test set's sampling error in the interval, Holm across the parts, a premise gate
+   ("premise absent: ..." makes a part INCONCLUSIVE), TOST for C7's flatness; a claim
+   about STEP is REPRODUCED if either reading of STEP (Algorithm 1, STEP on SR-STE) is.
+5. **Report**: ``report.md``, ``figures/`` and ``report.json`` last, recording the protocol
+   commit, the rules' SHA-256, every grid, tuning mean and choice, and each STEP run's
+   switch step and cause (:mod:`stepsim.checks.report`).
 
 A claim module defines ``CLAIM``, ``TITLE``, ``RULE`` (the "Rule" paragraph of its
 docstring), ``jobs(budget) -> [RunSpec | Task]``, ``decide_claim(budget, results) ->
-ClaimResult`` (``results``: digest -> what the claim reads of each job:
-``stepsim.experiments.traces.summary`` of a run, a task's output)
-and ``figure(result, path)`` or ``figures(result, out_dir)``. Importing this package
-imports neither numba nor matplotlib.
+ClaimResult`` (``results``: digest -> the run's view, ``report._view``) and
+``figure(result, path)`` or ``figures(result, out_dir)``. Importing this package imports
+neither numba nor matplotlib.
 """
 
 from __future__ import annotations

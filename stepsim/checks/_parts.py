@@ -27,6 +27,11 @@ def absent(name: str, effect, text: str) -> Part:
                 premise_text=text)
 
 
+def diverged(results: dict, *groups) -> int:
+    """How many runs of ``groups`` (lists of RunSpecs) went non-finite."""
+    return sum(bool(results[r.digest].get("diverged")) for g in groups for r in g)
+
+
 def claim_verdict(parts: dict, readings: dict | None = None) -> tuple[str, str]:
     """(verdict, reason). readings: reading -> the names of its parts (None: one family)."""
     if not readings:

@@ -80,11 +80,14 @@ def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) 
 VERDICT_COLOURS = {"REPRODUCED": "C2", "NOT REPRODUCED": "C3", "INCONCLUSIVE": "0.5"}
 
 
-def parts_figure(result, path, *, note: str = "") -> Path:
+def parts_figure(result, path, *, note: str = "", select=None, symmetric: bool = False) -> Path:
     """One row per part of a claim: its effect with the interval at its Holm level, the
     margin (dashed) and 0 (solid), coloured by the part's verdict (grey: inconclusive or
-    premise absent)."""
+    premise absent). select: keep the parts whose name it accepts; symmetric: an
+    equivalence claim (dashed at -margin and +margin, "inside: the claim")."""
     parts = [p if isinstance(p, dict) else dataclasses.asdict(p) for p in result.parts]
+    if select is not None:
+        parts = [p for p in parts if select(p["name"])]
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * max(len(parts), 1)), dpi=90)
     for i, p in enumerate(parts):
@@ -98,12 +101,15 @@ def parts_figure(result, path, *, note: str = "") -> Path:
     ax.axvline(0.0, color="k", lw=0.8)
     if margin:
         ax.axvline(margin, color="k", lw=0.8, ls="--")
+        if symmetric:
+            ax.axvline(-margin, color="k", lw=0.8, ls="--")
     ax.set_yticks(range(len(parts)), [p["name"] + ("  (premise absent)" if
                                                    p["reason"].startswith("premise absent")
                                                    else "") for p in parts], fontsize=7)
     ax.invert_yaxis()
     units = parts[0]["effect"]["units"] if parts else ""
-    ax.set_xlabel(f"effect ({units}); > 0: the claim's direction; dashed: margin")
+    ax.set_xlabel(f"deviation ({units}); inside the dashed margins: the claim" if symmetric
+                  else f"effect ({units}); > 0: the claim's direction; dashed: margin")
     ax.set_title(f"{result.claim} on {result.setting}: {result.verdict}", fontsize=9)
     return finish(fig, path, (note or f"{result.problem}; seeds {list(result.seeds)}") +
                   "; bars: CI at each part's Holm level; ticks: seeds; green REPRODUCED, "

@@ -60,7 +60,12 @@ def curve_error(curves: dict, j: int) -> float:
 
 
 def converged(results, runs, budget) -> tuple[bool, float]:
-    """(converged, |mean error at T - at 0.8 T|) of a dense configuration."""
+    """(converged, |mean error at T - at 0.8 T|) of a dense configuration; a configuration
+    with a diverged run has not converged (move: inf)."""
+    import math
+
+    if any(results[r.digest].get("diverged") for r in runs):
+        return False, math.inf
     curve = curve_errors(results, runs)
     late = max(curve)
     early = min(curve, key=lambda s: abs(s - 0.8 * late))

@@ -43,19 +43,27 @@ def decide_claim(budget, results):
     runs = _runs(budget)
     ratio = {k: [results[j.digest]["v_late_ratio"] for j in group] for k, group in runs.items()}
     dense = ratio[("dense", None)]
-    premise = effect_from([0.5 - r for r in dense], name="0.5 - R(dense)", units="ratio",
-                          margin=0.0)
-    todo, size = {}, {}
+    broken = _parts.diverged(results, runs[("dense", None)])
+    todo, size, parts = {}, {}, {}
     for nm in budget.nms:
         label = f"{nm[0]}:{nm[1]}"
+        lost = broken + _parts.diverged(results, runs[("sr-ste", nm)])
+        if lost:  # a diverged run has no v to read
+            e = effect_from([0.0, 0.0], name=f"ln R(SR-STE) - ln R(dense) at {label}",
+                            units="e-folds", margin=0.0)
+            parts[label] = _parts.absent(label, e, f"{lost} run(s) diverged")
+            continue
+        premise = effect_from([0.5 - r for r in dense], name="0.5 - R(dense)", units="ratio",
+                              margin=0.0)
         values = [a - b for a, b in zip(_libm.log(ratio[("sr-ste", nm)]), _libm.log(dense))]
         e = effect_from(values, name=f"ln R(SR-STE) - ln R(dense) at {label}", units="e-folds",
                         margin=0.0)
-        todo[label] = (e, premise, f"dense's v does not decay (R(dense) not below 0.5)")
+        todo[label] = (e, premise, "dense's v does not decay (R(dense) not below 0.5)")
         size[label] = {"estimate": e.estimate, "ln2": math.log(2.0)}
-    parts = decide_parts(todo)
-    for label, p in parts.items():
-        size[label]["reached"] = bool(p.effect.ci_low >= math.log(2.0))
+    parts.update(decide_parts(todo))
+    parts = {f"{nm[0]}:{nm[1]}": parts[f"{nm[0]}:{nm[1]}"] for nm in budget.nms}
+    for label in size:
+        size[label]["reached"] = bool(parts[label].effect.ci_low >= math.log(2.0))
     curves = {k[0] if k[1] is None else f"{k[0]} {k[1][0]}:{k[1][1]}":
               [results[j.digest]["v_curve"] for j in group] for k, group in runs.items()}
     numbers = {"ratio": {("dense" if k[1] is None else f"sr-ste {k[1][0]}:{k[1][1]}"): v

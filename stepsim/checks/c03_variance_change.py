@@ -37,18 +37,27 @@ def jobs(budget):
 
 
 def _decades(view) -> float:
+    """log10(eps / min windowed Z); 30 for Z exactly 0; NaN for a run without a finite Z."""
     m = view["z_window"]["min_mean"]
+    if not math.isfinite(m):
+        return math.nan
     return math.log10(EPS / m) if m > 0 else 30.0
 
 
 def decide_claim(budget, results):
     runs = _runs(budget)
     per = {scale: [_decades(results[j.digest]) for j in group] for scale, group in runs.items()}
-    e = effect_from(per[1.0], name="log10(eps / min windowed Z)", units="decades",
-                    margin=0.1)
+    lost = _parts.diverged(results, runs[1.0])
+    values = [v if math.isfinite(v) else 0.0 for v in per[1.0]]
+    e = effect_from(values, name="log10(eps / min windowed Z)", units="decades", margin=0.1)
     premise_ok = budget.steps >= 5 * budget.window
-    parts = decide_parts({"x1": (e, None, "")}) if premise_ok else {
-        "x1": _parts.absent("x1", e, f"T = {budget.steps} < 5 T_w = {5 * budget.window}")}
+    if lost:
+        parts = {"x1": _parts.absent("x1", e, f"{lost} dense run(s) diverged")}
+    elif premise_ok:
+        parts = decide_parts({"x1": (e, None, "")})
+    else:
+        parts = {"x1": _parts.absent("x1", e, f"T = {budget.steps} < 5 T_w = "
+                                     f"{5 * budget.window}")}
     views = [results[j.digest] for j in runs[1.0]]
     numbers = {"eps": EPS, "decades": {str(k): v for k, v in per.items()},
                "min_windowed_z": [v["z_window"]["min_mean"] for v in views],

@@ -109,4 +109,7 @@ def decide_claim(budget, results):
 
 
 def figure(result, path):
-    return _plots.parts_figure(result, path)
+    """The flatness parts (TOST); the landing parts are in the report's text."""
+    return _plots.parts_figure(result, path, select=lambda name: " flat at " in name,
+                               symmetric=True, note=f"{result.problem}; flatness by TOST; "
+                               "AutoSwitch's landing: see the report")

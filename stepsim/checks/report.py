@@ -117,11 +117,11 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
     if steps is not None and (not isinstance(steps, int) or steps < 200):
         raise ValueError(f"steps must be an integer >= 200, got {steps!r}")
-    out_dir = None if out is None else probe_out(out)
     modules = {c: claim_module(c) for c in names}
     seeds = tuple(protocol.RULES["seeds"][mode])
     budgets = [_setup.Budget(mode, p, ts, seeds, only=only, steps=steps or 0)
                for p, ts, only in protocol.settings(mode, problems)]
+    out_dir = None if out is None else probe_out(out)  # after every argument is checked
     budgets = [b for b in budgets if any(b.applies(c) for c in names)]
     plain = _setup.NoProblem(mode)
     planned = {}  # recording pass: which configs need a learning rate, and a first check
@@ -153,7 +153,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         if lrs is not None:
             chosen, table = {k: dict(v) for k, v in lrs.items()}, {}
         elif mode == "quick":
-            chosen, table = tuning.committed(), {}
+            chosen, table = (tuning.committed() if budgets else {}), {}
         else:  # tune: every config a full budget needs, and quick mode's at its timescale
             needs = {b.key: (b, set(b.needed)) for b in budgets}
             quick = [_setup.Budget("quick", p, ts, tuple(protocol.RULES["seeds"]["quick"]),
@@ -190,12 +190,13 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         module, budget = modules[claim], by_key[key]
         t0 = time.perf_counter()
         result = module.decide_claim(budget, results)
-        diverged = sorted({t.describe() for t in jobs if results[t.digest].get("diverged")})
-        if diverged:  # said in the verdict line, not only in the numbers
+        lost = [t for t in jobs if results[t.digest].get("diverged")]
+        if lost:  # said in the verdict line, not only in the numbers
+            configs = sorted({t.replace(seed=0).describe() for t in lost})
             result = dataclasses.replace(
-                result, reason=f"{result.reason} [{len(diverged)} configuration(s) with a "
-                f"diverged run, counted as predicting nothing]",
-                numbers=dict(result.numbers, diverged=diverged))
+                result, reason=f"{result.reason} [{len(lost)} diverged run(s) in "
+                f"{len(configs)} configuration(s), counted as predicting nothing]",
+                numbers=dict(result.numbers, diverged=sorted(t.describe() for t in lost)))
         result = dataclasses.replace(result, setting=key)
         figures = ()
         if staging is not None:
@@ -371,7 +372,7 @@ def markdown(report: Report) -> str:
                 means = "from the committed full run" if t is None else ", ".join(
                     f"{g:g}: {m:.3g}" for g, m in zip(t["grid"], t["means"]))
                 edge = "" if t is None or not t["edge"] else f"**{t['edge']} edge**"
-                lines.append(f"| {setting} | {key} | {lr:g} | {means} | {edge} |")
+                lines.append(f"| {setting} | {_md(key)} | {lr:g} | {means} | {edge} |")
         lines.append("")
     for c in report.claims:
         lines += ["", f"## {c.claim} on {c.setting}: {c.title}", "", f"**{c.verdict}** — "

@@ -1,61 +1,44 @@
 """The shared verdict vocabulary and result record of every paper check (C1-C12).
 
 Every claim module returns one :class:`ClaimResult`: the verdict, the rule that decided
-it (written in the module's docstring before any result was seen), the effect size with
-its confidence interval, the seeds, the problem, the raw numbers, the runtime and the
-versions. Verdicts are three strings:
+it (the "Rule" paragraph of the module's docstring, registered in
+``paper_checks/PROTOCOL.md``), its parts (:class:`Part`: effect, premise, Holm level,
+verdict), the seeds, the problem, the raw numbers, the runtime and the versions. Verdicts
+are three strings:
 
 * ``REPRODUCED``     — the claim's effect is there, in the claimed direction;
 * ``NOT REPRODUCED`` — the data rule out an effect of the size the claim needs;
-* ``INCONCLUSIVE``   — neither: too few seeds, too much noise, or a problem on which the
-  compared recipes cannot be told apart (``discriminates=False``: e.g. every recipe
-  reaches the same noise floor, so "A beats B" has nothing to bite on).
+* ``INCONCLUSIVE``   — neither: too much noise, or the premise the effect needs is absent
+  (e.g. a baseline with no gap to dense to close: "premise absent: ...").
 
-The generic rule for a one-sided claim "effect > 0" (:func:`decide`), with a *margin*
-m > 0 = the smallest effect that would count as the claim's effect (stated per claim):
+The rules (PROTOCOL.md §6):
 
-1. the problem does not discriminate                      -> INCONCLUSIVE;
-2. fewer than 2 paired values, or a non-finite interval   -> INCONCLUSIVE;
-3. the CI's upper end < m (an effect of size m ruled out)  -> NOT REPRODUCED;
-4. the CI's lower end > 0 (the effect is there)            -> REPRODUCED;
-5. otherwise                                                -> INCONCLUSIVE.
-
-Claims with several parts (e.g. "beats ASP and SR-STE, at 2:4 and 1:4") decide each part
-by this rule and combine them with :func:`combine`: NOT REPRODUCED if any part is, else
-REPRODUCED if every part is, else INCONCLUSIVE.
-
-3 is tested before 4: an effect that is real but provably smaller than the margin is not
-the claim's effect. The CI is a two-sided Student-t interval of the mean paired
-difference (seeds paired: same seed = same data, initialisation and batches).
-Everything here is plain data: frozen dataclasses that serialise to JSON with
-:func:`stepsim._provenance.to_jsonable`.
-
-The registered protocol (PROTOCOL.md §6)
------------------------------------------
-The decisive verdicts of ``paper_checks/PROTOCOL.md`` use these functions instead of
-:func:`effect_of` / :func:`decide` (which stay for the older checks):
-
-* :func:`effect_from` — the :class:`Effect` of per-seed values *and* their test-set sampling
-  variances (:func:`stepsim.stats.paired_estimate`): SE = sqrt(SE_seeds^2 + SE_test^2), a
-  Student-t interval with n - 1 degrees of freedom. The Effect keeps ``se_seeds`` and
-  ``se_test`` so every later rule can recompute intervals at other levels.
+* :func:`effect_from` — the :class:`Effect` of per-seed values with the test set's
+  sampling error in its standard error (:func:`stepsim.stats.paired_estimate`): SE =
+  sqrt(SE_seeds^2 + SE_test^2), a Student-t interval (Welch-Satterthwaite degrees of
+  freedom when every seed shares one test set). The Effect keeps ``se_seeds``,
+  ``se_test`` and ``df`` so later rules can recompute intervals at other levels.
 * :func:`premise_present` — the premise gate: the premise's one-sided lower bound at
   alpha = 0.05 is > 0.
-* :func:`decide_parts` — one :class:`Part` verdict per part of a claim: premise gate, then
-  Holm's step-down (:func:`stepsim.stats.holm`, family-wise alpha = 0.05) over the parts
-  with an interval, p_i = min(1, 2 min(P(E <= 0), P(E >= margin))); a part rejected at Holm
-  level a_i is judged on its (1 - a_i) interval: NOT REPRODUCED if the upper end < margin
-  (checked first), REPRODUCED if the lower end > 0; a part not rejected is INCONCLUSIVE.
-  margin = 0 gives direction-only parts (NOT REPRODUCED: the upper end < 0).
+* :func:`decide_parts` — one :class:`Part` verdict per part of a claim with margin m > 0
+  (the smallest effect that counts): premise gate, then Holm's step-down
+  (:func:`stepsim.stats.holm`, family-wise alpha = 0.05) with
+  p_i = min(1, 2 min(P(E <= 0), P(E >= m))); a part rejected at Holm level a_i is judged on
+  its (1 - a_i) interval: NOT REPRODUCED if the upper end < m (checked first: a real
+  effect provably smaller than the margin is not the claim's), REPRODUCED if the lower
+  end > 0; a part not rejected is INCONCLUSIVE. m = 0 gives direction-only parts.
 * :func:`decide_equivalence` — flatness claims (C7): two one-sided tests per part against
-  (-margin, margin), Holm over the parts; a rejected part is equivalent (REPRODUCED), a part
-  whose (1 - a_i) interval lies outside (-margin, margin) is NOT REPRODUCED.
+  (-m, m), Holm over the parts; a rejected part is equivalent (REPRODUCED), a part whose
+  (1 - a_i) interval lies outside (-m, m) is NOT REPRODUCED.
+* :func:`combine` — a claim's verdict from its parts: NOT REPRODUCED if any part is, else
+  REPRODUCED if every part is, else INCONCLUSIVE.
 
-The claim's verdict is then :func:`combine` of its parts' verdicts. Every part reports the
-interval at the level it was judged at (``Part.level``, also ``Part.effect.ci_level``).
-``tests/test_verdict_calibration.py`` checks, by simulation with n = 8 seeds, that each rule
-gives at most 5% wrong verdicts (REPRODUCED with a true effect <= 0, NOT REPRODUCED with a
-true effect >= margin).
+Every part reports the interval at the level it was judged at (``Part.level``, also
+``Part.effect.ci_level``). ``tests/test_verdict_calibration.py`` checks by simulation, with
+n = 8 seeds and one shared test set, that each rule gives at most 5% wrong verdicts
+(REPRODUCED with a true effect <= 0, NOT REPRODUCED with a true effect >= margin).
+Everything here is plain data: frozen dataclasses that serialise to JSON with
+:func:`stepsim._provenance.to_jsonable`.
 """
 
 from __future__ import annotations
@@ -114,55 +97,6 @@ class Effect:
                 f"margin {self.margin:.4g})")
 
 
-def paired_effect(a, b, *, name: str, units: str, margin: float,
-                  ci_level: float = 0.95) -> Effect:
-    """Effect = mean of a_i - b_i over paired values (same seed i), with a t interval.
-
-    a, b: 1-D sequences of equal length n (n = 1 gives no interval, hence an INCONCLUSIVE
-    verdict). NaN values are an error: a run that failed must be reported,
-    not averaged away.
-    """
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    if a.shape != b.shape or a.size == 0:
-        raise ValueError(f"paired values need equal non-zero lengths, got {a.size} and {b.size}")
-    return effect_of(a - b, name=name, units=units, margin=margin, ci_level=ci_level)
-
-
-def effect_of(values, *, name: str, units: str, margin: float, ci_level: float = 0.95) -> Effect:
-    """Effect = mean of ``values`` (one per seed) with a two-sided Student-t interval
-    (:func:`stepsim.stats.mean_ci`; one value: no interval, NaN ends, INCONCLUSIVE)."""
-    from stepsim import stats
-
-    x = np.asarray(values, dtype=np.float64).ravel()
-    if x.size == 0 or not np.all(np.isfinite(x)):
-        raise ValueError(f"effect {name!r} needs finite values, got {x.tolist()}")
-    if not 0.0 < ci_level < 1.0:
-        raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
-    if not margin > 0:
-        raise ValueError(f"margin must be > 0, got {margin!r}")
-    est = stats.mean_ci(x, confidence=ci_level)
-    return Effect(name=name, estimate=est.mean, ci_low=est.low, ci_high=est.high,
-                  ci_level=ci_level, n=int(x.size), units=units, margin=float(margin),
-                  values=tuple(float(v) for v in x))
-
-
-def decide(effect: Effect, *, discriminates: bool = True,
-           why_not: str = "the problem cannot tell the compared recipes apart") -> tuple[str, str]:
-    """(verdict, one-line reason) by the generic rule of the module docstring."""
-    if not discriminates:
-        return INCONCLUSIVE, why_not
-    if effect.n < 2 or not (math.isfinite(effect.ci_low) and math.isfinite(effect.ci_high)):
-        return INCONCLUSIVE, f"{effect.n} paired value(s): no interval"
-    if effect.ci_high < effect.margin:
-        return NOT_REPRODUCED, (f"CI upper end {effect.ci_high:.3g} < margin {effect.margin:.3g}"
-                                f" {effect.units}: an effect of the claimed size is ruled out")
-    if effect.ci_low > 0:
-        return REPRODUCED, f"CI lower end {effect.ci_low:.3g} > 0 {effect.units}"
-    return INCONCLUSIVE, (f"CI [{effect.ci_low:.3g}, {effect.ci_high:.3g}] contains 0 and "
-                          f"reaches the margin {effect.margin:.3g}")
-
-
 def combine(verdicts) -> str:
     """One verdict from a claim's parts: any NOT REPRODUCED wins, then all REPRODUCED."""
     verdicts = list(verdicts)
@@ -181,18 +115,6 @@ def rule_of(docstring: str) -> str:
     raise ValueError("the docstring has no paragraph starting with 'Rule'")
 
 
-def separated(a, b, *, ci_level: float = 0.95) -> bool:
-    """True if the paired difference a - b has a CI excluding 0 (either sign).
-
-    The discrimination test of the claims that compare recipes: when even the reference
-    pair (e.g. dense vs the worst sparse baseline) is not separated, the problem is too
-    easy (or too noisy) to rank recipes, and the verdict is INCONCLUSIVE.
-    """
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    if d.size < 2:
-        return False
-    e = effect_of(d, name="separation", units="", margin=1.0, ci_level=ci_level)
-    return e.ci_low > 0 or e.ci_high < 0
 
 
 # --- the registered protocol (PROTOCOL.md §6) -------------------------------------------
@@ -511,13 +433,9 @@ __all__ = [
     "Effect",
     "Part",
     "combine",
-    "decide",
     "decide_equivalence",
     "decide_parts",
     "effect_from",
-    "effect_of",
-    "paired_effect",
     "premise_present",
     "rule_of",
-    "separated",
 ]
