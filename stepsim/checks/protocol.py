@@ -28,7 +28,7 @@ from pathlib import Path
 
 #: Every number the protocol fixes (PROTOCOL.md, the JSON block inside RULES).
 RULES = {
-    "version": 2,
+    "version": 3,
     "problems": {
         "digits": {"registry": "digits",
                    "options": {"hidden": [64], "test_fraction": 0.5, "batch_size": 128},
@@ -43,9 +43,9 @@ RULES = {
     },
     "seeds": {"tuning": [1000, 1001, 1002], "full": [0, 1, 2, 3, 4, 5, 6, 7],
               "quick": [0, 1, 2]},
-    "grids": {"digits": {"adam": [3e-4, 1e-3, 3e-3, 1e-2, 3e-2],
-                         "sgdm": [0.01, 0.03, 0.1, 0.3, 1.0]},
-              "lm": {"adam": [3e-3, 1e-2, 3e-2], "sgdm": [0.1, 0.3, 1.0]}},
+    "grids": {"digits": {"adam": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2],
+                         "sgdm": [3e-3, 0.01, 0.03, 0.1, 0.3, 1.0]},
+              "lm": {"adam": [3e-3, 1e-2, 3e-2, 1e-1], "sgdm": [0.1, 0.3, 1.0, 3.0]}},
     "momentum": 0.9,
     "srste_lam": 2e-4,
     "timescales": {"main": {"beta2": 0.999, "steps": 5000},
