@@ -50,7 +50,8 @@ class Constraint:
 
 class Real(Constraint):
     def __init__(self, minimum=None, maximum=None, *, min_open=False, max_open=False):
-        self.kw = dict(minimum=minimum, maximum=maximum, min_open=min_open, max_open=max_open)
+        self.kw = {"minimum": minimum, "maximum": maximum, "min_open": min_open,
+                   "max_open": max_open}
         if minimum is None and maximum is None:
             self.text = "real"
         else:
@@ -65,7 +66,7 @@ class Real(Constraint):
 
 class Int(Constraint):
     def __init__(self, minimum=None, maximum=None):
-        self.kw = dict(minimum=minimum, maximum=maximum)
+        self.kw = {"minimum": minimum, "maximum": maximum}
         self.text = "int" + (f" >= {minimum}" if minimum is not None else "") + (
             f" <= {maximum}" if maximum is not None else "")
 
@@ -238,5 +239,18 @@ class Options:
         return [f"  {left:<{width}}  {help_}  [{kind}]" for left, kind, help_ in rows]
 
 
-__all__ = ["Bool", "Choice", "Constraint", "Described", "Fraction", "Int", "NM", "Option",
-           "Options", "OrNone", "Real", "StepOrFraction", "Widths"]
+__all__ = [
+    "NM",
+    "Bool",
+    "Choice",
+    "Constraint",
+    "Described",
+    "Fraction",
+    "Int",
+    "Option",
+    "Options",
+    "OrNone",
+    "Real",
+    "StepOrFraction",
+    "Widths",
+]

@@ -3,11 +3,11 @@
 The problem comes from the registry (``--problem regression|digits|teacher|nqm``); its
 options are its constructor's keyword options, given as repeatable ``-p KEY=VALUE``.
 ``--problem-options``, ``--recipe-options`` and ``--criterion-options`` list the chosen
-problem's, recipe's (with its optimizer's) and criterion's options with their defaults and
-one line of help each, from the one declaration of each (:mod:`stepsim._options`). The synthetic regression flags of
-earlier versions (``--d-in``, ``--d-hidden``, ...) still work, for the regression problem;
-``--nm``, ``--batch-size``, ``--dtype``, ``--data-seed``, ``--teacher-nm``, ``--noise`` apply
-to every problem that takes the matching option.
+problem's, recipe's (with its optimizer's) and criterion's options with their defaults
+and one line of help each, from the one declaration of each (:mod:`stepsim._options`).
+The synthetic regression flags of earlier versions (``--d-in``, ``--d-hidden``, ...) still
+work, for the regression problem; ``--nm``, ``--batch-size``, ``--dtype``, ``--data-seed``,
+``--teacher-nm``, ``--noise`` apply to every problem that takes the matching option.
 
 The options become one :class:`~stepsim.experiments.run.RunSpec` (:func:`run_spec`), which
 holds the defaults (criterion, lr, N:M) and builds and runs the run; ``--json`` saves it
