@@ -141,8 +141,9 @@ def make_optimizer(optimizer: str = "adam", **options):
     ----------
     optimizer : {"adam", "adamw", "sgdm"}
     **options
-        lr, beta1, beta2, eps, eps_mode, weight_decay, schedule, warmup_steps (Adam) or
-        lr, momentum, weight_decay, nesterov, schedule, warmup_steps (SGD-M).
+        Declared in ``OPTIMIZER_OPTIONS[optimizer]``: lr, beta1, beta2, eps, eps_mode,
+        weight_decay, schedule, warmup_steps (Adam) or lr, momentum, weight_decay, nesterov,
+        schedule, warmup_steps (SGD-M).
 
     Returns
     -------
@@ -307,23 +308,20 @@ def recipe_options(name: str) -> list[str]:
 def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     """A recipe by name, with its options as keywords (SPEC section 3).
 
-    Names (``RECIPES``): dense, ste, sr-ste (lam=2e-4, placement before|after), asp
-    (prune_at: step or fraction, default 0.5), step (freeze_v, v_star raw|bias-corrected,
-    denominator paper|public, srste_lam, srste_placement, switch_at, per_module), step-v-updated
-    (Fig. 8), decaying-mask (dense_fraction default 0.1, decay_rate c, alpha_clock
-    phase|frame), layerwise-sr-ste and layerwise-step (layerwise_rule domino|greedy,
-    layerwise_target, layerwise_m, layerwise_allocation, domino_vote_ratio,
-    domino_check_every, domino_penalty_every, domino_decay, domino_erk_weight,
-    domino_deadline). ste,
-    sr-ste and step also take layerwise=True.
+    Names (``RECIPES``): dense, ste, sr-ste, asp, step, step-v-updated (Fig. 8),
+    decaying-mask, layerwise-sr-ste and layerwise-step. Each recipe's options, with their
+    defaults and one line of help, are declared once in ``RECIPE_OPTIONS[name]`` (listed by
+    :func:`recipe_options` and ``stepsim train --recipe NAME --recipe-options``); e.g.
+    sr-ste's ``lam``/``placement``, asp's ``prune_at``, step's ``freeze_v``, ``v_star``,
+    ``srste_lam``, ``switch_at``, the ``layerwise_*``/``domino_*`` options. They are checked
+    here, each under the name it was given.
 
     Parameters
     ----------
     name : str
         The recipe's name.
     optimizer : {"adam", "adamw", "sgdm"}
-        Plus its options (lr, beta1, beta2, eps, eps_mode, weight_decay, schedule,
-        warmup_steps | momentum, nesterov) among ``options``.
+        Plus its options (``OPTIMIZER_OPTIONS[optimizer]``) among ``options``.
     **options
         Recipe and optimizer options.
 
@@ -334,8 +332,9 @@ def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     Raises
     ------
     ValueError
-        Unknown names, unknown options, and options the recipe would not use (e.g.
-        ``v_star`` on step-v-updated), naming them.
+        Unknown names, unknown options (``UnknownOptionError``, listing the valid ones),
+        bad values (or TypeError), and options the recipe would not use (e.g.
+        ``v_star`` with ``freeze_v=False``), naming each as given.
     """
     check_choice("recipe", name, RECIPES)
     check_choice("optimizer", optimizer, OPTIMIZERS)
