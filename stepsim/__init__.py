@@ -6,8 +6,9 @@ neither numba nor the kernels; ``stepsim.nm_mask`` imports its module on first u
 Layers (a module imports only its own layer and lower ones; ``tests/test_layers.py``):
 
 ====  =========================  ==========================================================
-0     ``stepsim/_*.py``          private utilities: argument checks, numba flags (``_jit``),
-      (but ``_libm*``)           threads, atomic writes, provenance, lazy exports, BLAS pin
+0     ``stepsim/_*.py``          private utilities: argument checks, option declarations
+      (but ``_libm*``)           (``_options``), numba flags (``_jit``), threads, atomic
+                                 writes, provenance, lazy exports, BLAS pin
 1     ``core/_*_kernels.py``,    numba kernels (masks, optimizers, lean step; NN layers),
       ``nn/_kernels.py``,        the NumPy references they match bit for bit, glibc
       ``core/reference.py``,     exp/log

@@ -336,7 +336,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     from stepsim._portability import warn_if_not_portable
     from stepsim._progress import Progress
     from stepsim._threads import training_threads
-    from stepsim.core.sparsity import with_nm
+    from stepsim.core.sparsity import _with_nm
     from stepsim.recipes import Recipe
     from stepsim.recipes.lean import LeanStep
     from stepsim.recipes.recipe import RunContext
@@ -364,8 +364,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         init_rng, batch_rng = np.random.default_rng(rng).spawn(2)
 
         specs = dict(problem.specs)
-        if nm is not None:
-            specs = with_nm(specs, *nm)
+        if nm is not None:  # checked above, once (_check_nm_arg)
+            specs = _with_nm(specs, *nm)
         params = problem.init_params(init_rng)
         stats_on = crit_obj.stats_on if watched else "v"
         log = bool(log_stats) or bool(watched and crit_obj.needs_log)

@@ -1,11 +1,13 @@
 """stepsim train: run one recipe on one registered problem and summarise it.
 
 The problem comes from the registry (``--problem regression|digits|teacher|nqm``); its
-options are its constructor's keyword options, given as repeatable ``-p KEY=VALUE``
-(``--problem-options`` lists them with their defaults). The synthetic regression flags of
-earlier versions (``--d-in``, ``--d-hidden``, ...) still work, for the regression problem;
-``--nm``, ``--batch-size``, ``--dtype``, ``--data-seed``, ``--teacher-nm``, ``--noise`` apply
-to every problem that takes the matching option.
+options are its constructor's keyword options, given as repeatable ``-p KEY=VALUE``.
+``--problem-options``, ``--recipe-options`` and ``--criterion-options`` list the chosen
+problem's, recipe's (with its optimizer's) and criterion's options with their defaults
+and one line of help each, from the one declaration of each (:mod:`stepsim._options`).
+The synthetic regression flags of earlier versions (``--d-in``, ``--d-hidden``, ...) still
+work, for the regression problem; ``--nm``, ``--batch-size``, ``--dtype``, ``--data-seed``,
+``--teacher-nm``, ``--noise`` apply to every problem that takes the matching option.
 
 The options become one :class:`~stepsim.experiments.run.RunSpec` (:func:`run_spec`), which
 holds the defaults (criterion, lr, N:M) and builds and runs the run; ``--json`` saves it
@@ -48,10 +50,17 @@ def add_arguments(parser) -> None:
                              "'none' for none); default for recipes that need one: AutoSwitch "
                              "clipped to [0.1T, 0.5T] (stepsim.experiments.run.DEFAULT_CRITERION)")
     parser.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
-                        help="criterion option, repeatable (e.g. fraction=0.2, k0=500)")
+                        help="criterion option, repeatable (e.g. fraction=0.2, k0=500); see "
+                             "--criterion-options")
+    parser.add_argument("--criterion-options", action="store_true",
+                        help="list the chosen criterion's options and defaults, then exit")
     parser.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
                         help="recipe/optimizer option, repeatable (e.g. lam=2e-4, "
-                             "v_star=bias-corrected, prune_at=0.5, weight_decay=0.01)")
+                             "v_star=bias-corrected, prune_at=0.5, weight_decay=0.01); see "
+                             "--recipe-options")
+    parser.add_argument("--recipe-options", action="store_true",
+                        help="list the chosen recipe's and optimizer's options and defaults, "
+                             "then exit")
     parser.add_argument("--optimizer", default="adam", help="adam, adamw or sgdm (default adam)")
     parser.add_argument("--nm", type=nm, default=None, metavar="N:M",
                         help="N:M of the sparse layers (default: the problem's, 2:4)")
@@ -108,19 +117,47 @@ def problem_options_from(args) -> dict:
 
 
 def _print_problem_options(name: str) -> None:
-    import inspect
-
-    from stepsim.problems.registry import problem_class
+    from stepsim.problems.registry import problem_class, problem_declaration
 
     cls = problem_class(name)
     print(f"problem {name}: {cls.__module__}.{cls.__name__}")
-    for param in inspect.signature(cls).parameters.values():
-        if param.kind is inspect.Parameter.KEYWORD_ONLY:
-            default = getattr(param.default, "__name__", param.default)
-            if isinstance(default, tuple):  # written as -p accepts it
-                sep = ":" if param.name.endswith("nm") else ","
-                default = sep.join(str(v) for v in default)
-            print(f"  -p {param.name}={default}")
+    print("\n".join(problem_declaration(name).help_lines("-p")))
+
+
+def _print_recipe_options(name: str, optimizer: str) -> None:
+    from stepsim._validate import check_choice
+    from stepsim.recipes.registry import (
+        OPTIMIZER_OPTIONS,
+        OPTIMIZERS,
+        RECIPE_OPTIONS,
+        RECIPES,
+    )
+
+    check_choice("recipe", name, RECIPES)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    print(f"recipe {name}:")
+    print("\n".join(RECIPE_OPTIONS[name].help_lines("-o")))
+    print(f"optimizer {optimizer} (--optimizer):")
+    print("\n".join(OPTIMIZER_OPTIONS[optimizer].help_lines("-o")))
+
+
+def _print_criterion_options(name: str | None) -> None:
+    from stepsim._validate import check_choice
+    from stepsim.experiments.run import DEFAULT_CRITERION
+    from stepsim.recipes.criteria import CRITERIA, CRITERION_OPTIONS
+
+    if name is None:
+        default, options = DEFAULT_CRITERION
+        shown = ", ".join(f"{k}={v}" for k, v in options)
+        print(f"(no --criterion: the default, {default} with {shown}, for recipes that need one)")
+        name = default
+    elif name.lower() == "none":
+        print("--criterion none: no criterion, so no options")
+        return
+    check_choice("criterion", name, CRITERIA)
+    print(f"criterion {name}: {CRITERIA[name].__module__}.{CRITERIA[name].__name__}")
+    print("\n".join(CRITERION_OPTIONS[name].help_lines("-c")))
+    print("  -c per_module=false  run the criterion on each module's own v (a RunSpec field)")
 
 
 def run_spec(args):
@@ -155,6 +192,12 @@ def run(args) -> int:
 
     if args.problem_options:
         _print_problem_options(args.problem)
+        return 0
+    if args.recipe_options:
+        _print_recipe_options(args.recipe, args.optimizer)
+        return 0
+    if args.criterion_options:
+        _print_criterion_options(args.criterion)
         return 0
     # checked before any work; the trace .npz goes beside the JSON, so it must differ from it
     json_path = output_path(args.json, option="--json", sidecars=(".npz",))

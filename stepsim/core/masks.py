@@ -52,6 +52,19 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
     Raises ValueError on NaN in w, on n > m, and on an axis not divisible by m.
     """
     n, m, axis, moved, groups = _validated_groups(w, n, m, axis)
+    return _mask_of_groups(w, n, m, axis, moved, groups)
+
+
+def _nm_mask(w: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
+    """:func:`nm_mask` for trusted arguments: the training loop's entry (``fit`` and
+    ``RunContext.make`` checked the dtype, the N:M and that M tiles the axis once per run;
+    a step does not check them again). Same kernels, same bits; NaN is still reported."""
+    moved = np.moveaxis(w, axis, -1)
+    groups = np.ascontiguousarray(moved).reshape(-1, m)
+    return _mask_of_groups(w, n, m, axis, moved, groups)
+
+
+def _mask_of_groups(w, n, m, axis, moved, groups) -> np.ndarray:
     out = np.empty(groups.shape, dtype=bool)
     if groups.size:
         from stepsim.core import _mask_kernels as k

@@ -10,6 +10,7 @@ consecutive entries run: the reduction (input) axis, ``-1`` for a Linear weight 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 
@@ -75,7 +76,20 @@ def check_specs(params: Mapping[str, np.ndarray], specs: Mapping[str, ParamSpec]
 def with_nm(specs: Mapping[str, ParamSpec], n: int, m: int) -> dict[str, ParamSpec]:
     """Specs with every sparse parameter set to N:M (dense parameters stay dense)."""
     n, m = check_nm(n, m)
-    return {name: spec.with_nm(n, m) for name, spec in specs.items()}
+    return _with_nm(specs, n, m)
+
+
+def _with_nm(specs: Mapping[str, ParamSpec], n: int, m: int) -> dict[str, ParamSpec]:
+    """:func:`with_nm` for an N:M already checked (``fit`` checks its ``nm`` once): the
+    specs are made without checking it again for every parameter."""
+    out = {}
+    for name, spec in specs.items():
+        if spec.sparse:  # a copy with n, m set: __post_init__'s checks are not run again
+            spec = copy.copy(spec)
+            object.__setattr__(spec, "n", n)
+            object.__setattr__(spec, "m", m)
+        out[name] = spec
+    return out
 
 
 def sparsity(specs: Mapping[str, ParamSpec], shapes: Mapping[str, tuple[int, ...]],

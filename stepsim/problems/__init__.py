@@ -22,9 +22,10 @@ takes them by name:
   loss (``entropy_floor``) is exact; test loss, its ``gap`` to the floor, the Bayes
   predictor's loss, next-token accuracy beside the Bayes predictor's.
 
-A problem's options are its constructor's keyword arguments (``-p KEY=VALUE`` on the
-command line; ``stepsim train --problem digits --problem-options`` lists them with their
-defaults)::
+A problem's options are its constructor's keyword arguments, declared once in the class's
+``OPTIONS`` (:mod:`stepsim._options`: name -> (constraint, default, help); ``-p KEY=VALUE``
+on the command line; ``stepsim train --problem digits --problem-options`` lists them with
+their defaults and help)::
 
     stepsim train --problem digits --recipe step --nm 1:8 --criterion autoswitch -c clip=true
     stepsim train --problem teacher -p hidden=1024 --teacher-nm 2:4 --recipe sr-ste --json t.json
@@ -58,8 +59,9 @@ training set before the switch (v ~ 1e-7), v* is far too small for the gradients
 pruning to a high sparsity, and STEP can diverge (seen at 1:8 with a 64-256-256-10 MLP and a
 switch at 1000 of 2000 steps: |m| / sqrt(v*) reached 1e5).
 
-Your own problem: a class following :class:`~stepsim.problems.base.Problem`, added to
-:data:`PROBLEMS` in :mod:`stepsim.problems.registry`; ``fit``, ``stepsim train``, sweeps
+Your own problem: a class following :class:`~stepsim.problems.base.Problem`, with an
+``OPTIONS`` table of its keyword options, added to :data:`PROBLEMS` in
+:mod:`stepsim.problems.registry`; ``fit``, ``stepsim train``, sweeps
 and the training claims' machinery then take it by name.
 """
 

@@ -18,9 +18,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._options import NM, Bool, Choice, Described, Int, Option, Options, Real, Widths
 from stepsim._validate import check_int, check_memory, check_real, check_widths
 from stepsim.nn import layers as L
-from stepsim.nn.mlp import MLP, _float_dtype
+from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
 
 
 class Batch(NamedTuple):
@@ -57,6 +58,20 @@ class Digits:
     class. dtype: float32 (default) or float64. seed: the train/test split (``init_params``
     and ``sample_batch`` take the caller's generator).
     """
+
+    #: the options, declared once (stepsim._options); __init__ checks the values
+    OPTIONS = Options({
+        "hidden": Option(Widths(), (256, 256), "hidden layer widths"),
+        "activation": Option(Choice(*ACTIVATIONS), "relu", "hidden activation"),
+        "sparsify": Option(Choice(*SPARSIFY), "all", "which Linear weights are N:M sparse"),
+        "nm": Option(NM(), (2, 4), "N:M of the sparse weights"),
+        "batch_size": Option(Int(minimum=1), 128, "minibatch size"),
+        "test_fraction": Option(Real(0.0, 1.0, min_open=True, max_open=True), 0.2,
+                                "share of each class held out"),
+        "bias": Option(Bool(), True, "Linear layers have biases"),
+        "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
+        "seed": Option(Int(minimum=0), 0, "seed of the train/test split"),
+    }, validated=False, none_is_default=False)
 
     def __init__(self, *, hidden: tuple[int, ...] = (256, 256), activation: str = "relu",
                  sparsify: str = "all", nm: tuple[int, int] = (2, 4), batch_size: int = 128,

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._options import NM, Bool, Described, Int, Option, Options, Real
 from stepsim._validate import check_int, check_nm
 from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import transformer as tr
@@ -51,6 +52,29 @@ class LanguageModel:
         NumPy layers). seed : the language's transition table and the test set. BLAS
         threads are set by ``fit`` (``blas_threads``, default 1), not by the problem.
     """
+
+    #: the options, declared once (stepsim._options); __init__ checks the values
+    OPTIONS = Options({
+        "vocab": Option(Int(minimum=2), 16, "tokens V"),
+        "order": Option(Int(minimum=1), 2, "order k of the Markov language"),
+        "temperature": Option(Real(minimum=0.0, min_open=True), 0.5,
+                              "logit temperature of the language"),
+        "context": Option(Int(minimum=1), 32, "positions per sequence (>= order)"),
+        "width": Option(Int(minimum=1), 64, "model width D"),
+        "blocks": Option(Int(minimum=1), 2, "transformer blocks"),
+        "heads": Option(Int(minimum=1), 4, "attention heads (divide width)"),
+        "mlp_ratio": Option(Int(minimum=1), 4, "MLP hidden size / width"),
+        "tied": Option(Bool(), False, "the head reuses the token embedding"),
+        "bias": Option(Bool(), True, "linear layers have biases"),
+        "sparse": Option(Described("kinds (e.g. wq,wk) or none"), None,
+                         "linear weights to sparsify (none: all)"),
+        "nm": Option(NM(), (2, 4), "N:M of the sparse weights"),
+        "batch_size": Option(Int(minimum=1), 32, "sequences per minibatch"),
+        "n_test": Option(Int(minimum=1), 512, "held-out sequences"),
+        "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
+        "kernels": Option(Bool(), True, "numba element-wise kernels (else NumPy layers)"),
+        "seed": Option(Int(minimum=0), 0, "seed of the language and the test set"),
+    }, validated=False, none_is_default=False)
 
     def __init__(self, *, vocab: int = 16, order: int = 2, temperature: float = 0.5,
                  context: int = 32, width: int = 64, blocks: int = 2, heads: int = 4,

@@ -46,6 +46,7 @@ import math
 import numpy as np
 
 from stepsim import _libm
+from stepsim._options import NM, Bool, Described, Int, Option, Options, OrNone, Real
 from stepsim._validate import (
     check_beta,
     check_bool,
@@ -178,6 +179,24 @@ class NoisyQuadratic:
     (default) or float32. seed: w* (``init_params`` and ``sample_batch`` take the caller's
     generator).
     """
+
+    #: the options, declared once (stepsim._options); __init__ checks the values
+    OPTIONS = Options({
+        "dim": Option(Int(minimum=1), 256, "dimensions d"),
+        "alpha": Option(Real(minimum=0.0), 1.0, "curvature decay: h_i ~ i^-alpha"),
+        "h_max": Option(Real(minimum=0.0, min_open=True), 1.0, "largest curvature h_1"),
+        "c_scale": Option(Real(minimum=0.0), 1.0, "gradient noise scale"),
+        "c_power": Option(Real(), 1.0, "gradient noise c_i ~ h_i^c_power"),
+        "batch_size": Option(Int(minimum=1), 1, "minibatch size B (noise variance c_i / B)"),
+        "w_star_scale": Option(Real(minimum=0.0), 1.0, "scale of the optimum w*"),
+        "init_scale": Option(Real(minimum=0.0), 1.0, "scale of the initial w"),
+        "nm": Option(NM(), (2, 4), "N:M of w"),
+        "sparse": Option(Bool(), True, "w is N:M sparsified"),
+        "replicas": Option(Int(minimum=1), 1, "independent copies of the quadratic"),
+        "w_star_nm": Option(OrNone(NM()), None, "make w* N:M sparse"),
+        "dtype": Option(Described("float32|float64"), np.float64, "parameter dtype"),
+        "seed": Option(Int(minimum=0), 0, "seed of w*"),
+    }, validated=False, none_is_default=False)
 
     def __init__(self, *, dim: int = 256, alpha: float = 1.0, h_max: float = 1.0,
                  c_scale: float = 1.0, c_power: float = 1.0, batch_size: int = 1,

@@ -1,16 +1,17 @@
 """Problems by name, for the CLI, sweeps and checks: ``make_problem("digits", hidden=(128,))``.
 
 The registry maps a short name to the class that implements it (imported on first use, so
-listing names costs nothing). A problem's options are its constructor's keyword arguments;
-an option the problem does not take is a ``ValueError`` naming it and the valid ones.
+listing names costs nothing). A problem's options are its constructor's keyword arguments,
+declared once in the class's ``OPTIONS`` table (:mod:`stepsim._options`: name ->
+(constraint, default, help)); an option the problem does not take is an
+``UnknownOptionError`` (a ``ValueError``) naming it and listing the valid ones.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 
-from stepsim._validate import check_choice, check_options
+from stepsim._validate import check_choice
 
 # name -> "module:Class"; add a problem here and every front end (train, sweep, check) has it
 PROBLEMS = {
@@ -29,14 +30,27 @@ def problem_class(name: str):
     return getattr(importlib.import_module(module), cls)
 
 
+def problem_declaration(name: str):
+    """The :class:`~stepsim._options.Options` table of problem ``name`` (its ``OPTIONS``)."""
+    cls = problem_class(name)
+    declared = getattr(cls, "OPTIONS", None)
+    if declared is None:
+        raise TypeError(f"problem {name!r} ({cls.__module__}.{cls.__name__}) declares no "
+                        "OPTIONS (stepsim._options.Options: name -> (constraint, default, "
+                        "help) of its keyword options)")
+    return declared
+
+
 def problem_options(name: str) -> list[str]:
-    """The keyword options problem ``name`` takes."""
-    params = inspect.signature(problem_class(name)).parameters
-    return [p for p, spec in params.items() if spec.kind is inspect.Parameter.KEYWORD_ONLY]
+    """The keyword options problem ``name`` takes, in declaration order."""
+    return problem_declaration(name).names()
 
 
 def make_problem(name: str, **options):
     """Build problem ``name`` with ``options``; unknown options raise UnknownOptionError
     (a ValueError) naming them."""
-    check_options(f"problem {name!r}", options, problem_options(name))
+    declared = problem_declaration(name)
+    declared.check_known(options, lambda unknown, valid: (
+        f"unknown option(s) {unknown} for problem {name!r}; choose from {valid}"))
+    declared.validate(options)
     return problem_class(name)(**options)

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._options import NM, Bool, Described, Int, Option, Options, OrNone, Real
 from stepsim._validate import check_bool, check_int, check_memory, check_nm_pair, check_real
 from stepsim.core.sparsity import ParamSpec
 
@@ -52,6 +53,25 @@ class SyntheticRegression:
     All randomness of the data comes from ``seed``; ``init_params`` and ``sample_batch``
     take the caller's generator. dtype: np.float32 or np.float64 (data and parameters).
     """
+
+    #: the options, declared once (stepsim._options); __init__ checks the values
+    OPTIONS = Options({
+        "d_in": Option(Int(minimum=1), 32, "input size"),
+        "d_hidden": Option(Int(minimum=1), 16, "hidden size"),
+        "d_out": Option(Int(minimum=1), 4, "output size"),
+        "n_samples": Option(Int(minimum=1), 512, "training samples"),
+        "n_test": Option(Int(minimum=1), 256, "test samples"),
+        "batch_size": Option(Int(minimum=1), 16, "minibatch size"),
+        "noise": Option(Real(minimum=0.0), 0.1, "label noise std"),
+        "grad_noise": Option(Real(minimum=0.0), 0.0, "std of noise added to every gradient entry"),
+        "scale": Option(Real(minimum=0.0, min_open=True), 1.0, "input (hence gradient) scale"),
+        "condition": Option(Real(minimum=1.0), 10.0, "largest / smallest feature scale"),
+        "teacher_nm": Option(OrNone(NM()), None, "make the teacher N:M sparse"),
+        "nm": Option(NM(), (2, 4), "N:M of the sparse weights"),
+        "bias": Option(Bool(), True, "Linear layers have biases"),
+        "dtype": Option(Described("float32|float64"), np.float64, "data and parameter dtype"),
+        "seed": Option(Int(minimum=0), 0, "seed of the data"),
+    }, validated=False, none_is_default=False)
 
     def __init__(self, *, d_in: int = 32, d_hidden: int = 16, d_out: int = 4,
                  n_samples: int = 512, n_test: int = 256, batch_size: int = 16,

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._options import NM, Choice, Described, Int, Option, Options, OrNone, Real, Widths
 from stepsim._validate import (
     check_choice,
     check_int,
@@ -39,7 +40,7 @@ from stepsim._validate import (
     check_widths,
 )
 from stepsim.nn import layers as L
-from stepsim.nn.mlp import MLP, _float_dtype
+from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
 
 TASKS = ("classification", "regression")
 
@@ -62,6 +63,25 @@ class TeacherStudent:
     seed: the teacher and the data (``init_params`` and ``sample_batch`` take the caller's
     generator).
     """
+
+    #: the options, declared once (stepsim._options); __init__ checks the values
+    OPTIONS = Options({
+        "d_in": Option(Int(minimum=1), 64, "input size"),
+        "hidden": Option(Widths(), (256,), "hidden layer widths (student and teacher)"),
+        "d_out": Option(Int(minimum=1), 10, "output size (classes)"),
+        "activation": Option(Choice(*ACTIVATIONS), "relu", "hidden activation"),
+        "sparsify": Option(Choice(*SPARSIFY), "all", "which Linear weights are N:M sparse"),
+        "nm": Option(NM(), (2, 4), "N:M of the student's sparse weights"),
+        "teacher_nm": Option(OrNone(NM()), (2, 4), "N:M of the teacher (none: dense)"),
+        "task": Option(Choice(*TASKS), "classification", "classification or regression"),
+        "noise": Option(Real(minimum=0.0), 0.0, "label noise"),
+        "n_train": Option(OrNone(Int(minimum=1)), None,
+                          "training set size (none: fresh samples every batch)"),
+        "n_test": Option(Int(minimum=1), 2048, "test samples"),
+        "batch_size": Option(Int(minimum=1), 128, "minibatch size"),
+        "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
+        "seed": Option(Int(minimum=0), 0, "seed of the teacher and the data"),
+    }, validated=False, none_is_default=False)
 
     def __init__(self, *, d_in: int = 64, hidden: tuple[int, ...] = (256,), d_out: int = 10,
                  activation: str = "relu", sparsify: str = "all",

@@ -43,8 +43,18 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._options import (
+    Bool,
+    Choice,
+    Fraction,
+    Int,
+    Option,
+    Options,
+    OrNone,
+    Real,
+    StepOrFraction,
+)
 from stepsim._validate import (
-    UnknownOptionError,
     check_choice,
     check_fraction,
     check_int,
@@ -575,6 +585,53 @@ CRITERIA = {
     "fixed-fraction": FixedFraction,
 }
 
+_STATS_ON = Option(Choice("v", "vhat"), "v", "watch raw v (paper) or bias-corrected v-hat")
+_WINDOW_LENGTH = Option(OrNone(Int(minimum=1)), None,
+                        "the window T_w in steps (none: floor(1 / (1 - beta2)))")
+# name -> the criterion's options, declared once (stepsim._options); the dataclasses check
+# the values in __post_init__ (validated=False), under these names
+CRITERION_OPTIONS = {
+    "autoswitch": Options({
+        "variant": Option(Choice("I", "II"), "I", "Z_k: arithmetic (I) or geometric (II) mean"),
+        "beta2": Option(Real(0.0, 1.0, min_open=True, max_open=True), 0.999,
+                        "Adam's beta2 (sets T_w; default: the watched Adam's)"),
+        "eps": Option(Real(minimum=0.0, min_open=True), 1e-8,
+                      "threshold on the window mean (default: the watched Adam's eps)"),
+        "window": Option(Choice("full", "partial"), "full",
+                         "wait for a full window (paper) or use a partial one"),
+        "window_length": _WINDOW_LENGTH,
+        "stats_on": _STATS_ON,
+        "zero_rule": Option(Choice("skip", "zero", "floor"), "skip",
+                            "variant II: how exact zero changes of v count"),
+        "zero_floor": Option(OrNone(Real(minimum=0.0, min_open=True)), None,
+                             "zero_rule=floor: the value a zero counts as (none: eps)"),
+        "clip": Option(Bool(), False, "clip the switch to (t_min, t_max] of the run"),
+        "t_min": Option(OrNone(StepOrFraction()), None, "clip: earliest switch (none: 0.1)"),
+        "t_max": Option(OrNone(StepOrFraction()), None, "clip: latest switch (none: 0.5)"),
+    }, validated=False, none_is_default=False),
+    "agarwal": Options({
+        "threshold": Option(Real(minimum=0.0, min_open=True), 0.5,
+                            "fire when the relative change of ||v|| is below this"),
+        "norm": Option(Choice("l1", "l2"), "l2", "the norm of v"),
+        "stats_on": _STATS_ON,
+    }, validated=False, none_is_default=False),
+    "tang": Options({
+        "threshold": Option(Real(minimum=0.0, min_open=True), 0.96,
+                            "fire when ||v_k||_1 / ||v_(k-T_w)||_1 exceeds this"),
+        "beta2": Option(Real(0.0, 1.0, min_open=True, max_open=True), 0.999,
+                        "Adam's beta2 (sets T_w; default: the watched Adam's)"),
+        "window_length": _WINDOW_LENGTH,
+        "stats_on": _STATS_ON,
+    }, validated=False, none_is_default=False),
+    "fixed-step": Options({
+        "k0": Option(Int(minimum=1), None, "the switch step (required)"),
+    }, validated=False, none_is_default=False),
+    "fixed-fraction": Options({
+        "fraction": Option(Fraction(), None,
+                           "the switch step as a fraction of the run (required)"),
+    }, validated=False, none_is_default=False),
+}
+
 
 # a criterion's options that must agree with the Adam it watches: T_w is floor(1/(1-beta2))
 # of that Adam, and AutoSwitch's threshold is that Adam's eps (Algorithm 2)
@@ -605,11 +662,9 @@ def make_criterion(name: str, *, adam=None, **options):
     """
     check_choice("criterion", name, CRITERIA)
     cls = CRITERIA[name]
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UnknownOptionError(f"criterion {name!r} has no option(s) {unknown}; "
-                                 f"its options are {sorted(known)}")
+    known = CRITERION_OPTIONS[name]
+    known.check_known(options, lambda unknown, valid: (
+        f"criterion {name!r} has no option(s) {unknown}; its options are {valid}"))
     if adam is not None and not all(hasattr(adam, key) for key in ADAM_TIED_OPTIONS):
         raise TypeError(f"adam must be the Adam the criterion watches (recipe.optimizer), "
                         f"with {list(ADAM_TIED_OPTIONS)}; got {adam!r:.80} ({type(adam).__name__})")

@@ -35,7 +35,7 @@ class _Masker:
     def masks(self, mstate, params, names, specs, nm, step):
         """(masks of ``names``, their (n, m) now, alpha) for step ``step``."""
         now = {name: nm[name] for name in names}
-        return T.nm_masks({k: params[k] for k in names}, specs, now), now, 0.0
+        return T._nm_masks({k: params[k] for k in names}, specs, now), now, 0.0
 
     def penalize(self, mstate, grads, params, masks, step):
         return grads
@@ -47,7 +47,7 @@ class _Masker:
         return nm
 
     def final_masks(self, mstate, params, specs, nm):
-        return T.nm_masks(params, specs, nm)
+        return T._nm_masks(params, specs, nm)
 
     def report(self, mstate) -> str:
         """A note for the run's result ("" when there is nothing to say)."""
@@ -73,7 +73,7 @@ class FixedMask(_Masker):
 
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
         fixed = dict(mstate)
-        fresh = T.nm_masks({k: params[k] for k in names}, specs, nm)
+        fresh = T._nm_masks({k: params[k] for k in names}, specs, nm)
         fixed.update(fresh)
         return fixed, T.mask_weights(params, fresh)
 
@@ -81,7 +81,7 @@ class FixedMask(_Masker):
         return {k: mstate[k] for k in names}, {k: nm[k] for k in names}, 0.0
 
     def final_masks(self, mstate, params, specs, nm):
-        out = T.nm_masks(params, specs, nm)
+        out = T._nm_masks(params, specs, nm)
         out.update(mstate)  # switched modules keep their fixed mask
         return out
 
@@ -119,7 +119,7 @@ class DecayingMask(_Masker):
     def masks(self, mstate, params, names, specs, nm, step):
         now = {name: (mstate[name].n_at(step), mstate[name].m) for name in names}
         alpha = {name: mstate[name].alpha_at(step) for name in names}
-        return T.nm_masks({k: params[k] for k in names}, specs, now), now, alpha
+        return T._nm_masks({k: params[k] for k in names}, specs, now), now, alpha
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +137,7 @@ class DynamicLayerwise(_Masker):
 
     def masks(self, mstate, params, names, specs, nm, step):
         now = {k: v for k, v in self.search.nm_now(mstate).items() if k in names}
-        return T.nm_masks({k: params[k] for k in names}, specs, now), now, 0.0
+        return T._nm_masks({k: params[k] for k in names}, specs, now), now, 0.0
 
     def penalize(self, mstate, grads, params, masks, step):
         return self.search.penalize(mstate, grads, params, masks, step)

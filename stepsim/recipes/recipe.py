@@ -45,7 +45,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from stepsim._validate import check_choice, check_fraction, check_int, check_step_or_fraction
+from stepsim._validate import (
+    check_choice,
+    check_float_array,
+    check_fraction,
+    check_int,
+    check_step_or_fraction,
+)
 from stepsim.core.sparsity import check_divides, check_specs, sparsity
 from stepsim.recipes import transforms as T
 from stepsim.recipes.maskers import _Masker
@@ -66,8 +72,13 @@ class RunContext(NamedTuple):
 
     @classmethod
     def make(cls, params, specs, total_steps, *, stats_on="v", log_stats=False) -> RunContext:
-        """Validated context for ``params`` (every parameter needs a spec)."""
+        """Validated context for ``params`` (every parameter needs a spec; a sparse one is a
+        float array whose N:M groups tile its axis): checked once here, so the steps' masks
+        trust it (``transforms._nm_masks``)."""
         check_specs(params, specs)
+        for name, spec in specs.items():
+            if spec.sparse:
+                check_float_array(f"parameter {name!r}", params[name])
         check_int("total_steps", total_steps, minimum=1)
         check_choice("stats_on", stats_on, ("v", "vhat"))
         return cls(dict(specs), int(total_steps), stats_on, bool(log_stats))

@@ -3,19 +3,27 @@ by name.
 
 * ``RECIPES``: name -> builder of the recipe's pieces; :func:`make_recipe` builds one,
   rejecting options the recipe does not use; :func:`recipe_options` lists its options.
-* :func:`make_optimizer`: Adam, AdamW or momentum SGD by name (``OPTIMIZERS``).
+* ``RECIPE_OPTIONS``: name -> the recipe's options, declared once (:mod:`stepsim._options`:
+  name -> (constraint, default, help)); names, the unknown-option error, validation at
+  the boundary and ``stepsim train --recipe-options`` all come from it.
+* :func:`make_optimizer`: Adam, AdamW or momentum SGD by name (``OPTIMIZERS``; their options:
+  ``OPTIMIZER_OPTIONS``).
 """
 
 from __future__ import annotations
 
-import inspect
-
-from stepsim._validate import (
-    UnknownOptionError,
-    check_choice,
-    check_real,
-    check_step_or_fraction,
+from stepsim._options import (
+    Bool,
+    Choice,
+    Described,
+    Fraction,
+    Int,
+    Option,
+    Options,
+    Real,
+    StepOrFraction,
 )
+from stepsim._validate import check_choice, check_step_or_fraction
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
 from stepsim.recipes.maskers import DecayingMask, DynamicLayerwise, EveryStepMask, FixedMask
@@ -23,14 +31,107 @@ from stepsim.recipes.recipe import AllocateFixed, AllocateGreedy, FreezeV, Recip
 
 # --------------------------------------------------------------------------- registry
 OPTIMIZERS = ("adam", "adamw", "sgdm")
-_ADAM_KEYS = ("lr", "beta1", "beta2", "eps", "eps_mode", "weight_decay", "schedule",
-              "warmup_steps")
-_SGDM_KEYS = ("lr", "momentum", "weight_decay", "nesterov", "schedule", "warmup_steps")
 LAYERWISE_RULES = ("domino", "greedy")
 SRSTE_PLACEMENTS = ("before", "after")
+
+# ------------------------------------------------------------ options, declared once
+# An optimizer's dataclass (transforms.Adam / SGDM) checks its values: validated=False.
+_SCHEDULE = {
+    "schedule": Option(Choice(*T.SCHEDULES), "constant", "learning-rate schedule"),
+    "warmup_steps": Option(Int(minimum=0), 0, "linear warm-up steps of the learning rate"),
+}
+_ADAM = Options({
+    "lr": Option(Real(minimum=0.0), 1e-3, "learning rate"),
+    "beta1": Option(Real(0.0, 1.0, max_open=True), 0.9, "decay of the first moment m"),
+    "beta2": Option(Real(0.0, 1.0, max_open=True), 0.999, "decay of the second moment v"),
+    "eps": Option(Real(minimum=0.0, min_open=True), 1e-8, "epsilon of the denominator"),
+    "eps_mode": Option(Choice("inside", "outside"), "inside",
+                       "eps inside the square root (paper) or outside (PyTorch)"),
+    "weight_decay": Option(Real(minimum=0.0), 0.0, "decoupled weight decay (AdamW)"),
+    **_SCHEDULE,
+}, validated=False)
+OPTIMIZER_OPTIONS = {
+    "adam": _ADAM,
+    "adamw": Options({**_ADAM.options, "weight_decay": Option(
+        Real(minimum=0.0), 1e-2, "decoupled weight decay (AdamW's default 0.01)")},
+        validated=False),
+    "sgdm": Options({
+        "lr": Option(Real(minimum=0.0), 1e-2, "learning rate"),
+        "momentum": Option(Real(0.0, 1.0, max_open=True), 0.9, "momentum"),
+        "weight_decay": Option(Real(minimum=0.0), 0.0, "L2 weight decay (coupled)"),
+        "nesterov": Option(Bool(), False, "Nesterov momentum"),
+        **_SCHEDULE,
+    }, validated=False),
+}
+
+# A recipe's options: checked here at the boundary (None = not given: the default).
+_SRSTE_PLACEMENT = Choice(*SRSTE_PLACEMENTS)
+_LAYERWISE = Options({
+    "layerwise": Option(Bool(), False, "layer-wise N (each sparse layer its own N:M)"),
+    "layerwise_rule": Option(Choice(*LAYERWISE_RULES), "domino",
+                             "how layer-wise N is chosen: DominoSearch or one-shot greedy"),
+    "layerwise_target": Option(Fraction(), None,
+                               "global sparsity of the sparse layers (none: the N:M's)"),
+    "layerwise_m": Option(Int(minimum=1), None, "the M of every layer (none: each spec's)"),
+    "layerwise_allocation": Option(Described("table {parameter: N}"), None,
+                                   "every sparse layer's N, fixed (no search)"),
+    "domino_vote_ratio": Option(Fraction(), 0.75, "DominoSearch: share of groups that vote"),
+    "domino_check_every": Option(Int(minimum=1), 100, "DominoSearch: steps between N checks"),
+    "domino_penalty_every": Option(Int(minimum=1), 5,
+                                   "DominoSearch: steps between penalty updates"),
+    "domino_decay": Option(Real(minimum=0.0), 2e-4, "DominoSearch: penalty decay"),
+    "domino_erk_weight": Option(Fraction(), 0.5,
+                                "DominoSearch: weight of the ERK share in the penalty"),
+    "domino_deadline": Option(Fraction(), 0.5,
+                              "DominoSearch: share of a layer's sparse phase to search in"),
+})
+_SRSTE = Options({
+    "lam": Option(Real(minimum=0.0), 2e-4, "SR-STE decay lambda on the pruned weights"),
+    "placement": Option(_SRSTE_PLACEMENT, "before",
+                        "SR-STE term on the gradient (before Adam) or after the update"),
+})
+_STEP_SRSTE = Options({
+    "srste_lam": Option(Real(minimum=0.0), None, "SR-STE decay in phase 2 (none: no term)"),
+    "srste_placement": Option(_SRSTE_PLACEMENT, "before",
+                              "SR-STE term on the gradient (before Adam) or after the update"),
+})
+_STEP = Options({
+    "freeze_v": Option(Bool(), True, "freeze Adam's v at the switch (false: Fig. 8's "
+                                     "v-updated)"),
+    "v_star": Option(Choice(*T.V_STAR), "raw", "the frozen v*: raw v or bias-corrected"),
+    "denominator": Option(Choice(*T.DENOMINATORS), "paper",
+                          "phase-2 denominator: the paper's or the public code's"),
+}) | _STEP_SRSTE | Options({
+    "switch_at": Option(StepOrFraction(), None, "a fixed switch (none: a criterion decides)"),
+    "per_module": Option(Bool(), None, "each module switches on its own criterion (default: "
+                                       "true for layer-wise N without switch_at)"),
+}) | _LAYERWISE
+
+RECIPE_OPTIONS = {
+    "dense": Options({}),
+    "ste": _LAYERWISE,
+    "sr-ste": _SRSTE | _LAYERWISE,
+    "asp": Options({"prune_at": Option(StepOrFraction(), 0.5,
+                                       "when the dense phase ends and ASP prunes")}),
+    "step": _STEP,
+    "step-v-updated": _STEP.without("freeze_v"),
+    "decaying-mask": Options({
+        "dense_fraction": Option(StepOrFraction(), 0.1, "length of the dense phase"),
+        "decay_rate": Option(Real(minimum=0.0), None,
+                             "c of the pruned weights' scale max(0, 1 - c t) (none: 0)"),
+        "alpha_clock": Option(Choice(*T.ALPHA_CLOCKS), "phase",
+                              "what t counts: steps of the phase or of the frame"),
+    }) | _STEP_SRSTE,
+    "layerwise-sr-ste": (_SRSTE | _LAYERWISE).without("layerwise"),
+    "layerwise-step": _STEP.without("layerwise"),
+}
 _DOMINO_KEYS = {"domino_vote_ratio": "vote_ratio", "domino_check_every": "check_every",
                 "domino_penalty_every": "penalty_every", "domino_decay": "decay",
                 "domino_erk_weight": "erk_weight", "domino_deadline": "deadline"}
+
+
+def _unknown_message(what):
+    return lambda bad, valid: f"unknown option(s) {bad} for {what}; choose from {valid}"
 
 
 def make_optimizer(optimizer: str = "adam", **options):
@@ -40,19 +141,18 @@ def make_optimizer(optimizer: str = "adam", **options):
     ----------
     optimizer : {"adam", "adamw", "sgdm"}
     **options
-        lr, beta1, beta2, eps, eps_mode, weight_decay, schedule, warmup_steps (Adam) or
-        lr, momentum, weight_decay, nesterov, schedule, warmup_steps (SGD-M).
+        Declared in ``OPTIMIZER_OPTIONS[optimizer]``: lr, beta1, beta2, eps, eps_mode,
+        weight_decay, schedule, warmup_steps (Adam) or lr, momentum, weight_decay, nesterov,
+        schedule, warmup_steps (SGD-M).
 
     Returns
     -------
     Adam or SGDM
     """
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    keys = _SGDM_KEYS if optimizer == "sgdm" else _ADAM_KEYS
-    bad = sorted(set(options) - set(keys))
-    if bad:
-        raise UnknownOptionError(f"unknown option(s) {bad} for optimizer {optimizer!r}; "
-                                 f"choose from {sorted(keys)}")
+    declared = OPTIMIZER_OPTIONS[optimizer]
+    declared.check_known(options, _unknown_message(f"optimizer {optimizer!r}"))
+    declared.validate(options)
     if optimizer == "sgdm":
         return T.SGDM(**options)
     if optimizer == "adamw":
@@ -88,17 +188,14 @@ def _layerwise(recipe, layerwise, lw):
 
 
 def _lw_keys():
-    return {"layerwise_rule": None, "layerwise_target": None, "layerwise_m": None,
-            "layerwise_allocation": None, **dict.fromkeys(_DOMINO_KEYS)}
+    return dict.fromkeys(k for k in _LAYERWISE if k != "layerwise")
 
 
-def _srste_pieces(lam, placement, prefix="srste_"):
-    """The SR-STE pieces; ``prefix``: the options' names as the user spelled them
-    (sr-ste's ``lam``/``placement``, STEP's ``srste_lam``/``srste_placement``)."""
+def _srste_pieces(lam, placement):
+    """The SR-STE pieces (lam and placement checked by make_recipe under the user's names:
+    sr-ste's ``lam``/``placement``, STEP's ``srste_lam``/``srste_placement``)."""
     if lam is None:
         return (), ()
-    check_real(f"{prefix}lam", lam, minimum=0.0)
-    placement = check_choice(f"{prefix}placement", placement, SRSTE_PLACEMENTS)
     return ((T.SrsteTerm(lam),), ()) if placement == "before" else ((), (T.SrsteDecoupled(lam),))
 
 
@@ -113,7 +210,7 @@ def _ste(name, opt, *, layerwise=False, **lw):
 
 def _srste(name, opt, *, lam=2e-4, placement="before", layerwise=False, **lw):
     masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw})
-    grad, after = _srste_pieces(lam, placement, prefix="")
+    grad, after = _srste_pieces(lam, placement or "before")
     return {"masker": masker or EveryStepMask(), "on_switch": pieces, "gradient": grad,
             "after": after}
 
@@ -144,8 +241,6 @@ def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=
     grad, after = _srste_pieces(srste_lam, srste_placement or "before")
     if per_module is None:
         per_module = bool(layerwise) and switch_at is None
-    if not isinstance(per_module, bool):
-        raise TypeError(f"per_module must be True or False, got {per_module!r}")
     if per_module and switch_at is not None:
         raise ValueError(f"recipe {name!r}: per_module=True switches each module when its "
                          f"criterion fires; a fixed switch_at={switch_at!r} switches all at once "
@@ -194,7 +289,8 @@ RECIPES = {
 
 
 def recipe_options(name: str) -> list[str]:
-    """The recipe-specific option names of recipe ``name`` (optimizer options come on top).
+    """The recipe-specific option names of recipe ``name`` (optimizer options come on top),
+    in declaration order (``RECIPE_OPTIONS[name]``).
 
     Parameters
     ----------
@@ -206,37 +302,26 @@ def recipe_options(name: str) -> list[str]:
     list of str
     """
     check_choice("recipe", name, RECIPES)
-    build = RECIPES[name]
-    inner = getattr(build, "builder", build)
-    fixed = getattr(build, "fixed", {})
-    params = [p for p, spec in inspect.signature(inner).parameters.items()
-              if spec.kind is not inspect.Parameter.VAR_KEYWORD][2:]
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD
-           for p in inspect.signature(inner).parameters.values()):
-        params += list(_lw_keys())
-    return [p for p in params if p not in fixed]
+    return RECIPE_OPTIONS[name].names()
 
 
 def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     """A recipe by name, with its options as keywords (SPEC section 3).
 
-    Names (``RECIPES``): dense, ste, sr-ste (lam=2e-4, placement before|after), asp
-    (prune_at: step or fraction, default 0.5), step (freeze_v, v_star raw|bias-corrected,
-    denominator paper|public, srste_lam, srste_placement, switch_at, per_module), step-v-updated
-    (Fig. 8), decaying-mask (dense_fraction default 0.1, decay_rate c, alpha_clock
-    phase|frame), layerwise-sr-ste and layerwise-step (layerwise_rule domino|greedy,
-    layerwise_target, layerwise_m, layerwise_allocation, domino_vote_ratio,
-    domino_check_every, domino_penalty_every, domino_decay, domino_erk_weight,
-    domino_deadline). ste,
-    sr-ste and step also take layerwise=True.
+    Names (``RECIPES``): dense, ste, sr-ste, asp, step, step-v-updated (Fig. 8),
+    decaying-mask, layerwise-sr-ste and layerwise-step. Each recipe's options, with their
+    defaults and one line of help, are declared once in ``RECIPE_OPTIONS[name]`` (listed by
+    :func:`recipe_options` and ``stepsim train --recipe NAME --recipe-options``); e.g.
+    sr-ste's ``lam``/``placement``, asp's ``prune_at``, step's ``freeze_v``, ``v_star``,
+    ``srste_lam``, ``switch_at``, the ``layerwise_*``/``domino_*`` options. They are checked
+    here, each under the name it was given.
 
     Parameters
     ----------
     name : str
         The recipe's name.
     optimizer : {"adam", "adamw", "sgdm"}
-        Plus its options (lr, beta1, beta2, eps, eps_mode, weight_decay, schedule,
-        warmup_steps | momentum, nesterov) among ``options``.
+        Plus its options (``OPTIMIZER_OPTIONS[optimizer]``) among ``options``.
     **options
         Recipe and optimizer options.
 
@@ -247,22 +332,22 @@ def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     Raises
     ------
     ValueError
-        Unknown names, unknown options, and options the recipe would not use (e.g.
-        ``v_star`` on step-v-updated), naming them.
+        Unknown names, unknown options (``UnknownOptionError``, listing the valid ones),
+        bad values (or TypeError), and options the recipe would not use (e.g.
+        ``v_star`` with ``freeze_v=False``), naming each as given.
     """
     check_choice("recipe", name, RECIPES)
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    own = set(recipe_options(name))
-    opt_keys = set(_SGDM_KEYS if optimizer == "sgdm" else _ADAM_KEYS)
-    unknown = sorted(set(options) - own - opt_keys)
-    if unknown:
-        raise UnknownOptionError(f"unknown option(s) {unknown} for recipe {name!r} with "
-                                 f"optimizer {optimizer!r}; recipe options: {sorted(own)}, "
-                                 f"optimizer options: {sorted(opt_keys)}")
+    own, opt_keys = RECIPE_OPTIONS[name], OPTIMIZER_OPTIONS[optimizer]
+    (own | opt_keys).check_known(options, lambda unknown, _: (
+        f"unknown option(s) {unknown} for recipe {name!r} with optimizer {optimizer!r}; "
+        f"recipe options: {sorted(own)}, optimizer options: {sorted(opt_keys)}"))
+    own.validate({k: v for k, v in options.items() if k in own})
     opt = make_optimizer(optimizer, **{k: v for k, v in options.items() if k in opt_keys})
     fields = RECIPES[name](name, opt, **{k: v for k, v in options.items() if k in own})
     shown = (("optimizer", optimizer),) + tuple(sorted(options.items()))
     return Recipe(name=name, optimizer=opt, options=shown, **fields)
 
 
-__all__ = ["OPTIMIZERS", "RECIPES", "make_optimizer", "make_recipe", "recipe_options"]
+__all__ = ["OPTIMIZERS", "OPTIMIZER_OPTIONS", "RECIPES", "RECIPE_OPTIONS", "make_optimizer",
+           "make_recipe", "recipe_options"]

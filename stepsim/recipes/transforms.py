@@ -342,6 +342,20 @@ def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
     return out
 
 
+def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
+              nm: Mapping[str, tuple[int, int]]) -> Masks:
+    """:func:`nm_masks` for the training loop: the arguments were checked once per run
+    (``RunContext.make``: float weights, every N:M tiling its axis; the N:M values from
+    validated specs, allocations and schedules), so each step's masks skip the checks."""
+    from stepsim.core.masks import _nm_mask
+
+    out = {}
+    for name, w in params.items():
+        spec = specs[name]
+        out[name] = _nm_mask(w, *nm[name], spec.axis) if spec.sparse else None
+    return out
+
+
 def count_flips(old: Masks | None, new: Masks) -> int:
     """Mask entries that changed from ``old`` to ``new``; ``old=None`` means all kept (dense).
 
