@@ -43,12 +43,17 @@ def execute(task):
 
     from stepsim.experiments.run import RunSpec, final_sparsity
 
+    import numpy as np
+
     with threadpool_limits(limits=1):
         start = time.perf_counter()
         if not isinstance(task, RunSpec):
             output = task()
             return TaskOutput(output, time.perf_counter() - start)
-        result = task.run()
+        # a run that overflows is reported once, by fit's "non-finite" status and message;
+        # NumPy's warnings would repeat it for every layer of every step until it stops
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            result = task.run()
         runtime = time.perf_counter() - start
     return RunOutput(result, runtime, final_sparsity(task, result), time.time())
 
