@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -87,7 +87,9 @@ def test_sigkill_in_tuning_and_in_evaluation_then_resume_gives_the_same_report(t
     assert row["grid"] == protocol.grid("digits", "adam") and row["choice"] in row["grid"]
     assert report.lrs["digits/main"]["adam|dense|-"] == row["choice"]
     n_tuning = sum(len(r["grid"]) * 3 for s in report.tuning.values() for r in s.values())
-    assert n_tuning == 30 and total == n_tuning + 24 + 1
+    # one config (Adam, dense) on the whole grid x 3 tuning seeds, at both timescales
+    assert n_tuning == 2 * 3 * len(protocol.grid("digits", "adam"))
+    assert total == n_tuning + 24 + 1
     assert [(c.claim, c.setting) for c in report.claims] == [("C3", "digits/main"),
                                                              ("C12", "none")]
     assert report.claims[0].seeds == tuple(protocol.RULES["seeds"]["full"])
@@ -170,12 +172,13 @@ def test_a_diverged_run_predicts_nothing_and_the_verdict_line_says_so():
     lrs = {"digits/main": {"adam|dense|-": 1e-3, "adam|sr-ste|1:8": 1e-3,
                            "adam|sr-ste|1:16": 1e-3, "sgdm|dense|-": 1e6,
                            "sgdm|sr-ste|1:8": 1e6, "sgdm|sr-ste|1:16": 1e6}}
-    with pytest.warns(RuntimeWarning):
+    with warnings.catch_warnings():  # fit reports the divergence; NumPy must not repeat it
+        warnings.simplefilter("error", RuntimeWarning)
         report = call(None, ["C1"], lrs=lrs)
     (c1,) = report.claims
     # every SGD-M run (3 configs x 8 seeds) went non-finite at lr 1e6; none under Adam
-    assert re.search(r"\[24 \S+ with a diverged run, counted as predicting nothing\]$",
-                     c1.reason), c1.reason
+    assert c1.reason.endswith("[24 diverged run(s) in 3 configuration(s), counted as "
+                              "predicting nothing]"), c1.reason
     assert len(c1.numbers["diverged"]) == 24
     assert all("optimizer=sgdm" in d for d in c1.numbers["diverged"])
     # SGD-M's runs predict nothing: every image wrong, a gap of 0 under SGD-M

@@ -230,6 +230,12 @@ def test_budget_runs_use_the_tuned_lr_of_their_config_and_the_timescale():
 # --- tuning -----------------------------------------------------------------------------
 
 
+@pytest.fixture
+def five_point_grid(monkeypatch):
+    """The tuning rule on a fixed 5-value grid (the protocol's grid may grow by its edge rule)."""
+    monkeypatch.setitem(protocol.RULES["grids"]["digits"], "adam", [3e-4, 1e-3, 3e-3, 1e-2, 3e-2])
+
+
 def tuning_case(means_by_lr, diverged=()):
     """tuning.jobs for one config on digits/main and fake results whose tuning-seed mean
     error at grid value j is means_by_lr[j] (wrong images: 9 per point, to the image)."""
@@ -252,7 +258,7 @@ def tuning_case(means_by_lr, diverged=()):
     return groups, results
 
 
-def test_tuning_chooses_the_lowest_mean_and_flags_the_grid_edges():
+def test_tuning_chooses_the_lowest_mean_and_flags_the_grid_edges(five_point_grid):
     groups, results = tuning_case([50, 40, 30, 60, 70])
     chosen, table = tuning.choose(groups, results)
     assert chosen == {"digits/main": {"adam|sr-ste|1:8": 3e-3}}
@@ -267,7 +273,7 @@ def test_tuning_chooses_the_lowest_mean_and_flags_the_grid_edges():
     assert table["digits/main"]["adam|sr-ste|1:8"]["edge"] == "high"
 
 
-def test_tuning_ties_go_to_the_smaller_lr_and_a_diverged_run_is_infinite():
+def test_tuning_ties_go_to_the_smaller_lr_and_a_diverged_run_is_infinite(five_point_grid):
     chosen, _ = tuning.choose(*tuning_case([50, 30, 30, 60, 30]))
     assert chosen["digits/main"]["adam|sr-ste|1:8"] == 1e-3
     # one diverged tuning seed makes its grid value +inf, however low its error reads
