@@ -85,8 +85,9 @@ def decide_claim(budget, results):
                            name=f"gap(SR-STE, {opt}) at {label}", units=units, margin=margin)
                for opt in OPTIMIZERS}
         gaps[label] = {opt: g.values for opt, g in gap.items()}
-        e = effect(results, [(1, runs[("sr-ste", "adam", nm)]), (-1, runs[("dense", "adam", None)]),
-                             (-1, runs[("sr-ste", "sgdm", nm)]), (1, runs[("dense", "sgdm", None)])],
+        terms = [(1, runs[("sr-ste", "adam", nm)]), (-1, runs[("dense", "adam", None)]),
+                 (-1, runs[("sr-ste", "sgdm", nm)]), (1, runs[("dense", "sgdm", None)])]
+        e = effect(results, terms,
                    name=f"gap(Adam) - gap(SGD-M) at {label}", units=units, margin=margin)
         has_gap = any(premise_present(g, alpha=0.025) for g in gap.values())
         not_converged = [o for o, (ok, _) in moves.items() if not ok]

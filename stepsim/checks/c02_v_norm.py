@@ -62,8 +62,8 @@ def decide_claim(budget, results):
         size[label] = {"estimate": e.estimate, "ln2": math.log(2.0)}
     parts.update(decide_parts(todo))
     parts = {f"{nm[0]}:{nm[1]}": parts[f"{nm[0]}:{nm[1]}"] for nm in budget.nms}
-    for label in size:
-        size[label]["reached"] = bool(parts[label].effect.ci_low >= math.log(2.0))
+    for label, row in size.items():
+        row["reached"] = bool(parts[label].effect.ci_low >= math.log(2.0))
     curves = {k[0] if k[1] is None else f"{k[0]} {k[1][0]}:{k[1][1]}":
               [results[j.digest]["v_curve"] for j in group] for k, group in runs.items()}
     numbers = {"ratio": {("dense" if k[1] is None else f"sr-ste {k[1][0]}:{k[1][1]}"): v

@@ -1,4 +1,4 @@
-"""C4 (Table 1): AutoSwitch picks a better switch step k0 than Eq. 10 and Eq. 11 — judged by outcome.
+"""C4 (Table 1): AutoSwitch picks a better switch step than Eq. 10 and 11 — judged by outcome.
 
 Quantity. Per evaluation seed, on the problem's first N:M, both readings of STEP
 (PROTOCOL §5) at SR-STE's tuned learning rate, switched by each criterion: AutoSwitch

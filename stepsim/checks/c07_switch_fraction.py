@@ -1,4 +1,4 @@
-"""C7 (Fig. 7): final error is flat in the switch fraction over [10%, 80%]; AutoSwitch lands near 20%.
+"""C7 (Fig. 7): final error is flat in the switch fraction in [10%, 80%]; AutoSwitch lands at ~20%.
 
 Quantity. Per evaluation seed, on the problem's first N:M, both readings of STEP
 (PROTOCOL §5) at SR-STE's tuned learning rate: (a) switched at a fixed fraction f of the

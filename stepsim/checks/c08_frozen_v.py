@@ -62,8 +62,8 @@ def decide_claim(budget, results):
                 e = effect(results, [(1, updated), (-1, runs[(r, when, label)])],
                            name=f"e(v updated) - e(frozen {label}), STEP-{r} at {when}",
                            units=budget.units, margin=budget.margin)
-                todo[name] = (e, premise, f"STEP-{r} with v updated (switch at {when}) has "
-                              "no gap to dense")
+                text = f"STEP-{r} with v updated (switch at {when}) has no gap to dense"
+                todo[name] = (e, premise, text)
                 readings[r].append(name)
     parts = decide_parts(todo)
     numbers = {"nm": list(budget.nms[0]), "switch_steps": _switches(budget)}

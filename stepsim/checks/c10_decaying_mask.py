@@ -49,8 +49,7 @@ def decide_claim(budget, results):
         todo[label] = (effect(results, [(1, without), (-1, runs[("decay-dense", nm)])],
                               name=f"e(no dense phase) - e(dense phase) at {label}",
                               units=budget.units, margin=budget.margin),
-                       premise, f"the decaying mask without a dense phase has no gap to dense "
-                       f"at {label}")
+                       premise, f"no dense phase has no gap to dense at {label}")
     return _parts.result(sys.modules[__name__], budget, decide_parts(todo), {})
 
 

@@ -107,9 +107,10 @@ def protocol_commit() -> str | None:
     root = PROTOCOL_PATH.parents[1]
     try:
         dirty = subprocess.run(["git", "status", "--porcelain", "--", str(PROTOCOL_PATH)],
-                               cwd=root, capture_output=True, text=True, timeout=20)
+                               cwd=root, capture_output=True, text=True, timeout=20,
+                               check=False)
         log = subprocess.run(["git", "log", "-1", "--format=%H", "--", str(PROTOCOL_PATH)],
-                             cwd=root, capture_output=True, text=True, timeout=20)
+                             cwd=root, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     if dirty.returncode or log.returncode or dirty.stdout.strip():

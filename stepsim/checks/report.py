@@ -375,8 +375,8 @@ def markdown(report: Report) -> str:
                 lines.append(f"| {setting} | {_md(key)} | {lr:g} | {means} | {edge} |")
         lines.append("")
     for c in report.claims:
-        lines += ["", f"## {c.claim} on {c.setting}: {c.title}", "", f"**{c.verdict}** — "
-                  f"{c.reason}", "", f"- problem: {c.problem}",
+        lines += ["", f"## {c.claim} on {c.setting}: {c.title}", "",
+                  f"**{c.verdict}** — {c.reason}", "", f"- problem: {c.problem}",
                   f"- seeds: {list(c.seeds)}; mode {c.mode}; runtime {c.runtime_s:.1f} s",
                   f"- rule: {c.rule}"]
         for part in c.parts:

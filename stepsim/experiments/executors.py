@@ -39,11 +39,10 @@ from stepsim.experiments.store import RunOutput, TaskOutput
 def execute(task):
     """Run one task here with one BLAS thread: a RunSpec gives a :class:`RunOutput`, a
     :class:`~stepsim.experiments.tasks.Task` a :class:`TaskOutput`."""
+    import numpy as np
     from threadpoolctl import threadpool_limits
 
     from stepsim.experiments.run import RunSpec, final_sparsity
-
-    import numpy as np
 
     with threadpool_limits(limits=1):
         start = time.perf_counter()
