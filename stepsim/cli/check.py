@@ -12,10 +12,10 @@ def add_arguments(parser) -> None:
                         help="claims to check: C1 ... C12 or 'all' (default)")
     parser.add_argument("--quick", action="store_true",
                         help="quick mode: digits only, 3 seeds, the fast timescale and the "
-                             "learning rates of the committed full run (about 3 minutes on 2 "
+                             "learning rates of the committed full run (about 2 minutes on 2 "
                              "cores; indicative, not evidence). Default: full mode, the "
                              "registered protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 "
-                             "seeds, digits and the transformer LM (about 60 minutes)")
+                             "seeds, digits and the transformer LM (about 40 minutes on 2 cores)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write DIR/report.json, DIR/report.md, DIR/figures/ and keep "
                              "every finished run in DIR/runs/ (a second call resumes; equal "
