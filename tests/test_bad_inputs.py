@@ -328,6 +328,8 @@ CLI_CASES = [
     case("compress {fifo_npy} -o {out}", r"input file .*fifo\.npy is a FIFO",
          id="compress-fifo-input"),
     case("check all C99", r"unknown claim 'C99'", id="check-all-and-unknown"),
+    case("check C1 --problem regression", r"invalid choice: 'regression'",
+         id="check-problem-not-in-protocol"),
     # ---- sweep specs of the wrong shape, empty options
     case("sweep {spec_list} --dry-run", r"sweep spec .*spec_list\.json'? must hold a JSON "
          r"object .*got list \[1, 2\]", id="sweep-spec-list"),
@@ -832,6 +834,18 @@ API_CASES = [
         id="load_table-no-result"),
     api(_np(lambda: __import__("stepsim.checks").checks.parse_claims(["all", "C99"])),
         ValueError, r"unknown claim 'C99'", id="parse_claims-all-and-unknown"),
+    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+        ["C3"], mode="slow")), ValueError, r"mode must be 'quick' or 'full', got 'slow'",
+        id="run_checks-mode"),
+    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+        ["C3"], mode="full", problems=["regression"])), ValueError,
+        r"problem must be one of \['digits', 'lm'\], got 'regression'",
+        id="run_checks-problem"),
+    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+        ["C3"], mode="full", steps=50)), ValueError, r"steps must be an integer >= 200, got 50",
+        id="run_checks-steps"),
+    api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.parse_key(
+        "adam|sr-ste")), ValueError, r"config key must be", id="parse_key-short"),
     # ---- shared helpers the CLI and problems use
     api(_np(lambda: __import__("stepsim._validate")._validate.check_memory(
         "the activations", 8 * 10**18, available=2**30)), ValueError,

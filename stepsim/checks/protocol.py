@@ -138,7 +138,11 @@ def config_key(optimizer: str, recipe: str, nm=None, m: int | None = None) -> st
 
 def parse_key(key: str) -> tuple[str, str, tuple | None, int | None]:
     """(optimizer, recipe, nm, m) of a :func:`config_key`."""
-    optimizer, recipe, where = key.split("|")
+    fields = key.split("|") if isinstance(key, str) else ()
+    if len(fields) != 3:
+        raise ValueError(f"config key must be 'optimizer|recipe|N:M' (or '|-', '|M16'), "
+                         f"got {key!r}")
+    optimizer, recipe, where = fields
     if where == "-":
         return optimizer, recipe, None, None
     if where.startswith("M"):
