@@ -37,7 +37,9 @@ class Report:
     """mode, claims (tuple of ClaimResult, report order; one per claim and setting),
     runtime_s, out (directory), protocol (``protocol_record``), tuning (setting -> config
     -> {"grid", "means", "choice", "edge"}; empty when the lrs were not tuned in this run),
-    lrs (setting -> config -> the learning rate used)."""
+    lrs (setting -> config -> the learning rate used), compute ({"runs", "tuning_runs",
+    "worker_s"}: every distinct run and task the report rests on and the sum of their own
+    run times, also for runs a resumed check found finished)."""
 
     mode: str
     claims: tuple
@@ -46,6 +48,7 @@ class Report:
     protocol: dict = dataclasses.field(default_factory=dict)
     tuning: dict = dataclasses.field(default_factory=dict)
     lrs: dict = dataclasses.field(default_factory=dict)
+    compute: dict = dataclasses.field(default_factory=dict)
 
     def table(self) -> str:
         """The verdict table as plain text, one line per claim and setting."""
@@ -150,6 +153,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                             n_jobs=n_jobs, scheduler=scheduler, progress=progress,
                             bar_type=Progress)
 
+        done = {}
         if lrs is not None:
             chosen, table = {k: dict(v) for k, v in lrs.items()}, {}
         elif mode == "quick":
@@ -208,9 +212,13 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             result, figures=figures, versions=info,
             runtime_s=job_seconds + time.perf_counter() - t0))
     decided.sort(key=lambda r: (list(CLAIMS).index(r.claim), r.setting))
+    every = {**done, **results}
+    compute = {"runs": len(every), "tuning_runs": len(set(done) - set(results)),
+               "worker_s": sum(v["seconds"] for v in every.values())}
     report = Report(mode, tuple(decided), time.perf_counter() - start,
                     None if out_dir is None else str(out_dir),
-                    protocol_record(steps is not None or lrs is not None), table, chosen)
+                    protocol_record(steps is not None or lrs is not None), table, chosen,
+                    compute)
     if out_dir is not None:
         write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
                                               "scheduler": scheduler, "problems": problems,
@@ -332,6 +340,7 @@ def write_report(report: Report, out_dir, *, params: dict, figures=None,
             shutil.rmtree(old, ignore_errors=True)
     payload = {"mode": report.mode, "runtime_s": report.runtime_s, "run_id": run_id,
                "protocol": report.protocol, "tuning": report.tuning, "lrs": report.lrs,
+               "compute": report.compute,
                "claims": [c.to_dict() for c in report.claims]}
     md_path = write_text(out_dir / "report.md", markdown(report))
     json_path = save_json(json_target, payload, params=params)
@@ -346,12 +355,18 @@ def markdown(report: Report) -> str:
     quick = report.mode != "full"
     lines = [f"# stepsim check — {report.mode} mode" + (" (indicative, not evidence)" if quick
                                                         else ""), "",
-             f"{len(report.claims)} verdict(s) in {report.runtime_s:.0f} s, by the registered "
+             f"{len(report.claims)} verdict(s) by the registered "
              f"protocol `paper_checks/PROTOCOL.md` (commit {p.get('commit') or 'unknown'}, "
              f"rules SHA-256 {str(p.get('rules_sha256', ''))[:16]}…"
              + ("; ALTERED FOR TESTING" if p.get("altered_for_testing") else "") + ").", ""]
+    c = report.compute or {}
+    if c:
+        lines += [f"They rest on {c['runs']} runs and tasks ({c['tuning_runs']} of them tuning "
+                  f"runs), {c['worker_s'] / 3600:.2f} hours of worker time (each run's own "
+                  f"time, counted also when a resumed check found it finished); this report "
+                  f"took {report.runtime_s:.0f} s to make.", ""]
     settings = sorted({c.setting for c in report.claims},
-                      key=lambda k: (k == "none", k))
+                      key=lambda k: (k == "none", k.split("/")[0], not k.endswith("/main")))
     for setting in settings:
         rows = [c for c in report.claims if c.setting == setting]
         lines += [f"## {'no training' if setting == 'none' else setting}", "",
@@ -433,7 +448,8 @@ def load_report(path) -> Report:
                                      "figures": tuple(c["figures"]),
                                      "parts": tuple(c.get("parts", ()))}))
     return Report(doc["mode"], tuple(claims), doc["runtime_s"], str(Path(path).parent),
-                  doc.get("protocol", {}), doc.get("tuning", {}), doc.get("lrs", {}))
+                  doc.get("protocol", {}), doc.get("tuning", {}), doc.get("lrs", {}),
+                  doc.get("compute", {}))
 
 
 def redraw_figures(out_dir) -> list:
