@@ -5,7 +5,8 @@
 * :mod:`~stepsim.recipes.transforms`: the pieces (Adam/SGDM, masks, SR-STE term, ASP
   masking, frozen v, decaying schedule, greedy layer-wise allocation).
 * :mod:`~stepsim.recipes.maskers`: the mask point (:class:`EveryStepMask`,
-  :class:`FixedMask`, :class:`DecayingMask`, :class:`DynamicLayerwise`).
+  :class:`FixedMask`, :class:`DecayingMask`, :class:`DynamicLayerwise`) and the
+  :class:`MaskView` they read.
 * :mod:`~stepsim.recipes.domino`: DominoSearch's dynamic layer-wise N:M.
 * :mod:`~stepsim.recipes.recipe`: :class:`Recipe` (the composition), its state and run
   context, and the switch pieces (:class:`FreezeV`, :class:`AllocateGreedy`, ...).
@@ -19,7 +20,13 @@
 
 from stepsim.core.sparsity import ParamSpec, check_specs, sparsity, with_nm
 from stepsim.recipes.domino import DominoSearch
-from stepsim.recipes.maskers import DecayingMask, DynamicLayerwise, EveryStepMask, FixedMask
+from stepsim.recipes.maskers import (
+    DecayingMask,
+    DynamicLayerwise,
+    EveryStepMask,
+    FixedMask,
+    MaskView,
+)
 from stepsim.recipes.recipe import (
     AllocateFixed,
     AllocateGreedy,
@@ -60,6 +67,7 @@ __all__ = [
     "FixedMask",
     "FreezeV",
     "MaskGradients",
+    "MaskView",
     "MaskWeights",
     "ParamSpec",
     "Recipe",

@@ -54,7 +54,7 @@ from stepsim._validate import (
 )
 from stepsim.core.sparsity import check_divides, check_specs, sparsity
 from stepsim.recipes import transforms as T
-from stepsim.recipes.maskers import _Masker
+from stepsim.recipes.maskers import MaskView, _Masker
 
 
 # --------------------------------------------------------------------------- context
@@ -327,8 +327,8 @@ class Recipe:
         names = self._sparse_now(state, ctx) if self.sparse else ()
         if not names:
             return dict(params), state._replace(flips=0)
-        made, now, alpha = self.masker.masks(state.masker_state, params, names, ctx.specs,
-                                             state.nm, step)
+        view = MaskView(params, names, ctx.specs, state.nm, step)
+        made, now, alpha = self.masker.masks(state.masker_state, view)
         masks = dict.fromkeys(params)
         masks.update(made)
         nm_now = {**_dense_nm(state.nm), **now}
