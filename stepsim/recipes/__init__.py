@@ -13,8 +13,8 @@
 * :mod:`~stepsim.recipes.registry`: :func:`make_recipe`, ``RECIPES``, :func:`make_optimizer`.
 * :mod:`~stepsim.recipes.criteria`: switch criteria (when STEP leaves its precondition
   phase; :func:`~stepsim.recipes.criteria.make_criterion`).
-* :mod:`~stepsim.recipes.switch`: switch schedules (:class:`SwitchAt`, :class:`SwitchWhen`,
-  global or per module).
+* :mod:`~stepsim.recipes.switch`: switch schedules (a recipe's :class:`Schedule`; the
+  run-time :class:`SwitchAt` and :class:`SwitchWhen`, global or per module).
 * :mod:`~stepsim.recipes.analysis`: trace analysis (the paper's Table 1 score).
 """
 
@@ -36,7 +36,7 @@ from stepsim.recipes.recipe import (
     RunContext,
 )
 from stepsim.recipes.registry import RECIPES, make_optimizer, make_recipe, recipe_options
-from stepsim.recipes.switch import StepStats, SwitchAt, SwitchWhen
+from stepsim.recipes.switch import Schedule, StepStats, SwitchAt, SwitchWhen
 from stepsim.recipes.transforms import (
     SGDM,
     Adam,
@@ -74,6 +74,7 @@ __all__ = [
     "RecipeState",
     "RunContext",
     "SGDMState",
+    "Schedule",
     "SrsteDecoupled",
     "SrsteTerm",
     "StepStats",
