@@ -229,12 +229,14 @@ def _check_nm_arg(nm):
 def _schedule_for(recipe, criterion, steps):
     """(schedule deciding the switches or None, observed schedule or None).
 
-    Two-phase recipes: the schedule given (a criterion is wrapped in SwitchWhen) or the
-    recipe's own switch_at; both at once is an error when the recipe's was explicit.
+    Two-phase recipes: the schedule given (a criterion is wrapped in SwitchWhen, per module
+    if the recipe's schedule says so) or the recipe's own switch_at; both at once is an
+    error when the recipe's was explicit.
     Single-phase recipes are sparse from step 0; a criterion given is only observed.
     """
     from stepsim.recipes.switch import SwitchAt, SwitchWhen, check_criterion, is_schedule
 
+    own = recipe.schedule
     given = None
     if criterion is not None:
         if isinstance(criterion, str):
@@ -244,22 +246,22 @@ def _schedule_for(recipe, criterion, steps):
         given = criterion if is_schedule(criterion) else None
         if given is None:
             check_criterion("criterion", criterion)
-            per_module = recipe.per_module and recipe.dense_phase
+            per_module = own.per_module and own.dense_phase
             given = SwitchWhen(criterion, per_module=per_module)
     if not recipe.sparse:
         return None, given
-    if not recipe.dense_phase:
+    if not own.dense_phase:
         return SwitchAt(0), given
-    if given is not None and recipe.switch_explicit:
+    if given is not None and own.explicit:
         raise ValueError(f"recipe {recipe.name!r} was built with an explicit switch "
-                         f"({recipe.switch_at!r}: {dict(recipe.options)}) and fit got a "
+                         f"({own.switch_at!r}: {dict(recipe.options)}) and fit got a "
                          f"schedule too ({criterion!r}); give one or the other")
     if given is not None:
         return given, None
-    if recipe.switch_at is None:
+    if own.switch_at is None:
         raise ValueError(f"recipe {recipe.name!r} needs a switch criterion (criterion=..., e.g. "
                          f"make_criterion('fixed-fraction', fraction=0.2)) or switch_at=...")
-    return SwitchAt(recipe.switch_at), None
+    return SwitchAt(own.switch_at), None
 
 
 def plan_schedule(recipe, criterion, steps: int):
@@ -427,7 +429,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         metrics = dict(problem.evaluate(weights))
         nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied above
         module_steps = dict(state.switched)
-        if not recipe.sparse or not recipe.dense_phase:  # single-phase: report what was observed
+        if not recipe.sparse or not recipe.schedule.dense_phase:  # single-phase: the observed
             module_steps = dict(ostate.fired) if ostate is not None else dict.fromkeys(modules)
         first = [s for s in module_steps.values() if s is not None]
         switch_step = min(first) if first else None

@@ -369,7 +369,7 @@ def test_decaying_scale_multiplies_only_pruned_weights():
 
 
 # ----------------------------------------------------------------------------- issue 11
-from stepsim.recipes import DominoSearch, SwitchAt, SwitchWhen
+from stepsim.recipes import DominoSearch, Recipe, Schedule, SwitchAt, SwitchWhen
 from stepsim.recipes import domino as D
 
 
@@ -428,10 +428,41 @@ def test_per_module_step_freezes_each_modules_v_at_its_own_step():
 
 def test_layerwise_step_defaults_to_per_module_domino():
     recipe = make_recipe("layerwise-step")
-    assert recipe.per_module and recipe.masker.kind == "domino"
-    assert not make_recipe("layerwise-step", switch_at=10).per_module
+    assert recipe.schedule.per_module and recipe.masker.kind == "domino"
+    assert not make_recipe("layerwise-step", switch_at=10).schedule.per_module
     with pytest.raises(ValueError, match="per_module=True"):
         make_recipe("layerwise-step", per_module=True, switch_at=10)
+
+
+@pytest.mark.parametrize(("name", "options", "expected"), [
+    ("dense", {}, Schedule()),
+    ("ste", {}, Schedule()),
+    ("asp", {}, Schedule(dense_phase=True, switch_at=0.5)),
+    ("asp", {"prune_at": 7}, Schedule(dense_phase=True, switch_at=7, explicit=True)),
+    ("step", {}, Schedule(dense_phase=True)),
+    ("step", {"switch_at": 1.0}, Schedule(dense_phase=True, switch_at=1.0, explicit=True)),
+    ("layerwise-step", {}, Schedule(dense_phase=True, per_module=True)),
+    ("decaying-mask", {"dense_fraction": 0.2},
+     Schedule(dense_phase=True, switch_at=0.2, explicit=True)),
+])
+def test_make_recipe_fills_the_recipes_one_schedule(name, options, expected):
+    recipe = make_recipe(name, **options)
+    assert recipe.schedule == expected
+    assert recipe.needs_criterion == (recipe.sparse and expected.needs_criterion)
+    assert recipe.static_switch_step(40) == (expected.static_step(40) if recipe.sparse
+                                             else None)
+
+
+def test_schedule_normalises_switch_at_and_gives_k0():
+    at = Schedule(dense_phase=True, switch_at=np.int64(3)).switch_at
+    assert at == 3 and type(at) is int
+    assert type(Schedule(switch_at=np.float32(0.5)).switch_at) is float
+    assert Schedule(dense_phase=True, switch_at=0.25).static_step(10) == 3  # ceil(2.5)
+    assert Schedule(dense_phase=True, switch_at=0.0).static_step(10) == 0
+    assert Schedule(dense_phase=True).static_step(10) is None
+    assert Schedule(switch_at=5).static_step(10) == 0  # no dense phase: sparse from step 0
+    with pytest.raises(TypeError, match="schedule must be"):
+        Recipe("x", make_recipe("dense").optimizer, schedule=None)
 
 
 def test_domino_threshold_vote_and_erk():

@@ -214,7 +214,7 @@ def run(args) -> int:
     print(f"steps      {spec.steps}  seed {spec.seed}")
     if result.switch_step is not None:
         print(f"switch     {result.switch_step}")
-    elif recipe.dense_phase:
+    elif recipe.schedule.dense_phase:
         print("switch     never (the criterion did not fire: the run stayed dense and its "
               "result is a one-shot N:M prune of w_T)")
     elif result.criterion is not None:

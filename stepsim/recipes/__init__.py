@@ -5,21 +5,28 @@
 * :mod:`~stepsim.recipes.transforms`: the pieces (Adam/SGDM, masks, SR-STE term, ASP
   masking, frozen v, decaying schedule, greedy layer-wise allocation).
 * :mod:`~stepsim.recipes.maskers`: the mask point (:class:`EveryStepMask`,
-  :class:`FixedMask`, :class:`DecayingMask`, :class:`DynamicLayerwise`).
+  :class:`FixedMask`, :class:`DecayingMask`, :class:`DynamicLayerwise`) and the
+  :class:`MaskView` they read.
 * :mod:`~stepsim.recipes.domino`: DominoSearch's dynamic layer-wise N:M.
 * :mod:`~stepsim.recipes.recipe`: :class:`Recipe` (the composition), its state and run
   context, and the switch pieces (:class:`FreezeV`, :class:`AllocateGreedy`, ...).
 * :mod:`~stepsim.recipes.registry`: :func:`make_recipe`, ``RECIPES``, :func:`make_optimizer`.
 * :mod:`~stepsim.recipes.criteria`: switch criteria (when STEP leaves its precondition
   phase; :func:`~stepsim.recipes.criteria.make_criterion`).
-* :mod:`~stepsim.recipes.switch`: switch schedules (:class:`SwitchAt`, :class:`SwitchWhen`,
-  global or per module).
+* :mod:`~stepsim.recipes.switch`: switch schedules (a recipe's :class:`Schedule`; the
+  run-time :class:`SwitchAt` and :class:`SwitchWhen`, global or per module).
 * :mod:`~stepsim.recipes.analysis`: trace analysis (the paper's Table 1 score).
 """
 
 from stepsim.core.sparsity import ParamSpec, check_specs, sparsity, with_nm
 from stepsim.recipes.domino import DominoSearch
-from stepsim.recipes.maskers import DecayingMask, DynamicLayerwise, EveryStepMask, FixedMask
+from stepsim.recipes.maskers import (
+    DecayingMask,
+    DynamicLayerwise,
+    EveryStepMask,
+    FixedMask,
+    MaskView,
+)
 from stepsim.recipes.recipe import (
     AllocateFixed,
     AllocateGreedy,
@@ -29,7 +36,7 @@ from stepsim.recipes.recipe import (
     RunContext,
 )
 from stepsim.recipes.registry import RECIPES, make_optimizer, make_recipe, recipe_options
-from stepsim.recipes.switch import StepStats, SwitchAt, SwitchWhen
+from stepsim.recipes.switch import Schedule, StepStats, SwitchAt, SwitchWhen
 from stepsim.recipes.transforms import (
     SGDM,
     Adam,
@@ -60,12 +67,14 @@ __all__ = [
     "FixedMask",
     "FreezeV",
     "MaskGradients",
+    "MaskView",
     "MaskWeights",
     "ParamSpec",
     "Recipe",
     "RecipeState",
     "RunContext",
     "SGDMState",
+    "Schedule",
     "SrsteDecoupled",
     "SrsteTerm",
     "StepStats",

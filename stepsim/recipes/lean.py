@@ -131,10 +131,11 @@ class LeanStep:
         names = recipe._sparse_now(state, ctx) if recipe.sparse else ()
         if not names:
             return dict(params), state._replace(flips=0)
+        from stepsim.recipes.maskers import MaskView
         from stepsim.recipes.recipe import _dense_nm
 
-        made, now, alpha = recipe.masker.masks(state.masker_state, params, names, ctx.specs,
-                                               state.nm, step)
+        view = MaskView(params, names, ctx.specs, state.nm, step)
+        made, now, alpha = recipe.masker.masks(state.masker_state, view)
         masks = dict.fromkeys(params)
         masks.update(made)
         nm_now = {**_dense_nm(state.nm), **now}

@@ -3,8 +3,9 @@
 A masker is frozen configuration; its methods are pure and carry their own values in the
 recipe state's ``masker_state``. :class:`~stepsim.recipes.recipe.Recipe` calls them:
 ``init`` (fresh values), ``start`` (modules switch to sparse after step k0), ``masks``
-(Pi_k of the sparse modules), ``penalize``/``observe`` (DominoSearch's gradient term and
-its bookkeeping), ``final_nm``/``final_masks`` (Pi_T) and ``report``.
+(Pi_k of the sparse modules, from the masker's values and a :class:`MaskView` of the
+step), ``penalize``/``observe`` (DominoSearch's gradient term and its bookkeeping),
+``final_nm``/``final_masks`` (Pi_T) and ``report``.
 
 * :class:`EveryStepMask` — the STE family: Pi_k from |w_k| at every step.
 * :class:`FixedMask` — ASP: one mask, computed and applied when a module switches.
@@ -15,10 +16,40 @@ its bookkeeping), ``final_nm``/``final_masks`` (Pi_T) and ``report``.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 from stepsim._validate import check_choice, check_real
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
+
+
+# --------------------------------------------------------------------------- view
+class MaskView(NamedTuple):
+    """What a masker reads to make the masks of one step's forward pass (``masks``).
+
+    The masker's own values (``masker_state``) stay a separate argument: they are the
+    masker's, the view is the recipe's (read-only, built afresh each step).
+
+    params : dict str -> ndarray
+        w_k, every parameter (dense and sparse) by name, as the optimizer left it.
+    names : tuple of str
+        The sparse modules in their sparse phase now (non-empty, in the specs' order): the
+        ones to mask.
+    specs : dict str -> ParamSpec
+        Every parameter's spec (the run context's, after ``fit``'s ``nm``); validated once
+        by ``RunContext.make``.
+    nm : dict str -> (int, int)
+        The target (n, m) of every sparse parameter (a one-shot layer-wise allocation's
+        result once it ran).
+    step : int
+        k, the 1-based step whose forward pass uses the masks.
+    """
+
+    params: dict
+    names: tuple
+    specs: dict
+    nm: dict
+    step: int
 
 
 # --------------------------------------------------------------------------- maskers
@@ -32,10 +63,13 @@ class _Masker:
         """(mstate, params) once the modules ``names`` switch after step k0."""
         return mstate, params
 
-    def masks(self, mstate, params, names, specs, nm, step):
-        """(masks of ``names``, their (n, m) now, alpha) for step ``step``."""
-        now = {name: nm[name] for name in names}
-        return T._nm_masks({k: params[k] for k in names}, specs, now), now, 0.0
+    def masks(self, mstate, view: MaskView):
+        """(masks of ``view.names``, their (n, m) now, alpha) for step ``view.step``.
+
+        ``mstate``: the masker's values (``RecipeState.masker_state``), not changed.
+        """
+        now = {name: view.nm[name] for name in view.names}
+        return _masks_at(view, now), now, 0.0
 
     def penalize(self, mstate, grads, params, masks, step):
         return grads
@@ -77,8 +111,9 @@ class FixedMask(_Masker):
         fixed.update(fresh)
         return fixed, T.mask_weights(params, fresh)
 
-    def masks(self, mstate, params, names, specs, nm, step):
-        return {k: mstate[k] for k in names}, {k: nm[k] for k in names}, 0.0
+    def masks(self, mstate, view: MaskView):
+        return ({k: mstate[k] for k in view.names}, {k: view.nm[k] for k in view.names},
+                0.0)
 
     def final_masks(self, mstate, params, specs, nm):
         out = T._nm_masks(params, specs, nm)
@@ -116,10 +151,11 @@ class DecayingMask(_Masker):
                                              self.alpha_clock)
         return out, params
 
-    def masks(self, mstate, params, names, specs, nm, step):
-        now = {name: (mstate[name].n_at(step), mstate[name].m) for name in names}
-        alpha = {name: mstate[name].alpha_at(step) for name in names}
-        return T._nm_masks({k: params[k] for k in names}, specs, now), now, alpha
+    def masks(self, mstate, view: MaskView):
+        step = view.step
+        now = {name: (mstate[name].n_at(step), mstate[name].m) for name in view.names}
+        alpha = {name: mstate[name].alpha_at(step) for name in view.names}
+        return _masks_at(view, now), now, alpha
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,9 +171,9 @@ class DynamicLayerwise(_Masker):
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
         return self.search.start(mstate, params, names, specs, k0, total_steps), params
 
-    def masks(self, mstate, params, names, specs, nm, step):
-        now = {k: v for k, v in self.search.nm_now(mstate).items() if k in names}
-        return T._nm_masks({k: params[k] for k in names}, specs, now), now, 0.0
+    def masks(self, mstate, view: MaskView):
+        now = {k: v for k, v in self.search.nm_now(mstate).items() if k in view.names}
+        return _masks_at(view, now), now, 0.0
 
     def penalize(self, mstate, grads, params, masks, step):
         return self.search.penalize(mstate, grads, params, masks, step)
@@ -156,4 +192,9 @@ class DynamicLayerwise(_Masker):
                 f"the run ended; the result keeps the N found so far ({found})")
 
 
-__all__ = ["DecayingMask", "DynamicLayerwise", "EveryStepMask", "FixedMask"]
+def _masks_at(view: MaskView, nm) -> dict:
+    """The N:M masks of ``view.names`` from |w| at the (n, m) ``nm`` gives each."""
+    return T._nm_masks({k: view.params[k] for k in view.names}, view.specs, nm)
+
+
+__all__ = ["DecayingMask", "DynamicLayerwise", "EveryStepMask", "FixedMask", "MaskView"]

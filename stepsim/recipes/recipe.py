@@ -32,7 +32,8 @@ So ASP = FixedMask + MaskGradients + MaskWeights after a dense phase; SR-STE = E
 EveryStepMask. A *module* is one parameter array: each has its own phase (0 dense, 1
 sparse) and switch step, so STEP can freeze each module's v* at its own k0 (per-module
 switching, :class:`~stepsim.recipes.switch.SwitchWhen` with ``per_module=True``); with one
-global switch every module switches together.
+global switch every module switches together. When a recipe switches is its
+``schedule`` (:class:`~stepsim.recipes.switch.Schedule`).
 
 The mask pieces live in :mod:`stepsim.recipes.maskers`; :func:`make_recipe` (in
 :mod:`stepsim.recipes.registry`) builds a recipe by name (``RECIPES``), rejecting options the
@@ -50,11 +51,11 @@ from stepsim._validate import (
     check_float_array,
     check_fraction,
     check_int,
-    check_step_or_fraction,
 )
 from stepsim.core.sparsity import check_divides, check_specs, sparsity
 from stepsim.recipes import transforms as T
-from stepsim.recipes.maskers import _Masker
+from stepsim.recipes.maskers import MaskView, _Masker
+from stepsim.recipes.switch import Schedule
 
 
 # --------------------------------------------------------------------------- context
@@ -218,34 +219,30 @@ class Recipe:
     """A training recipe: a composition of pieces (module docstring); :func:`make_recipe`.
 
     name: registry name. optimizer: Adam or SGDM. masker: None for dense training, else
-    the mask point. dense_phase: a dense phase precedes the sparse one. switch_at: what
-    ends it when ``fit`` gets no schedule — a step (int >= 0) or a fraction of the run
-    (float in [0, 1], k0 = ceil(fraction * T)); None: a criterion is required.
-    switch_explicit: the user chose ``switch_at`` (a schedule given to fit then conflicts).
-    gradient, after, on_switch: the pieces at those points, in order. per_module: a
-    criterion given to ``fit`` runs per module (each module switches on its own statistics;
-    layerwise-step's default, as the paper's Table 4). options: what the user passed.
+    the mask point. schedule: when the modules switch
+    (:class:`~stepsim.recipes.switch.Schedule`: a dense phase or none, the static switch
+    point or None for a criterion, the user's choice or the default, per-module
+    criteria). gradient, after, on_switch: the pieces at those points, in order.
+    options: what the user passed.
     """
 
     name: str
     optimizer: T.Adam | T.SGDM
     masker: _Masker | None = None
-    dense_phase: bool = False
-    switch_at: int | float | None = None
-    switch_explicit: bool = False
+    schedule: Schedule = dataclasses.field(default_factory=Schedule)
     gradient: tuple = ()
     after: tuple = ()
     on_switch: tuple = ()
-    per_module: bool = False
     options: tuple = ()
 
     def __post_init__(self):
-        if self.switch_at is not None:  # normalised: int = a step, float = a fraction
-            object.__setattr__(self, "switch_at",
-                               check_step_or_fraction("switch_at", self.switch_at))
+        if not isinstance(self.schedule, Schedule):
+            raise TypeError(f"recipe {self.name!r}: schedule must be a "
+                            f"stepsim.recipes.switch.Schedule, got {self.schedule!r}")
+        switch_at = self.schedule.switch_at
         freezes = any(isinstance(p, FreezeV) for p in self.on_switch)
-        if freezes and self.switch_at is not None and self.switch_at == 0:
-            raise ValueError(f"recipe {self.name!r} with switch_at={self.switch_at!r} would freeze "
+        if freezes and switch_at is not None and switch_at == 0:
+            raise ValueError(f"recipe {self.name!r} with switch_at={switch_at!r} would freeze "
                              "v_0 = 0 (no precondition phase); use a switch step >= 1")
         if freezes and not isinstance(self.optimizer, T.Adam):
             raise ValueError(f"recipe {self.name!r} freezes Adam's second moment; it needs "
@@ -264,19 +261,14 @@ class Recipe:
     @property
     def needs_criterion(self) -> bool:
         """A dense phase whose end no static ``switch_at`` fixes: ``fit`` needs a criterion."""
-        return self.sparse and self.dense_phase and self.switch_at is None
+        return self.sparse and self.schedule.needs_criterion
 
     def static_switch_step(self, total_steps: int) -> int | None:
-        """k0 from ``switch_at`` for a run of ``total_steps`` (0: no dense phase at all)."""
+        """k0 from the schedule's ``switch_at`` for a run of ``total_steps`` (0: no dense
+        phase at all; None: dense training, or a criterion decides)."""
         if not self.sparse:
             return None
-        if not self.dense_phase:
-            return 0
-        if self.switch_at is None:
-            return None
-        from stepsim.recipes.switch import SwitchAt  # the one step-or-fraction -> k0
-
-        return SwitchAt(self.switch_at).step_for(total_steps)
+        return self.schedule.static_step(total_steps)
 
     # ---------------------------------------------------------------- pure steps
     def init(self, params: Mapping, ctx: RunContext) -> RecipeState:
@@ -327,8 +319,8 @@ class Recipe:
         names = self._sparse_now(state, ctx) if self.sparse else ()
         if not names:
             return dict(params), state._replace(flips=0)
-        made, now, alpha = self.masker.masks(state.masker_state, params, names, ctx.specs,
-                                             state.nm, step)
+        view = MaskView(params, names, ctx.specs, state.nm, step)
+        made, now, alpha = self.masker.masks(state.masker_state, view)
         masks = dict.fromkeys(params)
         masks.update(made)
         nm_now = {**_dense_nm(state.nm), **now}

@@ -28,6 +28,7 @@ from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
 from stepsim.recipes.maskers import DecayingMask, DynamicLayerwise, EveryStepMask, FixedMask
 from stepsim.recipes.recipe import AllocateFixed, AllocateGreedy, FreezeV, Recipe
+from stepsim.recipes.switch import Schedule
 
 # --------------------------------------------------------------------------- registry
 OPTIMIZERS = ("adam", "adamw", "sgdm")
@@ -218,9 +219,9 @@ def _srste(name, opt, *, lam=2e-4, placement="before", layerwise=False, **lw):
 def _asp(name, opt, *, prune_at=None):
     explicit = prune_at is not None
     prune_at = check_step_or_fraction("prune_at", 0.5 if prune_at is None else prune_at)
-    return {"masker": FixedMask(), "dense_phase": True, "switch_at": prune_at,
-            "switch_explicit": explicit, "gradient": (T.MaskGradients(),),
-            "after": (T.MaskWeights(),)}
+    return {"masker": FixedMask(),
+            "schedule": Schedule(dense_phase=True, switch_at=prune_at, explicit=explicit),
+            "gradient": (T.MaskGradients(),), "after": (T.MaskWeights(),)}
 
 
 def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=None,
@@ -245,9 +246,10 @@ def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=
         raise ValueError(f"recipe {name!r}: per_module=True switches each module when its "
                          f"criterion fires; a fixed switch_at={switch_at!r} switches all at once "
                          "(give per_module=False with switch_at)")
-    return {"masker": masker or EveryStepMask(), "dense_phase": True, "switch_at": switch_at,
-            "switch_explicit": switch_at is not None, "on_switch": pieces, "gradient": grad,
-            "after": after, "per_module": per_module}
+    schedule = Schedule(dense_phase=True, switch_at=switch_at,
+                        explicit=switch_at is not None, per_module=per_module)
+    return {"masker": masker or EveryStepMask(), "schedule": schedule, "on_switch": pieces,
+            "gradient": grad, "after": after}
 
 
 def _decaying(name, opt, *, dense_fraction=None, decay_rate=None, alpha_clock=None,
@@ -260,9 +262,9 @@ def _decaying(name, opt, *, dense_fraction=None, decay_rate=None, alpha_clock=No
     fraction = check_step_or_fraction("dense_fraction",
                                       0.1 if dense_fraction is None else dense_fraction)
     grad, after = _srste_pieces(srste_lam, srste_placement or "before")
-    return {"masker": DecayingMask(decay_rate, alpha_clock or "phase"), "dense_phase": True,
-            "switch_at": fraction, "switch_explicit": explicit, "gradient": grad,
-            "after": after}
+    return {"masker": DecayingMask(decay_rate, alpha_clock or "phase"),
+            "schedule": Schedule(dense_phase=True, switch_at=fraction, explicit=explicit),
+            "gradient": grad, "after": after}
 
 
 def _preset(builder, **fixed):

@@ -1,6 +1,11 @@
 """Switch schedules: when each module leaves its dense phase — one object for every way.
 
-A schedule answers, step by step, "which modules switch now?". Three kinds:
+A recipe states its own with a :class:`Schedule` (configuration: is there a dense phase,
+what ends it without a criterion, was that the user's choice, does a criterion run per
+module); ``fit`` turns it, or the criterion it is given, into one of the run-time
+schedules below.
+
+A run-time schedule answers, step by step, "which modules switch now?". Three kinds:
 
 * :class:`SwitchAt` — a fixed step k0 (0: before the first step, i.e. no dense phase) or a
   fraction of the run (k0 = ceil(fraction * T)); every module at once.
@@ -42,6 +47,52 @@ class ScheduleState(NamedTuple):
     k0: int | None
     criteria: dict
     fired: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """A recipe's switch schedule: when its modules leave the dense phase (configuration).
+
+    dense_phase : bool
+        A dense phase precedes the sparse one (False: sparse from step 0; the rest is
+        then unused).
+    switch_at : int, float or None
+        What ends the dense phase when ``fit`` gets no criterion: a step (int >= 0) or a
+        fraction of the run (float in [0, 1], k0 = ceil(fraction * T)); None: a criterion
+        is required. Normalised by ``check_step_or_fraction`` (int = a step, float = a
+        fraction).
+    explicit : bool
+        The user chose ``switch_at`` (a criterion given to ``fit`` then conflicts); False
+        for a recipe's own default.
+    per_module : bool
+        A criterion given to ``fit`` runs per module (each module switches on its own
+        statistics, :class:`SwitchWhen` with ``per_module=True``; layerwise-step's
+        default, as the paper's Table 4).
+    """
+
+    dense_phase: bool = False
+    switch_at: int | float | None = None
+    explicit: bool = False
+    per_module: bool = False
+
+    def __post_init__(self):
+        if self.switch_at is not None:  # normalised: int = a step, float = a fraction
+            object.__setattr__(self, "switch_at",
+                               check_step_or_fraction("switch_at", self.switch_at))
+
+    @property
+    def needs_criterion(self) -> bool:
+        """A dense phase whose end no static ``switch_at`` fixes."""
+        return self.dense_phase and self.switch_at is None
+
+    def static_step(self, total_steps: int) -> int | None:
+        """k0 from ``switch_at`` for a run of ``total_steps`` (0: no dense phase at all;
+        None: a criterion decides)."""
+        if not self.dense_phase:
+            return 0
+        if self.switch_at is None:
+            return None
+        return SwitchAt(self.switch_at).step_for(total_steps)  # the one step-or-fraction -> k0
 
 
 @dataclasses.dataclass(frozen=True)
