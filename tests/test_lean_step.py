@@ -183,6 +183,17 @@ def masked_case(draw):
 
 
 @given(masked_case())
+def _bits(a: np.ndarray) -> bytes:
+    """The bytes of ``a`` with every NaN made the same NaN. IEEE 754 leaves the sign and
+    payload of a NaN made by 0 * inf unspecified, and x86 sets the sign depending on the
+    order of the operands (hypothesis found 0x7fc00000 beside 0xffc00000); a NaN weight
+    stops a run as non-finite whatever its bits, so only "NaN here" is part of the promise.
+    Every other value is compared bit for bit."""
+    out = a.copy()
+    out[np.isnan(out)] = np.nan
+    return out.tobytes()
+
+
 def test_select_kernels_give_the_bits_of_np_where(case):
     from stepsim.core import _step_kernels as K
 
@@ -201,10 +212,10 @@ def test_select_kernels_give_the_bits_of_np_where(case):
     K.where_add_scaled(x, y, keep, c, got["add"])
     K.where_sub_scaled(x, y, keep, c, got["sub"])
     for name, want in expected.items():
-        assert got[name].tobytes() == want.tobytes(), name
+        assert _bits(got[name]) == _bits(want), name
     inplace = x.copy()
     K.where_sub_scaled(inplace, y, keep, c, inplace)  # out may be x itself
-    assert inplace.tobytes() == expected["sub"].tobytes()
+    assert _bits(inplace) == _bits(expected["sub"])
     other = np.roll(keep, 1)
     assert K.count_changed(keep, other) == np.count_nonzero(keep != other)
 
