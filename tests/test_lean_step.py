@@ -6,7 +6,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -194,6 +194,8 @@ def _bits(a: np.ndarray) -> bytes:
 
 
 @given(masked_case())
+@example((np.array([np.nan, 1.0], np.float32), np.array([np.inf, np.inf], np.float32),
+          np.array([False, False]), np.float32(0.0)))  # 0 * inf: NaNs of either sign
 def test_select_kernels_give_the_bits_of_np_where(case):
     from stepsim.core import _step_kernels as K
 
