@@ -195,7 +195,7 @@ def _bits(a: np.ndarray) -> bytes:
 
 @given(masked_case())
 @example((np.array([np.nan, 1.0], np.float32), np.array([np.inf, np.inf], np.float32),
-          np.array([False, False]), np.float32(0.0)))  # 0 * inf: NaNs of either sign
+          np.array([False, False]), np.float32(0.0)))  # 0 * inf and NaN + x: NaNs
 def test_select_kernels_give_the_bits_of_np_where(case):
     from stepsim.core import _step_kernels as K
 
