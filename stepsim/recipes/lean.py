@@ -127,18 +127,10 @@ class LeanStep:
     # ------------------------------------------------------------------ the step
     def forward(self, state, params, step: int, ctx):
         """``recipe.forward``: (forward weights, state); Pi * w goes into the workspace."""
-        recipe = self.recipe
-        names = recipe._sparse_now(state, ctx) if recipe.sparse else ()
-        if not names:
+        now = self.recipe.masks_now(state, params, step, ctx)
+        if now is None:
             return dict(params), state._replace(flips=0)
-        from stepsim.recipes.maskers import MaskView
-        from stepsim.recipes.recipe import _dense_nm
-
-        view = MaskView(params, names, ctx.specs, state.nm, step)
-        made, now, alpha = recipe.masker.masks(state.masker_state, view)
-        masks = dict.fromkeys(params)
-        masks.update(made)
-        nm_now = {**_dense_nm(state.nm), **now}
+        masks, nm_now, alpha = now
         flips = self._count_flips(state.masks, masks)
         k = self._k
         fwd = {}

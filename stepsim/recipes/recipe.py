@@ -314,16 +314,25 @@ class Recipe:
     def _sparse_now(self, state: RecipeState, ctx: RunContext) -> tuple[str, ...]:
         return tuple(k for k in ctx.sparse_names if state.phases[k] == 1)
 
-    def forward(self, state: RecipeState, params: Mapping, step: int, ctx: RunContext):
-        """Weights the forward pass of step ``step`` uses; returns (weights, state)."""
+    def masks_now(self, state: RecipeState, params: Mapping, step: int, ctx: RunContext):
+        """The masks of step ``step``: (masks: name -> bool array or None for a dense
+        parameter, nm_now: name -> its (n, m), alpha), or None when every module is dense
+        now. Shared by :meth:`forward` and the lean stepper (``recipes.lean``)."""
         names = self._sparse_now(state, ctx) if self.sparse else ()
         if not names:
-            return dict(params), state._replace(flips=0)
+            return None
         view = MaskView(params, names, ctx.specs, state.nm, step)
         made, now, alpha = self.masker.masks(state.masker_state, view)
         masks = dict.fromkeys(params)
         masks.update(made)
-        nm_now = {**_dense_nm(state.nm), **now}
+        return masks, {**_dense_nm(state.nm), **now}, alpha
+
+    def forward(self, state: RecipeState, params: Mapping, step: int, ctx: RunContext):
+        """Weights the forward pass of step ``step`` uses; returns (weights, state)."""
+        now = self.masks_now(state, params, step, ctx)
+        if now is None:
+            return dict(params), state._replace(flips=0)
+        masks, nm_now, alpha = now
         flips = T.count_flips(state.masks, masks)
         fwd = T.masked_forward(params, masks, alpha)
         return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
