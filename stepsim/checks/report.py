@@ -288,8 +288,9 @@ def _view(store, task) -> dict:
         problem = task.build_problem()
         if hasattr(problem, "item_errors"):
             items = None
-            if loaded.stopped_at is None:
-                items = np.asarray(problem.item_errors(loaded.weights), dtype=np.float64)
+            if loaded.stopped_at is None:  # finite weights can still overflow the logits
+                with np.errstate(over="ignore", invalid="ignore"):
+                    items = np.asarray(problem.item_errors(loaded.weights), dtype=np.float64)
             out["diverged"] = items is None or not bool(np.all(np.isfinite(items)))
             if out["diverged"]:  # a run that went non-finite predicts nothing
                 items = np.asarray(problem.diverged_item_errors(), dtype=np.float64)
