@@ -22,6 +22,8 @@ import numpy as np
 
 from stepsim._validate import _show, check_int, check_nm_pair
 from stepsim.recipes.criteria import z_sample
+from stepsim.recipes.switch import plan_schedule
+from stepsim.recipes.switch import schedule_for as _schedule_for  # noqa: F401 (bench/train.py)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -224,66 +226,6 @@ def _check_rng(rng):
 
 def _check_nm_arg(nm):
     return None if nm is None else check_nm_pair("nm", nm)
-
-
-def _schedule_for(recipe, criterion, steps):
-    """(schedule deciding the switches or None, observed schedule or None).
-
-    Two-phase recipes: the schedule given (a criterion is wrapped in SwitchWhen, per module
-    if the recipe's schedule says so) or the recipe's own switch_at; both at once is an
-    error when the recipe's was explicit.
-    Single-phase recipes are sparse from step 0; a criterion given is only observed.
-    """
-    from stepsim.recipes.switch import SwitchAt, SwitchWhen, check_criterion, is_schedule
-
-    own = recipe.schedule
-    given = None
-    if criterion is not None:
-        if isinstance(criterion, str):
-            raise TypeError(f"criterion must be an object, not a name: build it with "
-                            f"make_criterion({criterion!r}, adam=recipe.optimizer) (or pass a "
-                            f"switch schedule, stepsim.recipes.switch.SwitchAt/SwitchWhen)")
-        given = criterion if is_schedule(criterion) else None
-        if given is None:
-            check_criterion("criterion", criterion)
-            per_module = own.per_module and own.dense_phase
-            given = SwitchWhen(criterion, per_module=per_module)
-    if not recipe.sparse:
-        return None, given
-    if not own.dense_phase:
-        return SwitchAt(0), given
-    if given is not None and own.explicit:
-        raise ValueError(f"recipe {recipe.name!r} was built with an explicit switch "
-                         f"({own.switch_at!r}: {dict(recipe.options)}) and fit got a "
-                         f"schedule too ({criterion!r}); give one or the other")
-    if given is not None:
-        return given, None
-    if own.switch_at is None:
-        raise ValueError(f"recipe {recipe.name!r} needs a switch criterion (criterion=..., e.g. "
-                         f"make_criterion('fixed-fraction', fraction=0.2)) or switch_at=...")
-    return SwitchAt(own.switch_at), None
-
-
-def plan_schedule(recipe, criterion, steps: int):
-    """(schedule, observed, watched) of a run: what ``fit`` will switch on and watch.
-
-    The one place that says which criteria a recipe accepts: a criterion watches Adam's
-    second moment, so a recipe on momentum SGD refuses one, and a criterion's beta2 and
-    eps must be its Adam's. Raises what ``fit`` raises for the pair, without training
-    (``stepsim.experiments.RunSpec.check`` calls it).
-    """
-    from stepsim.recipes.transforms import SGDM
-
-    schedule, observed = _schedule_for(recipe, criterion, steps)
-    watched = [s for s in (schedule, observed) if hasattr(s, "criterion")]
-    if watched and isinstance(recipe.optimizer, SGDM):
-        raise ValueError(f"criterion {criterion!r} watches Adam's second moment; recipe "
-                         f"{recipe.name!r} uses momentum SGD, which has none")
-    for s in watched:
-        from stepsim.recipes.criteria import check_matches_adam
-
-        check_matches_adam(s.criterion, recipe.optimizer)
-    return schedule, observed, watched
 
 
 def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,

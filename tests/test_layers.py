@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1] / "stepsim"
 #: takes the layer of its longest dotted prefix listed here (core.masks: 2, core._mask_kernels: 1)
 LAYER = {
     "_validate": 0, "_options": 0, "_jit": 0, "_threads": 0, "_atomic": 0, "_provenance": 0, "_progress": 0,
-    "_lazy": 0, "_bits": 0, "_portability": 0, "_malloc": 0,
+    "_lazy": 0, "_bits": 0, "_portability": 0, "_malloc": 0, "_switch_steps": 0,
     "_libm": 1, "_libm_kernels": 1,
     "core._mask_kernels": 1, "core._optim_kernels": 1, "core._step_kernels": 1,
     "core.reference": 1, "nn._kernels": 1,

@@ -19,7 +19,6 @@ the same seed.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from stepsim.checks import protocol
 
@@ -210,15 +209,20 @@ def effect(results: dict, terms, *, name: str, units: str, margin: float):
                        test_df=df)
 
 
-def switch_cause(k0, steps: int, window: int, *, clip: bool) -> str:
+def switch_cause(k0, steps: int, window: int, *, clip: bool, bounds=None) -> str:
     """Why a run switched at step ``k0`` (PROTOCOL §4): "never" (no switch), "clip"
     (forced after 0.5 T), "window" (at the first step the window and the lower clip allow:
-    the test was already passing, the criterion did not choose the step), else "fired"."""
+    the test was already passing, the criterion did not choose the step), else "fired".
+
+    ``bounds``: the clip's (t_min, t_max) (default: the protocol's, ``RULES["clip"]``); the
+    steps are the criterion's own (``stepsim._switch_steps.legal_switch_steps``)."""
+    from stepsim._switch_steps import legal_switch_steps
+
     if k0 is None:
         return "never"
-    lo, hi = protocol.RULES["clip"]
-    first = max(window, math.floor(lo * steps) + 1) if clip else window
-    if clip and k0 == math.floor(hi * steps) + 1:
+    lo, hi = protocol.RULES["clip"] if bounds is None else bounds
+    first, forced = legal_switch_steps(steps, window, clip=clip, t_min=lo, t_max=hi)
+    if k0 == forced:
         return "clip"
     return "window" if k0 == first else "fired"
 

@@ -26,6 +26,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from stepsim._switch_steps import CLIP_BOUNDS
+
 #: Every number the protocol fixes (PROTOCOL.md, the JSON block inside RULES).
 RULES = {
     "version": 3,
@@ -50,7 +52,7 @@ RULES = {
     "srste_lam": 2e-4,
     "timescales": {"main": {"beta2": 0.999, "steps": 5000},
                    "fast": {"beta2": 0.99, "steps": 2000}},
-    "clip": [0.1, 0.5],
+    "clip": list(CLIP_BOUNDS),  # AutoSwitch's clip, defined once (stepsim._switch_steps)
     "eval_points": 10,
     "alpha": 0.05,
     "claims": {"digits": ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10"],

@@ -37,8 +37,8 @@ import functools
 import hashlib
 import json
 
-#: The switch criterion of a recipe that needs one and names none (module docstring).
-DEFAULT_CRITERION = ("autoswitch", (("clip", True),))
+from stepsim.recipes.switch import DEFAULT_CRITERION  # the one default (module docstring)
+
 DEFAULT_STEPS = 2000
 DEFAULT_OPTIMIZER = "adam"
 #: "the default criterion": what ``RunSpec(criterion=...)`` is when not given
@@ -300,13 +300,13 @@ class RunSpec:
         """Build everything without training: raises what :meth:`run` (``fit``) would.
 
         Names and options of the problem, recipe and criterion; the recipe/criterion pair
-        (``training.plan_schedule``: a criterion watches Adam, a recipe that needs one has
+        (``recipes.switch.plan_schedule``: a criterion watches Adam, a recipe that needs one has
         one); the N:M against every sparse parameter's shape.
         """
         import numpy as np
 
         from stepsim.core.sparsity import check_specs
-        from stepsim.training import plan_schedule
+        from stepsim.recipes.switch import plan_schedule
 
         problem, recipe, criterion = self.build()
         plan_schedule(recipe, criterion, self.steps)

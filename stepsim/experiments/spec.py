@@ -153,8 +153,8 @@ class SweepSpec:
         problems = [{"name": p["name"], "options": options}
                     for p in self.problems for options in entry_options(p)]
         default = self.criterion
-        if default is None:  # the one default criterion (stepsim.experiments.run)
-            from stepsim.experiments.run import DEFAULT_CRITERION
+        if default is None:  # the one default criterion
+            from stepsim.recipes.switch import DEFAULT_CRITERION
 
             default = {"name": DEFAULT_CRITERION[0], "options": dict(DEFAULT_CRITERION[1]),
                        "grid": {}}

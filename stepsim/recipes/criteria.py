@@ -29,8 +29,9 @@ Criteria (registered in ``CRITERIA``; build one with :func:`make_criterion`):
 * ``"tang"`` — :class:`Tang`, the paper's Eq. 11.
 * ``"fixed-step"``, ``"fixed-fraction"`` — :class:`FixedStep`, :class:`FixedFraction`.
 
-Also here: :func:`window_length` (T_w from beta2), :func:`fraction_to_step` and
-:func:`z_sample` (the sample Z_k). The paper's Table 1 metric and criteria over a
+Also here: :func:`window_length` (T_w from beta2) and :func:`z_sample` (the sample Z_k);
+``fraction_to_step`` and the clip bounds (``CLIP_BOUNDS``) are :mod:`stepsim._switch_steps`'s
+(imported here too). The paper's Table 1 metric and criteria over a
 hand-made v trajectory are analysis: :mod:`stepsim.recipes.analysis`.
 """
 
@@ -54,6 +55,7 @@ from stepsim._options import (
     Real,
     StepOrFraction,
 )
+from stepsim._switch_steps import CLIP_BOUNDS, clip_steps, fraction_to_step, robust_floor
 from stepsim._validate import (
     check_choice,
     check_fraction,
@@ -63,48 +65,11 @@ from stepsim._validate import (
     check_step_or_fraction,
 )
 
-# A real number this close (relatively) to an integer is taken to be that integer when
-# flooring: 1/(1-0.999) is 999.9999999999991 in binary floating point, meant to be 1000.
-_INTEGER_RTOL = 1e-9
-
-
-def _robust_floor(x: float) -> int:
-    """floor(x), except that x within 1e-9 (relative) of an integer gives that integer."""
-    nearest = round(x)
-    if abs(x - nearest) <= _INTEGER_RTOL * max(1.0, abs(x)):
-        return int(nearest)
-    return math.floor(x)
-
 
 def z_sample(stats) -> float:
     """Z_k = ||v_k - v_{k-1}||_1 / d of one step's AdamStats (AutoSwitch's Option I sample):
     the one definition, shared by AutoSwitch and the trace (``Trace.z``)."""
     return stats.dv_l1 / stats.size
-
-
-def fraction_to_step(fraction: float, total_steps: int) -> int:
-    """Step k0 = ceil(fraction * total_steps), at least 1, computed robustly.
-
-    In floating point 0.55 * 100 is 55.00000000000001, whose plain ceil is 56; a product
-    within 1e-9 (relative) of an integer is taken as that integer, so the Figure 7 sweep
-    switches at the step the fraction names.
-
-    Parameters
-    ----------
-    fraction : float in [0, 1]
-    total_steps : int
-        The run length T.
-
-    Returns
-    -------
-    int
-        k0 >= 1.
-    """
-    x = float(fraction) * total_steps
-    nearest = round(x)
-    if abs(x - nearest) <= _INTEGER_RTOL * max(1.0, abs(x)):
-        return max(1, int(nearest))
-    return max(1, math.ceil(x))
 
 
 def window_length(beta2: float) -> int:
@@ -125,7 +90,7 @@ def window_length(beta2: float) -> int:
         T_w >= 1.
     """
     beta2 = check_open_unit("beta2", beta2)
-    return _robust_floor(1.0 / (1.0 - beta2))
+    return robust_floor(1.0 / (1.0 - beta2))
 
 
 # ---------------------------------------------------------------------------- states
@@ -285,16 +250,6 @@ def _check_window_options(beta2, window_len) -> None:
         check_int("window_length", window_len, minimum=1)
 
 
-def _resolve_bound(value, total_steps: int) -> int | None:
-    """A clipping bound in steps: ints as given, fractions as floor(fraction * T)."""
-    if value is None:
-        return None
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    # k > fraction*T  <=>  k > floor(fraction*T) for integer k, so flooring loses nothing.
-    return _robust_floor(float(value) * total_steps)
-
-
 # ------------------------------------------------------------------------- AutoSwitch
 
 
@@ -399,9 +354,9 @@ class AutoSwitch:
         return self.window_length if self.window_length is not None else window_length(self.beta2)
 
     def bounds(self):
-        """(t_min, t_max) as given, with the paper's defaults (0.1, 0.5) filled in."""
-        return (0.1 if self.t_min is None else self.t_min,
-                0.5 if self.t_max is None else self.t_max)
+        """(t_min, t_max) as given, with the paper's defaults (``CLIP_BOUNDS``) filled in."""
+        return (CLIP_BOUNDS[0] if self.t_min is None else self.t_min,
+                CLIP_BOUNDS[1] if self.t_max is None else self.t_max)
 
     def sample(self, stats) -> float:
         """Z_k of one step's statistics (see the class docstring)."""
@@ -428,7 +383,7 @@ class AutoSwitch:
         t_min = t_max = None
         if self.clip:
             lo, hi = self.bounds()
-            t_min, t_max = _resolve_bound(lo, total_steps), _resolve_bound(hi, total_steps)
+            t_min, t_max = clip_steps(total_steps, lo, hi)
             if t_min > t_max:
                 raise ValueError(f"t_min ({lo!r} -> step {t_min}) must be <= t_max "
                                  f"({hi!r} -> step {t_max}) for total_steps={total_steps}")
@@ -606,8 +561,10 @@ CRITERION_OPTIONS = {
         "zero_floor": Option(OrNone(Real(minimum=0.0, min_open=True)), None,
                              "zero_rule=floor: the value a zero counts as (none: eps)"),
         "clip": Option(Bool(), False, "clip the switch to (t_min, t_max] of the run"),
-        "t_min": Option(OrNone(StepOrFraction()), None, "clip: earliest switch (none: 0.1)"),
-        "t_max": Option(OrNone(StepOrFraction()), None, "clip: latest switch (none: 0.5)"),
+        "t_min": Option(OrNone(StepOrFraction()), None,
+                        f"clip: earliest switch (none: {CLIP_BOUNDS[0]})"),
+        "t_max": Option(OrNone(StepOrFraction()), None,
+                        f"clip: latest switch (none: {CLIP_BOUNDS[1]})"),
     }, validated=False, none_is_default=False),
     "agarwal": Options({
         "threshold": Option(Real(minimum=0.0, min_open=True), 0.5,

@@ -21,6 +21,11 @@ a :class:`StepStats` (each module's AdamStats of step k and their total; None un
 SGD-M) or a plain dict module -> AdamStats, and ``fired`` is the tuple of modules that
 switch after step k. States are immutable; ``state.fired`` gives
 module -> step (None: not yet). A module is one parameter array.
+
+Also the one place that decides when a run switches: :data:`DEFAULT_CRITERION` (what a
+recipe that needs a criterion gets when none is named), :func:`plan_schedule` (which
+schedule ``fit`` switches on, given a recipe and a criterion or schedule), and the step
+arithmetic and clip bounds of :mod:`stepsim._switch_steps` (re-exported here).
 """
 
 from __future__ import annotations
@@ -28,7 +33,18 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
+from stepsim._switch_steps import (  # noqa: F401 (re-exported: the one definition)
+    CLIP_BOUNDS,
+    clip_steps,
+    fraction_to_step,
+    legal_switch_steps,
+)
 from stepsim._validate import check_int, check_step_or_fraction
+
+#: The switch criterion of a recipe that needs one and names none: AutoSwitch (Algorithm 2)
+#: clipped to (0.1 T, 0.5 T] (``CLIP_BOUNDS``), so that a default run always switches and
+#: leaves both phases a share of the run. As (name, ((option, value), ...)).
+DEFAULT_CRITERION = ("autoswitch", (("clip", True),))
 
 
 class StepStats(NamedTuple):
@@ -108,8 +124,6 @@ class SwitchAt:
     def step_for(self, total_steps: int) -> int:
         """k0 for a run of ``total_steps`` (0: before the first step)."""
         if isinstance(self.at, float):
-            from stepsim.recipes.criteria import fraction_to_step
-
             return fraction_to_step(self.at, total_steps) if self.at else 0
         return int(self.at)
 
@@ -172,6 +186,64 @@ class SwitchWhen:
                     fired[m] = step
                 now.extend(members)
         return state._replace(criteria=crit, fired=fired), tuple(now)
+
+
+def schedule_for(recipe, criterion, steps):
+    """(schedule deciding the switches or None, observed schedule or None).
+
+    Two-phase recipes: the schedule given (a criterion is wrapped in SwitchWhen, per module
+    if the recipe's schedule says so) or the recipe's own switch_at; both at once is an
+    error when the recipe's was explicit.
+    Single-phase recipes are sparse from step 0; a criterion given is only observed.
+    """
+    own = recipe.schedule
+    given = None
+    if criterion is not None:
+        if isinstance(criterion, str):
+            raise TypeError(f"criterion must be an object, not a name: build it with "
+                            f"make_criterion({criterion!r}, adam=recipe.optimizer) (or pass a "
+                            f"switch schedule, stepsim.recipes.switch.SwitchAt/SwitchWhen)")
+        given = criterion if is_schedule(criterion) else None
+        if given is None:
+            check_criterion("criterion", criterion)
+            per_module = own.per_module and own.dense_phase
+            given = SwitchWhen(criterion, per_module=per_module)
+    if not recipe.sparse:
+        return None, given
+    if not own.dense_phase:
+        return SwitchAt(0), given
+    if given is not None and own.explicit:
+        raise ValueError(f"recipe {recipe.name!r} was built with an explicit switch "
+                         f"({own.switch_at!r}: {dict(recipe.options)}) and fit got a "
+                         f"schedule too ({criterion!r}); give one or the other")
+    if given is not None:
+        return given, None
+    if own.switch_at is None:
+        raise ValueError(f"recipe {recipe.name!r} needs a switch criterion (criterion=..., e.g. "
+                         f"make_criterion('fixed-fraction', fraction=0.2)) or switch_at=...")
+    return SwitchAt(own.switch_at), None
+
+
+def plan_schedule(recipe, criterion, steps: int):
+    """(schedule, observed, watched) of a run: what ``fit`` will switch on and watch.
+
+    The one place that says which criteria a recipe accepts: a criterion watches Adam's
+    second moment, so a recipe on momentum SGD refuses one, and a criterion's beta2 and
+    eps must be its Adam's. Raises what ``fit`` raises for the pair, without training
+    (``stepsim.experiments.RunSpec.check`` calls it; ``fit`` too).
+    """
+    from stepsim.recipes.transforms import SGDM
+
+    schedule, observed = schedule_for(recipe, criterion, steps)
+    watched = [s for s in (schedule, observed) if hasattr(s, "criterion")]
+    if watched and isinstance(recipe.optimizer, SGDM):
+        raise ValueError(f"criterion {criterion!r} watches Adam's second moment; recipe "
+                         f"{recipe.name!r} uses momentum SGD, which has none")
+    for s in watched:
+        from stepsim.recipes.criteria import check_matches_adam
+
+        check_matches_adam(s.criterion, recipe.optimizer)
+    return schedule, observed, watched
 
 
 def check_criterion(name: str, value) -> None:
