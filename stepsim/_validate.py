@@ -131,14 +131,6 @@ class UnknownOptionError(ValueError, TypeError):
     input) and, as ``make_criterion`` raised before, a TypeError (an unexpected keyword)."""
 
 
-def check_options(what: str, given, allowed) -> None:
-    """Raise :class:`UnknownOptionError` if ``given`` has a key not in ``allowed``."""
-    unknown = sorted(set(given) - set(allowed))
-    if unknown:
-        raise UnknownOptionError(f"unknown option(s) {unknown} for {what}; "
-                                 f"choose from {sorted(allowed)}")
-
-
 def check_choice(name: str, value, choices) -> str:
     """``value`` must be one of the strings in ``choices``."""
     if not isinstance(value, str):

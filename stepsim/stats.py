@@ -69,11 +69,6 @@ class Estimate:
     confidence: float
     method: str
 
-    @property
-    def half_width(self) -> float:
-        """(high - low) / 2: the "±" of a symmetric t-interval."""
-        return (self.high - self.low) / 2
-
     def __str__(self):
         return f"{self.mean:.4g} [{self.low:.4g}, {self.high:.4g}] (n={self.n})"
 

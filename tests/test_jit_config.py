@@ -85,9 +85,19 @@ def test_public_wrappers_run_compiled_code():
     assert _optim_kernels.adam.signatures
 
 
-def test_every_kernel_module_imports():
-    for name in _kernel_modules():
-        importlib.import_module(name)
+def test_every_kernel_module_imports_and_defines_its_kernels_with_stepsims_njit():
+    from numba.core.registry import CPUDispatcher
+
+    modules = _kernel_modules()
+    assert len(modules) >= 5, modules  # core masks, optim, step; nn; libm at least
+    empty = []
+    for name in modules:
+        mod = importlib.import_module(name)
+        kernels = [attr for attr, obj in vars(mod).items()
+                   if isinstance(obj, CPUDispatcher) and obj.__module__ == name]
+        if not kernels:
+            empty.append(name)
+    assert not empty, f"import stepsim._jit.njit but define no kernel with it: {empty}"
 
 
 # --------------------------------------------------------------------------- no writable cache

@@ -21,6 +21,7 @@ from stepsim.recipes import (
 )
 from stepsim.recipes import transforms as T
 from stepsim.recipes.criteria import make_criterion
+from stepsim.recipes.switch import SwitchAt, schedule_for
 from stepsim.training import fit
 
 
@@ -113,7 +114,7 @@ def test_decaying_mask_is_at_the_scheduled_nm_at_every_frame_boundary():
     p = small(nm=(1, 8))
     steps = 100
     recipe = make_recipe("decaying-mask", lr=1e-2, dense_fraction=0.1)
-    hist = run_manual(p, recipe, steps, k0=recipe.static_switch_step(steps))
+    hist = run_manual(p, recipe, steps, k0=SwitchAt(recipe.schedule.switch_at).step_for(steps))
     state = hist[-1][2]
     schedules = state.masker_state
     sched = schedules["w1"]
@@ -353,7 +354,7 @@ def test_conv_weights_group_input_channels():
 
     w = np.random.default_rng(0).standard_normal((3, 8, 2, 2))
     specs = {"conv": ParamSpec(2, 4, axis=1)}
-    masks = T.nm_masks({"conv": w}, specs, {"conv": (2, 4)})
+    masks = T._nm_masks({"conv": w}, specs, {"conv": (2, 4)})  # the maskers' masks
     assert np.array_equal(masks["conv"], nm_mask_conv(w, 2, 4))
     alloc = allocate_layerwise({"conv": w}, {"conv": ParamSpec(2, 8, axis=1)}, 0.5)
     assert alloc == {"conv": (4, 8)}
@@ -449,18 +450,20 @@ def test_make_recipe_fills_the_recipes_one_schedule(name, options, expected):
     recipe = make_recipe(name, **options)
     assert recipe.schedule == expected
     assert recipe.needs_criterion == (recipe.sparse and expected.needs_criterion)
-    assert recipe.static_switch_step(40) == (expected.static_step(40) if recipe.sparse
-                                             else None)
+    if not recipe.needs_criterion:  # what fit switches on without a criterion
+        schedule, _ = schedule_for(recipe, None, 40)
+        own = expected.switch_at if expected.dense_phase else 0  # 0: sparse from step 0
+        assert schedule == (SwitchAt(own) if recipe.sparse else None)
 
 
 def test_schedule_normalises_switch_at_and_gives_k0():
     at = Schedule(dense_phase=True, switch_at=np.int64(3)).switch_at
     assert at == 3 and type(at) is int
     assert type(Schedule(switch_at=np.float32(0.5)).switch_at) is float
-    assert Schedule(dense_phase=True, switch_at=0.25).static_step(10) == 3  # ceil(2.5)
-    assert Schedule(dense_phase=True, switch_at=0.0).static_step(10) == 0
-    assert Schedule(dense_phase=True).static_step(10) is None
-    assert Schedule(switch_at=5).static_step(10) == 0  # no dense phase: sparse from step 0
+    assert SwitchAt(Schedule(dense_phase=True, switch_at=0.25).switch_at).step_for(10) == 3
+    assert SwitchAt(Schedule(dense_phase=True, switch_at=0.0).switch_at).step_for(10) == 0
+    assert Schedule(dense_phase=True).needs_criterion
+    assert not Schedule(switch_at=5).needs_criterion  # no dense phase: sparse from step 0
     with pytest.raises(TypeError, match="schedule must be"):
         Recipe("x", make_recipe("dense").optimizer, schedule=None)
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from stepsim.experiments import load_table, run_sweep
+from tests.tables import stable_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"steps": 100, "seeds": 2, "nm": ["2:4", "1:8"], "criterion": "autoswitch",
@@ -94,7 +95,7 @@ def test_sigkill_mid_sweep_then_resume_gives_the_same_table(straight, tmp_path):
     assert len(done_at_kill) + len(done_at_kill.missing) == total
 
     resumed = run_sweep(spec, out, jobs=1, progress=False)  # the same command, again
-    assert resumed.stable_rows() == straight[1].stable_rows()
+    assert stable_rows(resumed) == stable_rows(straight[1])
     assert arrays_of(out) == arrays_of(straight[0])
     assert not [p for p in runs.iterdir() if p.name.startswith(".")]  # temporaries cleaned
     # rows of runs finished before the kill are the ones written then (not recomputed)
@@ -125,7 +126,7 @@ def test_process_pool_and_dask_give_the_same_rows_and_bits(straight, tmp_path, m
 
     saved, finished = saves_and_finishes(monkeypatch)
     pool = run_sweep(SPEC, tmp_path / "pool", jobs=2, progress=False)
-    assert pool.stable_rows() == straight[1].stable_rows()
+    assert stable_rows(pool) == stable_rows(straight[1])
     assert arrays_of(tmp_path / "pool") == arrays_of(straight[0])
     # results are saved as they arrive, not after the last run: what a kill can lose is
     # only the runs in flight (8 runs on 2 workers: the first save precedes the last finish)
@@ -137,5 +138,5 @@ def test_process_pool_and_dask_give_the_same_rows_and_bits(straight, tmp_path, m
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         dask = run_sweep(SPEC, tmp_path / "dask", scheduler=cluster.scheduler_address,
                          progress=False)
-    assert dask.stable_rows() == straight[1].stable_rows()
+    assert stable_rows(dask) == stable_rows(straight[1])
     assert arrays_of(tmp_path / "dask") == arrays_of(straight[0])

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from stepsim.experiments import executors, load_table, plan_sweep, run_sweep, store
+from tests.tables import stable_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"steps": 100, "seeds": 2, "nm": ["2:4", "1:8"], "criterion": "autoswitch",
@@ -135,7 +136,7 @@ def test_two_sweeps_on_one_out_run_every_run_once_and_write_the_single_table(str
     assert by == {str(p.pid) for p in procs}  # and the second sweep really helped
 
     table = load_table(out)
-    assert table.stable_rows() == straight[1].stable_rows()
+    assert stable_rows(table) == stable_rows(straight[1])
     csv = (out / "table.csv").read_text()
     assert without_runtime(csv) == without_runtime((straight[0] / "table.csv").read_text())
     assert npz_bits(out) == npz_bits(straight[0])
@@ -200,7 +201,7 @@ def test_a_sigkilled_claimers_claim_is_taken_over_and_live_claims_are_waited_for
 
     err = capsys.readouterr().err
     assert f"waiting for 1 run(s) that another sweep process (pid {holder.pid} on " in err
-    assert table.stable_rows() == straight[1].stable_rows()
+    assert stable_rows(table) == stable_rows(straight[1])
     assert npz_bits(out) == npz_bits(straight[0])
     assert sorted(t.digest for t in executed) == sorted(r.spec.digest for r in runs)
     assert executed[-1] == runs[held].spec  # the dead claimer's run, taken over last

@@ -200,8 +200,11 @@ def test_cli_train(tmp_path, capsys):
     (np.float32(0.5), 50), (np.float64(0.25), 25), (np.int64(7), 7), (0.55, 55), (1.0, 100),
 ])
 def test_switch_point_accepts_numpy_scalars_and_fractions(value, expected):
-    assert make_recipe("asp", prune_at=value).static_switch_step(100) == expected
-    assert make_recipe("step", switch_at=value).static_switch_step(100) == expected
+    from stepsim.recipes.switch import schedule_for
+
+    for recipe in (make_recipe("asp", prune_at=value), make_recipe("step", switch_at=value)):
+        schedule, _ = schedule_for(recipe, None, 100)  # what fit switches on
+        assert schedule.init(100, ("w",)).k0 == expected
 
 
 def test_criterion_by_name_follows_the_optimizers_beta2_and_eps():

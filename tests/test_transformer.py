@@ -228,8 +228,7 @@ def test_float32_exp_kernel_is_within_two_ulps(seed, n, spread):
 
     x = -spread * np.random.default_rng(seed).random(n).astype(np.float32)
     x[0] = 0.0
-    out = np.empty_like(x)
-    K.exp_nonpositive_f32_array(x, out)
+    out = np.array([K.exp_nonpositive_f32(v) for v in x], dtype=np.float32)  # the kernel
     exact = np.exp(x.astype(np.float64))
     normal = x >= -87
     assert out[0] == 1.0

@@ -64,7 +64,8 @@ class Effect:
     smallest effect the claim needs (see the module docstring); values: the n paired
     values themselves (one per seed). se_seeds, se_test: the standard error's parts
     (:class:`stepsim.stats.PairedEstimate`, units of the estimate) when the Effect was made
-    by :func:`effect_from`; NaN for :func:`effect_of` (the rules then use sd(values)/sqrt(n)).
+    by :func:`effect_from`; NaN for an Effect built directly without them (the rules then
+    use sd(values)/sqrt(n)).
     """
 
     name: str
@@ -155,7 +156,7 @@ def effect_from(values, test_vars=None, *, name: str, units: str, margin: float,
 def _estimate_of(effect: Effect):
     """The :class:`stepsim.stats.PairedEstimate` behind ``effect``: from its se fields when
     both are finite (:func:`effect_from`), else sd(values)/sqrt(n) from its values (an
-    :func:`effect_of` Effect), else from its interval's width; NaN se if none is known."""
+    Effect built without them), else from its interval's width; NaN se if none is known."""
     from stepsim import stats
 
     if not isinstance(effect, Effect):

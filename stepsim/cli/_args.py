@@ -1,7 +1,7 @@
 """Option parsers shared by the subcommands (standard library only: imported at parse time).
 
 * :func:`nm` — an argparse ``type=`` for "N:M" options;
-* :func:`seed`, :func:`positive_int`, :func:`non_negative_int`, :func:`finite_float` —
+* :func:`seed`, :func:`positive_int`, :func:`finite_float` —
   argparse ``type=`` for numbers, so a bad value is reported with the option's name;
 * :func:`value` — the one grammar of a ``KEY=VALUE`` value (``-p``, ``-o``, ``-c``,
   ``--grid`` in train, sweep and check);
@@ -58,14 +58,6 @@ def positive_int(text: str) -> int:
     value = _integer(text)
     if value < 1:
         raise OptionError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An integer >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise OptionError(f"must be a non-negative integer, got {text!r}")
     return value
 
 

@@ -284,10 +284,6 @@ class Table:
         rows = tuple(r for r in self.rows if all(r.get(k) == v for k, v in equal.items()))
         return dataclasses.replace(self, rows=rows, missing=())
 
-    def stable_rows(self) -> list[dict]:
-        """The rows without the :attr:`VOLATILE` columns (equal for equal runs, bit for bit)."""
-        return [{k: v for k, v in row.items() if k not in self.VOLATILE} for row in self.rows]
-
     def to_csv(self) -> str:
         """The table as CSV text (lists as JSON, None as an empty cell)."""
         buf = io.StringIO()

@@ -4,8 +4,8 @@
 Problems build their models from these; nothing here imports recipes or training.
 
 * :mod:`~stepsim.nn.layers` — hand-written forward/backward pairs: Linear (stored (out, in),
-  so N:M groups run along the input axis), ReLU, exact GELU, tanh, LayerNorm, seeded
-  dropout, softmax cross-entropy and MSE. Each is checked against central finite
+  so N:M groups run along the input axis), ReLU, exact GELU, tanh, LayerNorm, softmax
+  cross-entropy and MSE. Each is checked against central finite
   differences in float64 and against torch (when the optional torch peer is installed).
 * :mod:`~stepsim.nn.mlp` — :class:`~stepsim.nn.mlp.MLP` builds a model from them and says
   which Linear weights are N:M (``sparsify="all"`` as the paper, ``"all-but-last"`` as

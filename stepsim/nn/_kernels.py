@@ -64,13 +64,6 @@ def exp_nonpositive_f32(x):
     return np.float32(0) if small else y
 
 
-@njit
-def exp_nonpositive_f32_array(x, out):
-    """out = exp(x) element-wise over flat float32 arrays of entries <= 0 (for the tests)."""
-    for i in range(x.shape[0]):
-        out[i] = exp_nonpositive_f32(x[i])
-
-
 # --------------------------------------------------------------------------- causal softmax
 @njit
 def causal_softmax(s, scale, fast_exp):

@@ -245,47 +245,6 @@ def layernorm_backward(dout: np.ndarray, cache: LayerNormCache):
     return dx, dgamma, dbeta
 
 
-# ---------------------------------------------------------------------- dropout
-class DropoutCache(NamedTuple):
-    """scale (...) = keep / (1 - p) in x's dtype, or None when p = 0 (identity)."""
-
-    scale: np.ndarray | None
-
-
-def dropout_forward(x: np.ndarray, p: float, rng: np.random.Generator):
-    """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p).
-
-    Parameters
-    ----------
-    x : ndarray (...)
-    p : float in [0, 1); p = 0 returns x itself (no copy, no random draw)
-    rng : numpy.random.Generator, the only source of randomness
-
-    Returns
-    -------
-    out : ndarray (...), E[out] = x
-    cache : DropoutCache
-    """
-    _check_float("x", x)
-    if not (isinstance(p, numbers.Real) and not isinstance(p, bool) and 0 <= p < 1):
-        raise ValueError(f"p must be a number in [0, 1), got {p!r}")
-    if p == 0:
-        return x, DropoutCache(None)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    keep = rng.random(x.shape, dtype=x.dtype) >= x.dtype.type(p)
-    scale = keep * x.dtype.type(1 / (1 - p))
-    return x * scale, DropoutCache(scale)
-
-
-def dropout_backward(dout: np.ndarray, cache: DropoutCache) -> np.ndarray:
-    """dx (...) = dout * scale (the same entries dropped and scaled as in the forward)."""
-    if cache.scale is None:
-        return dout
-    _check_shape("dout", dout, cache.scale.shape, "the forward input's")
-    return dout * cache.scale
-
-
 # ----------------------------------------------------------------------- losses
 def softmax_cross_entropy(logits: np.ndarray, labels: np.ndarray):
     """Mean softmax cross-entropy over all label positions.

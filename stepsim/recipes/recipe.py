@@ -263,13 +263,6 @@ class Recipe:
         """A dense phase whose end no static ``switch_at`` fixes: ``fit`` needs a criterion."""
         return self.sparse and self.schedule.needs_criterion
 
-    def static_switch_step(self, total_steps: int) -> int | None:
-        """k0 from the schedule's ``switch_at`` for a run of ``total_steps`` (0: no dense
-        phase at all; None: dense training, or a criterion decides)."""
-        if not self.sparse:
-            return None
-        return self.schedule.static_step(total_steps)
-
     # ---------------------------------------------------------------- pure steps
     def init(self, params: Mapping, ctx: RunContext) -> RecipeState:
         """A fresh state: every module dense (phase 0), optimizer moments at zero."""

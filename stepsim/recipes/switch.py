@@ -101,15 +101,6 @@ class Schedule:
         """A dense phase whose end no static ``switch_at`` fixes."""
         return self.dense_phase and self.switch_at is None
 
-    def static_step(self, total_steps: int) -> int | None:
-        """k0 from ``switch_at`` for a run of ``total_steps`` (0: no dense phase at all;
-        None: a criterion decides)."""
-        if not self.dense_phase:
-            return 0
-        if self.switch_at is None:
-            return None
-        return SwitchAt(self.switch_at).step_for(total_steps)  # the one step-or-fraction -> k0
-
 
 @dataclasses.dataclass(frozen=True)
 class SwitchAt:

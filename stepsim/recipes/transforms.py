@@ -9,7 +9,7 @@ is not sparsified.
 
 Pieces, in the order a step uses them:
 
-* masks: :func:`nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
+* masks: :func:`_nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
   (decaying mask: which N at which step); :func:`allocate_layerwise` (layer-wise N:M).
 * forward: :func:`masked_forward` — Pi * w, or (Pi + alpha (1 - Pi)) * w for a decaying scale.
 * gradient: :func:`srste_term` (g + lam (1 - Pi) w), :func:`mask_gradients` (ASP); as
@@ -318,35 +318,13 @@ class SGDM:
 
 
 # --------------------------------------------------------------------------- masks
-def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
-             nm: Mapping[str, tuple[int, int]]) -> Masks:
-    """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else None.
-
-    Parameters
-    ----------
-    params : dict name -> ndarray
-    specs : dict name -> ParamSpec
-    nm : dict name -> (n, m)
-        For every sparse parameter.
-
-    Returns
-    -------
-    dict name -> bool ndarray (shaped like the parameter) or None
-    """
-    from stepsim.core.masks import nm_mask
-
-    out = {}
-    for name, w in params.items():
-        spec = specs[name]
-        out[name] = nm_mask(w, *nm[name], axis=spec.axis) if spec.sparse else None
-    return out
-
-
 def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
               nm: Mapping[str, tuple[int, int]]) -> Masks:
-    """:func:`nm_masks` for the training loop: the arguments were checked once per run
-    (``RunContext.make``: float weights, every N:M tiling its axis; the N:M values from
-    validated specs, allocations and schedules), so each step's masks skip the checks."""
+    """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else
+    None: dict name -> bool ndarray (shaped like the parameter) or None. For the training
+    loop: the arguments were checked once per run (``RunContext.make``: float weights, every
+    N:M tiling its axis; the N:M values from validated specs, allocations and schedules),
+    so each step's masks skip the checks (the checked mask of one array: ``core.masks``)."""
     from stepsim.core.masks import _nm_mask
 
     out = {}

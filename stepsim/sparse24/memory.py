@@ -257,10 +257,6 @@ class Table5Cell:
     def matches(self) -> bool:
         return round(self.stepsim_mb, 2) == self.paper_mb
 
-    @property
-    def difference_mb(self) -> float:
-        return self.stepsim_mb - self.paper_mb
-
 
 def table5_cells(model: str, *, counted: str = "paper", metadata: str = "none",
                  value_bytes: int = 2) -> tuple:
