@@ -14,6 +14,7 @@ from stepsim.problems import make_problem
 from stepsim.recipes import RunContext, make_recipe
 from stepsim.recipes import lean as lean_module
 from stepsim.recipes.criteria import make_criterion
+from stepsim.recipes.registry import RECIPES
 from stepsim.training import fit
 
 
@@ -58,9 +59,13 @@ def test_lean_step_gives_the_bits_of_the_pure_step(monkeypatch, problem_name, re
         problem = make_problem("digits", hidden=(16,), nm=(2, 4), batch_size=16)
     recipe = make_recipe(recipe_name, lr=1e-2, **options)
     crit = make_criterion(criterion, adam=recipe.optimizer) if criterion else None
+    _lean_vs_pure(monkeypatch, problem, recipe, crit=crit)
 
+
+def _lean_vs_pure(monkeypatch, problem, recipe, steps=40, crit=None):
+    """fit with the lean step (checked to have run) and with the recipe's pure step."""
     def run():
-        return fit(problem, recipe, 40, rng=4, criterion=crit, progress=False,
+        return fit(problem, recipe, steps, rng=4, criterion=crit, progress=False,
                    log_stats=True)
 
     made = []
@@ -79,13 +84,76 @@ def test_lean_step_gives_the_bits_of_the_pure_step(monkeypatch, problem_name, re
     _same_run(lean, pure)
 
 
-def test_recipes_without_an_in_place_form_run_the_pure_step():
+@pytest.mark.parametrize("recipe_name", sorted(RECIPES))
+def test_every_registered_recipe_runs_the_lean_step_with_the_pure_bits(monkeypatch,
+                                                                       recipe_name):
+    # DominoSearch (layerwise-sr-ste) penalises the gradient and changes N during the run;
+    # its search runs fast here so that it lowers N inside 40 steps
     problem = make_problem("digits", hidden=(16,), nm=(2, 4), batch_size=16)
-    recipe = make_recipe("layerwise-sr-ste")  # DominoSearch penalises the gradient
+    options = {"switch_at": 0.3} if "step" in recipe_name else {}
+    if recipe_name == "layerwise-sr-ste":
+        options = {"domino_check_every": 2, "domino_penalty_every": 1}
+    assert not lean_module.missing_in_place(make_recipe(recipe_name, **_known(recipe_name,
+                                                                             options)))
+    _lean_vs_pure(monkeypatch, problem, make_recipe(recipe_name, lr=1e-2,
+                                                    **_known(recipe_name, options)))
+
+
+def _known(recipe_name, options):
+    """``options`` less those the recipe does not take."""
+    from stepsim.recipes.registry import recipe_options
+
+    own = set(recipe_options(recipe_name))
+    return {k: v for k, v in options.items() if k in own}
+
+
+def test_sgdm_with_mixed_dtypes_runs_in_place_with_the_pure_bits():
+    from stepsim.recipes.lean import LeanStep
+
+    rng = np.random.default_rng(0)
+    params = {"w": rng.standard_normal((4, 8)).astype(np.float32),
+              "b": rng.standard_normal(4)}  # float64
+    from stepsim.core.sparsity import ParamSpec
+
+    specs = {"w": ParamSpec(2, 4, axis=-1), "b": ParamSpec()}
+    for name in ("sr-ste", "dense"):
+        recipe = make_recipe(name, optimizer="sgdm", lr=1e-2)
+        ctx = RunContext.make(params, specs, 10)
+        state = recipe.init(params, ctx)
+        p_pure, state = recipe.switch(state, params, 0, ctx)
+        lean = LeanStep.make(recipe, p_pure, state, ctx)
+        s_pure = s_lean = state
+        for k in range(1, 4):
+            grads = {n: rng.standard_normal(w.shape).astype(w.dtype)
+                     for n, w in params.items()}
+            fwd_p, s_pure = recipe.forward(s_pure, p_pure, k, ctx)
+            fwd_l, s_lean = lean.forward(s_lean, lean.params, k, ctx)
+            for n in params:
+                assert fwd_p[n].tobytes() == fwd_l[n].tobytes()
+            p_pure, s_pure, _ = recipe.update(s_pure, p_pure, grads, k, ctx)
+            lean.update(s_lean, lean.params, grads, k, ctx)
+            for n in params:
+                assert p_pure[n].dtype == lean.params[n].dtype
+                assert p_pure[n].tobytes() == lean.params[n].tobytes(), (name, k, n)
+
+
+def test_a_piece_without_an_in_place_form_is_refused_loudly():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class PureOnly:  # a gradient piece with only the pure form
+        def apply(self, grads, view):
+            return grads
+
+    recipe = dataclasses.replace(make_recipe("sr-ste"), gradient=(PureOnly(),))
+    problem = make_problem("digits", hidden=(16,), nm=(2, 4), batch_size=16)
     params = problem.init_params(0)
     ctx = RunContext.make(params, problem.specs, 10)
-    assert lean_module.LeanStep.make(recipe, params, recipe.init(params, ctx), ctx) is None
-    assert fit(problem, recipe, 5, rng=0, progress=False).success
+    assert lean_module.missing_in_place(recipe) == ["gradient piece PureOnly (apply_into)"]
+    with pytest.raises(TypeError, match="PureOnly"):
+        lean_module.LeanStep.make(recipe, params, recipe.init(params, ctx), ctx)
+    with pytest.raises(TypeError, match="PureOnly"):
+        fit(problem, recipe, 3, rng=0, progress=False)
 
 
 def test_lean_step_leaves_the_problems_arrays_alone():
@@ -207,12 +275,14 @@ def test_select_kernels_give_the_bits_of_np_where(case):
             "scaled": np.where(keep, x, x * c),
             "add": np.where(keep, x, x + c * y),
             "sub": np.where(keep, x, x - c * y),
+            "penalty": x + np.where(keep, c * y, dt(0)),
         }
     got = {name: np.empty_like(x) for name in expected}
     K.where_zero(x, keep, got["zero"])
     K.where_scaled(x, keep, c, got["scaled"])
     K.where_add_scaled(x, y, keep, c, got["add"])
     K.where_sub_scaled(x, y, keep, c, got["sub"])
+    K.add_where_scaled(x, y, keep, c, got["penalty"])
     for name, want in expected.items():
         assert _bits(got[name]) == _bits(want), name
     inplace = x.copy()

@@ -49,6 +49,15 @@ def where_sub_scaled(x, y, keep, c, out):
 
 
 @njit
+def add_where_scaled(x, y, keep, c, out):
+    """out = x + (c * y where keep, else 0) (DominoSearch's penalty:
+    ``x + np.where(keep, c * y, 0)``; x + 0 as NumPy adds it, so -0 becomes +0 there too)."""
+    zero = out.dtype.type(0)
+    for i in range(x.shape[0]):
+        out[i] = x[i] + (c * y[i] if keep[i] else zero)
+
+
+@njit
 def count_changed(a, b):
     """How many entries of two bool arrays differ (``np.count_nonzero(a != b)``)."""
     count = 0

@@ -90,3 +90,59 @@ def gelu_backward(dout, cache):
     dx = np.empty_like(dout)
     K.gelu_backward(dout.reshape(-1), x.reshape(-1), dx.reshape(-1))
     return dx
+
+
+def softmax_cross_entropy(logits, labels):
+    """:func:`stepsim.nn.layers.softmax_cross_entropy` in one kernel pass (the same checks,
+    the same arithmetic in the same order: the same bits). (loss, dlogits)."""
+    L._check_float("logits", logits)
+    if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu":
+        return L.softmax_cross_entropy(logits, labels)  # raises, naming the problem
+    if logits.ndim < 1 or labels.shape != logits.shape[:-1] or labels.size == 0:
+        return L.softmax_cross_entropy(logits, labels)
+    from stepsim.nn import _kernels as K
+
+    c = logits.shape[-1]
+    rows = labels.size
+    flat = np.ascontiguousarray(logits.reshape(rows, c))
+    probs = np.empty_like(flat)
+    logs = np.empty(rows, logits.dtype)
+    picked = np.empty(rows, logits.dtype)
+    if K.softmax_xent(flat, labels.reshape(rows), logits.dtype.type(1 / rows), probs, logs,
+                      picked):
+        return L.softmax_cross_entropy(logits, labels)  # raises: labels outside [0, C)
+    loss = float(np.sum(logs, dtype=np.float64) - np.sum(picked, dtype=np.float64)) / rows
+    return loss, probs.reshape(logits.shape)
+
+
+def linear_relu_forward(x, w, b):
+    """``maximum(x @ w.T + b, 0)`` for 2-d x (R, in): the matrix product on BLAS, the bias
+    and the rectifier in one kernel pass, in place on the product (the bits of
+    :func:`stepsim.nn.layers.linear_forward` then ``np.maximum(out, 0)``). (out, its
+    LinearCache): out is also what the rectifier's backward reads."""
+    out, cache = L.linear_forward(x, w, None)
+    from stepsim.nn import _kernels as K
+
+    if b is not None:
+        L._check_same_dtype("x", x, "b", b)
+        L._check_shape("b", b, (w.shape[0],), "w's out")
+    if out.ndim != 2:  # the kernel takes (R, D): other shapes on NumPy
+        if b is not None:
+            out += b
+        np.maximum(out, 0, out=out)
+    else:
+        K.bias_relu(out, out[0] if b is None else b, b is not None)
+    return out, L.LinearCache(x, w, b is not None)
+
+
+def relu_backward_bias_grad(dout, saved, has_bias):
+    """(dout * (saved > 0) in place on dout, its sum over the rows or None): the rectifier's
+    backward and the bias gradient of the Linear below it in one pass, for 2-d dout."""
+    from stepsim.nn import _kernels as K
+
+    if dout.ndim != 2 or not dout.flags.c_contiguous or saved.shape != dout.shape:
+        np.multiply(dout, saved > 0, out=dout)
+        return dout, dout.reshape(-1, dout.shape[-1]).sum(axis=0) if has_bias else None
+    db = np.empty(dout.shape[1], dout.dtype) if has_bias else dout[0]
+    K.relu_backward_bias(dout, saved, db, has_bias)
+    return dout, db if has_bias else None

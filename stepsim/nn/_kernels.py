@@ -322,3 +322,131 @@ def gelu_backward(dout, x, dx):
         v = x[i]
         e = exp_nonpositive_f32(np.float32(-0.5) * v * v)
         dx[i] = dout[i] * (_normal_cdf(v, e) + v * (e * _INV_SQRT_2PI))
+
+
+# --------------------------------------------------------------------------- dense layers
+# The MLP's element-wise work and the loss, fused around the matrix products (which stay
+# BLAS). Every kernel computes what its NumPy reference in stepsim.nn.layers computes, in
+# the same order, so the bits are the same: NumPy's sum over a row (the softmax's total) is
+# its pairwise sum (:func:`pairwise_sum`), a sum over the rows (a bias gradient) adds the
+# rows in order starting from 0, and maximum(x, 0) gives +0 for -0 (NumPy's AVX2 path).
+_PW_BLOCK = 128  # NumPy's PW_BLOCKSIZE
+
+
+@njit
+def pairwise_sum(a):
+    """NumPy's pairwise sum of a contiguous 1-d array (``np.add.reduce``'s inner loop), in
+    a's dtype: below 8 entries in order; up to 128, eight running sums (entry i to sum
+    i % 8) added ((0+1)+(2+3))+((4+5)+(6+7)), then the tail in order; above, the two
+    halves (the first a multiple of 8 long) summed apart and added."""
+    n = a.shape[0]
+    if n < 8:
+        res = a.dtype.type(0)
+        for i in range(n):
+            res += a[i]
+        return res
+    if n <= _PW_BLOCK:
+        r0, r1, r2, r3 = a[0], a[1], a[2], a[3]
+        r4, r5, r6, r7 = a[4], a[5], a[6], a[7]
+        full = n - n % 8
+        for i in range(8, full, 8):
+            r0 += a[i]
+            r1 += a[i + 1]
+            r2 += a[i + 2]
+            r3 += a[i + 3]
+            r4 += a[i + 4]
+            r5 += a[i + 5]
+            r6 += a[i + 6]
+            r7 += a[i + 7]
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        for i in range(full, n):
+            res += a[i]
+        return res
+    half = n // 2
+    half -= half % 8
+    return pairwise_sum(a[:half]) + pairwise_sum(a[half:])
+
+
+@njit
+def softmax_xent(logits, labels, scale, probs, logs, picked):
+    """Softmax cross-entropy of rows of logits (R, C) with labels (R,), as
+    :func:`stepsim.nn.layers.softmax_cross_entropy` computes it.
+
+    Writes probs (R, C) = (softmax - onehot) * scale (scale = 1/R in logits' dtype), logs
+    (R,) = log(sum_j exp(shifted)) and picked (R,) = shifted[label], with shifted = row -
+    max(row) (the caller sums logs and picked in float64). exp and log are glibc's, in
+    float64, rounded once to the dtype (stepsim._libm). Returns how many labels lie
+    outside [0, C) (then nothing is meaningful; the caller raises).
+    """
+    rows, c = logits.shape
+    zero = logits.dtype.type(0)
+    one = logits.dtype.type(1)  # a literal 1 would make the arithmetic float64
+    for i in range(rows):
+        if labels[i] < 0 or labels[i] >= c:
+            bad = 0
+            for r in range(rows):
+                bad += labels[r] < 0 or labels[r] >= c
+            return bad
+    for i in range(rows):
+        row = logits[i]
+        p = probs[i]
+        top = row[0]
+        for j in range(1, c):
+            x = row[j]
+            if x > top or x != x:  # np.max: the largest, NaN if any (kept once seen)
+                top = x
+        for j in range(c):
+            p[j] = math.exp(np.float64(row[j] - top))
+        total = zero + pairwise_sum(p)  # np.sum: the identity 0, then the row's sum
+        logs[i] = math.log(np.float64(total)) if total > 0 else (
+            -np.inf if total == 0 else np.nan)
+        label = labels[i]
+        picked[i] = row[label] - top
+        for j in range(c):
+            q = p[j] / total
+            if j == label:
+                q -= one
+            p[j] = q * scale
+    return 0
+
+
+@njit
+def bias_relu(h, b, has_bias):
+    """In place on h (R, D): h = maximum(h + b, 0) (b (D,) added only if has_bias); NaN
+    stays NaN and -0 becomes +0, as np.maximum(h, 0) gives."""
+    rows, d = h.shape
+    zero = h.dtype.type(0)
+    for i in range(rows):
+        for j in range(d):
+            v = h[i, j] + b[j] if has_bias else h[i, j]
+            h[i, j] = v if (v > zero or v != v) else zero
+
+
+@njit
+def rows_sum(d, db):
+    """db (D,) = the sum of d (R, D) over the rows (``d.sum(axis=0)``): in row order from
+    0 (NumPy's inner loop runs along a row), or pairwise when D = 1."""
+    rows, n = d.shape
+    if n == 1:  # NumPy then sums the one column as a 1-d array: pairwise
+        db[0] = d.dtype.type(0) + pairwise_sum(d[:, 0])
+        return
+    for j in range(n):
+        db[j] = d.dtype.type(0)
+    for i in range(rows):
+        for j in range(n):
+            db[j] += d[i, j]
+
+
+@njit
+def relu_backward_bias(d, saved, db, has_bias):
+    """In place on d (R, D): d = d * (saved > 0) (a multiply by 1 or 0, as NumPy's
+    ``np.multiply(d, saved > 0)``: -0 and NaN where it gives them); db (D,) = the sum
+    of the new d over the rows, in row order from 0 (``d.sum(axis=0)``), if has_bias."""
+    rows, n = d.shape
+    one = d.dtype.type(1)
+    zero = d.dtype.type(0)
+    for i in range(rows):
+        for j in range(n):
+            d[i, j] = d[i, j] * (one if saved[i, j] > zero else zero)
+    if has_bias:
+        rows_sum(d, db)

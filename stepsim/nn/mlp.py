@@ -25,6 +25,7 @@ import numpy as np
 
 from stepsim._validate import check_bool, check_choice, check_int, check_nm_pair
 from stepsim.core.sparsity import ParamSpec, check_divides
+from stepsim.nn import _fused
 from stepsim.nn import layers as L
 
 ACTIVATIONS = {
@@ -130,11 +131,13 @@ class MLP:
         linear, act = [], []
         h = x
         for l in range(1, self.layers + 1):
-            h, cache = L.linear_forward(h, params[f"w{l}"], params.get(f"b{l}"))
+            if relu and l < self.layers:  # bias and rectifier in one pass over the product
+                h, cache = _fused.linear_relu_forward(h, params[f"w{l}"], params.get(f"b{l}"))
+            else:
+                h, cache = L.linear_forward(h, params[f"w{l}"], params.get(f"b{l}"))
             linear.append(cache)
             if l < self.layers:
-                if relu:  # h is this layer's own fresh output: rectify it in place
-                    np.maximum(h, 0, out=h)
+                if relu:  # h is this layer's own fresh output, rectified in place
                     cache = L.ActivationCache(h)
                 else:
                     h, cache = act_forward(h)
@@ -148,13 +151,16 @@ class MLP:
         grads = {}
         d = dout
         for l in range(self.layers, 0, -1):
+            db = None
             if l < self.layers:
-                if relu:  # d is the fresh dx of the layer above: zero it in place
-                    np.multiply(d, cache.act[l - 1].saved > 0, out=d)
+                if relu:  # d is the fresh dx of the layer above: zeroed in place, and the
+                    # bias gradient summed in the same pass
+                    d, db = _fused.relu_backward_bias_grad(d, cache.act[l - 1].saved,
+                                                           self.bias)
                 else:
                     d = act_backward(d, cache.act[l - 1])
             need_dx = l > 1  # the input's gradient is never used
-            d_next, dw, db = _linear_backward(d, cache.linear[l - 1], need_dx)
+            d_next, dw, db = _linear_backward(d, cache.linear[l - 1], need_dx, db)
             grads[f"w{l}"] = dw
             if self.bias:
                 grads[f"b{l}"] = db
@@ -167,15 +173,17 @@ class MLP:
         return np.concatenate(outs) if outs else np.empty((0, self.sizes[-1]), x.dtype)
 
 
-def _linear_backward(dout, cache: L.LinearCache, need_dx: bool):
-    """linear_backward, skipping dx (a matmul) for the first layer."""
-    if need_dx:
-        return L.linear_backward(dout, cache)
+def _linear_backward(dout, cache: L.LinearCache, need_dx: bool, db=None):
+    """linear_backward's (dx, dw, db), skipping dx (a matmul) for the first layer; db
+    given: the bias gradient already summed (with the rectifier's backward)."""
     x, w, has_bias = cache
     rows = math.prod(x.shape[:-1])
     dout2 = dout.reshape(rows, w.shape[0])
+    dx = dout @ w if need_dx else None
     dw = np.ascontiguousarray(dout2.T @ x.reshape(rows, w.shape[1]))
-    return None, dw, dout2.sum(axis=0) if has_bias else None
+    if db is None and has_bias:
+        db = dout2.sum(axis=0)
+    return dx, dw, db if has_bias else None
 
 
 def _float_dtype(dtype) -> np.dtype:

@@ -20,6 +20,7 @@ import numpy as np
 
 from stepsim._options import NM, Bool, Choice, Described, Int, Option, Options, Real, Widths
 from stepsim._validate import check_int, check_memory, check_real, check_widths
+from stepsim.nn import _fused
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
 
@@ -125,7 +126,7 @@ class Digits:
 
     def loss_and_grad(self, params, batch: Batch):
         logits, cache = self.mlp.forward(params, batch.x)
-        loss, dlogits = L.softmax_cross_entropy(logits, batch.y)
+        loss, dlogits = _fused.softmax_cross_entropy(logits, batch.y)  # L's, in one kernel
         return loss, self.mlp.backward(dlogits, cache)
 
     def evaluate(self, params) -> dict:

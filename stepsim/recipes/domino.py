@@ -335,6 +335,27 @@ class DominoSearch:
             out[name] = grads[name] + np.where(mask, coef * w, w.dtype.type(0))
         return out
 
+    def penalize_into(self, mstate: DominoState, grads: Mapping, params: Mapping,
+                      masks: Mapping, step: int, ws) -> dict:
+        """:meth:`penalize` into the lean step's gradient buffers (``ws.like("grad", ...)``,
+        :mod:`stepsim.recipes.lean`): the same arithmetic, element by element."""
+        if mstate.done or not mstate.layers:
+            return grads
+        from stepsim.core import _step_kernels as k
+
+        out = dict(grads)
+        for name, lay in mstate.layers.items():
+            t = step - lay.start
+            if t < 0 or t % self.penalty_every:
+                continue
+            w, mask = params[name], masks[name]
+            coef = w.dtype.type(self._decay_at(t) * mstate.factors[name])
+            buf = ws.like("grad", name, w)
+            k.add_where_scaled(grads[name].reshape(-1), w.reshape(-1), mask.reshape(-1),
+                               coef, buf.reshape(-1))
+            out[name] = buf
+        return out
+
     def observe(self, mstate: DominoState, params: Mapping, specs: Mapping,
                 step: int) -> DominoState:
         """The rule that changes N (every ``check_every`` steps of a layer's search), on w_k;

@@ -1,39 +1,56 @@
-"""fit's lean step: a recipe's forward and update, in place on a workspace fit owns.
+"""fit's lean step: a recipe's forward and update, in place on buffers the step owns.
 
 A :class:`~stepsim.recipes.Recipe` is pure: its ``update`` copies w and Adam's m and v
 before the in-place kernel runs, and its pieces build masked arrays with ``np.where``
 (temporaries the size of the weights), so that no caller ever sees an array change. Inside
 :func:`stepsim.training.fit` nobody else holds those arrays, and the copies are most of
 what a small model's update costs. :class:`LeanStep` runs the same step — the same
-pieces, in the same order, with the same arithmetic, so the same bits (tests/cpu_digests.py
-and tests/test_training.py check it) — on buffers allocated once per run:
+pieces, in the same order, through each piece's own in-place form (below), so the same
+bits (tests/test_lean_step.py checks every registered recipe against the pure step) — on
+buffers allocated once per run. LeanStep knows no piece type: it calls the protocol.
 
-=================  ====================================================================
-w (params)         fit's own copy of the initial weights, made once (the problem may keep
-                   what ``init_params`` returned). The optimizer and the after-update
-                   pieces write it in place; a switch that returns new weights (ASP's
-                   prune) is copied into it (:meth:`LeanStep.adopt`).
-m, v / buf         the recipe state's own moment arrays (``recipe.init`` made them for this
-                   run), updated in place; a frozen v* is only read. Adam's arrays are
-                   checked once per run (:class:`stepsim.core.optim.AdamArrays`), a step only
-                   hands over the gradients.
-Pi * w             one buffer per sparse parameter, rewritten every step (the forward
-                   weights; the problem only reads them).
-gradient pieces    one buffer per sparse parameter (SR-STE's term, ASP's masked gradient):
-                   the problem's gradient is read, never written (it may be its own array).
-w_k                one buffer per sparse parameter, only for SR-STE after the optimizer
-                   (``srste_placement="after"``): that piece needs w_k after the optimizer
-                   has moved w, so it is the one copy a step makes.
-=================  ====================================================================
+**The in-place protocol** (what a piece must have beside its pure form; a recipe with a
+piece that lacks it makes :meth:`LeanStep.make` raise TypeError naming the piece — never a
+silent fall-back to the pure step):
 
-Masks are applied by select kernels (:mod:`stepsim.core._step_kernels`), not ``np.where``.
-What still allocates each step: the N:M masks themselves (one byte per weight; the last
-step's mask is kept to count flips), the problem's activations and gradients, and small
-Python objects.
+=====================  ==================================================================
+optimizer              ``update_into(opt_state, params, grads, step, total_steps, ws, *,
+                       stats_on, log_stats) -> name -> stats`` — :meth:`update` with w and
+                       the moments of ``opt_state`` updated in place (``params`` are the
+                       step's own arrays). ``transforms.Adam`` (frozen v and decoupled
+                       decay included), ``transforms.SGDM``.
+gradient piece         ``apply_into(grads, view, ws) -> grads`` — :meth:`apply`, writing
+                       each changed gradient into ``ws.like("grad", name, w)`` (the
+                       problem's gradient arrays are read, never written; the buffer may
+                       be the piece's input, left by an earlier piece: the kernels are
+                       element-wise). ``view`` is the pure path's StepView (w_k, Pi_k).
+after-update piece     ``apply_into(params, view, ws) -> None`` — :meth:`apply` in place on
+                       ``params``. A piece that reads w_k (``view.params``) after the
+                       optimizer moved w declares ``reads_w_k = True``: it then gets
+                       copies of the masked parameters' w_k (only those: reading another
+                       raises KeyError). ``SrsteDecoupled``, ``MaskWeights``.
+masker                 a masker that overrides ``penalize`` (changes the gradient) also
+                       overrides ``penalize_into(mstate, grads, params, masks, step, ws)``
+                       with the same buffer rule as a gradient piece (DominoSearch).
+                       ``observe`` is pure and only reads: both paths call it as is.
+switch pieces          run on the pure path (``recipe.switch``) between steps; new weights
+                       a switch returns are copied in by :meth:`LeanStep.adopt`.
+=====================  ==================================================================
 
-Recipes with a piece that has no in-place form here (DominoSearch's penalty and
-observation, SGD-M with mixed dtypes, ...) get ``None`` from :meth:`LeanStep.make`, and
-fit runs the recipe's own pure methods.
+``ws`` is the step's :class:`Workspace`: ``ws.like(key, name, array)`` returns a buffer
+shaped and typed like ``array``, made on first request and the same array at every later
+step; ``ws.bound(key, sources, make)`` keeps an object (e.g. Adam's validated
+:class:`~stepsim.core.optim.AdamArrays`) as long as ``sources`` are the same objects.
+Masks are applied by select kernels (:mod:`stepsim.core._step_kernels`), not ``np.where``;
+each has the NumPy expression of the pure piece as its reference.
+
+Buffers: w (``params``: fit's own copy of the initial weights, made once; a switch's new
+weights are copied in), m/v (the recipe state's own arrays, updated in place; a frozen v*
+is only read), Pi * w (one buffer per sparse parameter, the forward weights), gradient
+buffers (``"grad"``), w_k copies (``"w_k"``, for ``reads_w_k`` pieces only: the one copy
+a step makes). What still allocates each step: the N:M masks themselves (one byte per
+weight; the last step's mask is kept to count flips), the problem's activations and
+gradients, and small Python objects.
 """
 
 from __future__ import annotations
@@ -42,16 +59,59 @@ import numpy as np
 
 from stepsim.recipes import transforms as T
 
-_SUPPORTED_GRADIENT = (T.SrsteTerm, T.MaskGradients)
-_SUPPORTED_AFTER = (T.SrsteDecoupled, T.MaskWeights)
-
 
 def _flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1)
 
 
+class Workspace:
+    """Arrays and objects one run's lean step owns (module docstring, ``ws``)."""
+
+    def __init__(self):
+        self._arrays = {}
+        self._bound = {}
+
+    def like(self, key: str, name: str, array: np.ndarray) -> np.ndarray:
+        """The buffer (key, name): C-contiguous, ``array``'s shape and dtype; made once."""
+        buf = self._arrays.get((key, name))
+        if buf is None or buf.shape != array.shape or buf.dtype != array.dtype:
+            buf = self._arrays[(key, name)] = np.empty(array.shape, array.dtype)
+        return buf
+
+    def bound(self, key: str, sources: tuple, make):
+        """``make()``'s object, made again whenever ``sources`` are not the same objects
+        (by identity) as when it was made."""
+        held = self._bound.get(key)
+        if held is None or len(held[0]) != len(sources) or any(
+                a is not b for a, b in zip(held[0], sources)):
+            held = self._bound[key] = (tuple(sources), make())
+        return held[1]
+
+
+def missing_in_place(recipe) -> list[str]:
+    """The pieces of ``recipe`` without an in-place form (module docstring), described."""
+    from stepsim.recipes.maskers import _Masker
+
+    missing = []
+    if not callable(getattr(recipe.optimizer, "update_into", None)):
+        missing.append(f"optimizer {type(recipe.optimizer).__name__} (update_into)")
+    for point, pieces in (("gradient", recipe.gradient), ("after", recipe.after)):
+        for piece in pieces:
+            if not callable(getattr(piece, "apply_into", None)):
+                missing.append(f"{point} piece {type(piece).__name__} (apply_into)")
+    masker = recipe.masker
+    if masker is not None and isinstance(masker, _Masker):
+        kind = type(masker)
+        if kind.penalize is not _Masker.penalize and \
+                kind.penalize_into is _Masker.penalize_into:
+            missing.append(f"masker {kind.__name__} (penalize_into)")
+    elif masker is not None and not callable(getattr(masker, "penalize_into", None)):
+        missing.append(f"masker {type(masker).__name__} (penalize_into)")
+    return missing
+
+
 class LeanStep:
-    """The in-place twin of a recipe's ``forward`` and ``update`` (module docstring).
+    """A recipe's ``forward`` and ``update`` in place, through its pieces' in-place forms.
 
     Made by :meth:`make` after ``recipe.init`` (and any switch before step 1); ``params``
     is then the run's weight dict, which the steps update in place.
@@ -62,43 +122,28 @@ class LeanStep:
 
         self.recipe = recipe
         self._k = _step_kernels
+        self.ws = Workspace()
         self.params = {name: np.array(w, order="C", copy=True) for name, w in params.items()}
-        sparse = [name for name in ctx.sparse_names] if recipe.sparse else []
-        self._fwd = {name: np.empty_like(self.params[name]) for name in sparse}
-        self._grad = ({name: np.empty_like(self.params[name]) for name in sparse}
-                      if recipe.gradient else {})
-        decoupled = any(isinstance(p, T.SrsteDecoupled) for p in recipe.after)
-        self._old = {name: np.empty_like(self.params[name]) for name in sparse} if decoupled \
-            else {}
-        self._adam = None  # (m dict, v dict, AdamArrays) once built
-        self._bind_optimizer(state)
+        self._reads_w_k = any(getattr(p, "reads_w_k", False) for p in recipe.after)
+        self._fwd = {name: np.empty_like(self.params[name]) for name in ctx.sparse_names} \
+            if recipe.sparse else {}
 
     @classmethod
     def make(cls, recipe, params, state, ctx):
-        """A LeanStep for ``recipe``, or None when one of its pieces has no in-place form."""
-        from stepsim.recipes.maskers import _Masker
-
-        opt = recipe.optimizer
-        if not isinstance(opt, (T.Adam, T.SGDM)):
-            return None
-        if not all(type(p) in _SUPPORTED_GRADIENT for p in recipe.gradient):
-            return None
-        if not all(type(p) in _SUPPORTED_AFTER for p in recipe.after):
-            return None
-        masker = recipe.masker
-        if masker is not None and (type(masker).penalize is not _Masker.penalize
-                                   or type(masker).observe is not _Masker.observe):
-            return None  # a masker that reads or changes the gradient (DominoSearch)
+        """The LeanStep of ``recipe``. Raises TypeError when a piece has no in-place form
+        (module docstring). Returns None only for weights the engine cannot own (not all
+        float32/float64 ndarrays): the pure path then raises the error that names them at
+        step 1."""
+        missing = missing_in_place(recipe)
+        if missing:
+            raise TypeError(f"recipe {recipe.name!r}: no in-place form for "
+                            f"{', '.join(missing)}; fit's step needs one for every piece "
+                            "(the protocol: stepsim.recipes.lean)")
         arrays = list(params.values())
         if not arrays or any(type(w) is not np.ndarray or w.dtype not in (np.float32, np.float64)
                              for w in arrays):
             return None
-        if len({w.dtype for w in arrays}) != 1:
-            return None
-        try:
-            return cls(recipe, params, state, ctx)
-        except (TypeError, ValueError):
-            return None  # the pure path raises the same problem, naming it, at step 1
+        return cls(recipe, params, state, ctx)
 
     # ------------------------------------------------------------------ workspace
     def adopt(self, params) -> dict:
@@ -108,21 +153,6 @@ class LeanStep:
             if w is not own:
                 np.copyto(own, w)
         return self.params
-
-    def _bind_optimizer(self, state):
-        """(Re)build Adam's validated table when the state's m/v dicts are new objects."""
-        opt_state = state.opt
-        if not isinstance(self.recipe.optimizer, T.Adam):
-            return
-        if self._adam is not None and self._adam[0] is opt_state.m and \
-                self._adam[1] is opt_state.v:
-            return
-        from stepsim.core.optim import AdamArrays
-
-        names = list(self.params)
-        arrays = AdamArrays([self.params[k] for k in names], [opt_state.m[k] for k in names],
-                            [opt_state.v[k] for k in names])
-        self._adam = (opt_state.m, opt_state.v, arrays)
 
     # ------------------------------------------------------------------ the step
     def forward(self, state, params, step: int, ctx):
@@ -162,61 +192,36 @@ class LeanStep:
         return flips
 
     def update(self, state, params, grads, step: int, ctx):
-        """``recipe.update`` in place: returns (params, state, name -> AdamStats or None)."""
-        recipe = self.recipe
+        """``recipe.update`` in place: returns (params, state, name -> AdamStats or None);
+        the order of :meth:`stepsim.recipes.Recipe.update`."""
+        recipe, ws = self.recipe, self.ws
+        opt = recipe.optimizer
+        kw = {"stats_on": ctx.stats_on, "log_stats": ctx.log_stats}
+        total = ctx.total_steps
         masks = state.masks
-        if masks is not None:
-            grads = self._gradient_pieces(grads, params, masks)
-            for name in self._old:
-                if masks.get(name) is not None:
-                    np.copyto(self._old[name], params[name])
-        stats = self._optimize(state, params, grads, step, ctx)
-        if masks is not None and recipe.after:
-            self._after_pieces(params, masks, recipe.optimizer.lr_at(step, ctx.total_steps))
+        if masks is None:  # every module dense: the plain optimizer
+            stats = opt.update_into(state.opt, params, grads, step, total, ws, **kw)
+            return params, state, stats
+        view = T.StepView(params, masks, step, opt.lr_at(step, total))
+        mstate = state.masker_state
+        grads = recipe.masker.penalize_into(mstate, grads, params, masks, step, ws)
+        mstate = recipe.masker.observe(mstate, params, ctx.specs, step)
+        for piece in recipe.gradient:
+            grads = piece.apply_into(grads, view, ws)
+        after_view = view._replace(params=self._w_k(params, masks)) if self._reads_w_k \
+            else view
+        stats = opt.update_into(state.opt, params, grads, step, total, ws, **kw)
+        for piece in recipe.after:
+            piece.apply_into(params, after_view, ws)
+        if mstate is not state.masker_state:
+            state = state._replace(masker_state=mstate)
         return params, state, stats
 
-    def _gradient_pieces(self, grads, params, masks):
-        k = self._k
-        out = dict(grads)
-        for piece in self.recipe.gradient:
-            for name, mask in masks.items():
-                if mask is None:
-                    continue
-                buf = self._grad[name]
-                g = out[name]
-                if isinstance(piece, T.SrsteTerm):
-                    w = params[name]
-                    k.where_add_scaled(_flat(g), _flat(w), _flat(mask), w.dtype.type(piece.lam),
-                                       _flat(buf))
-                else:  # MaskGradients
-                    k.where_zero(_flat(g), _flat(mask), _flat(buf))
-                out[name] = buf
+    def _w_k(self, params, masks) -> dict:
+        """Copies of the masked parameters' w_k, for after-update pieces that read it."""
+        out = {}
+        for name, mask in masks.items():
+            if mask is not None:
+                out[name] = self.ws.like("w_k", name, params[name])
+                np.copyto(out[name], params[name])
         return out
-
-    def _after_pieces(self, params, masks, lr):
-        k = self._k
-        for piece in self.recipe.after:
-            for name, mask in masks.items():
-                if mask is None:
-                    continue
-                w = _flat(params[name])
-                if isinstance(piece, T.SrsteDecoupled):
-                    k.where_sub_scaled(w, _flat(self._old[name]), _flat(mask),
-                                       params[name].dtype.type(lr * piece.lam), w)
-                else:  # MaskWeights
-                    k.where_zero(w, _flat(mask), w)
-
-    def _optimize(self, state, params, grads, step, ctx) -> dict:
-        opt = self.recipe.optimizer
-        if isinstance(opt, T.Adam):
-            self._bind_optimizer(state)
-            return opt.update_in_place(state.opt, params, grads, step, ctx.total_steps,
-                                       self._adam[2], stats_on=ctx.stats_on,
-                                       log_stats=ctx.log_stats)
-        from stepsim.core.optim import sgdm_apply_many
-
-        sgdm_apply_many(list(params.values()), [grads[k] for k in params],
-                        [state.opt.buf[k] for k in params], lr=opt.lr_at(step, ctx.total_steps),
-                        momentum=opt.momentum, weight_decay=opt.weight_decay,
-                        nesterov=opt.nesterov)
-        return dict.fromkeys(params)

@@ -74,6 +74,11 @@ class _Masker:
     def penalize(self, mstate, grads, params, masks, step):
         return grads
 
+    def penalize_into(self, mstate, grads, params, masks, step, ws):
+        """:meth:`penalize` in the lean step (:mod:`stepsim.recipes.lean`): a masker that
+        overrides ``penalize`` overrides this too, writing into ``ws.like("grad", ...)``."""
+        return grads
+
     def observe(self, mstate, params, specs, step):
         return mstate
 
@@ -177,6 +182,9 @@ class DynamicLayerwise(_Masker):
 
     def penalize(self, mstate, grads, params, masks, step):
         return self.search.penalize(mstate, grads, params, masks, step)
+
+    def penalize_into(self, mstate, grads, params, masks, step, ws):
+        return self.search.penalize_into(mstate, grads, params, masks, step, ws)
 
     def observe(self, mstate, params, specs, step):
         return self.search.observe(mstate, params, specs, step)

@@ -189,28 +189,50 @@ class Adam:
 
         return {name: hyper(state.frozen.get(name)) for name in params}
 
-    def update_in_place(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
-                        total_steps: int, arrays, *, stats_on: str = "v",
-                        log_stats: bool = False) -> dict:
-        """:meth:`update` without its copies, for a caller that owns the arrays (fit's
-        lean step, :mod:`stepsim.recipes.lean`): w (``params``), m and v are updated in
-        place. ``arrays``: a :class:`~stepsim.core.optim.AdamArrays` made once over exactly
-        those arrays, in ``params`` order. Returns name -> AdamStats (the same bits as
-        :meth:`update`'s)."""
+    def update_into(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
+                    total_steps: int, ws, *, stats_on: str = "v",
+                    log_stats: bool = False) -> dict:
+        """:meth:`update` without its copies (the in-place protocol, :mod:`stepsim.recipes.lean`):
+        w (``params``, arrays the caller owns), m and v are updated in place. ``ws``: the
+        step's Workspace, which keeps the validated :class:`~stepsim.core.optim.AdamArrays`
+        (one per dtype) while ``params`` and the state's m and v dicts are the same
+        objects. Returns name -> AdamStats (the same bits as :meth:`update`'s)."""
+        groups = ws.bound("adam", (params, state.m, state.v),
+                          lambda: _adam_arrays_by_dtype(params, state.m, state.v))
         hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
                              log_stats=log_stats, checked=False)
-        names = list(params)
-        groups = {}  # one kernel call per distinct hyper, as adam_arrays groups them
-        for row, name in enumerate(names):
-            groups.setdefault(id(hypers[name]), (hypers[name], []))[1].append(row)
-        if len(groups) == 1:
-            hyper, rows = next(iter(groups.values()))
-            return dict(zip(names, arrays.step([grads[k] for k in names], hyper)))
         parts = {}
-        for hyper, rows in groups.values():
-            stats = arrays.step([grads[names[r]] for r in rows], hyper, rows)
-            parts.update(zip((names[r] for r in rows), stats))
-        return {name: parts[name] for name in names}
+        for arrays, names in groups:
+            by_hyper = {}  # one kernel call per distinct hyper, as adam_arrays groups them
+            for row, name in enumerate(names):
+                by_hyper.setdefault(id(hypers[name]), (hypers[name], []))[1].append(row)
+            if len(by_hyper) == 1:
+                hyper, _ = next(iter(by_hyper.values()))
+                parts.update(zip(names, arrays.step([grads[k] for k in names], hyper)))
+                continue
+            for hyper, rows in by_hyper.values():
+                stats = arrays.step([grads[names[r]] for r in rows], hyper, rows)
+                parts.update(zip((names[r] for r in rows), stats))
+        return {name: parts[name] for name in params}
+
+
+def _adam_arrays_by_dtype(params: Mapping, m: Mapping, v: Mapping) -> list:
+    """[(AdamArrays, names)] over ``params`` and their moments, one per dtype (in order)."""
+    from stepsim.core.optim import AdamArrays
+
+    out = []
+    for names in _by_dtype(params).values():
+        out.append((AdamArrays([params[k] for k in names], [m[k] for k in names],
+                               [v[k] for k in names]), names))
+    return out
+
+
+def _by_dtype(params: Mapping) -> dict:
+    """dtype -> the names of ``params`` of that dtype, in order."""
+    out = {}
+    for name, w in params.items():
+        out.setdefault(w.dtype, []).append(name)
+    return out
 
 
 def adam_arrays(params: Mapping, grads: Mapping, m: Mapping, v: Mapping, hypers: Mapping):
@@ -310,11 +332,23 @@ class SGDM:
 
         new_w = {name: w.copy() for name, w in params.items()}
         new_buf = {name: state.buf[name].copy() for name in params}
-        sgdm_apply_many(list(new_w.values()), [grads[k] for k in params],
-                        list(new_buf.values()), lr=self.lr_at(step, total_steps),
-                        momentum=self.momentum, weight_decay=self.weight_decay,
-                        nesterov=self.nesterov)
+        self.update_into(SGDMState(buf=new_buf), new_w, grads, step, total_steps, None)
         return new_w, SGDMState(buf=new_buf), dict.fromkeys(params)
+
+    def update_into(self, state: SGDMState, params: Mapping, grads: Mapping, step: int,
+                    total_steps: int, ws, *, stats_on: str = "v",
+                    log_stats: bool = False) -> dict:
+        """:meth:`update` in place on w (``params``) and the state's buffers (the in-place
+        protocol, :mod:`stepsim.recipes.lean`); one call per dtype (a model may mix float32
+        and float64 parameters; each entry's arithmetic is its own). Returns name -> None."""
+        from stepsim.core.optim import sgdm_apply_many
+
+        lr = self.lr_at(step, total_steps)
+        for names in _by_dtype(params).values():
+            sgdm_apply_many([params[k] for k in names], [grads[k] for k in names],
+                            [state.buf[k] for k in names], lr=lr, momentum=self.momentum,
+                            weight_decay=self.weight_decay, nesterov=self.nesterov)
+        return dict.fromkeys(params)
 
 
 # --------------------------------------------------------------------------- masks
@@ -570,6 +604,17 @@ class SrsteTerm:
     def apply(self, grads: Mapping, view: StepView) -> Params:
         return srste_term(grads, view.params, view.masks, self.lam)
 
+    def apply_into(self, grads: Mapping, view: StepView, ws) -> Params:
+        """:meth:`apply` into the step's gradient buffers (:mod:`stepsim.recipes.lean`)."""
+        k = _step_kernels()
+        out = dict(grads)
+        for name, mask, w in _masked(view):
+            buf = ws.like("grad", name, w)
+            k.where_add_scaled(_flat(grads[name]), _flat(w), _flat(mask),
+                               w.dtype.type(self.lam), _flat(buf))
+            out[name] = buf
+        return out
+
 
 @dataclasses.dataclass(frozen=True)
 class SrsteDecoupled:
@@ -580,8 +625,18 @@ class SrsteDecoupled:
     def __post_init__(self):
         check_real("lam", self.lam, minimum=0.0)
 
+    reads_w_k = True  # view.params after the optimizer: the lean step keeps copies
+
     def apply(self, params: Mapping, view: StepView) -> Params:
         return srste_decoupled(params, view.params, view.masks, self.lam, view.lr)
+
+    def apply_into(self, params: Mapping, view: StepView, ws) -> None:
+        """:meth:`apply` in place on ``params`` (:mod:`stepsim.recipes.lean`)."""
+        k = _step_kernels()
+        for name, mask, w_k in _masked(view):
+            w = _flat(params[name])
+            k.where_sub_scaled(w, _flat(w_k), _flat(mask),
+                               params[name].dtype.type(view.lr * self.lam), w)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -591,6 +646,17 @@ class MaskGradients:
     def apply(self, grads: Mapping, view: StepView) -> Params:
         return mask_gradients(grads, view.masks)
 
+    def apply_into(self, grads: Mapping, view: StepView, ws) -> Params:
+        """:meth:`apply` into the step's gradient buffers (:mod:`stepsim.recipes.lean`)."""
+        k = _step_kernels()
+        out = dict(grads)
+        for name, mask in view.masks.items():
+            if mask is not None:
+                buf = ws.like("grad", name, grads[name])
+                k.where_zero(_flat(grads[name]), _flat(mask), _flat(buf))
+                out[name] = buf
+        return out
+
 
 @dataclasses.dataclass(frozen=True)
 class MaskWeights:
@@ -598,6 +664,31 @@ class MaskWeights:
 
     def apply(self, params: Mapping, view: StepView) -> Params:
         return mask_weights(params, view.masks)
+
+    def apply_into(self, params: Mapping, view: StepView, ws) -> None:
+        """:meth:`apply` in place on ``params`` (:mod:`stepsim.recipes.lean`)."""
+        k = _step_kernels()
+        for name, mask in view.masks.items():
+            if mask is not None:
+                w = _flat(params[name])
+                k.where_zero(w, _flat(mask), w)
+
+
+def _step_kernels():
+    """The select kernels of the in-place forms (numba: imported at the first step)."""
+    from stepsim.core import _step_kernels as k
+
+    return k
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(-1)
+
+
+def _masked(view: StepView):
+    """(name, mask, view.params[name]) of every masked parameter of the step."""
+    return [(name, mask, view.params[name]) for name, mask in view.masks.items()
+            if mask is not None]
 
 
 # --------------------------------------------------------------------------- layer-wise N:M
