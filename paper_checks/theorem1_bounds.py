@@ -9,7 +9,7 @@ bound of ``stepsim.theorem1.bounds`` whose assumptions the process meets, at del
 {0.05, 0.01} and d in {1, dim}: violation rate with its Clopper-Pearson upper end (95%,
 per lag), bound / empirical (1 - delta)-quantile and bound / trivial bound over lags, and
 A / Chebyshev. Writes ``theorem1_bounds.json`` (with provenance), ``theorem1_bounds.md``
-(the table) and ``theorem1_bounds.png`` (the figure) into --out. Full: 1000 trials x 100
+(the table) and ``theorem1_bounds.png`` (the figure) into --out. Full: 500 trials x 100
 coordinates per process (~10-20 min on 2 busy cores); --quick: 40 x 4, lags to 300 (s).
 """
 
@@ -20,7 +20,7 @@ import math
 import sys
 from pathlib import Path
 
-FULL = {"trials": 1000, "dim": 100, "horizon": 10_000, "per_decade": 8}
+FULL = {"trials": 500, "dim": 100, "horizon": 10_000, "per_decade": 8}
 QUICK = {"trials": 40, "dim": 4, "horizon": 300, "per_decade": 2}
 
 

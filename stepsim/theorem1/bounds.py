@@ -61,6 +61,19 @@ def toeplitz_quadratic_form(w: np.ndarray, gamma: np.ndarray) -> float:
     return float(g[0] * auto[0] + 2.0 * np.dot(g[1:], auto[1:]))
 
 
+def weight_autocorrelations(beta2: float, k0: int, lags, max_h: int) -> np.ndarray:
+    """A_n(h) = sum_j w_j w_{j+h} for each lag n and h = 0..max_h-1: (n_lags, max_h)."""
+    out = np.zeros((len(lags), max_h))
+    for i, n in enumerate(np.asarray(lags, dtype=np.int64)):
+        w = weights(beta2, k0, int(n))
+        size = 1 << int(2 * w.size - 1).bit_length()
+        spec = np.fft.rfft(w, size)
+        auto = np.fft.irfft(spec * np.conj(spec), size)[:min(w.size, max_h)]
+        auto[0] = float(np.dot(w, w))
+        out[i, :auto.size] = auto
+    return out
+
+
 def exact_variance(gamma_y, beta2: float, k0: int, lags) -> np.ndarray:
     """Var D at each lag for the autocovariance gamma_y(h) = Cov(Y_j, Y_{j+h}), h = 0..
 
@@ -325,7 +338,9 @@ def bound(kind: str, process, *, beta2: float, k0: int, lags, delta: float, dim:
         if kind == "gaussian" and hasattr(process, "gaussian_autocovariance"):
             rho = process.params.get("rho") if process.name == "gauss_ar1" else None
             if rho is not None:  # the O(k) path, cached: it does not depend on delta, dim
-                n2, ninf, mean = _ar1_norms(float(rho), float(beta2), int(k0), int(n))
+                scale = float(process.gaussian_autocovariance(0)[0])  # Var g
+                n2, ninf, mean = (scale * x for x in _ar1_norms(float(rho), float(beta2),
+                                                                int(k0), int(n)))
             else:
                 n2, ninf, mean = gaussian_eigen_norms(
                     w, process.gaussian_autocovariance(w.size - 1))
@@ -361,6 +376,6 @@ def corrected_bound(process, *, beta2: float, k0: int, lags, delta: float,
 
 
 __all__ = ["KINDS", "PROVED", "applicable", "bound", "corrected_bound", "exact_mean",
-           "exact_variance", "gaussian_chi2_bound", "gaussian_eigen_norms",
+           "exact_variance", "gaussian_chi2_bound", "weight_autocorrelations", "gaussian_eigen_norms",
            "gaussian_lipschitz_bound", "markov_bernstein_bound", "markov_lambda", "mean_g2",
            "plugin_bound", "sokal_autocovariance", "toeplitz_quadratic_form"]

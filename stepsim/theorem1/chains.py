@@ -3,11 +3,12 @@
 Processes that follow the protocol of :mod:`.processes` (NumPy only; the engine runs them
 through its generic path) and that carry what the proved bounds of :mod:`.bounds` need:
 
-* ``gauss_ar1``: Gaussian g (Statement A): g_k = x_k, x a stationary AR(1) with
-  Corr(x_i, x_j) = rho^|i-j|, so g^2 = x^2 is a quadratic form in Gaussians. g^2 is not
-  bounded; ``G`` = 100 is only the engine's sanity cap (|x| > 10 has probability 1.5e-23
-  per draw, and the engine raises if it ever happens, so a finished run is an exact
-  Gaussian sample). The paper's bound and the trivial bound need a true G: n/a here.
+* ``gauss_ar1``: Gaussian g (Statement A): g_k = sqrt(G) x_k / 10, x a stationary AR(1)
+  with Corr(x_i, x_j) = rho^|i-j|, so g^2 = G x^2 / 100 is a quadratic form in Gaussians.
+  g^2 is not bounded: ``G`` is only the engine's sanity cap (it is reached at |x| = 10,
+  probability 1.5e-23 per draw, and the engine raises if it ever is, so a finished run is
+  an exact Gaussian sample). The paper's bound and the trivial bound need a true bound on
+  g^2: n/a here.
 * ``sticky``: g^2 = G u_k with u_k = u_{k-1} with probability 1 - q, a fresh U[0, 1]
   otherwise (u_0 ~ U[0, 1]). Transition P = (1-q) I + q Pi: reversible, absolute spectral
   gap q (lambda = 1 - q), autocovariance G^2 (1-q)^h / 12.
@@ -73,11 +74,8 @@ class _Chain:
 class GaussAR1(_Chain):
     name = "gauss_ar1"
     defaults = {"rho": 0.9}
-    law = ("Gaussian g: g_k = x_k, x_k = rho x_{k-1} + sqrt(1 - rho^2) Z_k, x_0 ~ N(0, 1); "
-           "g^2 = x^2 is unbounded (G = 100 is a sanity cap only).")
-
-    def __init__(self, G: float = 100.0, **params):
-        super().__init__(G, **params)
+    law = ("Gaussian g: g_k = sqrt(G) x_k / 10, x_k = rho x_{k-1} + sqrt(1 - rho^2) Z_k, "
+           "x_0 ~ N(0, 1); g^2 is unbounded (G is a sanity cap at |x| = 10 only).")
 
     def _check(self, p):
         check_real("rho", p["rho"], minimum=-1.0, maximum=1.0, min_open=True, max_open=True)
@@ -89,18 +87,19 @@ class GaussAR1(_Chain):
         rho = self.params["rho"]
         state["x"] = rho * state["x"] + math.sqrt(1.0 - rho * rho) * state["rng"].standard_normal(
             state["shape"])
-        return state["x"] * state["x"]
+        return (self.G / 100.0) * (state["x"] * state["x"])
 
     def gaussian_autocovariance(self, max_lag: int) -> np.ndarray:
-        """gamma_g(h) = Cov(g_j, g_{j+h}) = rho^h, h = 0..max_lag (g, not g^2)."""
-        return np.array([math.pow(self.params["rho"], h) for h in range(max_lag + 1)])
+        """gamma_g(h) = Cov(g_j, g_{j+h}) = (G/100) rho^h, h = 0..max_lag (g, not g^2)."""
+        return self.G / 100.0 * np.array([math.pow(self.params["rho"], h)
+                                          for h in range(max_lag + 1)])
 
     def autocovariance(self, max_lag: int) -> np.ndarray:
-        """gamma_Y(h) = Cov(g_j^2, g_{j+h}^2) = 2 rho^(2h) (Isserlis)."""
+        """gamma_Y(h) = Cov(g_j^2, g_{j+h}^2) = 2 gamma_g(h)^2 (Isserlis)."""
         return 2.0 * self.gaussian_autocovariance(max_lag) ** 2
 
     def mean_g2(self) -> float:
-        return 1.0
+        return self.G / 100.0
 
 
 class Sticky(_Chain):
@@ -175,11 +174,11 @@ class TwoState(_Chain):
 CHAINS = {cls.name: cls for cls in (GaussAR1, Sticky, TwoState)}
 
 
-def make_chain(name: str, G: float | None = None, **params):
+def make_chain(name: str, G: float = 1.0, **params):
     """A process of this module by name, e.g. ``make_chain("sticky", q=0.01)``."""
     if name not in CHAINS:
         raise ValueError(f"unknown process {name!r}; choose one of {sorted(CHAINS)}")
-    return CHAINS[name](**params) if G is None else CHAINS[name](G, **params)
+    return CHAINS[name](G, **params)
 
 
 __all__ = ["CHAINS", "GaussAR1", "Sticky", "TwoState", "make_chain"]

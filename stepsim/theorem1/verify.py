@@ -7,7 +7,7 @@ violations (statistic > bound; >= for the paper's strict bound), their Clopper-P
 interval, and the tightness bound / empirical (1 - delta)-quantile and bound / trivial.
 The plug-in bound is estimated per trial from the g^2 of that trial before k0 (the
 process's NumPy path with the same seed, which is the path the engine simulated):
-coordinate 0 for d = 1, all coordinates pooled for the inf-norm.
+coordinate 0 for d = 1, the first ``POOL`` = 10 coordinates pooled for the inf-norm.
 Driven by ``paper_checks/theorem1_bounds.py`` (full and ``--quick``).
 """
 
@@ -22,7 +22,7 @@ from stepsim.theorem1.bounds import (
     PROVED,
     applicable,
     bound,
-    exact_variance,
+    weight_autocorrelations,
     sokal_autocovariance,
 )
 from stepsim.theorem1.check import clopper_pearson, worst_case
@@ -49,13 +49,31 @@ def default_specs():
 
 
 def _plugin_bounds(pre: np.ndarray, beta2, k0, lags, delta, d) -> np.ndarray:
-    """(trials, n_lags) plug-in bounds, one Sokal estimate per trial (pre: (k0, trials, s))."""
+    """(trials, n_lags) plug-in bounds, one Sokal estimate per trial (pre: (k0, trials, s)).
+
+    Same numbers as ``bounds.plugin_bound`` per trial; the weights' autocorrelations
+    A(h), h < k0, are computed once for all trials (Var^ = sum_|h|<=M gamma^(h) A(h)).
+    """
+    auto = weight_autocorrelations(beta2, k0, lags, pre.shape[0])  # (n_lags, k0)
     out = np.empty((pre.shape[1], len(lags)))
     L = math.log(2.0 * d / delta)
     for t in range(pre.shape[1]):
         gamma, _ = sokal_autocovariance(pre[:, t, :])
-        out[t] = np.sqrt(2.0 * exact_variance(gamma, beta2, k0, lags) * L)
+        var = gamma[0] * auto[:, 0] + 2.0 * auto[:, 1:gamma.size] @ gamma[1:]
+        out[t] = np.sqrt(2.0 * np.maximum(var, 0.0) * L)
     return out
+
+
+POOL = 10  # coordinates per trial pooled by the plug-in estimate for the inf-norm
+
+
+def _pre_switch(process, seed, trials, dim, k0, chunk=128) -> np.ndarray:
+    """g^2 at steps 1..k0 of the first POOL coordinates of each trial (the engine's path:
+    same seed, same start), drawn in chunks so the full (k0, trials, dim) is never held."""
+    state = process.start(seed, (trials, dim))
+    parts = [process.sample(state, k, min(chunk, k0 + 1 - k))[:, :, :POOL]
+             for k in range(1, k0 + 1, chunk)]
+    return np.concatenate(parts)
 
 
 def _score(sample, b, strict_paper: bool, delta: float, trivial) -> dict:
@@ -85,7 +103,7 @@ def verify_one(label, process, *, beta2=0.999, trials=1000, dim=100, horizon=10_
     independent = bool(getattr(process, "independent_coordinates", False))
     samples = {1: sim.stats.reshape(-1, len(lags)) if independent else sim.stats[:, 0, :],
                dim: sim.stats.max(axis=1)}
-    pre = process.sample(process.start(seed, (trials, dim)), 1, k0)  # (k0, trials, dim)
+    pre = _pre_switch(process, seed, trials, dim, k0)  # (k0, trials, <= POOL)
     why = {kind: applicable(kind, process) for kind in KINDS}
     if gaussian_g:
         why["paper"] = "g^2 is unbounded: the paper's G does not exist"
