@@ -242,6 +242,18 @@ CLI_CASES = [
     case(T + " --k0 0", r"k0 must be >= 1, got 0", id="k0-zero"),
     case(T + " --engine gpu", r"argument --engine: invalid choice: 'gpu'", id="engine"),
     case(T + " --process nope", r"unknown process 'nope'", id="process-unknown"),
+    # ---- theorem1 --bound (issue 25): unknown kind, assumptions not met, delta, d
+    case(T + " --bound nope", r"argument --bound: invalid choice: 'nope'", id="bound-unknown"),
+    case(T + " --bound markov --process sine",
+         r"bound 'markov': process 'sine' is not a function of a chain with an absolute "
+         r"spectral gap", id="bound-markov-sine"),
+    case(T + " --bound gaussian --process uniform",
+         r"bound 'gaussian': process 'uniform' is neither Gaussian", id="bound-gaussian-iid"),
+    case(T + " --bound markov --process drift", r"process 'drift' is not stationary",
+         id="bound-nonstationary"),
+    case(T + " --bound chebyshev --delta 1.5", r"delta must be in \(0\.0, 1\.0\)",
+         id="bound-delta"),
+    case(T + " --bound chebyshev --dim 0", r"argument --dim: ", id="bound-dim-zero"),
     case(T + " --trials 100000000 --dim 100000000",
          r"--trials 100000000 x --dim 100000000 x \d+ lags .* would need .* of memory; "
          r".* available", id="theorem1-memory"),
@@ -632,6 +644,14 @@ def _np(f):
     return lambda files: f()
 
 
+def _bound(kind, *, process="ar1", delta=0.05, dim=1):
+    from stepsim.theorem1 import make_process
+    from stepsim.theorem1.bounds import bound
+
+    return bound(kind, make_process(process), beta2=0.9, k0=20, lags=[1, 5], delta=delta,
+                 dim=dim)
+
+
 API_CASES = [
     # ---- optimizer steps
     api(_np(lambda: _adam(lr=-1.0)), ValueError, r"lr must be in \[0\.0, inf\)", id="adam-lr"),
@@ -710,6 +730,21 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
         trials=0, dim=2, horizon=10)), ValueError, r"trials must be >= 1",
         id="check_theorem1-trials"),
+    api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
+        trials=2, dim=2, horizon=10, bound="nope")), ValueError,
+        r"bound must be one of .*'nope'|unknown bound 'nope'", id="check_theorem1-bound"),
+    api(_np(lambda: _bound("chebyshev", delta=0.0)), ValueError, r"delta must be in",
+        id="bound-delta-zero"),
+    api(_np(lambda: _bound("chebyshev", delta=1.0)), ValueError, r"delta must be in",
+        id="bound-delta-one"),
+    api(_np(lambda: _bound("chebyshev", dim=0)), ValueError, r"dim must be >= 1",
+        id="bound-dim-zero"),
+    api(_np(lambda: _bound("nope")), ValueError, r"bound must be one of .*'nope'|unknown "
+        r"bound 'nope'", id="bound-kind"),
+    api(_np(lambda: _bound("plugin")), ValueError, r"the plug-in bound needs y_pre",
+        id="bound-plugin-no-data"),
+    api(_np(lambda: _bound("markov", process="sine")), ValueError,
+        r"process 'sine' is not a function of a chain", id="bound-markov-sine"),
     api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
         trials=2, dim=2, horizon=10, seed=-1)), ValueError, r"seed must be >= 0",
         id="check_theorem1-seed"),

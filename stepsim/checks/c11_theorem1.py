@@ -24,7 +24,13 @@ VIOLATED; INCONCLUSIVE otherwise. Nonstationary processes are negative controls 
 theorem makes no claim about them) and the inf-norm verdicts are reported beside the
 verdict, not folded in. Part (b), reported beside the verdict: the proved Chebyshev
 bound is never violated by construction, so what it is reported by is its tightness: the
-share of lags where it equals the trivial worst-case bound (vacuous).
+share of lags where it equals the trivial worst-case bound (vacuous). Part (c) (PROTOCOL.md,
+"C11 part (c) (issue 25)"), reported beside the verdict: on every stationary process that
+meets the assumptions of Statement A or B (``stepsim.theorem1.bounds``), the corrected
+bound min(A or B, Chebyshev, trivial), per coordinate (d = 1) and for the inf-norm (union
+over d), HOLDS (Clopper-Pearson, Bonferroni over lags) and is below the trivial bound at
+>= 90% of the lags where the paper's bound is VIOLATED in that form: MET; NOT MET if any
+such process fails either; INCONCLUSIVE if none fails but some is not HOLDS.
 """
 
 from __future__ import annotations
@@ -131,7 +137,79 @@ def process_job(*, process: str, params: dict, trials: int, dim: int, per_decade
                 "overall": overall(violations, sample.shape[0], DELTA, 0.95),
                 "tightness_max": _nanmax(tight), "tightness_median": _nanmedian(tight)}
     out["corrected"] = corrected
+    out["part_c"] = _part_c(proc, paper, coord, inf, lags, k0, dim)
     return out
+
+
+def _part_c(proc, paper, coord, inf, lags, k0, dim) -> dict | None:
+    """Part (c): the corrected bound min(A or B, Chebyshev, trivial) against simulation.
+
+    None when neither Statement A nor B applies to the process (then (c) makes no claim).
+    Per form (coordinate: d = 1; inf-norm: d = dim): the bound, its violations (|X| > b),
+    Clopper-Pearson verdicts (Bonferroni overall) and the share of the lags where the
+    paper's bound is VIOLATED (in that form) at which the corrected bound is below the
+    trivial bound.
+    """
+    from stepsim.theorem1.bounds import applicable, corrected_bound
+    from stepsim.theorem1.check import clopper_pearson, overall, verdicts
+
+    if all(applicable(kind, proc) is not None for kind in ("gaussian", "markov")):
+        return None
+    trivial = np.asarray(paper.column("worst_case"), dtype=float)
+    out = {}
+    for form, sample, d in (("coord", coord, 1), ("inf", inf, dim)):
+        b, used = corrected_bound(proc, beta2=BETA2, k0=k0, lags=lags, delta=DELTA, dim=d)
+        violations = np.count_nonzero(sample > b, axis=0)
+        lo, hi = clopper_pearson(violations, sample.shape[0], 0.95)
+        failing = np.asarray(paper.column(f"{form}.verdict")) == "VIOLATED"
+        below = b < trivial
+        out[form] = {
+            "bound": b.tolist(), "uses": used, "n": int(sample.shape[0]),
+            "violations": violations.tolist(), "ci_high": hi.tolist(),
+            "verdicts": list(verdicts(lo, hi, DELTA)),
+            "overall": overall(violations, sample.shape[0], DELTA, 0.95),
+            "paper_failing_lags": int(failing.sum()),
+            "share_below_trivial_where_paper_fails": (
+                float(np.mean(below[failing])) if failing.any() else None),
+            "share_below_trivial": float(np.mean(below))}
+    return out
+
+
+#: part (c): the corrected bound must be below the trivial bound at this share of the lags
+#: where the paper's bound fails (PROTOCOL.md, "C11 part (c) (issue 25)")
+PART_C_SHARE = 0.9
+
+
+def decide_part_c(per: dict) -> tuple[str, str, dict]:
+    """(outcome, reason, table) of part (c): MET / NOT MET / INCONCLUSIVE (see PROTOCOL)."""
+    table, failures, unsure = {}, [], []
+    for label, v in per.items():
+        c = v.get("part_c")
+        if not v["stationary"] or c is None:
+            continue
+        row = {}
+        for form in ("coord", "inf"):
+            f = c[form]
+            share = f["share_below_trivial_where_paper_fails"]
+            row[form] = {"overall": f["overall"], "uses": f["uses"], "share": share,
+                         "paper_failing_lags": f["paper_failing_lags"]}
+            if f["paper_failing_lags"] == 0:
+                continue
+            if f["overall"] == "VIOLATED":
+                failures.append(f"{label} ({form}: corrected bound VIOLATED)")
+            elif share < PART_C_SHARE:
+                failures.append(f"{label} ({form}: below trivial at {share:.0%} of "
+                                f"{f['paper_failing_lags']} failing lags)")
+            elif f["overall"] != "HOLDS":
+                unsure.append(f"{label} ({form}: {f['overall']})")
+        table[label] = row
+    if not table:
+        return "NOT EVALUATED", "no stationary process with Statement A or B computed", table
+    if failures:
+        return "NOT MET", "; ".join(failures), table
+    if unsure:
+        return "INCONCLUSIVE", "; ".join(unsure), table
+    return "MET", "holds and is below the trivial bound where the paper's bound fails", table
 
 
 def _vacuous_share(corrected: dict) -> float:
@@ -179,6 +257,8 @@ def decide_claim(budget, results) -> ClaimResult:
     if gauss_fail:
         reason += "; the sub-Gaussian bound (heuristic, not proved) fails for " + ", ".join(
             gauss_fail)
+    part_c, part_c_reason, part_c_table = decide_part_c(per)
+    reason += f"; (c) corrected bound min(A or B, Chebyshev): {part_c}: {part_c_reason}"
     table = {label: {
         "stationary": v["stationary"], "paper_coord": v["paper"]["coord_overall"],
         "paper_inf": v["paper"]["inf_overall"], "inflation_coord": v["inflation"]["coord"],
@@ -193,7 +273,8 @@ def decide_claim(budget, results) -> ClaimResult:
     } for label, v in per.items()}
     size = _size(budget.mode)
     numbers = {"table": table, "per_process": per, "beta2": BETA2, "delta": DELTA,
-               "chebyshev_vacuous_share": vacuous, **size}
+               "chebyshev_vacuous_share": vacuous, "part_c": part_c,
+               "part_c_reason": part_c_reason, "part_c_table": part_c_table, **size}
     problem = (f"Theorem 1 engine: {size['trials']} trials x {size['dim']} coordinates per "
                f"process, b2={BETA2}, delta={DELTA}, k0 = statement's, lags 1..10^4")
     return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, None, problem, (0,), budget.mode,

@@ -40,6 +40,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=seed, default=0, help="random seed (0)")
     parser.add_argument("--engine", choices=("numba", "numpy"), default="numba",
                         help="numba (default) or the NumPy reference (slow)")
+    parser.add_argument("--bound", choices=("paper", "chebyshev", "gaussian", "markov",
+                                             "plugin"), default="paper",
+                        help="also score this bound on the same simulation: chebyshev "
+                             "(proved, any stationary g^2), gaussian (proved: Gaussian g or "
+                             "g^2 = F(Gaussian), e.g. ar1), markov (proved: chain with a "
+                             "spectral gap, e.g. ar1, regime, i.i.d.), plugin (heuristic); "
+                             "default paper only. Assumptions: paper_checks/theorem1.md §5")
     parser.add_argument("--json", metavar="PATH", help="save the result with provenance")
     parser.add_argument("--plot", metavar="PATH", help="save the figure (.png, .pdf or .svg)")
 
@@ -73,7 +80,9 @@ def run(args) -> int:
     from stepsim.theorem1 import PROCESSES, check_theorem1, make_process
 
     if args.list_processes:
-        for name in PROCESSES:
+        from stepsim.theorem1.chains import CHAINS
+
+        for name in [*PROCESSES, *CHAINS]:
             print(make_process(name).describe())
         return 0
     # every output is checked before the simulation starts, not after it has finished
@@ -87,7 +96,7 @@ def run(args) -> int:
         args.process, beta2=args.beta2, delta=args.delta, G=args.G, trials=args.trials,
         dim=args.dim, horizon=args.horizon, k0=k0, seed=args.seed,
         ci_level=args.ci_level, per_decade=args.per_decade, engine=args.engine,
-        process_params=params, progress=True,
+        process_params=params, progress=True, bound=args.bound,
     )
     print(result.summary())
     if json_path is not None:

@@ -201,6 +201,8 @@ class Theorem1Result:
     coordinate_steps: int
     seconds: float
     notes: tuple
+    #: the bound chosen with ``bound=`` (not "paper"): :func:`score_bound`'s dict, or None
+    bound_report: dict | None = None
 
     @property
     def lags(self) -> tuple:
@@ -266,6 +268,8 @@ class Theorem1Result:
             f"  overall over {len(self.rows)} lags (Bonferroni): per coordinate "
             f"{self.coord_overall}, inf-norm over d={self.dim}: {self.inf_overall}"
         )
+        if self.bound_report is not None:
+            lines += _bound_lines(self.bound_report, self.lags, self.delta, self.dim)
         lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -281,6 +285,70 @@ class Theorem1Result:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _bound_lines(report, lags, delta, dim) -> list[str]:
+    r = report
+    lines = [f"  bound {r['kind']!r} ({'PROVED' if r['proved'] else 'HEURISTIC'}; "
+             f"assumes {r['assumptions']}): violations |X| > bound, CP 95%; "
+             f"bound/q = bound / empirical {1 - delta:g}-quantile, bound/triv = bound / "
+             "trivial bound G(1-b2^n)/(1-b2^k)",
+             f"  {'lag':>6} | {'coord bnd':>9} {'bnd/q':>6} {'bnd/triv':>8} {'rate [CI]':>27} | "
+             f"{'inf bnd':>9} {'bnd/q':>6} {'bnd/triv':>8} {'rate [CI]':>27}  (d={dim})"]
+    c, f = r["coord"], r["inf"]
+    for i, lag in enumerate(lags):
+        lines.append(
+            f"  {lag:>6} | {c['bound'][i]:9.3g} {c['ratio_quantile'][i]:6.3g} "
+            f"{c['ratio_trivial'][i]:8.3g} {_rate(c['rate'][i], c['ci_low'][i], c['ci_high'][i])} | "
+            f"{f['bound'][i]:9.3g} {f['ratio_quantile'][i]:6.3g} {f['ratio_trivial'][i]:8.3g} "
+            f"{_rate(f['rate'][i], f['ci_low'][i], f['ci_high'][i])}")
+    lines.append(f"  bound {r['kind']!r}: largest CP upper end per coordinate "
+                 f"{c['max_ci_high']:.3g}, inf-norm {f['max_ci_high']:.3g} (delta = {delta:g})")
+    return lines
+
+
+ASSUMPTIONS = {
+    "paper": "the paper's: stationary g^2 <= G (false for dependent g^2: C11 (a))",
+    "chebyshev": "weakly stationary g^2 with a known autocovariance",
+    "gaussian": "g stationary Gaussian (chi-square form), or g^2 = F(x) with x stationary "
+                "Gaussian and F Lipschitz",
+    "markov": "g^2 = h(X), X a stationary Markov chain with absolute spectral gap "
+              "1 - lambda, h bounded",
+    "plugin": "nothing proved: autocovariance estimated (Sokal window) on the k0 steps "
+              "before the switch, Gaussian tail",
+}
+
+
+def score_bound(kind: str, process, stats: np.ndarray, *, beta2: float, k0: int, lags,
+                delta: float, seed: int) -> dict:
+    """Bound ``kind`` (``stepsim.theorem1.bounds.KINDS``) against the simulated statistics.
+
+    stats: (trials, dim, n_lags) from :func:`simulate` with this ``seed``. For one
+    coordinate (d = 1) and the inf-norm (union over dim): the bound per lag (the plug-in's
+    is per trial; its median is shown), violations, Clopper-Pearson interval, bound /
+    empirical (1 - delta)-quantile and bound / trivial bound.
+    """
+    from stepsim.theorem1.bounds import PROVED, bound, check_bound_args
+    from stepsim.theorem1.verify import _plugin_bounds, _pre_switch, _score
+
+    kind, delta, _ = check_bound_args(kind, delta, 1)
+    trials, dim, _ = stats.shape
+    lags = check_lags(lags)
+    independent = bool(getattr(process, "independent_coordinates", False))
+    trivial = (None if hasattr(process, "gaussian_autocovariance")
+               else worst_case(float(process.G), beta2, k0, lags))
+    out = {"kind": kind, "proved": PROVED[kind], "assumptions": ASSUMPTIONS[kind]}
+    pre = _pre_switch(process, seed, trials, dim, k0) if kind == "plugin" else None
+    for form, d in (("coord", 1), ("inf", dim)):
+        if kind == "plugin":
+            b = _plugin_bounds(pre[:, :, :1] if d == 1 else pre, beta2, k0, lags, delta, d)
+            sample = stats[:, 0, :] if d == 1 else stats.max(axis=1)
+        else:
+            b = bound(kind, process, beta2=beta2, k0=k0, lags=lags, delta=delta, dim=d)
+            sample = (stats.reshape(-1, len(lags)) if independent else stats[:, 0, :]) \
+                if d == 1 else stats.max(axis=1)
+        out[form] = _score(sample, b, kind == "paper", delta, trivial)
+    return out
 
 
 def _rate(rate, lo, hi) -> str:
@@ -366,8 +434,8 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
                    G: float | None = None, trials: int = 1000, dim: int = 100,
                    horizon: int = 10_000, k0=None, seed: int = 0, ci_level: float = 0.95,
                    per_decade: int = 8, lags=None, engine: str = "numba",
-                   process_params: dict | None = None, progress: bool = False
-                   ) -> Theorem1Result:
+                   process_params: dict | None = None, progress: bool = False,
+                   bound: str = "paper") -> Theorem1Result:
     """Simulate Adam's vhat under ``process`` and check Theorem 1 at log-spaced lags.
 
     process: a built-in name (``PROCESSES``), a :class:`BuiltinProcess`, or an object
@@ -377,7 +445,18 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     ``"proof"`` (smallest k0 > log(1/2)/log(b2)). lags: explicit lags (default
     ``lag_grid(horizon, per_decade)``). Costs trials * dim * (k0 + horizon) coordinate-steps
     and holds the raw statistics, trials * dim * n_lags float64, in memory.
+
+    bound: besides the paper's bound (always checked), one of ``stepsim.theorem1.bounds.
+    KINDS`` to score against the same simulation (``result.bound_report``, shown by
+    ``summary()``): "chebyshev" (proved, any weakly stationary g^2 with known
+    autocovariance), "gaussian" (proved, Statement A: Gaussian g, or g^2 a Lipschitz
+    function of a stationary Gaussian process), "markov" (proved, Statement B: g^2 a
+    bounded function of a stationary Markov chain with absolute spectral gap 1 - lambda),
+    "plugin" (heuristic: estimated autocovariance). A process outside the chosen bound's
+    assumptions raises ValueError before simulating.
     """
+    from stepsim.theorem1.bounds import applicable, check_bound_args
+
     beta2 = _check_beta2(beta2)
     delta = check_real("delta", delta, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
     ci_level = check_real("ci_level", ci_level, minimum=0.0, maximum=1.0, min_open=True,
@@ -392,6 +471,10 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
             raise ValueError(f"G={G!r} differs from process.G={process.G!r}; omit G or make "
                              "them equal")
     G = float(process.G)
+    bound = check_bound_args(bound, delta, 1)[0]
+    why = applicable(bound, process)
+    if why is not None:
+        raise ValueError(f"bound {bound!r}: {why}")
     if k0 is None or k0 == "statement":
         k0 = k0_statement(beta2)
     elif k0 == "proof":
@@ -410,10 +493,15 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     with bar if bar is not None else _Null():
         sim = simulate(process, beta2=beta2, k0=k0, lags=lags, trials=trials, dim=dim,
                        seed=seed, engine=engine, progress=bar)
-    return analyse(sim.stats, process=process, G=G, beta2=beta2, delta=delta, k0=k0,
-                   lags=lags, seed=seed, ci_level=ci_level, engine=engine,
-                   max_g2=sim.max_g2, coordinate_steps=sim.coordinate_steps,
-                   seconds=sim.seconds)
+    result = analyse(sim.stats, process=process, G=G, beta2=beta2, delta=delta, k0=k0,
+                     lags=lags, seed=seed, ci_level=ci_level, engine=engine,
+                     max_g2=sim.max_g2, coordinate_steps=sim.coordinate_steps,
+                     seconds=sim.seconds)
+    if bound == "paper":
+        return result
+    report = score_bound(bound, process, sim.stats, beta2=beta2, k0=k0, lags=lags,
+                         delta=delta, seed=seed)
+    return dataclasses.replace(result, bound_report=report)
 
 
 def check_statistics_memory(trials: int, dim: int, n_lags: int, *,
@@ -437,4 +525,5 @@ class _Null:
 
 
 __all__ = ["BuiltinProcess", "Estimate", "LagRow", "Theorem1Result", "analyse", "check_theorem1",
-           "clopper_pearson", "hoeffding_bound", "theorem1_bound", "verdicts", "worst_case"]
+           "clopper_pearson", "hoeffding_bound", "score_bound", "theorem1_bound", "verdicts",
+           "worst_case"]

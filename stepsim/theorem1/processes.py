@@ -297,7 +297,12 @@ def make_process(name: str, G: float = 1.0, **params) -> BuiltinProcess:
     if not isinstance(name, str):
         raise TypeError(f"process name must be a string, got {name!r}")
     if name not in PROCESSES:
-        raise ValueError(f"unknown process {name!r}; choose one of {sorted(PROCESSES)}")
+        from stepsim.theorem1.chains import CHAINS, make_chain
+
+        if name in CHAINS:  # the NumPy-only chains of issue 25 (run by the generic path)
+            return make_chain(name, G, **params)
+        raise ValueError(f"unknown process {name!r}; choose one of "
+                         f"{sorted(PROCESSES) + sorted(CHAINS)}")
     return PROCESSES[name](G=G, params=params)
 
 

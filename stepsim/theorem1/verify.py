@@ -1,0 +1,177 @@
+"""Numerical verification of the corrected Theorem 1 bounds (issue 25), in the engine.
+
+``verify(specs, ...)`` simulates each process with :func:`.engine.simulate` and, for each
+delta and each d in (1, dim), evaluates every bound of :mod:`.bounds` whose assumptions
+the process meets, plus the corrected bound min(A or B, Chebyshev, trivial): per lag the
+violations (statistic > bound; >= for the paper's strict bound), their Clopper-Pearson
+interval, and the tightness bound / empirical (1 - delta)-quantile and bound / trivial.
+The plug-in bound is estimated per trial from the g^2 of that trial before k0 (the
+process's NumPy path with the same seed, which is the path the engine simulated):
+coordinate 0 for d = 1, the first ``POOL`` = 10 coordinates pooled for the inf-norm.
+Driven by ``paper_checks/theorem1_bounds.py`` (full and ``--quick``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from stepsim.theorem1.bounds import (
+    KINDS,
+    PROVED,
+    applicable,
+    bound,
+    weight_autocorrelations,
+    sokal_autocovariance,
+)
+from stepsim.theorem1.check import clopper_pearson, worst_case
+from stepsim.theorem1.engine import k0_statement, lag_grid, simulate
+
+CI_LEVEL = 0.95
+
+
+def default_specs():
+    """(label, process) pairs of the issue: AR(1) rho 0.5/0.9/0.99 (squashed: B and A' apply;
+    Gaussian g: A applies), sticky, regime switching, two-state chains with known lambda,
+    and the sine (no spectral gap: Chebyshev and the plug-in only)."""
+    from stepsim.theorem1.chains import make_chain
+    from stepsim.theorem1.processes import make_process
+
+    specs = [(f"ar1 rho={r}", make_process("ar1", rho=r)) for r in (0.5, 0.9, 0.99)]
+    specs += [(f"gauss_ar1 rho={r}", make_chain("gauss_ar1", rho=r)) for r in (0.5, 0.9, 0.99)]
+    specs += [("sticky q=0.01", make_chain("sticky", q=0.01)),
+              ("regime q=1e-3", make_process("regime")),
+              ("twostate lambda=0.9", make_chain("twostate", a=0.05, b=0.05)),
+              ("twostate lambda=0.99", make_chain("twostate", a=0.005, b=0.005)),
+              ("sine", make_process("sine"))]
+    return specs
+
+
+def _plugin_bounds(pre: np.ndarray, beta2, k0, lags, delta, d) -> np.ndarray:
+    """(trials, n_lags) plug-in bounds, one Sokal estimate per trial (pre: (k0, trials, s)).
+
+    Same numbers as ``bounds.plugin_bound`` per trial; the weights' autocorrelations
+    A(h), h < k0, are computed once for all trials (Var^ = sum_|h|<=M gamma^(h) A(h)).
+    """
+    auto = weight_autocorrelations(beta2, k0, lags, pre.shape[0])  # (n_lags, k0)
+    out = np.empty((pre.shape[1], len(lags)))
+    L = math.log(2.0 * d / delta)
+    for t in range(pre.shape[1]):
+        gamma, _ = sokal_autocovariance(pre[:, t, :])
+        var = gamma[0] * auto[:, 0] + 2.0 * auto[:, 1:gamma.size] @ gamma[1:]
+        out[t] = np.sqrt(2.0 * np.maximum(var, 0.0) * L)
+    return out
+
+
+POOL = 10  # coordinates per trial pooled by the plug-in estimate for the inf-norm
+
+
+def _pre_switch(process, seed, trials, dim, k0, chunk=128) -> np.ndarray:
+    """g^2 at steps 1..k0 of the first POOL coordinates of each trial (the engine's path:
+    same seed, same start), drawn in chunks so the full (k0, trials, dim) is never held."""
+    state = process.start(seed, (trials, dim))
+    parts = [process.sample(state, k, min(chunk, k0 + 1 - k))[:, :, :POOL]
+             for k in range(1, k0 + 1, chunk)]
+    return np.concatenate(parts)
+
+
+def _score(sample, b, strict_paper: bool, delta: float, trivial) -> dict:
+    """Violations and tightness of bound b ((n_lags,) or per trial (n, n_lags))."""
+    n = sample.shape[0]
+    viol = np.count_nonzero(sample >= b if strict_paper else sample > b, axis=0)
+    lo, hi = clopper_pearson(viol, n, CI_LEVEL)
+    q = np.quantile(sample, 1.0 - delta, axis=0, method="inverted_cdf")
+    level = np.median(b, axis=0) if np.ndim(b) == 2 else b  # plug-in: the median bound
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio_q = level / q
+        ratio_t = level / trivial if trivial is not None else np.full(len(level), np.nan)
+    return {"bound": level.tolist(), "n": int(n), "violations": viol.tolist(),
+            "rate": (viol / n).tolist(), "ci_low": lo.tolist(), "ci_high": hi.tolist(),
+            "max_ci_high": float(np.max(hi)), "ratio_quantile": ratio_q.tolist(),
+            "ratio_trivial": ratio_t.tolist()}
+
+
+def verify_one(label, process, *, beta2=0.999, trials=1000, dim=100, horizon=10_000,
+               per_decade=8, seed=0, deltas=(0.05, 0.01)) -> dict:
+    """Everything for one process (see the module docstring); a JSON-able dict."""
+    k0 = k0_statement(beta2)
+    lags = lag_grid(horizon, per_decade)
+    sim = simulate(process, beta2=beta2, k0=k0, lags=lags, trials=trials, dim=dim, seed=seed)
+    gaussian_g = hasattr(process, "gaussian_autocovariance")
+    trivial = None if gaussian_g else worst_case(float(process.G), beta2, k0, lags)
+    independent = bool(getattr(process, "independent_coordinates", False))
+    samples = {1: sim.stats.reshape(-1, len(lags)) if independent else sim.stats[:, 0, :],
+               dim: sim.stats.max(axis=1)}
+    pre = _pre_switch(process, seed, trials, dim, k0)  # (k0, trials, <= POOL)
+    why = {kind: applicable(kind, process) for kind in KINDS}
+    if gaussian_g:
+        why["paper"] = "g^2 is unbounded: the paper's G does not exist"
+    out = {"label": label, "process": process.name, "params": dict(process.params),
+           "trials": trials, "dim": dim, "k0": k0, "beta2": beta2, "seed": seed,
+           "lags": lags.tolist(), "trivial": None if trivial is None else trivial.tolist(),
+           "not_applicable": {k: v for k, v in why.items() if v is not None},
+           "seconds": sim.seconds, "cases": []}
+    for delta in deltas:
+        for d, sample in samples.items():
+            case = {"delta": delta, "d": d, "n": int(sample.shape[0]),
+                    "quantile": np.quantile(sample, 1 - delta, axis=0,
+                                            method="inverted_cdf").tolist(), "bounds": {}}
+            values = {}
+            for kind in KINDS:
+                if why[kind] is not None:
+                    continue
+                if kind == "plugin":
+                    if d == 1:  # coordinate 0 of each trial, its own pre-k0 path
+                        b = _plugin_bounds(pre[:, :, :1], beta2, k0, lags, delta, 1)
+                        s = sim.stats[:, 0, :]
+                    else:
+                        b = _plugin_bounds(pre, beta2, k0, lags, delta, d)
+                        s = sample
+                    case["bounds"][kind] = _score(s, b, False, delta, trivial)
+                    continue
+                values[kind] = bound(kind, process, beta2=beta2, k0=k0, lags=lags,
+                                     delta=delta, dim=d)
+                case["bounds"][kind] = _score(sample, values[kind], kind == "paper", delta,
+                                              trivial)
+            proved = [values[k] for k in ("gaussian", "markov") if k in values]
+            if proved:
+                best = np.minimum(np.min(proved, axis=0), values["chebyshev"])
+                if trivial is not None:
+                    best = np.minimum(best, trivial)
+                case["bounds"]["corrected"] = _score(sample, best, False, delta, trivial)
+            if "gaussian" in values:
+                case["gaussian_over_chebyshev"] = (values["gaussian"]
+                                                   / values["chebyshev"]).tolist()
+            out["cases"].append(case)
+    return out
+
+
+def summary_rows(result: dict) -> list[dict]:
+    """One row per (bound, d, delta): the numbers of the closing table."""
+    rows = []
+    for case in result["cases"]:
+        for kind, s in case["bounds"].items():
+            proved = PROVED.get(kind, True)
+            rt = np.asarray(s["ratio_trivial"], dtype=float)
+            rq = np.asarray(s["ratio_quantile"], dtype=float)
+            rq = rq[np.isfinite(rq)]
+            rows.append({
+                "process": result["label"], "bound": kind, "d": case["d"],
+                "delta": case["delta"], "proved": proved, "n": s["n"],
+                "max_rate": float(np.max(s["rate"])), "max_ci_high": s["max_ci_high"],
+                "holds": s["max_ci_high"] <= case["delta"],
+                "ratio_quantile_median": float(np.median(rq)) if rq.size else math.nan,
+                "ratio_quantile_min": float(np.min(rq)) if rq.size else math.nan,
+                "ratio_trivial_median": float(np.nanmedian(rt)) if np.any(np.isfinite(rt))
+                else math.nan,
+                "share_below_trivial": float(np.mean(rt < 1.0)) if np.any(np.isfinite(rt))
+                else math.nan,
+                "gaussian_over_chebyshev_median": (
+                    float(np.median(case["gaussian_over_chebyshev"]))
+                    if kind == "gaussian" and "gaussian_over_chebyshev" in case else None),
+            })
+    return rows
+
+
+__all__ = ["default_specs", "summary_rows", "verify_one"]
