@@ -13,6 +13,10 @@ The options become one :class:`~stepsim.experiments.run.RunSpec` (:func:`run_spe
 holds the defaults (criterion, lr, N:M) and builds and runs the run; ``--json`` saves it
 (``provenance.params.run``) so ``RunSpec.from_dict`` repeats the run bit for bit.
 
+A run that diverges (a non-finite loss, gradient or weight) is an outcome, not an error:
+``fit`` stops it there and ``status`` says, on one line, the step, the parameter and the
+lr; the command still prints the rest of the summary and exits 0.
+
 ``--json PATH`` writes two files, PATH and the trace and weights in an .npz beside it:
 the .npz first, the JSON last, and the JSON records the digest of the arrays it commits
 (``stepsim._atomic``), so a kill between the two writes can never leave a pair that
@@ -224,7 +228,9 @@ def run(args) -> int:
     if len(set(result.module_switch_steps.values())) > 1:  # per-module switching
         steps = ", ".join(f"{k} {v}" for k, v in result.module_switch_steps.items())
         print(f"modules    switched at: {steps}")
-    if result.status != "completed" or result.message:
+    if not result.success:  # diverged: an outcome (rc 0), said once, on one line
+        print(f"status     {result.message}")
+    elif result.message:
         print(f"status     {result.status}: {result.message}")
     print(f"N:M        {', '.join(f'{k} {n}:{m}' for k, (n, m) in result.nm.items())}")
     print(f"loss       minibatch mean of last {tail}: {np.mean(trace.loss[-tail:]):.6g}  "
