@@ -221,10 +221,17 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                     compute)
     if out_dir is not None:
         write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
-                                              "scheduler": scheduler, "problems": problems,
+                                              "scheduler": _address(scheduler), "problems": problems,
                                               "steps": steps, "run_id": run_id},
                      figures=staging, run_id=run_id)
     return report
+
+
+def _address(scheduler):
+    """A scheduler as recorded in the report: its address (a Client: the one it is on)."""
+    if scheduler is None or isinstance(scheduler, str):
+        return scheduler
+    return getattr(getattr(scheduler, "scheduler", None), "address", None) or repr(scheduler)
 
 
 def protocol_record(altered: bool) -> dict:

@@ -14,7 +14,11 @@ def add_arguments(parser) -> None:
                              "the grid flags below override its fields")
     parser.add_argument("--out", metavar="DIR",
                         help="sweep directory (default sweeps/SPEC-NAME); run the same command "
-                             "again to resume: finished runs are skipped")
+                             "again to resume: finished runs are skipped. A directory holding "
+                             "another sweep is refused (see --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the plan of another sweep in --out (its finished runs "
+                             "that this grid shares are kept; the others leave the table)")
     parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                         help="local worker processes, one numba and one BLAS thread each "
                              "(default: every core; 1 runs in this process)")
@@ -142,6 +146,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from stepsim.experiments import parse_spec, plan_sweep, report_markdown, run_sweep
+    from stepsim.experiments.report import diverged
+    from stepsim.experiments.runner import check_same_sweep
 
     if args.out is not None and not args.out.strip():
         raise OptionError("--out: empty path; give a directory (default sweeps/SPEC-NAME)")
@@ -154,14 +160,32 @@ def run(args) -> int:
         return 0
     stem = spec.name or (Path(args.spec).stem if args.spec else "cli")
     out = Path(args.out) if args.out is not None else Path("sweeps") / stem
+    args._out = out  # for interrupted()
     # the directory must be one we can write in (not a file, not read-only) before any run
     output_path(str(out / "sweep.json"), option="--out")
+    if not args.force:
+        check_same_sweep(out, runs)
     start = time.perf_counter()
     where = f"Dask at {args.scheduler}" if args.scheduler else f"jobs={args.jobs or 'all cores'}"
     print(f"sweep      {len(runs)} runs into {out} ({where})")
-    table = run_sweep(spec, out, jobs=args.jobs, scheduler=args.scheduler)
+    table = run_sweep(spec, out, jobs=args.jobs, scheduler=args.scheduler, force=args.force)
     wall = time.perf_counter() - start
     metric = "test_loss" if "test_loss" in table.columns else "final_loss"
     print(report_markdown(table, metric))
+    lost = [row for row in table.rows if diverged(row)]
+    if lost:  # an outcome, counted per condition above (column diverged), not an error
+        print(f"diverged   {len(lost)} of {len(table)} runs stopped at a non-finite value "
+              f"(status non-finite in the table; left out of the means)")
     print(f"wall time  {wall:.1f} s for {len(runs)} runs; table in {out / 'table.csv'}")
     return 0
+
+
+def interrupted(args) -> str:
+    """The line Ctrl-C prints: the runs kept in the sweep directory (``stepsim.cli``)."""
+    from stepsim.experiments import store
+
+    out = getattr(args, "_out", None)
+    if out is None or not (out / store.SWEEP_FILE).exists():
+        return "interrupted before any run started; nothing was written"
+    done = sum(store.is_finished(out, run) for run in store.read_plan(out))
+    return f"interrupted; {done} finished runs kept in {out}; the same command resumes"

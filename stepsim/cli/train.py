@@ -270,3 +270,9 @@ def _table1(result) -> str:
         return f"n/a ({exc})"
     note = f" (trace ends: {score.steps_available} steps averaged)" if score.truncated else ""
     return f"{score.score:.6g} at k0 = {score.k0}, horizon {score.horizon}{note}"
+
+
+def interrupted(args) -> str:
+    """The line Ctrl-C prints (``stepsim.cli``): one run is not resumable, nothing is kept."""
+    return ("interrupted; the run had not finished and nothing was saved (a single run does "
+            "not resume: the same command runs it again)")
