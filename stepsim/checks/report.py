@@ -247,8 +247,9 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                     protocol_record(altered), table, chosen, compute)
     if out_dir is not None:
         write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
-                                              "scheduler": _address(scheduler), "problems": problems,
-                                              "steps": steps, "run_id": run_id},
+                                              "scheduler": _address(scheduler),
+                                              "problems": problems, "steps": steps,
+                                              "run_id": run_id},
                      figures=staging, run_id=run_id)
     return report
 

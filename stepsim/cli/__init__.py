@@ -2,7 +2,8 @@
 
 Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and
 ``run(args) -> int``, and may define ``interrupted(args) -> str``: the one line printed
-when Ctrl-C stops it (what was kept and how to resume; exit status 130, no traceback). Subcommand modules import only the standard library at module
+when Ctrl-C stops it (what was kept and how to resume; exit status 130, no traceback).
+Subcommand modules import only the standard library at module
 level — NumPy, numba and matplotlib are imported inside ``run`` — so ``stepsim --help``
 and ``stepsim SUBCOMMAND --help`` stay instant (``tests/test_cli.py`` checks that building
 the parser imports neither numba nor numpy). String options are parsed here, in the CLI,
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> module under stepsim.cli; the order is the order of `stepsim --help`.
@@ -82,7 +84,15 @@ def main(argv=None) -> int:
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:  # Ctrl-C: one line saying what was kept, not a traceback
-        return _interrupted(args)
+        status = _interrupted(args)
+        if argv is None:  # the command itself: leave now, with this status
+            # CPython marks a Ctrl-C that crossed one of its C-level code runners (imports
+            # of some extensions do) as unhandled, and then ends the process by SIGINT at
+            # exit (status -2, measured) even though it was handled here
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+        return status
     except (ValueError, TypeError, FileNotFoundError) as exc:
         # Bad input: a one-line error naming the argument, not a traceback.
         print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import OptionError, key_values, output_path, positive_int
+from stepsim.cli._args import OptionError, choices_text, key_values, output_path, positive_int
 from stepsim.cli._args import value as _value
 
 HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes after a kill"
@@ -29,8 +29,12 @@ def add_arguments(parser) -> None:
                         help="check the spec and list the runs; train nothing")
     grid = parser.add_argument_group(
         "grid on the command line", "options as in `stepsim train`; --grid makes an axis")
-    grid.add_argument("--recipes", metavar="A,B,...", help="e.g. dense,asp,sr-ste,step")
-    grid.add_argument("--optimizer", default=None, help="adam (default), adamw or sgdm")
+    grid.add_argument("--recipes", metavar="A,B,...",
+                      help="e.g. dense,asp,sr-ste,step; recipes: "
+                           + choices_text("stepsim.recipes.registry", "RECIPES"))
+    grid.add_argument("--optimizer", default=None,
+                      help=choices_text("stepsim.recipes.registry", "OPTIMIZERS")
+                           + " (default adam)")
     grid.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
                       help="recipe/optimizer option for every recipe, repeatable (lr=1e-3)")
     grid.add_argument("--criterion", metavar="NAME",
@@ -38,7 +42,10 @@ def add_arguments(parser) -> None:
                            "RunSpec's: AutoSwitch clipped to [0.1T, 0.5T], as `stepsim train`)")
     grid.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
                       help="option of that criterion, repeatable")
-    grid.add_argument("--problem", metavar="NAME", help="problem name (default regression)")
+    grid.add_argument("--problem", metavar="NAME",
+                      help="problem name: " + choices_text("stepsim.problems.registry",
+                                                           "PROBLEMS")
+                           + " (default regression)")
     grid.add_argument("-p", "--problem-option", action="append", metavar="KEY=VALUE",
                       help="problem option, repeatable (scale=0.1)")
     grid.add_argument("--grid", action="append", metavar="WHERE.KEY=V1,V2,...",

@@ -1,6 +1,7 @@
 """stepsim train: run one recipe on one registered problem and summarise it.
 
-The problem comes from the registry (``--problem regression|digits|teacher|nqm``); its
+The problem comes from the registry (``--problem``: every name of
+``stepsim.problems.registry.PROBLEMS``, listed by ``--help``); its
 options are its constructor's keyword options, given as repeatable ``-p KEY=VALUE``.
 ``--problem-options``, ``--recipe-options`` and ``--criterion-options`` list the chosen
 problem's, recipe's (with its optimizer's) and criterion's options with their defaults
@@ -25,10 +26,20 @@ passes for one run; readers (``stepsim compress``, ``Trace.load_npz``) refuse a 
 
 from __future__ import annotations
 
-from stepsim.cli._args import key_values, nm, output_path, positive_int, run_params, seed
+from stepsim.cli._args import (
+    choices_text,
+    key_values,
+    nm,
+    output_path,
+    positive_int,
+    registry_names,
+    run_params,
+    seed,
+)
 from stepsim.cli._args import value as _value
 
-HELP = "train one recipe (dense, ste, sr-ste, asp, step, ...) on a problem (regression, digits ...)"
+HELP = ("train one recipe (" + ", ".join(registry_names("stepsim.recipes.registry", "RECIPES")[:5])
+        + ", ...) on a problem (" + choices_text("stepsim.problems.registry", "PROBLEMS") + ")")
 
 # flag dest -> the problem option it sets (None values mean "not given")
 _PROBLEM_FLAGS = {
@@ -40,18 +51,21 @@ _PROBLEM_FLAGS = {
 
 def add_arguments(parser) -> None:
     parser.add_argument("--problem", default="regression",
-                        help="problem name: regression (default), digits, teacher, nqm")
+                        help="problem name: " + choices_text("stepsim.problems.registry",
+                                                             "PROBLEMS")
+                             + " (default regression)")
     parser.add_argument("-p", "--problem-option", action="append", metavar="KEY=VALUE",
                         help="problem option, repeatable (e.g. -p hidden=128,128 "
                              "-p sparsify=all-but-last); see --problem-options")
     parser.add_argument("--problem-options", action="store_true",
                         help="list the chosen problem's options and defaults, then exit")
     parser.add_argument("--recipe", default="step",
-                        help="recipe name (dense, ste, sr-ste, asp, step, step-v-updated, "
-                             "decaying-mask, layerwise-sr-ste, layerwise-step); default step")
+                        help="recipe name: " + choices_text("stepsim.recipes.registry",
+                                                            "RECIPES") + " (default step)")
     parser.add_argument("--criterion", default=None,
-                        help="switch criterion (fixed-step, fixed-fraction, autoswitch, ...; "
-                             "'none' for none); default for recipes that need one: AutoSwitch "
+                        help="switch criterion: " + choices_text("stepsim.recipes.criteria",
+                                                                 "CRITERIA")
+                             + " ('none' for none); default for recipes that need one: AutoSwitch "
                              "clipped to [0.1T, 0.5T] (stepsim.experiments.run.DEFAULT_CRITERION)")
     parser.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
                         help="criterion option, repeatable (e.g. fraction=0.2, k0=500); see "
@@ -65,7 +79,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recipe-options", action="store_true",
                         help="list the chosen recipe's and optimizer's options and defaults, "
                              "then exit")
-    parser.add_argument("--optimizer", default="adam", help="adam, adamw or sgdm (default adam)")
+    parser.add_argument("--optimizer", default="adam",
+                        help=choices_text("stepsim.recipes.registry", "OPTIMIZERS")
+                             + " (default adam)")
     parser.add_argument("--nm", type=nm, default=None, metavar="N:M",
                         help="N:M of the sparse layers (default: the problem's, 2:4)")
     parser.add_argument("--steps", type=positive_int, default=None,
