@@ -5,9 +5,12 @@ weights (Pi_k * w_k in a sparse phase), take the problem's loss and gradient the
 recipe update (optimizer + its gradient/weight pieces), record a row of the trace, and feed
 Adam's statistics (per module) to the switch schedule; when it fires for some modules after
 step k0 they enter their sparse phase (STEP: v* = v_{k0} of those modules). Recipes without a
-dense phase only observe a criterion (its step is still reported). A non-finite loss or
-gradient stops the run with a status saying where (weights stay finite: the gradient is
-checked before the update).
+dense phase only observe a criterion (its step is still reported). A diverged run is an
+outcome, not an error: the first non-finite loss, gradient (checked before the update) or
+weight (checked after it) stops the run with a status saying the step, the parameter and
+the lr, and NumPy's overflow warnings, which would repeat it for every layer of every
+step, are silenced during the run (checks that only read values: no bit of a run that
+does not diverge changes).
 """
 
 from __future__ import annotations
@@ -113,8 +116,10 @@ class FitResult:
     the initial weights. nm: name -> final (n, m) of every sparse layer. recipe: the
     :class:`~stepsim.recipes.Recipe`; criterion: the schedule's repr or None; steps (asked
     for), seed (None when a Generator was passed), problem: the problem's repr.
-    status: "completed" or "non-finite" (the run stopped at ``stopped_at``; ``message`` says
-    which quantity of which parameter went non-finite first). module_switch_steps: module
+    status: "completed" or "non-finite" (the run diverged: it stopped at ``stopped_at``, also
+    ``diverged_at``; ``message`` says which quantity of which parameter went non-finite
+    first, and the lr; ``diverged_param`` names that parameter, None when only the loss
+    was non-finite). module_switch_steps: module
     (parameter) -> its switch step or None. curves: with ``eval_every``, "step" (the steps
     evaluated, 0 = initial) and one array per metric of ``problem.evaluate`` at the
     weights the model computes with after that step.
@@ -137,11 +142,17 @@ class FitResult:
     stopped_at: int | None = None
     module_switch_steps: dict = dataclasses.field(default_factory=dict)
     curves: dict = dataclasses.field(default_factory=dict)
+    diverged_param: str | None = None
 
     @property
     def success(self) -> bool:
         """scipy-like vocabulary: True when every step ran with finite values."""
         return self.status == STATUS_COMPLETED
+
+    @property
+    def diverged_at(self) -> int | None:
+        """The step at which the run went non-finite (None: it did not diverge)."""
+        return None if self.success else self.stopped_at
 
     def __repr__(self):
         metrics = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items())
@@ -163,6 +174,7 @@ class FitResult:
             "status": self.status,
             "message": self.message,
             "stopped_at": self.stopped_at,
+            "diverged_param": self.diverged_param,
             "switch_step": self.switch_step,
             "module_switch_steps": dict(self.module_switch_steps),
             "metrics": self.metrics,
@@ -273,8 +285,9 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     Returns
     -------
     FitResult
-        A non-finite loss or gradient stops the run: ``status="non-finite"``,
-        ``stopped_at`` the step and ``message`` which parameter went non-finite first.
+        A non-finite loss, gradient or weight stops the run (it diverged):
+        ``status="non-finite"``, ``stopped_at`` (= ``diverged_at``) the step,
+        ``diverged_param`` and ``message`` which parameter went non-finite first, and the lr.
     """
     from stepsim._malloc import keep_freed_memory
     from stepsim._portability import warn_if_not_portable
@@ -302,8 +315,10 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     schedule, observed, watched = plan_schedule(recipe, criterion, steps)
     crit_obj = getattr(criterion, "criterion", criterion)
     # everything that computes (init, evaluate, the steps) under one thread policy, so the
-    # same seed gives the same bits whatever the machine's core count
-    with training_threads(kernels=threads, blas=blas_threads):
+    # same seed gives the same bits whatever the machine's core count; a divergence is
+    # reported once, by the status, not by NumPy warnings for every layer of every step
+    with training_threads(kernels=threads, blas=blas_threads), \
+            np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         seed = int(rng) if isinstance(rng, int) else None
         init_rng, batch_rng = np.random.default_rng(rng).spawn(2)
 
@@ -333,21 +348,28 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
             params = lean.params
         stepper = lean or recipe
 
-        status, message, stopped = STATUS_COMPLETED, "", None
+        status, message, stopped, kept, where = STATUS_COMPLETED, "", None, steps, None
         with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
             for k in range(1, steps + 1):
                 batch = problem.sample_batch(batch_rng)
                 fwd, state = stepper.forward(state, params, k, ctx)
                 loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
-                bad = _first_non_finite(loss, grads)
+                bad, where = _first_non_finite(loss, grads)
+                if bad is None:
+                    params, state, parts = stepper.update(state, params, grads, k, ctx)
+                    stats = StepStats(parts, _total(parts, modules))
+                    _record(trace, k - 1, loss, stats.total, state, layer_names,
+                            recipe.optimizer.lr_at(k, steps))
+                    bad, where = _first_non_finite_weight(params)
+                    kept = k
+                else:
+                    kept = k - 1
                 if bad is not None:
                     status, stopped = STATUS_NON_FINITE, k
-                    message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
+                    message = (f"diverged at step {k}: {bad} (lr "
+                               f"{recipe.optimizer.lr_at(k, steps):g}); the run stopped "
+                               f"(trace holds steps 1..{kept})")
                     break
-                params, state, parts = stepper.update(state, params, grads, k, ctx)
-                stats = StepStats(parts, _total(parts, modules))
-                _record(trace, k - 1, loss, stats.total, state, layer_names,
-                        recipe.optimizer.lr_at(k, steps))
                 if ostate is not None:
                     ostate, _ = observed.update(ostate, k, stats)
                 if sstate is not None:
@@ -364,7 +386,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                 bar.update(1)
 
         if stopped is not None:
-            trace = trace.head(stopped - 1)
+            trace = trace.head(kept)
         elif recipe.sparse:
             message = recipe.masker.report(state.masker_state)
         weights = recipe.inference_weights(state, params, ctx)
@@ -381,6 +403,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                          criterion=None if criterion is None else repr(criterion),
                          steps=steps, seed=seed, problem=repr(problem), status=status,
                          message=message, stopped_at=stopped, module_switch_steps=module_steps,
+                         diverged_param=where,
                          curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
                                  for k, v in curves.items()})
 
@@ -426,19 +449,36 @@ def _checked_answer(problem, answer, params) -> tuple:
     return loss, grads
 
 
-def _first_non_finite(loss, grads) -> str | None:
-    """A description of the first non-finite value: the loss, then the gradients in order.
+def _first_non_finite(loss, grads) -> tuple[str | None, str | None]:
+    """(description, parameter) of the first non-finite value: the loss, then the gradients
+    in order; (None, None) when all are finite. A non-finite loss names the first
+    parameter whose gradient is non-finite too (None if none is).
 
     One sum per array (a NaN or inf makes it non-finite); only a non-finite sum, which a
     finite array can also give by overflowing, is checked element by element.
     """
-    if not np.isfinite(loss):
-        return f"the loss is {float(loss)}"
+    first = None
     for name, g in grads.items():
         if not np.isfinite(g.sum()) and not np.isfinite(g).all():
             count = int(np.count_nonzero(~np.isfinite(g)))
-            return f"the gradient of {name!r} has {count} non-finite value(s)"
-    return None
+            first = name, f"the gradient of {name!r} has {count} non-finite value(s)"
+            break
+    if not np.isfinite(loss):
+        where = f", first non-finite gradient {first[0]!r}" if first else ""
+        return f"the loss is {float(loss)}{where}", first and first[0]
+    if first is not None:
+        return first[1], first[0]
+    return None, None
+
+
+def _first_non_finite_weight(params) -> tuple[str | None, str | None]:
+    """(description, parameter) of the first parameter with a non-finite weight after an
+    update (an lr so large that the step overflows), else (None, None); one sum per array."""
+    for name, w in params.items():
+        if not np.isfinite(w.sum()) and not np.isfinite(w).all():
+            count = int(np.count_nonzero(~np.isfinite(w)))
+            return f"the weights of {name!r} have {count} non-finite value(s)", name
+    return None, None
 
 
 def _total(stats, modules):

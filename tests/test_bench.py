@@ -4,6 +4,7 @@ the train section, and the training thread policy."""
 
 import io
 import itertools
+import json
 import subprocess
 import sys
 
@@ -254,3 +255,37 @@ def test_workers_section_times_a_new_worker_the_cache_and_a_job_mix(monkeypatch)
     mixed = [r for r in bench.rows if r["case"] == "tiny mix: 3 runs"]
     assert len(mixed) == 2 and mixed[0]["impl"] == "--jobs 1"
     assert mixed[1]["impl"].startswith("pool of") and all(r["seeds_per_s"] > 0 for r in mixed)
+
+
+def test_the_workers_sections_job_mixes_are_the_checks_real_runspecs():
+    """The mix the workers section times, built by the real code (no monkeypatch): an
+    import or a Budget it can no longer make fails here, not after 44 s of `stepsim bench`
+    (issue 28). C1 --quick's mix is part of the whole quick check's."""
+    from stepsim.bench import workers
+    from stepsim.experiments.run import RunSpec
+
+    label, c1 = workers._mix(True)
+    whole_label, whole = workers._mix(False)
+    assert (label, whole_label) == ("check C1 --quick", "check --quick")
+    assert c1 and all(isinstance(s, RunSpec) for s in c1)
+    assert {s.digest for s in c1} < {s.digest for s in whole}
+    for spec in c1[:2]:
+        spec.check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", ["kernels", "theorem1", "layout", "train", "lm",
+                                     "portability", "workers"])
+def test_every_bench_section_runs_from_the_cli_in_quick_mode(section, tmp_path, capsys):
+    """`stepsim bench --quick --only SECTION` for every section, as a user runs it (issue
+    28: an import error made every bench crash while the suite stayed green)."""
+    from stepsim.bench import SECTIONS
+    from stepsim.cli import main
+
+    assert section in SECTIONS
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--quick", "--only", section, "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())["result"]["rows"]
+    assert rows and {r["section"] for r in rows} == {section}
+    assert all(r.get("seconds", r.get("step_seconds", 0)) > 0 for r in rows)
+    assert "Traceback" not in capsys.readouterr().err

@@ -61,10 +61,39 @@ def test_bench_quick_kernels_smoke(tmp_path, capsys):
     assert doc["provenance"]["versions"]["numba"]
 
 
-@pytest.mark.parametrize("argv", [["--version"], []])
-def test_version_and_bare_command(argv, capsys):
-    assert main(argv) == 0
+def test_version_and_bare_command(capsys):
+    assert main(["--version"]) == 0
     assert capsys.readouterr().out
+    assert main([]) == 2  # no subcommand: the usage, with the status of bad usage
+    assert "usage: stepsim" in capsys.readouterr().err
+
+
+def test_help_lists_every_choice_of_the_registries(capsys):
+    """Help texts read the registries' names from their source (no NumPy at parse time):
+    the same names as the imported registries, and every one is listed (issue 28)."""
+    from stepsim.bench import SECTIONS
+    from stepsim.cli._args import registry_names
+    from stepsim.problems.registry import PROBLEMS
+    from stepsim.recipes.criteria import CRITERIA
+    from stepsim.recipes.registry import OPTIMIZERS, RECIPES
+    from stepsim.sparse24.memory import MODELS
+
+    for module, name, real in [("stepsim.problems.registry", "PROBLEMS", PROBLEMS),
+                               ("stepsim.recipes.registry", "RECIPES", RECIPES),
+                               ("stepsim.recipes.registry", "OPTIMIZERS", OPTIMIZERS),
+                               ("stepsim.recipes.criteria", "CRITERIA", CRITERIA),
+                               ("stepsim.sparse24.memory", "MODELS", MODELS)]:
+        assert registry_names(module, name) == tuple(real)
+    helps = {}
+    for command in ("train", "sweep", "bench", "memory"):
+        assert main([command, "--help"]) == 0
+        helps[command] = "".join(capsys.readouterr().out.split())  # wrapped at hyphens too
+    for names, commands in [(PROBLEMS, ("train", "sweep")), (RECIPES, ("train", "sweep")),
+                            (CRITERIA, ("train",)), (SECTIONS, ("bench",)),
+                            (MODELS, ("memory",))]:
+        for command in commands:
+            assert ",".join(names) in helps[command], (command, list(names))
+    assert "Table5" in helps["memory"]
 
 
 def test_shared_option_parsers():

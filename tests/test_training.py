@@ -321,3 +321,25 @@ def test_fit_rejects_a_non_problem_and_a_recipe_name():
         fit(None, make_recipe("dense"), 2)
     with pytest.raises(TypeError, match=r"make_recipe\('step'\)"):
         fit(small(), "step", 2)
+
+
+def test_an_lr_that_overflows_the_weights_stops_the_run_silently_naming_the_parameter(tmp_path):
+    """Issue 28: `train --lr 1e300` diverges; the first non-finite weight stops the run
+    (one status: the step, the parameter, the lr) and no NumPy RuntimeWarning is printed."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any RuntimeWarning fails the test
+        r = fit(small(), make_recipe("sr-ste", lr=1e300), 50, rng=0, progress=False)
+    assert r.status == "non-finite" and r.diverged_at == r.stopped_at is not None
+    assert r.diverged_at <= 3 and r.diverged_param in r.weights
+    assert f"step {r.diverged_at}" in r.message and "lr 1e+300" in r.message
+    assert repr(r.diverged_param) in r.message
+    jpath, _ = r.save(tmp_path / "r.json")
+    saved = json.loads(jpath.read_text())["result"]
+    assert saved["diverged_param"] == r.diverged_param
+
+
+def test_a_run_that_does_not_diverge_reports_nothing_diverged():
+    r = fit(small(), make_recipe("dense", lr=1e-2), 20, rng=0, progress=False)
+    assert r.success and r.diverged_at is None and r.diverged_param is None

@@ -191,7 +191,13 @@ class FitSteps:
 
     def run(self, n: int) -> None:
         from stepsim.recipes.switch import StepStats
-        from stepsim.training import _checked_answer, _first_non_finite, _record, _total
+        from stepsim.training import (
+            _checked_answer,
+            _first_non_finite,
+            _first_non_finite_weight,
+            _record,
+            _total,
+        )
 
         problem, stepper, ctx = self.problem, self.stepper, self.ctx
         modules = tuple(self.params)
@@ -200,13 +206,15 @@ class FitSteps:
             batch = problem.sample_batch(self.batch_rng)
             fwd, self.state = stepper.forward(self.state, self.params, k, ctx)
             loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
-            if _first_non_finite(loss, grads) is not None:
+            if _first_non_finite(loss, grads)[0] is not None:
                 raise FloatingPointError(f"non-finite values at step {k}")
             self.params, self.state, parts = stepper.update(self.state, self.params, grads,
                                                             k, ctx)
             stats = StepStats(parts, _total(parts, modules))
             _record(self.trace, k - 1, loss, stats.total, self.state, list(ctx.sparse_names),
                     self.recipe.optimizer.lr_at(k, self.total))
+            if _first_non_finite_weight(self.params)[0] is not None:  # as fit checks
+                raise FloatingPointError(f"non-finite weights at step {k}")
 
 
 def _ratio_rows(bench) -> None:

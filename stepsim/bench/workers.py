@@ -10,7 +10,7 @@
   <stepsim.experiments.run.RunSpec.build_problem>`, which builds a problem once per process
   for equal names and options (a worker's later runs of the same problem are cache hits).
 * **Seeds per second of a check job mix**: the RunSpecs of ``stepsim check C1 --quick``
-  (``--quick``) or of every claim of ``stepsim check --quick`` (114 runs), on a pool of
+  (``--quick``) or of every claim of ``stepsim check --quick``, on a pool of
   every core (``check``'s default: the time includes the pool's start-up) beside ``--jobs 1``
   (one after another in this process, already warm: a user's ``--jobs 1`` also pays one
   start-up, in its own process). The load average is printed: other processes on these
@@ -93,14 +93,22 @@ def _cache_rows(bench) -> None:
 
 
 def _mix(quick: bool) -> tuple[str, list]:
-    from stepsim.checks import CLAIMS, claim_module
-    from stepsim.checks._setup import budget
+    """(label, the distinct RunSpecs) of ``stepsim check C1 --quick`` (``quick``) or of
+    ``stepsim check --quick``: every quick setting of the protocol with the committed
+    learning rates, as :func:`stepsim.checks.report.run_checks` builds them."""
+    from stepsim.checks import CLAIMS, _setup, claim_module, protocol, tuning
     from stepsim.experiments.run import RunSpec
 
     claims = ("C1",) if quick else CLAIMS
-    b = budget("quick")
-    specs = {job.digest: job for c in claims for job in claim_module(c).jobs(b)
-             if isinstance(job, RunSpec)}
+    seeds, lrs = tuple(protocol.RULES["seeds"]["quick"]), tuning.committed()
+    specs = {}
+    for problem, timescale, only in protocol.settings("quick", None):
+        b = _setup.Budget("quick", problem, timescale, seeds, only=only)
+        b = _setup.Budget("quick", problem, timescale, seeds, lrs=lrs.get(b.key, {}), only=only)
+        for claim in claims:
+            if b.applies(claim):
+                specs.update((job.digest, job) for job in claim_module(claim).jobs(b)
+                             if isinstance(job, RunSpec))
     label = "check C1 --quick" if quick else "check --quick"
     return label, list(specs.values())
 

@@ -15,6 +15,14 @@ writes, in this order (a kill never leaves new figures beside an old report.json
 
 A claim's ``runtime_s`` is the wall time of its own jobs when they ran (shared jobs count
 for each claim that uses them) plus its decision and figures.
+
+Nothing is overwritten silently: a check of some claims (or problems) in a directory whose
+report holds others merges into it — the other claims' results and figures stay, the
+learning rates and tuning tables are merged by setting, and ``compute`` counts every
+finished run in ``runs/`` — provided both were made in the same mode under the same
+protocol rules; otherwise it refuses, in one line, before any work. A selection that
+gives no verdict at all (e.g. ``C1 --quick --problem lm``: quick mode has no LM setting)
+is an error, not an empty report.
 """
 
 from __future__ import annotations
@@ -124,9 +132,18 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     seeds = tuple(protocol.RULES["seeds"][mode])
     budgets = [_setup.Budget(mode, p, ts, seeds, only=only, steps=steps or 0)
                for p, ts, only in protocol.settings(mode, problems)]
-    out_dir = None if out is None else probe_out(out)  # after every argument is checked
     budgets = [b for b in budgets if any(b.applies(c) for c in names)]
     plain = _setup.NoProblem(mode)
+    covered = {(c, b.key) for b in budgets for c in names if b.applies(c)} | {
+        (c, plain.key) for c in names if c in protocol.RULES["claims"]["none"]}
+    if not covered:
+        where = ", ".join(f"{p} ({ts})" for p, ts, _ in protocol.settings(mode)) or "none"
+        raise ValueError(f"no verdict to make: claim(s) {', '.join(names)} on problem(s) "
+                         f"{', '.join(problems or ['every'])} have no setting in {mode} mode "
+                         f"(its settings: {where}); nothing was run or written")
+    altered = steps is not None or lrs is not None
+    out_dir = None if out is None else probe_out(out)  # after every argument is checked
+    previous = None if out_dir is None else mergeable(out_dir, mode, altered, covered)
     planned = {}  # recording pass: which configs need a learning rate, and a first check
     for b in budgets:
         planned[b.key] = [job for c in names if b.applies(c) for job in modules[c].jobs(b)]
@@ -211,20 +228,99 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         decided.append(dataclasses.replace(
             result, figures=figures, versions=info,
             runtime_s=job_seconds + time.perf_counter() - t0))
-    decided.sort(key=lambda r: (list(CLAIMS).index(r.claim), r.setting))
     every = {**done, **results}
     compute = {"runs": len(every), "tuning_runs": len(set(done) - set(results)),
                "worker_s": sum(v["seconds"] for v in every.values())}
+    if previous is not None:  # the other claims of the report in out_dir stay, with figures
+        kept = [c for c in previous.claims if (c.claim, c.setting) not in covered]
+        for c in kept:
+            _keep_figures(c, out_dir, staging)
+        decided += kept
+        table = {**previous.tuning, **table}
+        chosen = {**previous.lrs, **chosen}
+        compute = dict(compute, **_store_compute(out_dir / RUNS_DIR),
+                       tuning_runs=max(compute["tuning_runs"],
+                                       previous.compute.get("tuning_runs", 0)))
+    decided.sort(key=lambda r: (list(CLAIMS).index(r.claim), r.setting))
     report = Report(mode, tuple(decided), time.perf_counter() - start,
                     None if out_dir is None else str(out_dir),
-                    protocol_record(steps is not None or lrs is not None), table, chosen,
-                    compute)
+                    protocol_record(altered), table, chosen, compute)
     if out_dir is not None:
         write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
-                                              "scheduler": scheduler, "problems": problems,
-                                              "steps": steps, "run_id": run_id},
+                                              "scheduler": _address(scheduler),
+                                              "problems": problems, "steps": steps,
+                                              "run_id": run_id},
                      figures=staging, run_id=run_id)
     return report
+
+
+def mergeable(out_dir, mode: str, altered: bool, covered: set) -> Report | None:
+    """The report already in ``out_dir`` that a check covering ``covered`` ((claim,
+    setting) pairs) merges into: None when there is none or this check covers all of its
+    verdicts (then it is replaced, as a resumed check replaces its own). A report of
+    another mode, other protocol rules or a test's altered settings is refused with a
+    one-line ValueError, before any work: merging would mix evidence of two kinds."""
+    path = Path(out_dir) / "report.json"
+    if not path.exists():
+        return None
+    try:
+        old = load_report(path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"--out {out_dir}: its report.json cannot be read ({exc}); move it "
+                         f"away or choose another --out") from None
+    others = sorted({c.claim for c in old.claims if (c.claim, c.setting) not in covered},
+                    key=list(CLAIMS).index)
+    if not others:
+        return None
+    now = protocol_record(altered)
+    why = None
+    if old.mode != mode:
+        why = f"a {old.mode}-mode report"
+    elif old.protocol.get("rules_sha256") != now["rules_sha256"]:
+        why = "a report made under other protocol rules"
+    elif bool(old.protocol.get("altered_for_testing")) != now["altered_for_testing"]:
+        why = "a report made with " + ("altered" if not altered else "the registered") + \
+            " run lengths or learning rates"
+    if why:
+        raise ValueError(f"--out {out_dir} holds {why} with claims {', '.join(others)} that "
+                         f"this check would not redo; choose another --out, or check all "
+                         f"its claims to replace it")
+    return old
+
+
+def _keep_figures(claim, out_dir: Path, staging: Path) -> None:
+    """Copy a kept claim's figures from ``out_dir/figures`` into the new figures folder."""
+    import shutil
+
+    for figure in claim.figures:
+        source = out_dir / figure
+        if source.is_file():
+            target = staging / Path(figure).relative_to(FIGURES_DIR)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def _store_compute(root: Path) -> dict:
+    """{"runs", "worker_s"} of every finished run and task in a RunStore folder: what a
+    merged report rests on (its claims were decided by several checks)."""
+    import json
+
+    runs, seconds = 0, 0.0
+    for path in root.glob("[!.]*.json"):
+        try:
+            value = json.loads(path.read_text())["provenance"]["params"].get("runtime_s")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        runs += 1
+        seconds += float(value or 0.0)
+    return {"runs": runs, "worker_s": seconds}
+
+
+def _address(scheduler):
+    """A scheduler as recorded in the report: its address (a Client: the one it is on)."""
+    if scheduler is None or isinstance(scheduler, str):
+        return scheduler
+    return getattr(getattr(scheduler, "scheduler", None), "address", None) or repr(scheduler)
 
 
 def protocol_record(altered: bool) -> dict:

@@ -1,7 +1,9 @@
 """The ``stepsim`` command line: one subcommand per module in this package.
 
 Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int``. Subcommand modules import only the standard library at module
+``run(args) -> int``, and may define ``interrupted(args) -> str``: the one line printed
+when Ctrl-C stops it (what was kept and how to resume; exit status 130, no traceback).
+Subcommand modules import only the standard library at module
 level — NumPy, numba and matplotlib are imported inside ``run`` — so ``stepsim --help``
 and ``stepsim SUBCOMMAND --help`` stay instant (``tests/test_cli.py`` checks that building
 the parser imports neither numba nor numpy). String options are parsed here, in the CLI,
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> module under stepsim.cli; the order is the order of `stepsim --help`.
@@ -54,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(sp)
-        sp.set_defaults(_run=module.run)
+        sp.set_defaults(_run=module.run, _interrupted=getattr(module, "interrupted", None))
     return parser
 
 
@@ -75,11 +78,25 @@ def main(argv=None) -> int:
 
         print(f"stepsim {version('stepsim')}")
         return 0
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 0
+    if not getattr(args, "_run", None):  # no subcommand: usage, and the status of bad usage
+        parser.print_help(sys.stderr)
+        return 2
     try:
         return int(args._run(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: one line saying what was kept, not a traceback
+        status = _interrupted(args)
+        if argv is None:  # the command itself: leave now, with this status
+            # CPython sometimes still ends a process whose Ctrl-C was handled here by
+            # SIGINT at exit (status -2, measured in about 1 run of 3 of tests/
+            # test_interrupt.py); so the exit handlers (pools' semaphores, threads) run
+            # now and the process leaves with this status
+            import atexit
+
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+        return status
     except (ValueError, TypeError, FileNotFoundError) as exc:
         # Bad input: a one-line error naming the argument, not a traceback.
         print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)
@@ -91,6 +108,17 @@ def main(argv=None) -> int:
         print(f"stepsim {args.command}: error: out of memory ({exc or 'MemoryError'})",
               file=sys.stderr)
         return 1
+
+
+def _interrupted(args) -> int:
+    text = "interrupted"
+    try:
+        if args._interrupted is not None:
+            text = args._interrupted(args)
+    except (Exception, KeyboardInterrupt):  # a second Ctrl-C, or a folder half written
+        pass
+    print(f"stepsim {args.command}: {text}", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,12 +7,15 @@
   ``--grid`` in train, sweep and check);
 * :func:`key_values` — repeatable ``KEY=VALUE`` options into a dict;
 * :func:`output_path` — check an output path before any work starts;
-* :func:`run_params` — the parsed options as the ``params`` of a result file.
+* :func:`run_params` — the parsed options as the ``params`` of a result file;
+* :func:`registry_names` — the names of a registry (problems, recipes, ...) for help texts.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import math
 import os
 import tempfile
@@ -204,6 +207,30 @@ def check_distinct_outputs(**paths) -> None:
             if _same_file(path, other_path):
                 raise OptionError(f"{other} and {name} name the same file {path}")
         seen[name] = path
+
+
+@functools.lru_cache(maxsize=None)
+def registry_names(module: str, name: str) -> tuple[str, ...]:
+    """The names registered in ``module``'s ``name`` (a dict literal's keys, or a tuple's
+    strings), read from its source: help texts list every choice of the registry itself
+    without importing it (``stepsim.problems`` loads NumPy; help must stay instant).
+
+    E.g. ``registry_names("stepsim.problems.registry", "PROBLEMS")``; tests compare each
+    against the imported registry."""
+    source = Path(__file__).resolve().parents[1].joinpath(*module.split(".")[1:])
+    tree = ast.parse(source.with_suffix(".py").read_text())
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target",
+                                                                              None)]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            items = node.value.keys if isinstance(node.value, ast.Dict) else node.value.elts
+            return tuple(item.value for item in items)
+    raise LookupError(f"no registry {name} in {module}")
+
+
+def choices_text(module: str, name: str) -> str:
+    """``registry_names`` as "a, b, c" for a help text."""
+    return ", ".join(registry_names(module, name))
 
 
 def run_params(args: argparse.Namespace) -> dict:

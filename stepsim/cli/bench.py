@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-HELP = "measure kernel speed (ns/element, GB/s) beside NumPy and a bandwidth probe"
+from stepsim.bench import SECTIONS  # the registry of sections (standard library only)
+
+HELP = ("measure speeds beside their peers (NumPy, PyTorch, a bandwidth probe), by section: "
+        + ", ".join(SECTIONS))
 
 
 def add_arguments(parser) -> None:
@@ -19,7 +22,7 @@ def add_arguments(parser) -> None:
         "--only",
         metavar="SECTION",
         action="append",
-        help="run only this section (repeatable): kernels, theorem1, layout, train",
+        help="run only this section (repeatable): " + ", ".join(SECTIONS),
     )
 
 

@@ -37,15 +37,29 @@ def run(args) -> int:
 
     from stepsim.checks import parse_claims, run_checks
     from stepsim.checks.report import default_out, probe_out
+    from stepsim.experiments.executors import connected
 
     # bad input is a one-line error before any work starts
     claims = parse_claims(args.claims)
     mode = "quick" if args.quick else "full"
-    out = probe_out(args.out if args.out is not None else default_out(mode))
+    out = args.out if args.out is not None else default_out(mode)
     start = time.perf_counter()
-    report = run_checks(claims, mode=mode, out=out, n_jobs=args.jobs,
-                        scheduler=args.scheduler, problems=args.problem)
+    with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
+        out = args._out = probe_out(out)  # args._out: for interrupted()
+        report = run_checks(claims, mode=mode, out=out, n_jobs=args.jobs,
+                            scheduler=scheduler, problems=args.problem)
     print(report.table())
     print(f"{len(report.claims)} verdict(s) in {time.perf_counter() - start:.1f} s; wrote "
           f"{out}/report.json, {out}/report.md and {out}/figures/")
     return 0
+
+
+def interrupted(args) -> str:
+    """The line Ctrl-C prints: the runs kept in ``--out``'s runs/ (``stepsim.cli``)."""
+    from stepsim.checks.report import RUNS_DIR
+
+    out = getattr(args, "_out", None)
+    if out is None:
+        return "interrupted before any run started; nothing was written"
+    done = len(list((out / RUNS_DIR).glob("[!.]*.json")))
+    return f"interrupted; {done} finished runs kept in {out}; the same command resumes"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import nm, output_path
+from stepsim.cli._args import nm, output_path, registry_names
 
 HELP = "bytes of BERT-Base / GPT-2 weights dense vs N:M-compressed, beside the paper's Table 5"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, choices=("bert-base", "gpt2"))
+    parser.add_argument("--model", required=True,
+                        choices=registry_names("stepsim.sparse24.memory", "MODELS"),
+                        help="the model whose weights are counted: %(choices)s (the "
+                             "architectures of the paper's Table 5)")
     parser.add_argument("--nm", type=nm, action="append", metavar="N:M",
                         help="an N:M setting (repeatable; default 2:4, 1:4 and 1:16)")
     parser.add_argument("--counted", default="all", choices=("all", "paper"),

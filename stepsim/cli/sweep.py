@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import OptionError, key_values, output_path, positive_int
+from stepsim.cli._args import OptionError, choices_text, key_values, output_path, positive_int
 from stepsim.cli._args import value as _value
 
 HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes after a kill"
@@ -14,7 +14,11 @@ def add_arguments(parser) -> None:
                              "the grid flags below override its fields")
     parser.add_argument("--out", metavar="DIR",
                         help="sweep directory (default sweeps/SPEC-NAME); run the same command "
-                             "again to resume: finished runs are skipped")
+                             "again to resume: finished runs are skipped. A directory holding "
+                             "another sweep is refused (see --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the plan of another sweep in --out (its finished runs "
+                             "that this grid shares are kept; the others leave the table)")
     parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                         help="local worker processes, one numba and one BLAS thread each "
                              "(default: every core; 1 runs in this process)")
@@ -25,8 +29,12 @@ def add_arguments(parser) -> None:
                         help="check the spec and list the runs; train nothing")
     grid = parser.add_argument_group(
         "grid on the command line", "options as in `stepsim train`; --grid makes an axis")
-    grid.add_argument("--recipes", metavar="A,B,...", help="e.g. dense,asp,sr-ste,step")
-    grid.add_argument("--optimizer", default=None, help="adam (default), adamw or sgdm")
+    grid.add_argument("--recipes", metavar="A,B,...",
+                      help="e.g. dense,asp,sr-ste,step; recipes: "
+                           + choices_text("stepsim.recipes.registry", "RECIPES"))
+    grid.add_argument("--optimizer", default=None,
+                      help=choices_text("stepsim.recipes.registry", "OPTIMIZERS")
+                           + " (default adam)")
     grid.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
                       help="recipe/optimizer option for every recipe, repeatable (lr=1e-3)")
     grid.add_argument("--criterion", metavar="NAME",
@@ -34,7 +42,10 @@ def add_arguments(parser) -> None:
                            "RunSpec's: AutoSwitch clipped to [0.1T, 0.5T], as `stepsim train`)")
     grid.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
                       help="option of that criterion, repeatable")
-    grid.add_argument("--problem", metavar="NAME", help="problem name (default regression)")
+    grid.add_argument("--problem", metavar="NAME",
+                      help="problem name: " + choices_text("stepsim.problems.registry",
+                                                           "PROBLEMS")
+                           + " (default regression)")
     grid.add_argument("-p", "--problem-option", action="append", metavar="KEY=VALUE",
                       help="problem option, repeatable (scale=0.1)")
     grid.add_argument("--grid", action="append", metavar="WHERE.KEY=V1,V2,...",
@@ -142,6 +153,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from stepsim.experiments import parse_spec, plan_sweep, report_markdown, run_sweep
+    from stepsim.experiments.report import diverged
+    from stepsim.experiments.runner import check_same_sweep
 
     if args.out is not None and not args.out.strip():
         raise OptionError("--out: empty path; give a directory (default sweeps/SPEC-NAME)")
@@ -154,14 +167,32 @@ def run(args) -> int:
         return 0
     stem = spec.name or (Path(args.spec).stem if args.spec else "cli")
     out = Path(args.out) if args.out is not None else Path("sweeps") / stem
+    args._out = out  # for interrupted()
     # the directory must be one we can write in (not a file, not read-only) before any run
     output_path(str(out / "sweep.json"), option="--out")
+    if not args.force:
+        check_same_sweep(out, runs)
     start = time.perf_counter()
     where = f"Dask at {args.scheduler}" if args.scheduler else f"jobs={args.jobs or 'all cores'}"
     print(f"sweep      {len(runs)} runs into {out} ({where})")
-    table = run_sweep(spec, out, jobs=args.jobs, scheduler=args.scheduler)
+    table = run_sweep(spec, out, jobs=args.jobs, scheduler=args.scheduler, force=args.force)
     wall = time.perf_counter() - start
     metric = "test_loss" if "test_loss" in table.columns else "final_loss"
     print(report_markdown(table, metric))
+    lost = [row for row in table.rows if diverged(row)]
+    if lost:  # an outcome, counted per condition above (column diverged), not an error
+        print(f"diverged   {len(lost)} of {len(table)} runs stopped at a non-finite value "
+              f"(status non-finite in the table; left out of the means)")
     print(f"wall time  {wall:.1f} s for {len(runs)} runs; table in {out / 'table.csv'}")
     return 0
+
+
+def interrupted(args) -> str:
+    """The line Ctrl-C prints: the runs kept in the sweep directory (``stepsim.cli``)."""
+    from stepsim.experiments import store
+
+    out = getattr(args, "_out", None)
+    if out is None or not (out / store.SWEEP_FILE).exists():
+        return "interrupted before any run started; nothing was written"
+    done = sum(store.is_finished(out, run) for run in store.read_plan(out))
+    return f"interrupted; {done} finished runs kept in {out}; the same command resumes"

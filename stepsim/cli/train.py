@@ -1,6 +1,7 @@
 """stepsim train: run one recipe on one registered problem and summarise it.
 
-The problem comes from the registry (``--problem regression|digits|teacher|nqm``); its
+The problem comes from the registry (``--problem``: every name of
+``stepsim.problems.registry.PROBLEMS``, listed by ``--help``); its
 options are its constructor's keyword options, given as repeatable ``-p KEY=VALUE``.
 ``--problem-options``, ``--recipe-options`` and ``--criterion-options`` list the chosen
 problem's, recipe's (with its optimizer's) and criterion's options with their defaults
@@ -13,6 +14,10 @@ The options become one :class:`~stepsim.experiments.run.RunSpec` (:func:`run_spe
 holds the defaults (criterion, lr, N:M) and builds and runs the run; ``--json`` saves it
 (``provenance.params.run``) so ``RunSpec.from_dict`` repeats the run bit for bit.
 
+A run that diverges (a non-finite loss, gradient or weight) is an outcome, not an error:
+``fit`` stops it there and ``status`` says, on one line, the step, the parameter and the
+lr; the command still prints the rest of the summary and exits 0.
+
 ``--json PATH`` writes two files, PATH and the trace and weights in an .npz beside it:
 the .npz first, the JSON last, and the JSON records the digest of the arrays it commits
 (``stepsim._atomic``), so a kill between the two writes can never leave a pair that
@@ -21,10 +26,20 @@ passes for one run; readers (``stepsim compress``, ``Trace.load_npz``) refuse a 
 
 from __future__ import annotations
 
-from stepsim.cli._args import key_values, nm, output_path, positive_int, run_params, seed
+from stepsim.cli._args import (
+    choices_text,
+    key_values,
+    nm,
+    output_path,
+    positive_int,
+    registry_names,
+    run_params,
+    seed,
+)
 from stepsim.cli._args import value as _value
 
-HELP = "train one recipe (dense, ste, sr-ste, asp, step, ...) on a problem (regression, digits ...)"
+HELP = ("train one recipe (" + ", ".join(registry_names("stepsim.recipes.registry", "RECIPES")[:5])
+        + ", ...) on a problem (" + choices_text("stepsim.problems.registry", "PROBLEMS") + ")")
 
 # flag dest -> the problem option it sets (None values mean "not given")
 _PROBLEM_FLAGS = {
@@ -36,18 +51,21 @@ _PROBLEM_FLAGS = {
 
 def add_arguments(parser) -> None:
     parser.add_argument("--problem", default="regression",
-                        help="problem name: regression (default), digits, teacher, nqm")
+                        help="problem name: " + choices_text("stepsim.problems.registry",
+                                                             "PROBLEMS")
+                             + " (default regression)")
     parser.add_argument("-p", "--problem-option", action="append", metavar="KEY=VALUE",
                         help="problem option, repeatable (e.g. -p hidden=128,128 "
                              "-p sparsify=all-but-last); see --problem-options")
     parser.add_argument("--problem-options", action="store_true",
                         help="list the chosen problem's options and defaults, then exit")
     parser.add_argument("--recipe", default="step",
-                        help="recipe name (dense, ste, sr-ste, asp, step, step-v-updated, "
-                             "decaying-mask, layerwise-sr-ste, layerwise-step); default step")
+                        help="recipe name: " + choices_text("stepsim.recipes.registry",
+                                                            "RECIPES") + " (default step)")
     parser.add_argument("--criterion", default=None,
-                        help="switch criterion (fixed-step, fixed-fraction, autoswitch, ...; "
-                             "'none' for none); default for recipes that need one: AutoSwitch "
+                        help="switch criterion: " + choices_text("stepsim.recipes.criteria",
+                                                                 "CRITERIA")
+                             + " ('none' for none); default for recipes that need one: AutoSwitch "
                              "clipped to [0.1T, 0.5T] (stepsim.experiments.run.DEFAULT_CRITERION)")
     parser.add_argument("-c", "--criterion-option", action="append", metavar="KEY=VALUE",
                         help="criterion option, repeatable (e.g. fraction=0.2, k0=500); see "
@@ -61,7 +79,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recipe-options", action="store_true",
                         help="list the chosen recipe's and optimizer's options and defaults, "
                              "then exit")
-    parser.add_argument("--optimizer", default="adam", help="adam, adamw or sgdm (default adam)")
+    parser.add_argument("--optimizer", default="adam",
+                        help=choices_text("stepsim.recipes.registry", "OPTIMIZERS")
+                             + " (default adam)")
     parser.add_argument("--nm", type=nm, default=None, metavar="N:M",
                         help="N:M of the sparse layers (default: the problem's, 2:4)")
     parser.add_argument("--steps", type=positive_int, default=None,
@@ -224,7 +244,9 @@ def run(args) -> int:
     if len(set(result.module_switch_steps.values())) > 1:  # per-module switching
         steps = ", ".join(f"{k} {v}" for k, v in result.module_switch_steps.items())
         print(f"modules    switched at: {steps}")
-    if result.status != "completed" or result.message:
+    if not result.success:  # diverged: an outcome (rc 0), said once, on one line
+        print(f"status     {result.message}")
+    elif result.message:
         print(f"status     {result.status}: {result.message}")
     print(f"N:M        {', '.join(f'{k} {n}:{m}' for k, (n, m) in result.nm.items())}")
     print(f"loss       minibatch mean of last {tail}: {np.mean(trace.loss[-tail:]):.6g}  "
@@ -264,3 +286,9 @@ def _table1(result) -> str:
         return f"n/a ({exc})"
     note = f" (trace ends: {score.steps_available} steps averaged)" if score.truncated else ""
     return f"{score.score:.6g} at k0 = {score.k0}, horizon {score.horizon}{note}"
+
+
+def interrupted(args) -> str:
+    """The line Ctrl-C prints (``stepsim.cli``): one run is not resumable, nothing is kept."""
+    return ("interrupted; the run had not finished and nothing was saved (a single run does "
+            "not resume: the same command runs it again)")

@@ -29,7 +29,9 @@ find the rest unclaimed.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
 import warnings
 
@@ -106,6 +108,11 @@ def _init_worker(parent_pid: int) -> None:
     # numba is not imported yet in a fresh spawned worker: give it a single-thread pool.
     # (NumPy's BLAS is already loaded here; execute() limits it with threadpoolctl.)
     os.environ["NUMBA_NUM_THREADS"] = "1"
+    # Ctrl-C in a terminal reaches the whole process group: the parent stops the pool and
+    # says what was kept; a worker must not print a KeyboardInterrupt traceback of its own
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # a SIGKILLed sweep cannot stop its pool; without this its workers would live on as
     # orphans, blocked on the task queue (measured), so each one leaves with its parent
     import threading
@@ -158,7 +165,38 @@ def run_pool(tasks, on_done, workers: int) -> None:
         except BaseException:
             for fut in futures:
                 fut.cancel()
+            if not isinstance(sys.exc_info()[1], Exception):  # Ctrl-C: do not wait for the
+                _stop(executor)                               # runs in flight to finish
             raise
+
+
+@contextlib.contextmanager
+def connected(scheduler):
+    """``scheduler`` as a Dask Client, connected here (an address: a Client made now and
+    closed on exit; a Client or cluster, or None, is yielded as it is). Callers connect
+    before they write anything, so an unreachable scheduler leaves no files behind."""
+    if not isinstance(scheduler, str):
+        yield scheduler
+        return
+    from distributed import Client
+
+    try:
+        client = Client(scheduler)
+    except (OSError, TimeoutError) as exc:
+        raise OSError(f"cannot connect to the Dask scheduler at {scheduler} ({exc}); "
+                      "nothing was written") from None
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _stop(executor) -> None:
+    """End a pool's workers now (their runs in flight are lost; files are atomic)."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
 
 
 def run_dask(tasks, on_done, scheduler) -> None:

@@ -57,13 +57,21 @@ def _groups(rows, columns):
     return groups
 
 
+def diverged(row) -> bool:
+    """True for a run that diverged: ``fit`` stopped it at a non-finite loss, gradient or
+    weight (status "non-finite"). Such a run is an outcome to count, never a number to
+    average: its metrics are left out of every mean and comparison."""
+    return row.get("status") == "non-finite"
+
+
 def _metric_values(rows, metric: str):
-    """(finite float values, count of non-finite ones) of ``metric`` over ``rows``."""
+    """(finite float values of the runs that did not diverge, count of the others: diverged
+    runs and runs whose ``metric`` is missing, NaN or inf) of ``metric`` over ``rows``."""
     if any(metric not in row for row in rows):
         raise ValueError(f"metric {metric!r} is not a column of the table")
-    values = [_number(row, metric) for row in rows]
+    values = [_number(row, metric) for row in rows if not diverged(row)]
     finite = [v for v in values if math.isfinite(v)]
-    return finite, len(values) - len(finite)
+    return finite, len(rows) - len(finite)
 
 
 def _check_table(table, metric) -> None:
@@ -94,8 +102,9 @@ def summarize(table, metric: str, *, confidence: float = 0.95, method: str = "t"
               rng=None) -> list[dict]:
     """Mean and confidence interval of ``metric`` over seeds, one dict per condition.
 
-    Each dict: the varying condition columns, ``n`` (finite values), ``mean``, ``low``,
-    ``high``, ``std`` and ``nonfinite`` (runs whose metric is NaN/inf, left out).
+    Each dict: the varying condition columns, ``n`` (runs summarised), ``mean``, ``low``,
+    ``high``, ``std`` and ``diverged`` (runs left out: they diverged, or their metric is
+    missing, NaN or inf). A condition whose every run diverged has n = 0 and NaN figures.
     method: "t" or "bootstrap" (:func:`stepsim.stats.mean_ci`; ``rng`` seeds the bootstrap).
     """
     _check_table(table, metric)
@@ -111,7 +120,7 @@ def summarize(table, metric: str, *, confidence: float = 0.95, method: str = "t"
             row.update(n=est.n, mean=est.mean, low=est.low, high=est.high, std=est.std)
         else:
             row.update(n=0, mean=math.nan, low=math.nan, high=math.nan, std=math.nan)
-        row["nonfinite"] = bad
+        row["diverged"] = bad
         out.append(row)
     return out
 
@@ -122,7 +131,8 @@ def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 
     A condition's run with seed index s is paired with the baseline's run on the same
     problem (and options), N:M, steps and s that also agrees on every recipe option both
     set (so with a grid over lr, each recipe meets the baseline at its own lr). Each dict:
-    the varying condition columns, ``baseline``, ``n`` (pairs with finite values),
+    the varying condition columns, ``baseline``, ``n`` (pairs where neither run diverged
+    and both values are finite), ``diverged`` (pairs left out for that),
     ``mean_diff`` (condition - baseline), ``low``, ``high`` (t-interval), ``cohen_dz``,
     ``t_pvalue``, ``wilcoxon_pvalue`` (:func:`stepsim.stats.paired_difference`; NaN when
     n < 2). A run that matches several baseline runs is a ValueError (ambiguous baseline).
@@ -154,17 +164,19 @@ def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 
     for rows in _groups(table.rows, cond).values():
         if rows[0]["recipe"] == baseline:
             continue
-        a, b = [], []
+        a, b, lost = [], [], 0
         for row in rows:
             other = partner(row)
             if other is None:
                 continue
-            x, y = (_number(r, metric) for r in (row, other))
+            x, y = (math.nan if diverged(r) else _number(r, metric) for r in (row, other))
             if math.isfinite(x) and math.isfinite(y):
                 a.append(x)
                 b.append(y)
+            else:
+                lost += 1
         res = {c: rows[0].get(c) for c in shown}
-        res.update(baseline=baseline, n=len(a))
+        res.update(baseline=baseline, n=len(a), diverged=lost)
         if len(a) >= 2:
             p = stats.paired_difference(a, b, confidence=confidence)
             res.update(mean_diff=p.mean_diff, low=p.low, high=p.high, cohen_dz=p.cohen_dz,
@@ -184,8 +196,11 @@ def plot_vs_sparsity(table, metric: str, path, *, confidence: float = 0.95,
                      method: str = "t", rng=None, log_y: bool | None = None):
     """Write a figure of ``metric`` against sparsity 1 - N/M, one line per condition.
 
-    Lines join the mean over seeds at each sparsity; the band is the confidence interval
-    (:func:`summarize`). A dense recipe is drawn at every N:M of the grid, as the reference.
+    Lines join the mean over seeds at each sparsity; the band and the error bars are the
+    confidence interval (:func:`summarize`; bars, so that a grid of one N:M still shows
+    it). Diverged runs are left out of the means and marked: an ``x`` at the top of the
+    axes with their count, at their sparsity. A dense recipe is drawn at every N:M of the
+    grid, as the reference.
     The file (any matplotlib format, by extension) is written atomically; returns its path.
     log_y: logarithmic metric axis (default: when every mean is positive and they span more
     than a factor of 10).
@@ -197,7 +212,7 @@ def plot_vs_sparsity(table, metric: str, path, *, confidence: float = 0.95,
 
     summary = summarize(table, metric, confidence=confidence, method=method, rng=rng)
     label_cols = [c for c in summary[0] if c not in ("nm", "sparsity", "n", "mean", "low",
-                                                      "high", "std", "nonfinite")]
+                                                      "high", "std", "diverged")]
     lines = {}
     for row in summary:
         label = ", ".join(str(row[c]) if c == "recipe" else f"{c}={row[c]}"
@@ -209,16 +224,32 @@ def plot_vs_sparsity(table, metric: str, path, *, confidence: float = 0.95,
     for label, rows in lines.items():
         rows = sorted(rows, key=lambda r: r["sparsity"])
         x = [r["sparsity"] for r in rows]
-        (line,) = ax.plot(x, [r["mean"] for r in rows], marker="o", label=label)
+        mean = [r["mean"] for r in rows]
+        (line,) = ax.plot(x, mean, marker="o", label=label)
         ax.fill_between(x, [r["low"] for r in rows], [r["high"] for r in rows],
                         color=line.get_color(), alpha=0.2, linewidth=0)
+        ax.errorbar(x, mean, yerr=[[max(m - r["low"], 0) for m, r in zip(mean, rows)],
+                                   [max(r["high"] - m, 0) for m, r in zip(mean, rows)]],
+                    fmt="none", ecolor=line.get_color(), capsize=4, linewidth=1)
+        for r in rows:
+            if r["diverged"]:
+                ax.plot([r["sparsity"]], [0.97], marker="x", color=line.get_color(),
+                        transform=ax.get_xaxis_transform(), clip_on=False)
+                ax.annotate(f"{r['diverged']} diverged", (r["sparsity"], 0.97),
+                            xycoords=ax.get_xaxis_transform(), xytext=(5, -3),
+                            textcoords="offset points", fontsize=7, color=line.get_color())
     means = [r["mean"] for r in summary if math.isfinite(r["mean"])]
     if log_y is None:
         log_y = bool(means) and min(means) > 0 and max(means) > 10 * min(means)
     if log_y:
         ax.set_yscale("log")
     seeds = sorted({r["n"] for r in summary})
-    ax.set_xlabel("sparsity 1 - N/M")
+    xs = sorted({r["sparsity"] for r in summary})
+    if len(xs) == 1:  # one N:M: a readable axis around it, not a stretched point
+        ax.set_xlim(xs[0] - 0.1, xs[0] + 0.1)
+    lost = sum(r["diverged"] for r in summary)
+    ax.set_xlabel("sparsity 1 - N/M" + (f" ({lost} diverged run(s) left out, marked x)"
+                                         if lost else ""))
     ax.set_ylabel(metric)
     ax.set_title(f"{metric}: mean over seeds (n={'/'.join(map(str, seeds))}), "
                  f"{confidence:.0%} {method} CI", fontsize=10)
@@ -238,7 +269,8 @@ def report_markdown(table, metric: str, *, baseline: str | None = "dense",
     text = (f"### {metric}: mean over seeds, {level} CI ({method})\n\n"
             + stats.markdown_table(summary)
             + "\nsparsity is the grid's 1 - N/M (a dense recipe is the reference at each N:M); "
-              "nonfinite counts runs whose value is missing, NaN or inf (left out of n).\n")
+              "diverged counts runs left out of n: they diverged (stopped at a non-finite "
+              "loss, gradient or weight) or their value is missing, NaN or inf.\n")
     if baseline is not None and baseline in set(table.column("recipe")):
         pairs = compare(table, metric, baseline=baseline, confidence=confidence)
         text += (f"\n### {metric}: paired difference vs {baseline} (same seeds), {level} t-CI; "

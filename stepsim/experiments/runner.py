@@ -105,7 +105,7 @@ def _named(where: str, func, *args):
 
 
 def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
-              progress: bool | None = None) -> store.Table:
+              progress: bool | None = None, force: bool = False) -> store.Table:
     """Run every unfinished run of ``spec`` and return the sweep's tidy table.
 
     Parameters
@@ -115,6 +115,8 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     out_dir : path
         The sweep directory (layout in :mod:`stepsim.experiments.store`). Runs whose
         result is already there are skipped, so the same call resumes a killed sweep.
+        A directory that holds another sweep (a plan with other runs) is refused with a
+        ValueError before anything is written, unless ``force``.
         Several sweep processes may share it (the same call started twice, or on several
         machines): each claims a run before running it, so they split the runs, and each
         returns once every run is finished, waiting for the runs the others have in
@@ -128,10 +130,15 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
         or a Client / LocalCluster object. Workers need stepsim installed, and should run
         one thread each (``dask worker ADDRESS --nthreads 1``): the BLAS limit is per
         process. Results come back to this process, which writes every file (no shared
-        filesystem needed).
+        filesystem needed). An address is connected to before anything is written, so
+        a scheduler that cannot be reached leaves no directory, plan or claim behind.
     progress : bool, optional
         A tqdm bar on stderr (runs done / total, elapsed, ETA); default: when stderr is
         a terminal (``STEPSIM_PROGRESS=0/1`` overrides).
+    force : bool
+        Replace the plan of another sweep in ``out_dir`` (its finished runs that the new
+        grid also has are kept and not run again; the others stay in ``runs/``, out of
+        the table).
 
     Returns
     -------
@@ -139,11 +146,35 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
         One row per run, in grid order, rebuilt from the result files (also written to
         ``out_dir/table.csv`` and ``table.json``).
     """
-    from stepsim._progress import Progress
-
     spec = _as_spec(spec)
     runs = plan_sweep(spec)
     out_dir = Path(out_dir)
+    if not force:
+        check_same_sweep(out_dir, runs)
+    with executors.connected(scheduler) as scheduler:  # before any file is written
+        return _run_planned(spec, runs, out_dir, jobs, scheduler, progress)
+
+
+def check_same_sweep(out_dir, runs) -> None:
+    """Refuse (ValueError, one line) a sweep directory whose plan lists other runs than
+    ``runs``: resuming there would replace its plan and orphan its results. Nothing to
+    check when ``out_dir`` holds no sweep.json (a new or an empty directory)."""
+    out_dir = Path(out_dir)
+    if not (out_dir / store.SWEEP_FILE).exists():
+        return
+    old = store.read_plan(out_dir)  # a spoiled plan is a ValueError naming the file
+    if [r.run_id for r in old] == [r.run_id for r in runs]:
+        return
+    done = sum(store.is_finished(out_dir, r) for r in old)
+    raise ValueError(f"{out_dir} holds another sweep ({len(old)} planned runs, {done} "
+                     f"finished); this spec plans {len(runs)} other ones. Use another --out, "
+                     f"or --force (force=True) to replace its plan (finished runs the new grid "
+                     f"shares are kept)")
+
+
+def _run_planned(spec, runs, out_dir: Path, jobs, scheduler, progress) -> store.Table:
+    from stepsim._progress import Progress
+
     store.write_plan(out_dir, spec.to_dict(), runs)
     claims = store.Claims(out_dir)
 

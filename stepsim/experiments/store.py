@@ -294,15 +294,19 @@ class Table:
         return buf.getvalue()
 
     def save(self, out_dir) -> tuple[Path, Path]:
-        """Write ``table.csv`` and ``table.json`` (rows under "result", with provenance)."""
+        """Write ``table.csv`` and ``table.json`` (rows under "result", with provenance).
+
+        Non-finite values stay numbers: ``nan``/``inf`` cells in the CSV, JSON's ``NaN`` /
+        ``Infinity`` in table.json (as Python's json and pandas read them), never text."""
         from stepsim._atomic import write_text
-        from stepsim._provenance import save_json
+        from stepsim._provenance import provenance
 
         out_dir = Path(out_dir)
         csv_path = write_text(out_dir / TABLE_CSV, self.to_csv())
         table = {"columns": list(self.columns), "rows": list(self.rows),
                  "missing": list(self.missing)}
-        json_path = save_json(out_dir / TABLE_JSON, table, params={"sweep_dir": str(out_dir)})
+        doc = {"result": table, "provenance": provenance({"sweep_dir": str(out_dir)})}
+        json_path = write_text(out_dir / TABLE_JSON, json.dumps(doc, indent=1) + "\n")
         return csv_path, json_path
 
 
@@ -358,17 +362,28 @@ def result_row(doc: dict) -> dict:
                 "rng_seed": sweep["rng_seed"]})
     if "eval_every" in params:
         row["eval_every"] = params["eval_every"]
-    # status / stopped_at: a run that met a non-finite loss stops early ("non-finite")
+    # status / stopped_at: a run that diverged (a non-finite loss, gradient or weight) stops
+    # early with status "non-finite"; its NaN/inf metrics, saved in JSON as text, are floats
     row.update({"status": result.get("status", "completed"), "stopped_at": result.get("stopped_at"),
-                "switch_step": result["switch_step"], "final_loss": result["final_loss"]})
+                "diverged_param": result.get("diverged_param"),
+                "switch_step": result["switch_step"], "final_loss": _float(result["final_loss"])})
     for name, value in result["metrics"].items():
-        row[name if name not in row else f"metric.{name}"] = value
+        row[name if name not in row else f"metric.{name}"] = _float(value)
     row.update({"final_sparsity": sweep["final_sparsity"],
                 "mask_flips_total": result["mask_flips_total"],
                 "runtime_s": sweep["runtime_s"]})
     versions = doc["provenance"]["versions"]
     row.update({f"version.{k}": versions.get(k) for k in VERSION_KEYS})
     return row
+
+
+def _float(value):
+    """A saved number back as a float: "nan", "inf", "-inf" (how JSON result files keep
+    non-finite values) become float NaN/inf; other values are returned as they are."""
+    if isinstance(value, str) and value.strip().lower() in ("nan", "inf", "-inf", "infinity",
+                                                             "-infinity"):
+        return float(value)
+    return value
 
 
 # ------------------------------------------------------------------ runs by digest
@@ -468,4 +483,4 @@ def _fit_result(spec, doc: dict, npz: Path):
                      criterion=r["criterion"], steps=r["steps"], seed=r["seed"],
                      problem=r["problem"], status=r["status"], message=r["message"],
                      stopped_at=r["stopped_at"], module_switch_steps=r["module_switch_steps"],
-                     curves=curves)
+                     curves=curves, diverged_param=r.get("diverged_param"))
