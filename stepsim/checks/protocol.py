@@ -197,10 +197,13 @@ def nm_label(nm) -> str:
     return f"{nm[0]}:{nm[1]}"
 
 
-def config_key(optimizer: str, recipe: str, nm=None, m: int | None = None) -> str:
+def config_key(optimizer: str, recipe: str, nm=None, m: int | None = None, *,
+               own: bool = False) -> str:
     """The key of one learning-rate choice: "optimizer|tuned recipe|N:M" (or "|M16" for a
-    layer-wise recipe, "|-" for dense)."""
-    recipe = TUNED_AS.get(recipe, recipe)
+    layer-wise recipe, "|-" for dense). STEP's recipes map to SR-STE's choice
+    (:data:`TUNED_AS`) unless ``own`` (draft 4: STEP tuned for itself, "adam|step-a1|1:8")."""
+    if not own:
+        recipe = TUNED_AS.get(recipe, recipe)
     where = f"M{m}" if m is not None else ("-" if nm is None else nm_label(nm))
     return f"{optimizer}|{recipe}|{where}"
 

@@ -472,4 +472,4 @@ def _fit_result(spec, doc: dict, npz: Path):
                      criterion=r["criterion"], steps=r["steps"], seed=r["seed"],
                      problem=r["problem"], status=r["status"], message=r["message"],
                      stopped_at=r["stopped_at"], module_switch_steps=r["module_switch_steps"],
-                     curves=curves)
+                     curves=curves, diagnostics=r.get("diagnostics") or {})
