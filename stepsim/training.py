@@ -122,7 +122,10 @@ class FitResult:
     was non-finite). module_switch_steps: module
     (parameter) -> its switch step or None. curves: with ``eval_every``, "step" (the steps
     evaluated, 0 = initial) and one array per metric of ``problem.evaluate`` at the
-    weights the model computes with after that step.
+    weights the model computes with after that step. diagnostics: for a run that froze v
+    (STEP), {"g2_over_vstar": {name: {"+1": [median, p99], "+10": ..., "+100": ...}}}:
+    g^2 / v* over the parameter's coordinates that many steps after its switch
+    (:func:`frozen_v_diagnostics`; read only, it changes no arithmetic).
     """
 
     weights: dict
@@ -143,6 +146,7 @@ class FitResult:
     module_switch_steps: dict = dataclasses.field(default_factory=dict)
     curves: dict = dataclasses.field(default_factory=dict)
     diverged_param: str | None = None
+    diagnostics: dict = dataclasses.field(default_factory=dict)
 
     @property
     def success(self) -> bool:
@@ -183,6 +187,7 @@ class FitResult:
             "final_loss": float(self.trace.loss[-1]) if len(self.trace) else None,
             "mask_flips_total": int(self.trace.flips.sum()),
             "curves": {k: np.asarray(v).tolist() for k, v in self.curves.items()},
+            "diagnostics": self.diagnostics,
         }
 
     def save(self, path, *, params: dict | None = None) -> tuple[Path, Path]:
@@ -349,6 +354,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         stepper = lean or recipe
 
         status, message, stopped, kept, where = STATUS_COMPLETED, "", None, steps, None
+        diagnostics = {}
         with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
             for k in range(1, steps + 1):
                 batch = problem.sample_batch(batch_rng)
@@ -357,6 +363,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                 bad, where = _first_non_finite(loss, grads)
                 if bad is None:
                     params, state, parts = stepper.update(state, params, grads, k, ctx)
+                    frozen_v_diagnostics(diagnostics, k, grads, state)
                     stats = StepStats(parts, _total(parts, modules))
                     _record(trace, k - 1, loss, stats.total, state, layer_names,
                             recipe.optimizer.lr_at(k, steps))
@@ -405,7 +412,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                          message=message, stopped_at=stopped, module_switch_steps=module_steps,
                          diverged_param=where,
                          curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
-                                 for k, v in curves.items()})
+                                 for k, v in curves.items()},
+                         diagnostics={"g2_over_vstar": diagnostics} if diagnostics else {})
 
 
 def _checked_answer(problem, answer, params) -> tuple:
@@ -506,3 +514,30 @@ def _record(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> None:
         nonzero = stats.size - stats.dv_zeros
         if nonzero > 0 and np.isfinite(stats.dv_log_sum):
             trace.z_geo[i] = math.exp(stats.dv_log_sum / nonzero)
+
+
+#: steps after a module's switch at which :func:`frozen_v_diagnostics` records g^2 / v*
+DIAGNOSTIC_OFFSETS = (1, 10, 100)
+
+
+def frozen_v_diagnostics(out: dict, k: int, grads: dict, state) -> None:
+    """Record, into ``out`` (name -> {"+j": [median, p99]}), g^2 / v* of every parameter
+    whose v is frozen (STEP's phase 2) at step k = k0 + j for j in
+    :data:`DIAGNOSTIC_OFFSETS` (k0: the module's switch step). g: the problem's gradient at
+    step k; v*: the frozen denominator squared as phase 2 reads it (bias correction and
+    eps included: v*/c + eps inside the root, (sqrt(v*/c) + eps)^2 outside). Reads only:
+    the step's arithmetic is unchanged. Median and 99th percentile over the coordinates
+    (np.quantile, linear interpolation: exact, sorted values, no SIMD sums)."""
+    frozen = getattr(getattr(state, "opt", None), "frozen", None)
+    if not frozen:
+        return
+    for name, fz in frozen.items():
+        k0 = state.switched.get(name)
+        if k0 is None or k - k0 not in DIAGNOSTIC_OFFSETS or name not in grads:
+            continue
+        v = np.asarray(state.opt.v[name], dtype=np.float64) / fz.bias_correction2
+        denom2 = v + fz.eps if fz.eps_mode == "inside" else (np.sqrt(v) + fz.eps) ** 2
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ratio = np.square(np.asarray(grads[name], dtype=np.float64)) / denom2
+        q = np.quantile(ratio.reshape(-1), (0.5, 0.99))
+        out.setdefault(name, {})[f"+{k - k0}"] = [float(q[0]), float(q[1])]

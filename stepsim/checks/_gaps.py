@@ -6,25 +6,27 @@ Algorithm 1 "A1", STEP on SR-STE "SR") at one N:M: its effect is
 sum_j c_j e_j over (B, STEP, dense) with the claim's coefficients, its premise
 gap(B) = e(B) - e(dense) > 0 (one-sided, PROTOCOL §6). Holm runs over every part of the
 claim, both readings together.
+
+Draft 4 (PROTOCOL §D4): the budget names the operating point (STEP's lr reading, its
+switch, the schedule, the readings run); a part whose STEP runs switched on the initial
+plateau (any seed) is INCONCLUSIVE "switched on the plateau" (:func:`plateau_gate`).
 """
 
 from __future__ import annotations
 
-from stepsim.checks import _plots
-from stepsim.checks._setup import STEP_KEYS, effect
-from stepsim.checks.verdict import decide_parts
+import dataclasses
+
+from stepsim.checks import _plots, protocol
+from stepsim.checks._setup import causes, effect
+from stepsim.checks.verdict import INCONCLUSIVE, decide_parts
 
 BASELINES = ("asp", "sr-ste")
-
-
-def recipes():
-    return ("dense", *BASELINES, *STEP_KEYS.values())
 
 
 def runs(budget, nms) -> dict:
     out = {("dense", None): budget.runs("dense")}
     for nm in nms:
-        for r in (*BASELINES, *STEP_KEYS.values()):
+        for r in (*BASELINES, *budget.step_keys.values()):
             out[(r, tuple(nm))] = budget.runs(r, nm=nm)
     return out
 
@@ -35,17 +37,18 @@ def gap_parts(budget, results, nms, coefficients, effect_name):
     groups = runs(budget, nms)
     dense = groups[("dense", None)]
     units, margin = budget.units, budget.margin
-    todo, readings, table = {}, {r: [] for r in STEP_KEYS}, {}
+    steps = budget.step_keys
+    todo, readings, table, step_runs = {}, {r: [] for r in steps}, {}, {}
     for nm in nms:
         label = f"{nm[0]}:{nm[1]}"
         table[label] = {r: effect(results, [(1, groups[(key, tuple(nm))]), (-1, dense)],
                                   name="gap", units=units, margin=margin).values
                         for r, key in [(b, b) for b in BASELINES]
-                        + [(f"STEP-{r}", k) for r, k in STEP_KEYS.items()]}
+                        + [(f"STEP-{r}", k) for r, k in steps.items()]}
         for b in BASELINES:
             premise = effect(results, [(1, groups[(b, tuple(nm))]), (-1, dense)],
                              name=f"gap({b}) at {label}", units=units, margin=margin)
-            for reading, key in STEP_KEYS.items():
+            for reading, key in steps.items():
                 cb, cs, cd = coefficients
                 e = effect(results, [(cb, groups[(b, tuple(nm))]), (cs, groups[(key, tuple(nm))]),
                                      (cd, dense)],
@@ -53,15 +56,39 @@ def gap_parts(budget, results, nms, coefficients, effect_name):
                 name = f"STEP-{reading} vs {b} {label}"
                 todo[name] = (e, premise, f"{b}'s gap to dense at {label} is not above 0")
                 readings[reading].append(name)
-    return decide_parts(todo), readings, table
+                step_runs[name] = groups[(key, tuple(nm))]
+    parts = plateau_gate(budget, results, decide_parts(todo), step_runs)
+    return parts, readings, table
+
+
+def plateau_gate(budget, results, parts: dict, step_runs: dict, claim: str = "C5") -> dict:
+    """PROTOCOL §D4.5: a part whose STEP runs (``step_runs``: part name -> runs) switched on
+    the initial plateau in any seed is INCONCLUSIVE, "switched on the plateau (j of n
+    seeds)", whatever its interval says. Applies to the claims of ``plateau.claims``."""
+    from stepsim.checks.operating import plateau_count
+
+    if claim not in protocol.RULES["plateau"]["claims"]:
+        return parts
+    out = dict(parts)
+    for name, group in step_runs.items():
+        rows = causes(results, group, budget, clip=True)
+        j, n = plateau_count(rows)
+        if j:
+            p = out[name]
+            out[name] = dataclasses.replace(
+                p, verdict=INCONCLUSIVE,
+                reason=f"switched on the plateau ({j} of {n} seeds: the batch loss at k0 "
+                f"above {protocol.RULES['plateau']['max_ratio']:g} x its start); "
+                f"the interval alone said {p.verdict}")
+    return out
 
 
 def switch_record(budget, results, nms) -> dict:
-    """reading -> N:M -> [{"k0", "fraction", "cause"}] of every STEP run (clipped AutoSwitch)."""
-    from stepsim.checks._setup import causes
-
-    return {r: {f"{nm[0]}:{nm[1]}": causes(results, budget.runs(k, nm=nm), budget, clip=True)
-                for nm in nms} for r, k in STEP_KEYS.items()}
+    """reading -> N:M -> [{"k0", "fraction", "cause", "loss_ratio", "plateau"}] of every
+    STEP run (clipped AutoSwitch, or "fixed" at the budget's fraction)."""
+    return {r: {f"{nm[0]}:{nm[1]}": causes(results, budget.runs(k, nm=nm), budget, clip=True,
+                                           fixed=budget.fraction is not None)
+                for nm in nms} for r, k in budget.step_keys.items()}
 
 
 def gap_figure(result, path):

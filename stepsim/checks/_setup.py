@@ -43,6 +43,8 @@ RECIPES = {
     "lw-step-sr": ("layerwise-step", {"srste_lam": LAM}),
 }
 STEP_KEYS = {"A1": "step-a1", "SR": "step-sr"}
+#: lr schedules of draft 4 (PROTOCOL §D4.4): name -> {"schedule", "warmup_fraction", ...}
+SCHEDULES = protocol.RULES["operating_points"]["schedules"]
 
 
 class MissingRate(KeyError):
@@ -65,10 +67,26 @@ class Budget:
     only: tuple | None = None
     steps: int = 0
     needed: set = dataclasses.field(default_factory=set, compare=False, repr=False)
+    # draft 4's operating points (PROTOCOL §D4): the lr schedule ("constant" or a key of
+    # RULES["operating_points"]["schedules"]); STEP's lr reading ("sr-ste": SR-STE's
+    # choice, "own": its own); STEP's switch as a fixed fraction of T (None: AutoSwitch);
+    # the readings of STEP run (None: both); the one N:M run (None: the problem's); a tag
+    # naming the operating point in the setting key ("own-lr", "k0=0.3T", ...)
+    schedule: str = "constant"
+    step_lr: str = "sr-ste"
+    fraction: float | None = None
+    readings: tuple | None = None
+    nm_only: tuple | None = None
+    tag: str = ""
 
     def __post_init__(self):
         if not self.steps:
             object.__setattr__(self, "steps", protocol.RULES["timescales"][self.timescale]["steps"])
+        if self.schedule != "constant" and self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be 'constant' or one of {list(SCHEDULES)}, "
+                             f"got {self.schedule!r}")
+        if self.step_lr not in ("sr-ste", "own"):
+            raise ValueError(f"step_lr must be 'sr-ste' or 'own', got {self.step_lr!r}")
 
     # ------------------------------------------------------------- the setting
     @property
@@ -87,7 +105,14 @@ class Budget:
 
     @property
     def nms(self) -> tuple:
-        return tuple(tuple(nm) for nm in self.rules["nms"])
+        every = tuple(tuple(nm) for nm in self.rules["nms"])
+        return every if self.nm_only is None else (tuple(self.nm_only),)
+
+    @property
+    def step_keys(self) -> dict:
+        """The readings of STEP this budget runs: reading -> recipe key."""
+        return {r: k for r, k in STEP_KEYS.items() if self.readings is None
+                or r in self.readings}
 
     @property
     def units(self) -> str:
@@ -98,13 +123,34 @@ class Budget:
         return float(self.rules["margin"])
 
     @property
+    def setting(self) -> str:
+        """The key of the setting whose tuned lrs this budget uses ("digits/main",
+        "digits/main-cosine")."""
+        suffix = "" if self.schedule == "constant" else f"-{self.schedule.split('-')[0]}"
+        return f"{self.problem}/{self.timescale}{suffix}"
+
+    @property
     def key(self) -> str:
-        return f"{self.problem}/{self.timescale}"
+        """The report's setting key: the setting, then "@tag" for an operating point."""
+        return self.setting + (f"@{self.tag}" if self.tag else "")
+
+    @property
+    def warmup_steps(self) -> int:
+        if self.schedule == "constant":
+            return 0
+        return round(SCHEDULES[self.schedule]["warmup_fraction"] * self.steps)
 
     @property
     def label(self) -> str:
+        lr = ("STEP at its own tuned lr" if self.step_lr == "own"
+              else "STEP at SR-STE's tuned lr")
+        switch = ("AutoSwitch (clipped)" if self.fraction is None
+                  else f"STEP switched at {self.fraction:g} T")
+        sched = ("constant lr" if self.schedule == "constant" else
+                 f"{SCHEDULES[self.schedule]['schedule']}, warm-up {self.warmup_steps}")
+        point = f"; {sched}; {lr}; {switch}" + (f"; {self.tag}" if self.tag else "")
         return (f"{self.problem} ({self.timescale} timescale: beta2 = {self.beta2:g}, "
-                f"T_w = {self.window}, T = {self.steps}; {self.mode})")
+                f"T_w = {self.window}, T = {self.steps}; {self.mode}{point})")
 
     def applies(self, claim: str) -> bool:
         return claim in protocol.RULES["claims"][self.problem] and (
@@ -112,7 +158,8 @@ class Budget:
 
     # ------------------------------------------------------------- runs
     def lr(self, optimizer: str, recipe: str, nm=None, m=None) -> float:
-        key = protocol.config_key(optimizer, recipe, nm, m)
+        own = self.step_lr == "own" and recipe in STEP_KEYS.values()
+        key = protocol.config_key(optimizer, recipe, nm, m, own=own)
         if self.lrs is None:
             self.needed.add(key)
             return protocol.grid(self.problem, optimizer)[0]
@@ -141,7 +188,12 @@ class Budget:
         else:
             options["beta2"] = self.beta2
         options["lr"] = float(lr) if lr is not None else self.lr(optimizer, recipe, nm, m)
+        if self.schedule != "constant":  # constant: the options as draft 3 (same digests)
+            options.update(schedule=SCHEDULES[self.schedule]["schedule"],
+                           warmup_steps=self.warmup_steps)
         criterion, criterion_options = AUTO, {}
+        if switch is None and self.fraction is not None and recipe in STEP_KEYS.values():
+            switch = ("fixed-fraction", {"fraction": float(self.fraction)})
         if switch is not None:
             criterion, criterion_options = switch
         every = self.steps // protocol.RULES["eval_points"] if evaluate else None
@@ -227,11 +279,47 @@ def switch_cause(k0, steps: int, window: int, *, clip: bool, bounds=None) -> str
     return "window" if k0 == first else "fired"
 
 
-def causes(results: dict, runs, budget: Budget, *, clip: bool) -> list[dict]:
-    """Per run: {"k0", "fraction", "cause"} of an AutoSwitch-switched run."""
+def causes(results: dict, runs, budget: Budget, *, clip: bool, fixed: bool = False) -> list[dict]:
+    """Per run: {"k0", "fraction", "cause", "loss_ratio", "plateau"}: its switch step, why
+    (``switch_cause``; "fixed" for a fixed switch), the batch loss at k0 over its start and
+    whether the switch fell on the initial plateau (PROTOCOL §D4.5; None when unknown)."""
+    from stepsim.checks.operating import on_plateau
+
     out = []
     for r in runs:
-        k0 = results[r.digest]["switch_step"]
+        view = results[r.digest]
+        k0 = view["switch_step"]
+        ratio = (view.get("switch") or {}).get("loss_ratio")
+        cause = "fixed" if fixed and k0 is not None else switch_cause(
+            k0, budget.steps, budget.window, clip=clip)
         out.append({"k0": k0, "fraction": None if k0 is None else k0 / budget.steps,
-                    "cause": switch_cause(k0, budget.steps, budget.window, clip=clip)})
+                    "cause": cause, "loss_ratio": ratio, "plateau": on_plateau(ratio)})
+    return out
+
+
+def operating_points(budget: Budget, claims, *, extended: bool = False) -> list:
+    """Draft 4's fixed operating points of a base budget (PROTOCOL §D4.1, §D4.4, §D4.5),
+    for the in-place claims (``operating_points.claims``) among ``claims``: STEP at its own
+    lr ("@own-lr"); STEP switched at each fixed fraction of T ("@k0=0.3T"; readings of
+    ``switch_fractions.readings``); and, on the problems of each schedule, the same setting
+    under that schedule at SR-STE's lr and at STEP's own. ``extended`` adds the readings
+    and schedule problems of ``RULES["extended"]``. The tie set's points need the tuning
+    (``tuning.tie_budgets``). A budget restricted to some claims (the agreement run) or
+    already an operating point has none."""
+    rules = protocol.RULES["operating_points"]
+    wanted = tuple(c for c in rules["claims"] if c in claims)
+    if not wanted or budget.only is not None or budget.tag or budget.schedule != "constant":
+        return []
+    ext = protocol.RULES["extended"] if extended else {}
+    readings = dict(rules["switch_fractions"]["readings"], **ext.get("readings", {}))
+    out = [dataclasses.replace(budget, step_lr="own", only=wanted, tag="own-lr")]
+    for f in rules["switch_fractions"]["fractions"]:
+        out.append(dataclasses.replace(budget, fraction=float(f), only=wanted,
+                                       readings=tuple(readings[budget.problem]),
+                                       tag=f"k0={f:g}T"))
+    for name, schedule in SCHEDULES.items():
+        problems = ext.get("schedule_problems", schedule["problems"])
+        if budget.problem in problems:
+            cosine = dataclasses.replace(budget, schedule=name, only=wanted)
+            out += [cosine, dataclasses.replace(cosine, step_lr="own", tag="own-lr")]
     return out

@@ -33,11 +33,31 @@ RULE = rule_of(__doc__)
 CRITERIA = {"AutoSwitch": None, "Eq. 10": ("agarwal", {}), "Eq. 11": ("tang", {})}
 
 
+#: draft 4 (PROTOCOL §D4.6): Eq. 10 switches at k0 = 2-4 < 1/(1 - beta2), where raw v* is
+#: biased low by 1 - beta2^k0; its runs are made with both v*, its parts decided with:
+EQ10_DECIDES = protocol.RULES["v_star"]["c4_eq10_decides"]
+
+
 def _runs(budget):
     nm = budget.nms[0]
-    return {(r, c, scale): budget.runs(key, nm=nm, switch=switch, loss_scale=scale)
-            for r, key in STEP_KEYS.items() for c, switch in CRITERIA.items()
-            for scale in protocol.RULES["c4_loss_scales"]}
+    out = {(r, c, scale): budget.runs(key, nm=nm, switch=switch, loss_scale=scale)
+           for r, key in STEP_KEYS.items() for c, switch in CRITERIA.items()
+           for scale in protocol.RULES["c4_loss_scales"]}
+    if "bias-corrected" in protocol.RULES["v_star"]["c4_eq10"]:
+        for r, key in STEP_KEYS.items():
+            for scale in protocol.RULES["c4_loss_scales"]:
+                out[(r, "Eq. 10 bias-corrected v*", scale)] = budget.runs(
+                    key + "-bc", nm=nm, switch=CRITERIA["Eq. 10"], loss_scale=scale)
+    return out
+
+
+def _decides(c: str) -> bool:
+    """Whether runs of criterion label ``c`` make a part (the others are reported)."""
+    if c == "AutoSwitch":
+        return False
+    if c.startswith("Eq. 10"):
+        return (c == "Eq. 10") == (EQ10_DECIDES == "raw")
+    return True
 
 
 def jobs(budget):
@@ -48,7 +68,7 @@ def decide_claim(budget, results):
     runs = _runs(budget)
     todo, readings = {}, {r: [] for r in STEP_KEYS}
     for (r, c, scale), group in runs.items():
-        if c == "AutoSwitch":
+        if not _decides(c):
             continue
         name = f"STEP-{r} {c} x{scale:g}"
         e = effect(results, [(1, group), (-1, runs[(r, "AutoSwitch", scale)])],
@@ -63,7 +83,10 @@ def decide_claim(budget, results):
         for row, j in zip(rows, group):
             row["table1_score"] = results[j.digest]["table1"]["score"]
         switches[f"STEP-{r} {c} x{scale:g}"] = rows
-    numbers = {"nm": list(budget.nms[0]), "switches": switches}
+    errors = {f"STEP-{r} {c} x{scale:g}": [results[j.digest]["error"] for j in group]
+              for (r, c, scale), group in runs.items()}
+    numbers = {"nm": list(budget.nms[0]), "switches": switches, "errors": errors,
+               "eq10_decided_with": EQ10_DECIDES}
     return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
 
 

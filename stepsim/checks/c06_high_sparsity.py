@@ -25,12 +25,19 @@ RULE = rule_of(__doc__)
 HIGH = {"digits": ((1, 8), (1, 16)), "lm": ((1, 8),)}
 
 
+def nms(budget) -> tuple:
+    """The high ratios of the problem (an operating point restricted to one N:M keeps it
+    if it is one of them)."""
+    return tuple(nm for nm in HIGH[budget.problem]
+                 if budget.nm_only is None or tuple(budget.nm_only) == nm)
+
+
 def jobs(budget):
-    return [r for group in _gaps.runs(budget, HIGH[budget.problem]).values() for r in group]
+    return [r for group in _gaps.runs(budget, nms(budget)).values() for r in group]
 
 
 def decide_claim(budget, results):
-    nms = HIGH[budget.problem]
+    nms = globals()["nms"](budget)
     parts, readings, table = _gaps.gap_parts(
         budget, results, nms, (1, -1, 0),
         lambda b, label, r: f"gap({b}) - gap(STEP-{r}) at {label}")

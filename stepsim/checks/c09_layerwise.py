@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from stepsim.checks import _parts, _plots, protocol
+from stepsim.checks import _gaps, _parts, _plots, protocol
 from stepsim.checks._setup import causes, effect
 from stepsim.checks.verdict import decide_parts, rule_of
 
@@ -59,7 +59,9 @@ def decide_claim(budget, results):
                           premise, f"layer-wise SR-STE at M={m} has no gap to dense")
             readings[r].append(name)
             switches[name] = causes(results, runs[(r, m)], budget, clip=True)
-    parts = decide_parts(todo)
+    parts = _gaps.plateau_gate(budget, results, decide_parts(todo),
+                               {f"STEP-{r} M={m}": runs[(r, m)] for m in MS for r in STEPS},
+                               claim=CLAIM)
     numbers = {"ms": list(MS), "target": protocol.RULES["layerwise"]["target"],
                "switches": switches}
     return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)

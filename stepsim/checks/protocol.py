@@ -1,9 +1,13 @@
-"""The registered protocol of ``stepsim check`` in code: ``paper_checks/PROTOCOL.md``, §1-§6.
+"""The registered protocol of ``stepsim check`` in code: ``paper_checks/PROTOCOL.md``.
 
-:data:`RULES` holds every number the protocol fixes (problems, N:M, seeds, learning-rate
-grids, run lengths, margins, alpha); ``PROTOCOL.md`` repeats it as a JSON block between its
-``RULES`` markers, and a test fails when the two differ. The report records
-:func:`rules_digest` (SHA-256 of the canonical JSON of :data:`RULES`) and
+:data:`RULES` holds every number the current draft (:data:`CURRENT`) fixes (problems, N:M,
+seeds, learning-rate grids, run lengths, margins, alpha, draft 4's operating points);
+``PROTOCOL.md`` repeats draft 3's as a JSON block between its ``RULES`` markers and each
+later draft's changes in a block of its own (``RULES 4`` markers), appended, so earlier
+drafts stay byte for byte. :data:`DRAFTS` keeps every draft's full rules: a report
+declares its draft (``rules_version``) and is checked against exactly that draft's rules
+and digest, and a test fails when code and document disagree for any draft. The report
+records :func:`rules_digest` (SHA-256 of the canonical JSON of the draft's rules) and
 :func:`protocol_commit` (the git commit that last changed ``PROTOCOL.md``).
 
 Vocabulary:
@@ -28,8 +32,9 @@ from pathlib import Path
 
 from stepsim._switch_steps import CLIP_BOUNDS
 
-#: Every number the protocol fixes (PROTOCOL.md, the JSON block inside RULES).
-RULES = {
+#: Draft 3's numbers (PROTOCOL.md, the JSON block between the first RULES markers): the
+#: rules of the committed report figures/check/report.json, kept unchanged.
+RULES_3 = {
     "version": 3,
     "problems": {
         "digits": {"registry": "digits",
@@ -68,6 +73,34 @@ RULES = {
     "c3_margin_decades": 0.1,
 }
 
+#: Draft 4's changes (PROTOCOL.md, "Draft 4", the block between the RULES 4 markers): its
+#: top-level keys replace or join draft 3's.
+CHANGES_4 = {
+    "version": 4,
+    "operating_points": {
+        "claims": ["C5", "C6"],
+        "step_lr": {"own": ["step-a1", "step-sr"]},
+        "tie": {"se": 1.0, "readings": {"digits": ["A1", "SR"], "lm": ["SR"]}},
+        "switch_fractions": {"fractions": [0.3, 0.5],
+                             "readings": {"digits": ["A1", "SR"], "lm": ["SR"]}},
+        "schedules": {"cosine-warmup": {"schedule": "cosine", "warmup_fraction": 0.1,
+                                        "problems": ["digits"]}},
+    },
+    "plateau": {"window": 20, "max_ratio": 0.9, "claims": ["C5", "C6", "C9"]},
+    "stability": {"level": 0.95},
+    "v_star": {"c4_eq10": ["raw", "bias-corrected"], "c4_eq10_decides": "bias-corrected"},
+    "diagnostics": {"after_switch": [1, 10, 100], "quantiles": [0.5, 0.99]},
+    "extended": {"readings": {"lm": ["A1", "SR"]}, "schedule_problems": ["digits", "lm"],
+                 "stability_seeds": [1003, 1004, 1005, 1006, 1007]},
+}
+
+#: draft -> its full rules. A report declares its draft (``rules_version``) and is checked
+#: against exactly that draft's rules and digest; later drafts only append to PROTOCOL.md.
+DRAFTS = {3: RULES_3, 4: {**RULES_3, **CHANGES_4}}
+#: the draft this code runs (every number the protocol fixes)
+CURRENT = 4
+RULES = DRAFTS[CURRENT]
+
 #: recipe key -> the config key's recipe whose tuned lr it reuses (the paper: STEP reuses
 #: the hyper-parameters tuned for SR-STE)
 TUNED_AS = {"step-a1": "sr-ste", "step-sr": "sr-ste", "step-a1-bc": "sr-ste",
@@ -89,18 +122,54 @@ def rules_digest(rules: dict | None = None) -> str:
     return hashlib.sha256(canonical(RULES if rules is None else rules).encode()).hexdigest()
 
 
-def document_rules(path=None) -> dict:
-    """The JSON block (```json ... ```) between PROTOCOL.md's RULES markers, parsed."""
+def markers(draft: int) -> tuple[str, str]:
+    """The (begin, end) markers of ``draft``'s JSON block in PROTOCOL.md (draft 3: the
+    first RULES block, its full rules; a later draft: the block of its changes)."""
+    if draft <= 3:
+        return BEGIN, END
+    return f"<!-- RULES {draft} BEGIN -->", f"<!-- RULES {draft} END -->"
+
+
+def _block(text: str, draft: int, where) -> dict:
     import re
 
-    text = Path(path or PROTOCOL_PATH).read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{path or PROTOCOL_PATH} has no {BEGIN} ... {END} block")
-    block = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    begin, end = markers(draft)
+    if begin not in text or end not in text:
+        raise ValueError(f"{where} has no {begin} ... {end} block")
+    block = text.split(begin, 1)[1].split(end, 1)[0]
     found = re.findall(r"```json\n(.*?)```", block, flags=re.DOTALL)
     if len(found) != 1:
         raise ValueError(f"the RULES block must hold exactly one ```json block, found {len(found)}")
     return json.loads(found[0])
+
+
+def document_rules(path=None, draft: int | None = None) -> dict:
+    """The full rules of ``draft`` (default :data:`CURRENT`) as PROTOCOL.md states them:
+    draft 3's JSON block, then each later draft's block of changes over it, in order."""
+    draft = CURRENT if draft is None else int(draft)
+    if draft not in DRAFTS:
+        raise ValueError(f"draft must be one of {sorted(DRAFTS)}, got {draft!r}")
+    where = path or PROTOCOL_PATH
+    text = Path(where).read_text()
+    rules = _block(text, 3, where)
+    for d in range(4, draft + 1):
+        rules = {**rules, **_block(text, d, where)}
+    return rules
+
+
+def draft_of(record: dict) -> int:
+    """The draft a report's protocol record (``report.json``'s ``protocol``) declares, after
+    checking that its rules digest is exactly that draft's. ValueError otherwise (an
+    unknown draft, or a digest of other rules: the report was not made under its draft)."""
+    version = record.get("rules_version") if isinstance(record, dict) else None
+    if version not in DRAFTS:
+        raise ValueError(f"the report declares protocol draft {version!r}; known drafts: "
+                         f"{sorted(DRAFTS)}")
+    if record.get("rules_sha256") != rules_digest(DRAFTS[version]):
+        raise ValueError(f"the report declares draft {version} but its rules digest "
+                         f"{record.get('rules_sha256')!r} is not draft {version}'s "
+                         f"({rules_digest(DRAFTS[version])})")
+    return version
 
 
 def protocol_commit() -> str | None:
@@ -130,10 +199,13 @@ def nm_label(nm) -> str:
     return f"{nm[0]}:{nm[1]}"
 
 
-def config_key(optimizer: str, recipe: str, nm=None, m: int | None = None) -> str:
+def config_key(optimizer: str, recipe: str, nm=None, m: int | None = None, *,
+               own: bool = False) -> str:
     """The key of one learning-rate choice: "optimizer|tuned recipe|N:M" (or "|M16" for a
-    layer-wise recipe, "|-" for dense)."""
-    recipe = TUNED_AS.get(recipe, recipe)
+    layer-wise recipe, "|-" for dense). STEP's recipes map to SR-STE's choice
+    (:data:`TUNED_AS`) unless ``own`` (draft 4: STEP tuned for itself, "adam|step-a1|1:8")."""
+    if not own:
+        recipe = TUNED_AS.get(recipe, recipe)
     where = f"M{m}" if m is not None else ("-" if nm is None else nm_label(nm))
     return f"{optimizer}|{recipe}|{where}"
 
@@ -179,5 +251,6 @@ def settings(mode: str, problems=None) -> list[tuple[str, str, tuple | None]]:
     return out
 
 
-__all__ = ["READINGS", "RULES", "TUNED_AS", "config_key", "document_rules", "grid",
-           "parse_key", "problem_rules", "protocol_commit", "rules_digest", "settings"]
+__all__ = ["CURRENT", "DRAFTS", "READINGS", "RULES", "TUNED_AS", "config_key",
+           "document_rules", "draft_of", "grid", "markers", "parse_key", "problem_rules",
+           "protocol_commit", "rules_digest", "settings"]

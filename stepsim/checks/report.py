@@ -57,6 +57,10 @@ class Report:
     tuning: dict = dataclasses.field(default_factory=dict)
     lrs: dict = dataclasses.field(default_factory=dict)
     compute: dict = dataclasses.field(default_factory=dict)
+    # draft 4 (PROTOCOL §D4): {"stability": operating.stability_map, "switch_findings":
+    # operating.switch_findings, "robustness": claim/setting -> the tie set's verdicts,
+    # "skipped": operating points without a learning rate (quick mode), "extended": bool}
+    operating: dict = dataclasses.field(default_factory=dict)
 
     def table(self) -> str:
         """The verdict table as plain text, one line per claim and setting."""
@@ -100,7 +104,8 @@ def probe_out(out) -> Path:
 
 def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                n_jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
-               problems=None, steps: int | None = None, lrs: dict | None = None) -> Report:
+               problems=None, steps: int | None = None, lrs: dict | None = None,
+               extended: bool = False) -> Report:
     """Run the paper checks ``claims`` ("all" or "C1".."C12") by the registered protocol
     (``paper_checks/PROTOCOL.md``, :mod:`stepsim.checks.protocol`) and write the report.
 
@@ -114,6 +119,13 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     problems: restrict to these protocol problems ("digits", "lm"). steps, lrs: for tests
     of the machinery only — shorter runs, and learning rates {setting: {config: lr}}
     instead of tuning or the committed ones; a report made with either is labelled so.
+    extended: full mode plus PROTOCOL §D4.8's ``--extended`` set (meant for Dask).
+
+    Draft 4 (PROTOCOL §D4): beside each setting the in-place claims (C5, C6) run at its
+    operating points (``_setup.operating_points``: STEP's own lr, fixed switch fractions,
+    the cosine schedule; after tuning, ``tuning.tie_budgets``: every tied SR-STE lr), each
+    a verdict line of its own; the report adds the stability map, the switch findings and
+    whether each in-place verdict is robust across its tie set.
     """
     import tempfile
 
@@ -128,10 +140,15 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
     if steps is not None and (not isinstance(steps, int) or steps < 200):
         raise ValueError(f"steps must be an integer >= 200, got {steps!r}")
+    if extended not in (True, False) or (extended and mode != "full"):
+        raise ValueError(f"extended must be True or False and needs mode 'full', got "
+                         f"extended={extended!r} with mode={mode!r}")
     modules = {c: claim_module(c) for c in names}
     seeds = tuple(protocol.RULES["seeds"][mode])
     budgets = [_setup.Budget(mode, p, ts, seeds, only=only, steps=steps or 0)
                for p, ts, only in protocol.settings(mode, problems)]
+    budgets += [o for b in budgets
+                for o in _setup.operating_points(b, names, extended=extended)]
     budgets = [b for b in budgets if any(b.applies(c) for c in names)]
     plain = _setup.NoProblem(mode)
     covered = {(c, b.key) for b in budgets for c in names if b.applies(c)} | {
@@ -176,26 +193,36 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         elif mode == "quick":
             chosen, table = (tuning.committed() if budgets else {}), {}
         else:  # tune: every config a full budget needs, and quick mode's at its timescale
-            needs = {b.key: (b, set(b.needed)) for b in budgets}
+            needs = {}
             quick = [_setup.Budget("quick", p, ts, tuple(protocol.RULES["seeds"]["quick"]),
                                    steps=steps or 0)
                      for p, ts, _ in protocol.settings("quick", problems)]
+            quick += [o for q in quick for o in _setup.operating_points(q, names)]
             for q in quick:
                 for c in names:
                     if q.applies(c):
                         modules[c].jobs(q)
-                b, keys = needs.get(q.key, (q, set()))
-                needs[q.key] = (b, keys | q.needed)
+            for b in budgets + quick:  # one tuning per setting (operating points share it)
+                base, keys = needs.get(b.setting, (b, set()))
+                needs[b.setting] = (base, keys | b.needed)
             tune_jobs = tuning.jobs(needs)
             done = execute([t for group in tune_jobs.values() for t in group["tasks"]],
                            "tuning")
             chosen, table = tuning.choose(tune_jobs, done)
-        final = [dataclasses.replace(b, lrs=chosen.get(b.key, {})) for b in budgets]
-        tasks = {}
+        final = [dataclasses.replace(b, lrs=chosen.get(b.setting, {})) for b in budgets]
+        final += [t for b in final for t in tuning.tie_budgets(b, table, names)]
+        tasks, skipped, kept = {}, [], []
         for b in final:
-            for c in names:
-                if b.applies(c):
-                    tasks[(c, b.key)] = modules[c].jobs(b)
+            try:
+                jobs_of = {c: modules[c].jobs(b) for c in names if b.applies(c)}
+            except _setup.MissingRate as exc:
+                if not b.tag and b.schedule == "constant":
+                    raise  # a registered setting needs every learning rate
+                skipped.append(f"{b.key}: {exc.args[0]}")  # an operating point, quick mode
+                continue
+            kept.append(b)
+            tasks.update({(c, b.key): j for c, j in jobs_of.items()})
+        final = kept
         for c, jobs in free.items():
             tasks[(c, plain.key)] = jobs
         results = execute([t for ts in tasks.values() for t in ts], "evaluation")
@@ -228,28 +255,34 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         decided.append(dataclasses.replace(
             result, figures=figures, versions=info,
             runtime_s=job_seconds + time.perf_counter() - t0))
+    decided = _robustness(decided)
     every = {**done, **results}
     compute = {"runs": len(every), "tuning_runs": len(set(done) - set(results)),
-               "worker_s": sum(v["seconds"] for v in every.values())}
+               "worker_s": sum(v["seconds"] for v in every.values()),
+               "step_runs_without_diagnostics": _undiagnosed(tasks, results)}
+    operating = _operating(decided, table, skipped, extended, staging)
     if previous is not None:  # the other claims of the report in out_dir stay, with figures
-        kept = [c for c in previous.claims if (c.claim, c.setting) not in covered]
+        kept = [c for c in previous.claims if not _covers(covered, c)]
         for c in kept:
             _keep_figures(c, out_dir, staging)
         decided += kept
         table = {**previous.tuning, **table}
         chosen = {**previous.lrs, **chosen}
+        before = getattr(previous, "operating", None) or {}
+        operating = dict(operating, **{key: {**before.get(key, {}), **operating[key]}
+                                       for key in ("stability", "robustness")})
         compute = dict(compute, **_store_compute(out_dir / RUNS_DIR),
                        tuning_runs=max(compute["tuning_runs"],
                                        previous.compute.get("tuning_runs", 0)))
     decided.sort(key=lambda r: (list(CLAIMS).index(r.claim), r.setting))
     report = Report(mode, tuple(decided), time.perf_counter() - start,
                     None if out_dir is None else str(out_dir),
-                    protocol_record(altered), table, chosen, compute)
+                    protocol_record(altered), table, chosen, compute, operating)
     if out_dir is not None:
         write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
                                               "scheduler": _address(scheduler),
                                               "problems": problems, "steps": steps,
-                                              "run_id": run_id},
+                                              "run_id": run_id, "extended": extended},
                      figures=staging, run_id=run_id)
     return report
 
@@ -268,7 +301,7 @@ def mergeable(out_dir, mode: str, altered: bool, covered: set) -> Report | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"--out {out_dir}: its report.json cannot be read ({exc}); move it "
                          f"away or choose another --out") from None
-    others = sorted({c.claim for c in old.claims if (c.claim, c.setting) not in covered},
+    others = sorted({c.claim for c in old.claims if not _covers(covered, c)},
                     key=list(CLAIMS).index)
     if not others:
         return None
@@ -286,6 +319,14 @@ def mergeable(out_dir, mode: str, altered: bool, covered: set) -> Report | None:
                          f"this check would not redo; choose another --out, or check all "
                          f"its claims to replace it")
     return old
+
+
+def _covers(covered: set, claim) -> bool:
+    """Whether a check covering ``covered`` ((claim, setting) pairs) redoes ``claim``, a
+    verdict of an earlier report: its setting, or the setting its operating point or tied
+    lr ("digits/main@sr-ste 1:8 lr=0.001") belongs to, is covered."""
+    return ((claim.claim, claim.setting) in covered
+            or (claim.claim, claim.setting.split("@")[0]) in covered)
 
 
 def _keep_figures(claim, out_dir: Path, staging: Path) -> None:
@@ -321,6 +362,65 @@ def _address(scheduler):
     if scheduler is None or isinstance(scheduler, str):
         return scheduler
     return getattr(getattr(scheduler, "scheduler", None), "address", None) or repr(scheduler)
+
+
+def _robustness(decided: list) -> list:
+    """PROTOCOL §D4.2: each registered in-place verdict (C5, C6 at a setting without an
+    operating-point tag) is labelled "robust across the tie set" when every tied SR-STE
+    lr of every N:M gives it the same verdict, else "fragile (lr choice)" with the
+    verdicts; the tie set's lines are those tagged "sr-ste N:M lr=...". """
+    out = []
+    for r in decided:
+        ties = [t for t in decided if t.claim == r.claim and "@sr-ste " in t.setting
+                and t.setting.split("@")[0] == r.setting]
+        if "@" in r.setting or not ties:
+            out.append(r)
+            continue
+        verdicts = {t.setting.split("@", 1)[1]: t.verdict for t in ties}
+        per_nm = {}
+        for tag, v in verdicts.items():
+            per_nm.setdefault(tag.split()[1], set()).add(v)
+        robust = all(len(v) == 1 for v in per_nm.values())
+        label = ("robust across the tie set" if robust else "fragile (lr choice)") + (
+            ": " + "; ".join(f"{tag}: {v}" for tag, v in sorted(verdicts.items())))
+        out.append(dataclasses.replace(
+            r, reason=f"{r.reason} [tie set: {label}]",
+            numbers=dict(r.numbers, tie_set={"robust": robust, "verdicts": verdicts})))
+    return out
+
+
+def _undiagnosed(tasks: dict, results: dict) -> int:
+    """How many STEP runs (runs that froze v and switched) carry no g^2/v* record: runs a
+    store kept from before draft 4 (PROTOCOL §D4.7)."""
+    seen, count = set(), 0
+    for jobs in tasks.values():
+        for t in jobs:
+            if t.digest in seen or getattr(t, "recipe", None) not in ("step", "layerwise-step"):
+                continue
+            seen.add(t.digest)
+            view = results[t.digest]
+            if view.get("switch_step") is not None and view.get("stopped_at") is None:
+                count += not (view.get("switch") or {}).get("g2_over_vstar")
+    return count
+
+
+def _operating(decided, table, skipped, extended, staging) -> dict:
+    """The report's draft-4 record (Report.operating); the stability figures are drawn
+    into ``staging`` (None: not drawn)."""
+    from stepsim.checks import operating
+
+    stability = operating.stability_map(table) if table else {}
+    figures = []
+    if staging is not None:
+        for setting, rows in stability.items():
+            path = staging / f"stability-{setting.replace('/', '-')}.png"
+            figures.append(str(Path(FIGURES_DIR) / path.name))
+            operating.stability_figure(setting, rows, path)
+    robustness = {f"{c.claim} {c.setting}": c.numbers["tie_set"] for c in decided
+                  if isinstance(c.numbers, dict) and "tie_set" in c.numbers}
+    return {"stability": stability, "stability_figures": figures,
+            "switch_findings": operating.switch_findings(decided),
+            "robustness": robustness, "skipped": skipped, "extended": bool(extended)}
 
 
 def protocol_record(altered: bool) -> dict:
@@ -437,7 +537,7 @@ def write_report(report: Report, out_dir, *, params: dict, figures=None,
             shutil.rmtree(old, ignore_errors=True)
     payload = {"mode": report.mode, "runtime_s": report.runtime_s, "run_id": run_id,
                "protocol": report.protocol, "tuning": report.tuning, "lrs": report.lrs,
-               "compute": report.compute,
+               "compute": report.compute, "operating": report.operating,
                "claims": [c.to_dict() for c in report.claims]}
     md_path = write_text(out_dir / "report.md", markdown(report))
     json_path = save_json(json_target, payload, params=params)
@@ -486,6 +586,7 @@ def markdown(report: Report) -> str:
                 edge = "" if t is None or not t["edge"] else f"**{t['edge']} edge**"
                 lines.append(f"| {setting} | {_md(key)} | {lr:g} | {means} | {edge} |")
         lines.append("")
+    lines += _operating_markdown(report)
     for c in report.claims:
         lines += ["", f"## {c.claim} on {c.setting}: {c.title}", "",
                   f"**{c.verdict}** — {c.reason}", "", f"- problem: {c.problem}",
@@ -503,6 +604,66 @@ def markdown(report: Report) -> str:
                 f"{name}: " + _causes(rows) for name, rows in _flat(switches)))
         lines += [f"- figure: ![{c.claim}]({f})" for f in c.figures]
     return "\n".join(lines) + "\n"
+
+
+def _operating_markdown(report: Report) -> list:
+    """Draft 4's sections: the switch findings, the tie sets, the stability map."""
+    op = report.operating or {}
+    lines = []
+    findings = op.get("switch_findings") or {}
+    if findings:
+        lines += ["## Switch findings (PROTOCOL §D4.5)", "",
+                  "How the STEP runs the claims report switched: AutoSwitch's cause (`fired`: "
+                  "its test chose the step; `window` / `clip`: the first or last step it "
+                  "allows; `fixed`: a fixed fraction) and how many switched on the initial "
+                  "plateau (batch loss at k0 above "
+                  f"{_plateau_max():g} x its start).", "",
+                  "| setting | runs | causes | switched on the plateau |", "| --- | --- | --- | --- |"]
+        for setting, f in sorted(findings.items()):
+            causes = ", ".join(f"{k} {n}" for k, n in sorted(f["causes"].items()))
+            lines.append(f"| {setting} | {f['runs']} | {causes} | {f['on_plateau']} of "
+                         f"{f['switched']} |")
+        lines.append("")
+    if op.get("robustness"):
+        lines += ["## The in-place verdicts across the tie set (PROTOCOL §D4.2)", ""]
+        for name, r in sorted(op["robustness"].items()):
+            lines.append(f"- {name}: **{'robust' if r['robust'] else 'fragile (lr choice)'}** "
+                         "— " + "; ".join(f"{k}: {v}" for k, v in sorted(r["verdicts"].items())))
+        lines.append("")
+    if op.get("skipped"):
+        lines += ["## Operating points not run", ""] + [f"- {_md(s)}" for s in op["skipped"]]
+        lines.append("")
+    for setting, per in sorted((op.get("stability") or {}).items()):
+        lines += [f"## Stability map: {setting} (PROTOCOL §D4.3)", "",
+                  "| N:M | recipe | lr: mean error of finite runs (diverged k/n, 95% CP) | "
+                  "smallest diverging | largest stable |", "| --- | --- | --- | --- | --- |"]
+        for where, rows in sorted(per.items()):
+            for recipe, s in sorted(rows.items()):
+                if recipe == "step_vs_srste":
+                    continue
+                cells = ", ".join(
+                    f"{lr:g}: {'—' if m is None else f'{m:.3g}'} ({k}/{n}, "
+                    f"[{lo:.2f}, {hi:.2f}])"
+                    for lr, m, k, n, (lo, hi) in zip(s["lr"], s["mean"], s["diverged"], s["n"],
+                                                     s["ci"]))
+                lines.append(f"| {where} | {recipe} | {cells} | "
+                             f"{_g(s['smallest_diverging'])} | {_g(s['largest_stable'])} |")
+            for recipe, rel in sorted(rows.get("step_vs_srste", {}).items()):
+                ratio = "—" if rel["ratio"] is None else f"{rel['bound']} {rel['ratio']:.3g}"
+                lines.append(f"| {where} | {recipe} / sr-ste stable range | {ratio} | | |")
+        lines.append("")
+    lines += [f"![stability]({f})" for f in op.get("stability_figures", [])]
+    return lines
+
+
+def _plateau_max() -> float:
+    from stepsim.checks import protocol
+
+    return float(protocol.RULES["plateau"]["max_ratio"])
+
+
+def _g(value) -> str:
+    return "none" if value is None else f"{value:g}"
 
 
 def _flat(switches, prefix=""):
@@ -546,7 +707,7 @@ def load_report(path) -> Report:
                                      "parts": tuple(c.get("parts", ()))}))
     return Report(doc["mode"], tuple(claims), doc["runtime_s"], str(Path(path).parent),
                   doc.get("protocol", {}), doc.get("tuning", {}), doc.get("lrs", {}),
-                  doc.get("compute", {}))
+                  doc.get("compute", {}), doc.get("operating", {}))
 
 
 def redraw_figures(out_dir) -> list:

@@ -32,10 +32,12 @@ def jobs(needs: dict) -> dict:
     out = {}
     for setting, (budget, keys) in sorted(needs.items()):
         tuner = _setup.Budget(budget.mode, budget.problem, budget.timescale,
-                              tuple(protocol.RULES["seeds"]["tuning"]), steps=budget.steps)
+                              tuple(protocol.RULES["seeds"]["tuning"]), steps=budget.steps,
+                              schedule=budget.schedule)
         for key in sorted(keys):
             optimizer, recipe, nm, m = protocol.parse_key(key)
             lrs = protocol.grid(budget.problem, optimizer)
+            # a STEP key tuned for itself (draft 4) switches by the default AutoSwitch
             tasks = [tuner.run(recipe, seed, nm=nm, m=m, optimizer=optimizer, lr=lr,
                                evaluate=False)
                      for lr in lrs for seed in tuner.seeds]
@@ -46,23 +48,59 @@ def jobs(needs: dict) -> dict:
 def choose(tune_jobs: dict, results: dict) -> tuple[dict, dict]:
     """(chosen, table): chosen = setting -> config -> lr; table = setting -> config ->
     {"grid", "means" (mean final error per grid value, inf when a run diverged),
-    "choice", "edge"}."""
+    "choice", "edge", "errors" (per grid value, each tuning seed's error, None for a
+    diverged run: the stability map's input), "tie" (the tie set, PROTOCOL §D4.2)}."""
     from stepsim.checks._setup import error
+    from stepsim.checks.operating import tie_set
 
     chosen, table = {}, {}
     for (setting, key), group in tune_jobs.items():
         grid, per = group["grid"], group["seeds"]
-        means = []
+        means, errors = [], []
         for i, _ in enumerate(grid):
             views = [results[t.digest] for t in group["tasks"][i * per:(i + 1) * per]]
             means.append(math.inf if any(v["diverged"] for v in views)
                          else sum(error(v) for v in views) / len(views))
+            errors.append([None if v["diverged"] else error(v) for v in views])
         best = min(range(len(grid)), key=lambda i: (means[i], grid[i]))
         edge = "low" if best == 0 else ("high" if best == len(grid) - 1 else None)
         chosen.setdefault(setting, {})[key] = grid[best]
         table.setdefault(setting, {})[key] = {"grid": grid, "means": means,
-                                              "choice": grid[best], "edge": edge}
+                                              "choice": grid[best], "edge": edge,
+                                              "errors": errors,
+                                              "tie": tie_set(grid, errors, grid[best])}
     return chosen, table
+
+
+def tie_budgets(budget, table: dict, claims) -> list:
+    """The operating points of the tie set (PROTOCOL §D4.2) of a finished-tuning budget:
+    per N:M and every lr tied with SR-STE's choice (the choice included, so each N:M has
+    a verdict of its own at every tied lr), a budget with SR-STE's lr (and so STEP's)
+    set to that lr, restricted to that N:M, the readings of ``tie.readings`` and the
+    in-place claims among ``claims`` that study that N:M."""
+    import dataclasses
+
+    from stepsim.checks import c06_high_sparsity
+
+    rules = protocol.RULES["operating_points"]
+    if budget.tag or budget.only is not None or budget.schedule != "constant":
+        return []
+    rows = table.get(budget.setting, {})
+    out = []
+    for nm in budget.nms:
+        key = protocol.config_key("adam", "sr-ste", nm)
+        if key not in rows:
+            continue
+        wanted = [c for c in rules["claims"] if c in claims and (
+            c != "C6" or tuple(nm) in c06_high_sparsity.HIGH[budget.problem])]
+        if not wanted:
+            continue
+        for lr in rows[key]["tie"]:
+            out.append(dataclasses.replace(
+                budget, lrs={**budget.lrs, key: lr}, nm_only=tuple(nm), only=tuple(wanted),
+                readings=tuple(rules["tie"]["readings"][budget.problem]),
+                tag=f"sr-ste {protocol.nm_label(nm)} lr={lr:g}"))
+    return out
 
 
 def committed() -> dict:

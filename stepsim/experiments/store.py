@@ -483,4 +483,5 @@ def _fit_result(spec, doc: dict, npz: Path):
                      criterion=r["criterion"], steps=r["steps"], seed=r["seed"],
                      problem=r["problem"], status=r["status"], message=r["message"],
                      stopped_at=r["stopped_at"], module_switch_steps=r["module_switch_steps"],
-                     curves=curves, diverged_param=r.get("diverged_param"))
+                     curves=curves, diverged_param=r.get("diverged_param"),
+                     diagnostics=r.get("diagnostics") or {})

@@ -77,6 +77,42 @@ def v_late_ratio(result, tail: float = 0.1) -> float:
     return float(np.mean(last)) / float(np.max(v))
 
 
+#: steps averaged at the start and up to k0 by :func:`plateau_ratio` (PROTOCOL §D4.5's
+#: ``plateau.window``; a test keeps the two equal)
+PLATEAU_WINDOW = 20
+
+
+def plateau_ratio(loss, k0, window: int = PLATEAU_WINDOW) -> float | None:
+    """The mean batch loss of the ``window`` steps up to k0 over the mean of the first
+    ``window`` steps (PROTOCOL §D4.5; the window is shortened to k0 // 2 when k0 < 2
+    window, at least 1). loss: per-step batch losses (step k at index k - 1). None
+    without a switch or a loss at k0; NaN when either mean is not finite or the start's
+    is <= 0. Phase 1 of STEP is dense Adam, so at k0 this is the dense loss's fall."""
+    if k0 is None:
+        return None
+    k0, window = int(k0), int(window)
+    if window < 1:
+        raise ValueError(f"window must be an integer >= 1, got {window!r}")
+    if k0 < 1 or len(loss) < k0:
+        return None
+    w = max(1, min(window, k0 // 2))
+    start = math.fsum(float(x) for x in loss[:w]) / w
+    now = math.fsum(float(x) for x in loss[k0 - w:k0]) / w
+    if not (math.isfinite(start) and math.isfinite(now)) or start <= 0:
+        return math.nan
+    return now / start
+
+
+def switch(result) -> dict:
+    """{"k0", "loss_ratio", "g2_over_vstar"}: the run's switch step, its batch loss at k0
+    over its start (:func:`plateau_ratio`: the plateau premise, PROTOCOL §D4.5; None
+    without a switch) and the g^2 / v* record of a run that froze v
+    (``training.frozen_v_diagnostics``; {} for runs stored before it existed)."""
+    k0 = result.switch_step
+    return {"k0": k0, "loss_ratio": plateau_ratio(result.trace.loss, k0),
+            "g2_over_vstar": dict((result.diagnostics or {}).get("g2_over_vstar", {}))}
+
+
 def summary(result) -> dict:
     """What a check reads of a run: metrics, switch step, final loss, final N:M, learning
     curves and every reduction above (``v_curve``, ``z_window`` and ``v_late_ratio``
@@ -86,7 +122,7 @@ def summary(result) -> dict:
            "final_loss": float(result.trace.loss[-1]) if len(result.trace) else math.nan,
            "nm": {k: list(v) for k, v in result.nm.items()},
            "curves": {k: np.asarray(v).tolist() for k, v in result.curves.items()},
-           "v_curve": v_curve(result), "table1": table1(result)}
+           "v_curve": v_curve(result), "table1": table1(result), "switch": switch(result)}
     if hasattr(result.recipe.optimizer, "beta2"):
         out["z_window"] = z_window(result)
         out["v_late_ratio"] = v_late_ratio(result)
@@ -95,4 +131,5 @@ def summary(result) -> dict:
     return out
 
 
-__all__ = ["score_curve", "summary", "table1", "v_curve", "v_late_ratio", "z_window"]
+__all__ = ["PLATEAU_WINDOW", "plateau_ratio", "score_curve", "summary", "switch", "table1",
+           "v_curve", "v_late_ratio", "z_window"]
