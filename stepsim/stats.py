@@ -13,6 +13,13 @@
   (:class:`PairedEstimate`).
 * :func:`combination_variance` — the test-set sampling variance of one seed's effect value,
   a linear combination of runs' mean per-item errors on the same test items.
+* :func:`shared_test_variance` — the test-set sampling variance of a mean effect over seeds
+  evaluated on ONE shared test set, from the seeds x items table of per-item contrasts
+  (a two-way random-effects decomposition: the within-seed item noise is counted once).
+* :func:`paired_binary_exact` — two binary outcomes paired by seed (e.g. "diverged"): the
+  exact conditional (McNemar) one-sided p-values on the discordant seeds.
+* :func:`binomial_p`, :func:`clopper_pearson` — an exact binomial tail p-value against a
+  stated rate, and the Clopper-Pearson interval of a count.
 * :func:`holm` — Holm's step-down levels and rejections over a claim's parts.
 * :func:`tost` — two one-sided tests: is an effect inside (-margin, margin)?
 * :func:`markdown_table` — rows of dicts as a GitHub markdown table.
@@ -410,6 +417,139 @@ def combination_variance(item_values, coefficients) -> float:
     return math.fsum((dev * dev).tolist()) / (n_items - 1) / n_items
 
 
+def shared_test_variance(contrasts) -> tuple[float, float]:
+    """Test-set sampling variance of the mean effect over seeds that share ONE test set,
+    without counting the within-seed item noise twice (PROTOCOL draft 4, issue 23 item 9).
+
+    Parameters
+    ----------
+    contrasts : array_like, shape (n, N)
+        z[s, i] = sum_j c_j x_j[s, i]: seed s's per-item contrast on test item i (the
+        seed's effect value is mean_i z[s, i]); n >= 1 seeds, N >= 2 items, finite.
+
+    Returns
+    -------
+    (variance, df)
+        Model z[s, i] = mu + a_s + b_i + (ab)_si (seeds x items crossed, one observation
+        per cell). The mean effect's variance is s_a^2 / n + s_b^2 / N + s_ab^2 / (n N).
+        The spread of the seeds' values, sd(values)^2 / n, already estimates
+        s_a^2 / n + s_ab^2 / (n N) (it is MS_seeds / (n N)); this function returns the rest,
+        s_b^2 / N = (MS_items - MS_res) / (n N), truncated at 0, with its Satterthwaite
+        degrees of freedom (MS_items - MS_res)^2 / (MS_items^2 / (N - 1) + MS_res^2 /
+        ((n - 1)(N - 1))). Then sd(values)^2 / n + variance = (MS_seeds + MS_items -
+        MS_res) / (n N), and ``paired_estimate``'s Welch-Satterthwaite df over the two
+        parts equals the Satterthwaite df of that sum of mean squares. Draft 2/3's
+        variance, var_items(mean_s z) / N = MS_items / (n N), counted s_ab^2 / (n N) a
+        second time. n = 1: no decomposition (MS_res undefined); var_items(z) / N with
+        N - 1 df. Sums are ``math.fsum`` over a fixed order: the same bits on every CPU.
+    """
+    raw = np.asarray(contrasts) if not isinstance(contrasts, (str, bytes, dict)) else None
+    if raw is None or raw.dtype.kind not in "iufb":
+        raise TypeError(f"contrasts must be an array of real numbers of shape (n, N), "
+                        f"got {type(contrasts).__name__}")
+    z = raw.astype(np.float64)
+    if z.ndim != 2 or z.shape[0] < 1 or z.shape[1] < 2:
+        raise ValueError(f"contrasts must have shape (n >= 1 seeds, N >= 2 items), "
+                         f"got {z.shape}")
+    if not np.all(np.isfinite(z)):
+        raise ValueError("contrasts has non-finite values")
+    n, n_items = z.shape
+    grand = math.fsum(z.ravel().tolist()) / (n * n_items)
+    item_means = np.array([math.fsum(col) / n for col in z.T.tolist()])
+    dev = item_means - grand
+    ms_items = n * math.fsum((dev * dev).tolist()) / (n_items - 1)
+    if n == 1:
+        return ms_items / n_items, float(n_items - 1)
+    seed_means = np.array([math.fsum(row) / n_items for row in z.tolist()])
+    res = z - seed_means[:, None] - item_means[None, :] + grand
+    df_res = (n - 1) * (n_items - 1)
+    ms_res = math.fsum((res * res).ravel().tolist()) / df_res
+    diff = ms_items - ms_res
+    if diff <= 0.0:
+        return 0.0, float(n_items - 1)
+    df = diff * diff / (ms_items * ms_items / (n_items - 1) + ms_res * ms_res / df_res)
+    return diff / (n * n_items), float(df)
+
+
+def _binom_sf_half(k: int, d: int) -> float:
+    """P(Bin(d, 1/2) >= k), exact (integer sums), for 0 <= k, d."""
+    if k <= 0:
+        return 1.0
+    if k > d:
+        return 0.0
+    return sum(math.comb(d, j) for j in range(k, d + 1)) / 2 ** d
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedBinary:
+    """Two binary outcomes A, B (e.g. "this side's run diverged") over n paired seeds.
+
+    only_a, only_b: seeds where only A (only B) happened; both, neither: the rest.
+    p_a_more: exact one-sided p of H0 "A happens no more often than B" (McNemar's
+    conditional test: P(Bin(only_a + only_b, 1/2) >= only_a)); p_b_more likewise;
+    p_two_sided = min(1, 2 min(p_a_more, p_b_more)); p_min: the smallest two-sided p
+    these discordant counts could give, min(1, 2 / 2^(only_a + only_b)).
+    """
+
+    n: int
+    only_a: int
+    only_b: int
+    both: int
+    neither: int
+    p_a_more: float
+    p_b_more: float
+    p_two_sided: float
+    p_min: float
+
+
+def paired_binary_exact(a, b) -> PairedBinary:
+    """Exact conditional (McNemar) comparison of two binary outcomes paired by seed.
+
+    a, b : array_like of bool, shape (n,), paired by position. Conditional on the number
+    of discordant seeds d, only_a ~ Bin(d, q) with q = P(only A) / P(only A or only B),
+    and q <= 1/2 exactly when P(A) <= P(B): the binomial tail at 1/2 is an exact (and
+    conservative, being discrete) p-value whatever the dependence of A and B within a seed.
+    """
+    x = np.asarray(a)
+    y = np.asarray(b)
+    if x.dtype.kind not in "bui" or y.dtype.kind not in "bui":
+        raise TypeError("a and b must be arrays of booleans (one per seed)")
+    x, y = x.astype(bool), y.astype(bool)
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"a and b must be 1-d of one length, got {x.shape} and {y.shape}")
+    only_a, only_b = int(np.sum(x & ~y)), int(np.sum(~x & y))
+    d = only_a + only_b
+    p_a, p_b = _binom_sf_half(only_a, d), _binom_sf_half(only_b, d)
+    return PairedBinary(n=int(x.size), only_a=only_a, only_b=only_b, both=int(np.sum(x & y)),
+                        neither=int(np.sum(~x & ~y)), p_a_more=p_a, p_b_more=p_b,
+                        p_two_sided=min(1.0, 2.0 * min(p_a, p_b)),
+                        p_min=min(1.0, 2.0 / 2 ** d))
+
+
+def binomial_p(count: int, n: int, rate: float, *, greater: bool) -> float:
+    """Exact binomial p-value of ``count`` successes in ``n`` against ``rate``:
+    greater=True: H0 "true rate <= rate", P(Bin(n, rate) >= count); False: H0 "true rate
+    >= rate", P(Bin(n, rate) <= count). p <= a exactly when the one-sided Clopper-Pearson
+    bound at level 1 - a excludes ``rate``."""
+    rate = check_real("rate", rate, minimum=0.0, maximum=1.0)
+    if not (isinstance(count, (int, np.integer)) and isinstance(n, (int, np.integer))
+            and 0 <= count <= n and n >= 1):
+        raise ValueError(f"need integers 0 <= count <= n, n >= 1, got count={count!r}, n={n!r}")
+    ks = range(count, n + 1) if greater else range(0, count + 1)
+    return min(1.0, math.fsum(math.comb(n, k) * rate ** k * (1 - rate) ** (n - k) for k in ks))
+
+
+def clopper_pearson(count: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Two-sided Clopper-Pearson interval of a binomial rate at coverage ``level``."""
+    from scipy import stats
+
+    level = check_open_unit("level", level)
+    a = (1.0 - level) / 2
+    low = 0.0 if count == 0 else float(stats.beta.ppf(a, count, n - count + 1))
+    high = 1.0 if count == n else float(stats.beta.ppf(1 - a, count + 1, n - count))
+    return low, high
+
+
 def holm(p_values, alpha: float = 0.05) -> list[tuple[float, bool]]:
     """Holm's step-down procedure at family-wise level ``alpha``.
 
@@ -484,6 +624,7 @@ def markdown_table(rows, columns=None, *, digits: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CI_METHODS", "Estimate", "PairedComparison", "PairedEstimate",
-           "combination_variance", "format_number", "holm", "markdown_table", "mean_ci",
-           "paired_difference", "paired_estimate", "tost"]
+__all__ = ["CI_METHODS", "Estimate", "PairedBinary", "PairedComparison", "PairedEstimate",
+           "binomial_p", "clopper_pearson", "combination_variance", "format_number", "holm",
+           "markdown_table", "mean_ci", "paired_binary_exact", "paired_difference",
+           "paired_estimate", "shared_test_variance", "tost"]

@@ -648,9 +648,14 @@ def test_c7_a_fraction_off_the_mean_is_not_flat():
 
 
 @pytest.mark.parametrize("kwargs, expected", [
-    ({"fired": 6}, R),           # 6 of 8 fired: at least 75%
-    ({"fired": 5}, NR),          # 5 of 8: the criterion did not choose the step
-    ({"fired": 0, "k0": 1000}, NR),  # every seed at T_w: 20% exactly, but "window"
+    # draft 4: the fired rate against 0.5 by an exact binomial test (Clopper-Pearson), the
+    # landing parts in C7's two Holm families (14 parts)
+    ({"fired": 8}, R),           # 8 of 8 fired: p = 1/256 at rate 0.5
+    ({"fired": 6}, INC),         # 6 of 8: p = 0.145, not shown above 0.5 (draft 3: R)
+    ({"fired": 5}, INC),         # 5 of 8: neither above nor below 0.5 (draft 3: NR)
+    # every seed at T_w: 20% exactly but "window"; 0 of 8 fired gives p = 1/256, times 3
+    # (Bonferroni over the three ways to fail) > 0.05 / 14: not shown with 8 seeds
+    ({"fired": 0, "k0": 1000}, INC),
     ({"k0": 3000}, NR),          # lands at 60%
     ({"scale_001": None}, NR),   # never fires at loss x0.01: fraction 1.0, "never"
     ({"k0": 1200, "fired": 8, "scale_001": 1250}, R),
@@ -661,9 +666,12 @@ def test_c7_landing_needs_the_interval_and_fired_causes(kwargs, expected):
     assert result.verdict == expected
     landing = [p for p in result.parts if "lands" in p.name]
     assert len(landing) == 4
+    assert all("Clopper-Pearson" in p.reason for p in landing)
     if expected == NR:
         assert any(p.verdict == NR for p in landing)
         assert all(p.verdict == R for p in result.parts if "flat" in p.name)
+    if kwargs.get("fired") == 0:
+        assert all("fired (not window/never) in 0/8 seeds" in p.reason for p in landing)
 
 
 def test_c7_never_firing_counts_as_fraction_one():
@@ -787,6 +795,77 @@ def test_the_shared_test_sets_error_is_in_every_interval():
     e = result.parts[0].effect
     assert (e.estimate, e.se_seeds, e.se_test, e.ci_low, e.ci_high) == (0, 0, 0, 0, 0)
     assert result.verdict == NR
+
+
+# --- divergence as its own outcome (PROTOCOL draft 4) -----------------------------------
+
+
+def lost_scenario(lost, *, extra=None):
+    """Digits C5: ``lost``: recipe key -> the seeds whose run diverged (every image wrong,
+    ``diverged``); the others: dense + 40 images for the baselines, + 5 for STEP."""
+    extra = extra or {"dense": 0, "asp": 40, "sr-ste": 40, "step-a1": 5, "step-sr": 5}
+
+    def scenario(job, i):
+        if i in lost.get(job["key"], ()):
+            return {"wrong": N_DIGITS, "diverged": True, "switch_step": 1500}
+        return {"wrong": base(i) + extra[job["key"]], "switch_step": 1500}
+    return scenario
+
+
+def test_a_diverged_side_is_counted_not_averaged():
+    module = claim_module("C5")
+    b = budget_for(module)
+    # STEP-A1 lost in every seed: no finite pair, never "0 [0, 0]" nor a huge negative effect
+    result = decided(module, b, lost_scenario({"step-a1": range(8)}))
+    by = parts(result)
+    a1 = by["STEP-A1 vs sr-ste 1:8"]
+    assert a1.verdict == INC and a1.reason.startswith("diverged: 0 finite pair(s) of 8")
+    assert a1.effect.n == 0 and math.isnan(a1.effect.estimate)
+    assert a1.effect.divergence["minus"] == 8 and a1.effect.divergence["plus"] == 0
+    # 4 parts at p = 2/256 each cannot reach 0.05 / 8 (Tarone: they leave the family), so
+    # STEP-SR's parts are judged at the levels of 4 hypotheses, not 8
+    assert "exact McNemar p = 0.00781" in a1.reason
+    sr = by["STEP-SR vs sr-ste 1:8"]
+    assert sr.verdict == R and sr.level <= 1 - 0.05 / 4 + 1e-12
+    assert result.verdict == R and "STEP-SR: REPRODUCED" in result.reason
+    # both sides lost: "both diverged"
+    both = decided(module, b, lost_scenario({"step-a1": range(8), "sr-ste": range(8)}))
+    p = parts(both)["STEP-A1 vs sr-ste 1:8"]
+    assert p.verdict == INC and p.reason.startswith("both diverged: the premise")
+    assert "0 finite seed(s) of 8" in p.reason
+
+
+def test_one_lost_seed_leaves_the_finite_pairs_to_judge():
+    """One STEP run of eight diverged: the part is judged on the 7 finite pairs (draft 3
+    scored the lost run as 100% error and turned a clear R into an INCONCLUSIVE or worse)."""
+    module = claim_module("C5")
+    result = decided(module, budget_for(module), lost_scenario({"step-a1": [3]}))
+    p = parts(result)["STEP-A1 vs sr-ste 1:8"]
+    assert p.verdict == R and p.effect.n == 7 and "error on the 7 finite pair(s)" in p.reason
+    assert p.effect.divergence["finite"] == [0, 1, 2, 4, 5, 6, 7]
+
+
+def test_divergence_can_decide_a_small_family():
+    """C10 (2 parts): the variant the claim says is better (with its dense phase) diverges in
+    every seed at 1:8: exact McNemar p = 2/256 <= 0.05 / 2 -> NOT REPRODUCED by divergence;
+    the worse one diverging instead -> REPRODUCED."""
+    module = claim_module("C10")
+    b = budget_for(module)
+
+    def scenario(lost_key):
+        def inner(job, i):
+            if job["key"] == lost_key and job["nm"] == (1, 8):
+                return {"wrong": N_DIGITS, "diverged": True}
+            return {"wrong": base(i) + {"dense": 0, "decay-dense": 10,
+                                        "decay-nodense": 60}[job["key"]]}
+        return inner
+    result = decided(module, b, scenario("decay-dense"))
+    p = parts(result)["1:8"]
+    assert p.verdict == NR and p.reason.startswith("the better-claimed side diverged more")
+    assert result.verdict == NR
+    p = parts(decided(module, b, scenario("decay-nodense")))["1:8"]
+    # the premise e(no dense phase) - e(dense) is on its finite seeds: none -> not measurable
+    assert p.verdict == INC and p.reason.startswith("diverged: the premise")
 
 
 def test_c10_each_variant_is_tuned_for_itself():

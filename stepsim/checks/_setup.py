@@ -230,35 +230,83 @@ def errors(results: dict, runs) -> list[float]:
     return [error(results[r.digest]) for r in runs]
 
 
-def combination(results: dict, terms) -> tuple[list[float], float, int]:
+def combination(results: dict, terms, seeds=None) -> tuple[list[float], float, float]:
     """Per seed: sum_j c_j e_j over ``terms`` = [(c_j, runs_j)] (runs_j: one run per seed,
-    paired by position); and the test-set sampling variance of their mean. Every seed is
-    evaluated on the same test set, so that error is common to the seeds and does not
-    average out: it is ``stats.combination_variance`` of the seed-averaged per-item errors
-    (var over items of the seed-mean per-item contrast, / N), with N - 1 degrees of
-    freedom (returned third, for the Welch-Satterthwaite interval)."""
+    paired by position); the test-set sampling variance of their mean; its degrees of
+    freedom. seeds: the positions to use (None: all; ``effect`` passes the seeds whose runs
+    all stayed finite). Every seed is evaluated on the same test set, so that error is
+    common to the seeds and does not average out: ``stats.shared_test_variance`` of the
+    seeds x items table of per-item contrasts z[s, i] = sum_j c_j x_j[s, i] (PROTOCOL
+    draft 4: the item part of a seeds x items decomposition, so the within-seed item noise
+    that the seeds' spread already holds is not counted again)."""
     import numpy as np
 
     from stepsim import stats
 
     coefs = [float(c) for c, _ in terms]
     n = len(terms[0][1])
-    values, items = [], 0.0
-    for i in range(n):
+    seeds = range(n) if seeds is None else list(seeds)
+    values, rows = [], []
+    for i in seeds:
         views = [results[runs[i].digest] for _, runs in terms]
         values.append(sum(c * error(v) for c, v in zip(coefs, views)))
-        items = items + np.stack([np.asarray(v["items"], dtype=np.float64) for v in views])
-    return values, stats.combination_variance(items / n, coefs), items.shape[1] - 1
+        z = coefs[0] * np.asarray(views[0]["items"], dtype=np.float64)
+        for c, v in zip(coefs[1:], views[1:]):  # elementwise, fixed order: same bits anywhere
+            z = z + c * np.asarray(v["items"], dtype=np.float64)
+        rows.append(z)
+    shared, df = stats.shared_test_variance(np.stack(rows))
+    return values, shared, df
+
+
+def divergence(results: dict, terms) -> dict:
+    """Which seeds of a combination lost a run (PROTOCOL draft 4: divergence is an outcome).
+
+    A run's *side* is the sign of its coefficient in E: "plus" runs raise E when their error
+    rises (the recipe the claim says is worse), "minus" runs lower it (the one it says is
+    better). Per seed, a side diverged if any of its runs did. Returns a JSON-ready dict:
+    seeds (n), finite (positions where every run stayed finite), plus / minus (seeds with a
+    diverged run on that side), only_plus / only_minus / both (discordant and concordant
+    seeds), and runs (per side, diverged runs / runs)."""
+    n = len(terms[0][1])
+    side = {"plus": [False] * n, "minus": [False] * n}
+    runs = {"plus": [0, 0], "minus": [0, 0]}
+    for c, group in terms:
+        if c == 0:
+            continue
+        key = "plus" if c > 0 else "minus"
+        for i, r in enumerate(group):
+            lost = bool(results[r.digest].get("diverged"))
+            side[key][i] = side[key][i] or lost
+            runs[key][0] += lost
+            runs[key][1] += 1
+    plus, minus = side["plus"], side["minus"]
+    return {"seeds": n, "finite": [i for i in range(n) if not (plus[i] or minus[i])],
+            "plus": sum(plus), "minus": sum(minus),
+            "only_plus": sum(p and not m for p, m in zip(plus, minus)),
+            "only_minus": sum(m and not p for p, m in zip(plus, minus)),
+            "both": sum(p and m for p, m in zip(plus, minus)), "runs": runs}
 
 
 def effect(results: dict, terms, *, name: str, units: str, margin: float):
-    """``verdict.effect_from`` of :func:`combination` (the CI includes the shared test
-    set's sampling error)."""
-    from stepsim.checks.verdict import effect_from
+    """``verdict.effect_from`` of :func:`combination` over the seeds whose runs all stayed
+    finite (the CI includes the shared test set's sampling error), with the
+    :func:`divergence` record attached (``Effect.divergence``). No finite seed: an Effect
+    with n = 0 and NaN estimate and interval (never a number made of diverged runs)."""
+    import dataclasses
+    import math
 
-    values, shared, df = combination(results, terms)
-    return effect_from(values, name=name, units=units, margin=margin, shared_test_var=shared,
-                       test_df=df)
+    from stepsim.checks.verdict import Effect, effect_from
+
+    record = divergence(results, terms)
+    keep = record["finite"]
+    if not keep:
+        return Effect(name=name, estimate=math.nan, ci_low=math.nan, ci_high=math.nan,
+                      ci_level=0.95, n=0, units=units, margin=float(margin),
+                      divergence=record)
+    values, shared, df = combination(results, terms, keep)
+    e = effect_from(values, name=name, units=units, margin=margin, shared_test_var=shared,
+                    test_df=df)
+    return dataclasses.replace(e, divergence=record)
 
 
 def switch_cause(k0, steps: int, window: int, *, clip: bool, bounds=None) -> str:

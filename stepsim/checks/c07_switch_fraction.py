@@ -10,27 +10,34 @@ Effect. (a) flatness, per reading and fraction: the deviation e_f - mean over fr
 of e, paired per seed (with the test set's sampling error); margin +-0.5 points /
 +-0.02 nats. (b) landing, per reading and loss scale: the mean switch fraction.
 
-Rule (PROTOCOL §6-7, registered before this evidence): (a) TOST equivalence with Holm over
-the 10 parts (``verdict.decide_equivalence``): REPRODUCED if every fraction is equivalent
-to the mean, NOT REPRODUCED if any fraction's interval lies outside the margin; (b) per
-reading and scale: REPRODUCED if the 95% t-CI of the mean fraction lies inside [0.1, 0.3]
-and the cause is "fired" in at least 6 of 8 seeds (75%), NOT REPRODUCED if the CI lies
-outside [0.1, 0.3] or fewer than 75% fired, else INCONCLUSIVE. Per reading (a) and (b) are
-combined by ``verdict.combine``; the claim is REPRODUCED if either reading is.
+Rule (PROTOCOL §6-7 and draft 4, registered before this evidence): all 14 parts in two
+Holm families at alpha = 0.05 (``verdict.decide_equivalence``), one per verdict.
+(a) flatness: REPRODUCED if TOST shows the deviation inside +-margin; NOT REPRODUCED if it
+is shown outside (or the fraction's runs diverge in other seeds than the rest, exact
+McNemar). (b) landing, per reading and scale, an intersection of three one-sided tests:
+mean fraction > 0.1, mean fraction < 0.3 (t, no test-set part) and the rate of cause
+"fired" > 0.5 (exact binomial, i.e. the Clopper-Pearson bound); REPRODUCED if all three
+reject at the part's level (intersection-union: p = the largest of the three), NOT
+REPRODUCED if one of the opposite tests (mean < 0.1, mean > 0.3, fired rate < 0.5) rejects
+(Bonferroni over the three: p = 3 x the smallest), else INCONCLUSIVE. Per reading the
+parts are combined by ``verdict.combine``; the claim is REPRODUCED if either reading is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from stepsim import stats
 from stepsim.checks import _parts, _plots, protocol
-from stepsim.checks._setup import STEP_KEYS, causes, combination
+from stepsim.checks._setup import STEP_KEYS, causes, effect
 from stepsim.checks.verdict import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     REPRODUCED,
+    Directional,
     Part,
+    _estimate_of,
     decide_equivalence,
     effect_from,
     rule_of,
@@ -61,23 +68,44 @@ def jobs(budget):
     return out
 
 
-def _landing(name, rows) -> Part:
+def _landing(name, rows) -> Directional:
+    """A landing part (module docstring, rule (b)) for ``decide_equivalence``'s families."""
     lo, hi = LANDING["interval"]
+    rate = LANDING["fired_rate"]
     fractions = [1.0 if r["fraction"] is None else r["fraction"] for r in rows]
-    fired = sum(r["cause"] == "fired" for r in rows) / len(rows)
-    est = stats.mean_ci(fractions)
+    n = len(rows)
+    fired = sum(r["cause"] == "fired" for r in rows)
     e = effect_from(fractions, name=f"{name}: mean switch fraction", units="fraction of T",
                     margin=0.0)
-    if fired < LANDING["fired_at_least"] or est.high < lo or est.low > hi:
-        verdict = NOT_REPRODUCED
-    elif lo <= est.low and est.high <= hi:
-        verdict = REPRODUCED
-    else:
-        verdict = INCONCLUSIVE
-    reason = (f"mean fraction {est.mean:.3g} [{est.low:.3g}, {est.high:.3g}] vs [{lo:g}, {hi:g}]; "
-              f"fired (not window/never) in {fired:.0%} of seeds (need "
-              f"{LANDING['fired_at_least']:.0%})")
-    return Part(name=name, effect=e, verdict=verdict, reason=reason, level=0.95)
+    est = _estimate_of(e)
+    up = {"above lo": est.p_greater(lo), "below hi": est.p_less(hi),
+          "fired": stats.binomial_p(fired, n, rate, greater=True)}
+    down = {"below lo": est.p_less(lo), "above hi": est.p_greater(hi),
+            "fired": stats.binomial_p(fired, n, rate, greater=False)}
+    p_rep, p_not = max(up.values()), min(1.0, 3.0 * min(down.values()))
+
+    def decide(rep, not_rep) -> Part:
+        (a, rep_ok), (b, not_ok) = rep, not_rep
+        if not_ok:
+            verdict, level = NOT_REPRODUCED, 1.0 - b
+        elif rep_ok:
+            verdict, level = REPRODUCED, 1.0 - 2.0 * a
+        else:
+            verdict, level = INCONCLUSIVE, 1.0 - 2.0 * a
+        low, high = est.interval(level)
+        cp = stats.clopper_pearson(fired, n, level)
+        reason = (f"mean fraction {est.mean:.3g} [{low:.3g}, {high:.3g}] vs [{lo:g}, {hi:g}]; "
+                  f"fired (not window/never) in {fired}/{n} seeds, Clopper-Pearson "
+                  f"[{cp[0]:.3g}, {cp[1]:.3g}] vs rate {rate:g} ({_pct_of(level)} level, "
+                  f"Holm; p = {p_not if verdict == NOT_REPRODUCED else p_rep:.3g})")
+        judged = dataclasses.replace(e, ci_low=low, ci_high=high, ci_level=level)
+        return Part(name=name, effect=judged, verdict=verdict, reason=reason, level=level)
+
+    return Directional(p_rep, p_not, decide)
+
+
+def _pct_of(level: float) -> str:
+    return f"{100 * level:.4g}%"
 
 
 def decide_claim(budget, results):
@@ -85,25 +113,24 @@ def decide_claim(budget, results):
     flat, readings, errors_by = {}, {r: [] for r in STEP_KEYS}, {}
     for r, key in STEP_KEYS.items():
         groups = [_fixed(budget, key, f) for f in FRACTIONS]
-        errors_by[f"STEP-{r}"] = {f"{f:g}": [results[j.digest]["error"] for j in g]
+        errors_by[f"STEP-{r}"] = {f"{f:g}": [None if results[j.digest].get("diverged")
+                                                  else results[j.digest]["error"] for j in g]
                                   for f, g in zip(FRACTIONS, groups)}
         for i, f in enumerate(FRACTIONS):
             terms = [((1.0 if j == i else 0.0) - 1.0 / k, g) for j, g in enumerate(groups)]
-            values, shared, df = combination(results, terms)
             name = f"STEP-{r} flat at f={f:g}"
-            flat[name] = effect_from(values, name=f"e(f={f:g}) - mean_f e, STEP-{r}",
-                                     units=budget.units, margin=budget.margin,
-                                     shared_test_var=shared, test_df=df)
+            flat[name] = effect(results, terms, name=f"e(f={f:g}) - mean_f e, STEP-{r}",
+                                units=budget.units, margin=budget.margin)
             readings[r].append(name)
-    parts = dict(decide_equivalence(flat, budget.margin))
-    switches = {}
+    switches, landing = {}, {}
     for r, key in STEP_KEYS.items():
         for scale in LANDING["loss_scales"]:
             name = f"STEP-{r} AutoSwitch lands, loss x{scale:g}"
             rows = causes(results, _auto(budget, key, scale), budget, clip=False)
             switches[name] = rows
-            parts[name] = _landing(name, rows)
+            landing[name] = _landing(name, rows)
             readings[r].append(name)
+    parts = decide_equivalence(flat, budget.margin, others=landing)
     numbers = {"nm": list(budget.nms[0]), "errors": errors_by, "switches": switches}
     return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
 

@@ -68,9 +68,10 @@ RULES_3 = {
     "layerwise": {"ms": [8, 16], "target": 0.75},
     "c4_loss_scales": [0.01, 1.0, 100.0],
     "c7_fractions": [0.1, 0.2, 0.4, 0.6, 0.8],
-    "c7_landing": {"interval": [0.1, 0.3], "fired_at_least": 0.75, "loss_scales": [1.0, 0.01]},
+    "c7_landing": {"interval": [0.1, 0.3], "fired_rate": 0.5, "loss_scales": [1.0, 0.01]},
     "c8_switch_windows": [0.4, 1.6],
     "c3_margin_decades": 0.1,
+    "divergence": {"min_finite_pairs": 3, "test": "exact McNemar, two-sided"},
 }
 
 #: Draft 4's changes (PROTOCOL.md, "Draft 4", the block between the RULES 4 markers): its

@@ -28,8 +28,11 @@ The rules (PROTOCOL.md §6):
   effect provably smaller than the margin is not the claim's), REPRODUCED if the lower
   end > 0; a part not rejected is INCONCLUSIVE. m = 0 gives direction-only parts.
 * :func:`decide_equivalence` — flatness claims (C7): two one-sided tests per part against
-  (-m, m), Holm over the parts; a rejected part is equivalent (REPRODUCED), a part whose
-  (1 - a_i) interval lies outside (-m, m) is NOT REPRODUCED.
+  (-m, m) in a REPRODUCED family, the test that the effect lies outside (-m, m) in a NOT
+  REPRODUCED family, Holm in each (draft 4).
+* Divergence (draft 4): an effect of runs (``_setup.effect``) is computed on the seeds
+  whose runs all stayed finite; the two sides' divergence is its own outcome, compared by
+  an exact paired test in the same Holm family (:func:`decide_parts`).
 * :func:`combine` — a claim's verdict from its parts: NOT REPRODUCED if any part is, else
   REPRODUCED if every part is, else INCONCLUSIVE.
 
@@ -66,6 +69,9 @@ class Effect:
     (:class:`stepsim.stats.PairedEstimate`, units of the estimate) when the Effect was made
     by :func:`effect_from`; NaN for an Effect built directly without them (the rules then
     use sd(values)/sqrt(n)).
+    divergence: for an effect of runs (``_setup.effect``), which seeds lost a run
+    (``_setup.divergence``: the estimate and ``values`` are over the ``finite`` seeds only,
+    n = their number); None for effects of other quantities.
     """
 
     name: str
@@ -80,6 +86,7 @@ class Effect:
     se_seeds: float = math.nan
     se_test: float = math.nan
     df: float = math.nan
+    divergence: dict | None = None
 
     def __post_init__(self):
         # JSON stores NaN as the string "nan" (``to_jsonable``): an Effect rebuilt from its
@@ -233,19 +240,79 @@ def _holm_family(p_values: dict, alpha: float) -> dict:
     return dict(zip(names, stats.holm([p_values[k] for k in names], alpha)))
 
 
+def min_finite_pairs() -> int:
+    """The fewest seeds with every run finite for an error effect to be judged (RULES)."""
+    from stepsim.checks import protocol
+
+    return int(protocol.RULES["divergence"]["min_finite_pairs"])
+
+
+def divergence_test(effect: Effect):
+    """The exact paired comparison of the two sides' divergence (``Effect.divergence``;
+    :func:`stepsim.stats.paired_binary_exact`, A = the plus side, B = the minus side), or
+    None when no seed has a diverged run on exactly one side (nothing to compare)."""
+    from stepsim import stats
+
+    d = effect.divergence
+    if not d or d["only_plus"] + d["only_minus"] == 0:
+        return None
+    n = int(d["seeds"])
+    plus = [True] * d["only_plus"] + [False] * d["only_minus"] + [True] * d["both"]
+    minus = [False] * d["only_plus"] + [True] * d["only_minus"] + [True] * d["both"]
+    rest = n - len(plus)
+    return stats.paired_binary_exact(plus + [False] * rest, minus + [False] * rest)
+
+
+def _lost(effect: Effect) -> bool:
+    d = effect.divergence
+    return bool(d) and len(d["finite"]) < int(d["seeds"])
+
+
+def _divergence_text(effect: Effect, test) -> str:
+    d = effect.divergence
+    n = d["seeds"]
+    p = "" if test is None else f", exact McNemar p = {test.p_two_sided:.3g}"
+    return (f"diverged: worse-claimed side in {d['plus']}/{n} seeds, better-claimed side in "
+            f"{d['minus']}/{n} ({d['only_plus']} vs {d['only_minus']} seeds only one side"
+            f"{p}); error on the {len(d['finite'])} finite pair(s)")
+
+
+def _tarone(n_fixed: int, p_min: dict, alpha: float) -> set:
+    """The discrete tests that join the family (Tarone 1990): drop, until none is dropped,
+    every test whose smallest attainable p exceeds alpha / (family size). The choice is a
+    function of the discordant counts the exact tests condition on, so it costs no error
+    control, and a test that could never reject does not dilute the others' levels."""
+    keep = set(p_min)
+    while True:
+        size = n_fixed + len(keep)
+        drop = {k for k in keep if p_min[k] > alpha / max(size, 1)}
+        if not drop:
+            return keep
+        keep -= drop
+
+
 def decide_parts(parts, *, alpha: float = 0.05) -> dict:
-    """The generic verdict of every part of a claim, with the premise gate and Holm's
-    step-down across the parts (PROTOCOL §6; the rules in the module docstring).
+    """The generic verdict of every part of a claim, with the premise gate, divergence as its
+    own outcome and Holm's step-down across the parts (PROTOCOL §6 and draft 4).
 
     parts: mapping name -> (effect, premise, premise_text): effect an :class:`Effect`
     (margin >= 0; 0 = direction only), premise an Effect or None, premise_text a string.
     Returns name -> :class:`Part`, in the input order.
 
     1. premise given and absent (:func:`premise_present` at alpha)  -> INCONCLUSIVE;
-    2. n < 2 or no finite standard error                           -> INCONCLUSIVE;
-    3. the others: p_i = min(1, 2 min(P(E <= 0), P(E >= margin))), Holm at ``alpha``; a part
-       rejected at level a_i is judged on its (1 - a_i) interval: upper end < margin ->
-       NOT REPRODUCED, else lower end > 0 -> REPRODUCED; a part not rejected is INCONCLUSIVE.
+    2. the family (Holm at ``alpha``) holds two kinds of hypotheses:
+       * error: a part with >= 2 values (>= ``min_finite_pairs`` finite seeds when runs
+         diverged) and a finite se: p = min(1, 2 min(P(E <= 0), P(E >= margin))) on the
+         finite seeds;
+       * divergence: a part whose sides diverged in different seeds
+         (:func:`divergence_test`): the exact two-sided McNemar p, in the family only when
+         it can reach alpha / (family size) (:func:`_tarone`);
+    3. verdict: the better-claimed side diverged more (divergence rejected) -> NOT
+       REPRODUCED; the worse-claimed side diverged more -> REPRODUCED, unless the error
+       says NOT REPRODUCED (then INCONCLUSIVE: the outcomes disagree); else the error,
+       rejected at level a_i, judged on its (1 - a_i) interval: upper end < margin -> NOT
+       REPRODUCED, lower end > 0 -> REPRODUCED; else INCONCLUSIVE ("both diverged" /
+       "diverged" when too few finite pairs were left).
     """
     from stepsim._validate import check_open_unit
 
@@ -253,9 +320,11 @@ def decide_parts(parts, *, alpha: float = 0.05) -> dict:
     if not hasattr(parts, "items"):
         raise TypeError(f"parts must map name -> (effect, premise, premise_text), "
                         f"got {type(parts).__name__}")
+    need = min_finite_pairs()
     out: dict = {}
     family_est: dict = {}
     family_p: dict = {}
+    div_tests: dict = {}
     given: dict = {}
     for name, spec in parts.items():
         if not isinstance(spec, tuple) or len(spec) != 3:
@@ -273,63 +342,145 @@ def decide_parts(parts, *, alpha: float = 0.05) -> dict:
                              f"got {effect.margin!r}")
         given[name] = (effect, premise, str(text))
         est = _estimate_of(effect)
+        if premise is not None and _lost(premise) and premise.n < need:
+            d = (effect if _lost(effect) else premise).divergence
+            head = "both diverged" if d["plus"] and d["minus"] else "diverged"
+            out[name] = Part(name, effect, INCONCLUSIVE,
+                             f"{head}: the premise ({text}) has {premise.n} finite seed(s) of "
+                             f"{premise.divergence['seeds']} (need {need}); "
+                             f"{_divergence_text(effect, divergence_test(effect))}"
+                             if _lost(effect) else
+                             f"{head}: the premise ({text}) has {premise.n} finite seed(s) of "
+                             f"{premise.divergence['seeds']} (need {need})",
+                             1.0 - alpha, premise, str(text))
+            continue
         if premise is not None and not premise_present(premise, alpha):
             p_est = _estimate_of(premise)
             level = 1.0 - 2.0 * alpha
-            out[name] = Part(name, _at_level(effect, est, level), INCONCLUSIVE,
+            lost = (f"; its runs diverged: {_divergence_text(premise, None)}"
+                    if _lost(premise) else "")
+            out[name] = Part(name, _at_level(effect, est, level) if est.n >= 2 else effect,
+                             INCONCLUSIVE,
                              f"premise absent: {text} ({p_est.mean:.3g}, one-sided "
-                             f"{_pct(1.0 - alpha)} lower bound {p_est.lower_bound(alpha):.3g})",
-                             level, premise, str(text))
-        elif est.n < 2 or not math.isfinite(est.se):
-            out[name] = Part(name, effect, INCONCLUSIVE, f"{est.n} paired value(s): no interval",
-                             1.0 - alpha, premise, str(text))
-        else:
+                             f"{_pct(1.0 - alpha)} lower bound {p_est.lower_bound(alpha):.3g}"
+                             f"{lost})", level, premise, str(text))
+            continue
+        test = divergence_test(effect)
+        if test is not None:
+            div_tests[name] = test
+        enough = est.n >= (need if _lost(effect) else 2)
+        if enough and math.isfinite(est.se):
             m = effect.margin
             family_est[name] = est
-            family_p[name] = min(1.0, 2.0 * min(est.p_greater(0.0), est.p_less(m)))
+            family_p[("e", name)] = min(1.0, 2.0 * min(est.p_greater(0.0), est.p_less(m)))
+    keep = _tarone(len(family_p), {k: t.p_min for k, t in div_tests.items()}, alpha)
+    for k in keep:
+        family_p[("d", k)] = div_tests[k].p_two_sided
     holm = _holm_family(family_p, alpha)
-    for name, est in family_est.items():
-        effect, premise, text = given[name]
-        a, rejected = holm[name]
-        level = 1.0 - a
-        judged = _at_level(effect, est, level)
-        low, high, m, u = judged.ci_low, judged.ci_high, effect.margin, _u(effect.units)
-        where = f"(Holm level {_pct(level)})"
-        if rejected and high < m:
-            verdict = NOT_REPRODUCED
-            reason = (f"CI upper end {high:.3g} < margin {m:.3g}{u} {where}: an effect of the "
-                      f"claimed size is ruled out" if m > 0 else
-                      f"CI upper end {high:.3g} < 0{u} {where}: the opposite direction")
-        elif rejected and low > 0:
-            verdict, reason = REPRODUCED, f"CI lower end {low:.3g} > 0{u} {where}"
-        else:
-            verdict = INCONCLUSIVE
-            ci = f"{_pct(level)} CI [{low:.3g}, {high:.3g}]{u}"
-            if low <= 0 and high >= m:
-                reason = (f"{ci} contains 0 and reaches the margin {m:.3g} (Holm)" if m > 0
-                          else f"{ci} contains 0 (Holm)")
-            else:
-                reason = (f"{ci}, margin {m:.3g}: not rejected by Holm's step-down "
-                          f"(p = {family_p[name]:.3g})")
-        out[name] = Part(name, judged, verdict, reason, level, premise, text)
+    for name, (effect, premise, text) in given.items():
+        if name in out:
+            continue
+        out[name] = _judge_part(name, effect, premise, text, family_est.get(name),
+                                holm.get(("e", name)), holm.get(("d", name)),
+                                div_tests.get(name), family_p.get(("e", name)), alpha, need)
     return {name: out[name] for name in given}
 
 
-def decide_equivalence(parts, margin: float, *, alpha: float = 0.05) -> dict:
-    """Flatness (C7): is every part's effect inside (-margin, margin)? Two one-sided tests
-    per part, Holm's step-down across the parts (PROTOCOL §6).
+def _judge_part(name, effect, premise, text, est, e_holm, d_holm, test, p_err, alpha,
+                need) -> Part:
+    """One part's verdict from its error and divergence hypotheses (:func:`decide_parts`)."""
+    m, u = effect.margin, _u(effect.units)
+    lost = _lost(effect)
+    err_dir, judged, level = None, effect, 1.0 - alpha
+    if e_holm is not None:
+        a, rejected = e_holm
+        level = 1.0 - a
+        judged = _at_level(effect, est, level)
+        if rejected and judged.ci_high < m:
+            err_dir = NOT_REPRODUCED
+        elif rejected and judged.ci_low > 0:
+            err_dir = REPRODUCED
+    div_dir, div_where = None, ""
+    if d_holm is not None and d_holm[1]:
+        div_dir = REPRODUCED if test.p_a_more <= test.p_b_more else NOT_REPRODUCED
+        div_where = f"Holm level {_pct(1.0 - d_holm[0])}"
+        if e_holm is None:
+            level = 1.0 - d_holm[0]
+    div = f"; {_divergence_text(effect, test)}" if lost else ""
+    low, high = judged.ci_low, judged.ci_high
+    where = f"(Holm level {_pct(level)})"
+    if div_dir == NOT_REPRODUCED:
+        d = effect.divergence
+        return Part(name, judged, NOT_REPRODUCED,
+                    f"the better-claimed side diverged more often ({d['only_minus']} vs "
+                    f"{d['only_plus']} seeds only one side, exact McNemar p = "
+                    f"{test.p_two_sided:.3g}, {div_where}){div}", level, premise, text)
+    if div_dir == REPRODUCED and err_dir != NOT_REPRODUCED:
+        d = effect.divergence
+        return Part(name, judged, REPRODUCED,
+                    f"the worse-claimed side diverged more often ({d['only_plus']} vs "
+                    f"{d['only_minus']} seeds only one side, exact McNemar p = "
+                    f"{test.p_two_sided:.3g}, {div_where}){div}", level, premise, text)
+    if div_dir == REPRODUCED:
+        return Part(name, judged, INCONCLUSIVE,
+                    f"the outcomes disagree: the worse-claimed side diverged more often "
+                    f"(exact McNemar p = {test.p_two_sided:.3g}, {div_where}) but on the "
+                    f"finite pairs CI upper end {high:.3g} < margin {m:.3g}{u}{div}",
+                    level, premise, text)
+    if err_dir == NOT_REPRODUCED:
+        reason = (f"CI upper end {high:.3g} < margin {m:.3g}{u} {where}: an effect of the "
+                  f"claimed size is ruled out" if m > 0 else
+                  f"CI upper end {high:.3g} < 0{u} {where}: the opposite direction")
+        return Part(name, judged, NOT_REPRODUCED, reason + div, level, premise, text)
+    if err_dir == REPRODUCED:
+        return Part(name, judged, REPRODUCED, f"CI lower end {low:.3g} > 0{u} {where}{div}",
+                    level, premise, text)
+    if e_holm is None:
+        n = effect.n
+        if lost and n < need:
+            d = effect.divergence
+            head = "both diverged" if d["plus"] and d["minus"] else "diverged"
+            p = "" if test is None else f", exact McNemar p = {test.p_two_sided:.3g}" + (
+                "" if d_holm is None else f" (Holm level {_pct(1.0 - d_holm[0])})")
+            reason = (f"{head}: {n} finite pair(s) of {d['seeds']} (need {need}); a diverged "
+                      f"run in {d['plus']}/{d['seeds']} seeds on the worse-claimed side, "
+                      f"{d['minus']}/{d['seeds']} on the better-claimed side{p}")
+        else:
+            reason = f"{n} paired value(s): no interval"
+        return Part(name, effect, INCONCLUSIVE, reason, level, premise, text)
+    ci = f"{_pct(level)} CI [{low:.3g}, {high:.3g}]{u}"
+    if low <= 0 and high >= m:
+        reason = (f"{ci} contains 0 and reaches the margin {m:.3g} (Holm)" if m > 0
+                  else f"{ci} contains 0 (Holm)")
+    else:
+        reason = (f"{ci}, margin {m:.3g}: not rejected by Holm's step-down "
+                  f"(p = {p_err:.3g})")
+    return Part(name, judged, INCONCLUSIVE, reason + div, level, premise, text)
+
+
+def decide_equivalence(parts, margin: float, *, alpha: float = 0.05, others=None) -> dict:
+    """Flatness (C7): is every part's effect inside (-margin, margin)? (PROTOCOL §6, draft 4)
 
     parts: mapping name -> :class:`Effect` of a deviation (per seed, e.g. a fraction's error
-    minus the mean over fractions, with its test variances folded in). margin > 0, in the
-    effects' units. Returns name -> :class:`Part`, in the input order:
+    minus the mean over fractions). margin > 0, in the effects' units. others: mapping
+    name -> :class:`Directional` (further parts judged in the same two families, e.g. C7's
+    landing). Returns name -> :class:`Part`, parts then others, in input order.
 
-    * n < 2 or no finite standard error                              -> INCONCLUSIVE;
-    * p_i = max(P(E <= -margin), P(E >= margin)) rejected by Holm at level a_i (its
-      (1 - 2 a_i) interval inside (-margin, margin))                  -> REPRODUCED;
-    * its (1 - a_i) two-sided interval entirely outside (-margin, margin) -> NOT REPRODUCED;
-    * otherwise                                                        -> INCONCLUSIVE.
+    Two Holm families at ``alpha``, one per verdict, so each verdict's family-wise error
+    is at most alpha on its own (a part's two nulls, "outside" and "inside", are
+    complementary: only one kind of error is possible for it):
 
-    The claim is :func:`combine` of the parts' verdicts.
+    * REPRODUCED family: the TOST p_i = max(P(E <= -margin), P(E >= margin)); rejected at
+      level a_i (its (1 - 2 a_i) interval inside (-margin, margin))  -> REPRODUCED;
+    * NOT REPRODUCED family: p_i = min(1, 2 min(P(E <= margin), P(E >= -margin))) (the
+      effect is outside the band), and for a part whose runs diverged in different seeds
+      the exact McNemar p (divergence that depends on the part is not flat); rejected at
+      level a_i (its (1 - a_i) interval outside the band)              -> NOT REPRODUCED;
+    * otherwise, or n < 2 (fewer than ``min_finite_pairs`` finite seeds when runs
+      diverged)                                                         -> INCONCLUSIVE.
+
+    Draft 3 judged NOT REPRODUCED at the level the TOST ranking gave, so the most extreme
+    deviation was judged at the unadjusted 95%. The claim is :func:`combine` of the parts.
     """
     from stepsim._validate import check_open_unit, check_real
 
@@ -339,44 +490,90 @@ def decide_equivalence(parts, margin: float, *, alpha: float = 0.05) -> dict:
     margin = check_real("margin", margin, minimum=0.0, min_open=True)
     if not hasattr(parts, "items"):
         raise TypeError(f"parts must map name -> Effect, got {type(parts).__name__}")
+    others = dict(others or {})
+    need = min_finite_pairs()
     out: dict = {}
     family_est: dict = {}
-    family_p: dict = {}
+    p_rep: dict = {}
+    p_not: dict = {}
+    tests: dict = {}
     for name, effect in parts.items():
         if not isinstance(effect, Effect):
             raise TypeError(f"parts[{name!r}] must be an Effect, got {type(effect).__name__}")
         est = _estimate_of(effect)
-        if est.n < 2 or not math.isfinite(est.se):
-            out[name] = Part(name, effect, INCONCLUSIVE, f"{est.n} paired value(s): no interval",
-                             1.0 - 2.0 * alpha)
-        else:
-            family_est[name] = est
-            family_p[name] = max(est.p_greater(-margin), est.p_less(margin))
-    holm = _holm_family(family_p, alpha)
-    for name, est in family_est.items():
-        effect = parts[name]
-        a, rejected = holm[name]
-        u = _u(effect.units)
-        band = f"(-{margin:.3g}, {margin:.3g}){u}"
-        inside = _at_level(effect, est, 1.0 - 2.0 * a)
-        if rejected and -margin < inside.ci_low and inside.ci_high < margin:
-            out[name] = Part(name, inside, REPRODUCED,
-                             f"{_pct(1.0 - 2.0 * a)} CI [{inside.ci_low:.3g}, "
-                             f"{inside.ci_high:.3g}] inside {band} (TOST, Holm)",
-                             1.0 - 2.0 * a)
+        test = divergence_test(effect)
+        if test is not None and test.p_min <= alpha:
+            tests[name] = test
+            p_not[("d", name)] = test.p_two_sided
+        if est.n < (need if _lost(effect) else 2) or not math.isfinite(est.se):
             continue
-        judged = _at_level(effect, est, 1.0 - a)
-        low, high = judged.ci_low, judged.ci_high
-        ci = f"{_pct(1.0 - a)} CI [{low:.3g}, {high:.3g}]"
-        if low >= margin or high <= -margin:
-            out[name] = Part(name, judged, NOT_REPRODUCED,
-                             f"{ci} outside {band}: a deviation of at least the margin",
-                             1.0 - a)
-        else:
-            out[name] = Part(name, judged, INCONCLUSIVE,
-                             f"{ci} neither inside nor outside {band} (TOST p = "
-                             f"{family_p[name]:.3g}, Holm)", 1.0 - a)
-    return {name: out[name] for name in parts}
+        family_est[name] = est
+        p_rep[name] = max(est.p_greater(-margin), est.p_less(margin))
+        p_not[("e", name)] = min(1.0, 2.0 * min(est.p_less(-margin), est.p_greater(margin)))
+    for name, spec in others.items():
+        if not isinstance(spec, Directional):
+            raise TypeError(f"others[{name!r}] must be a Directional, "
+                            f"got {type(spec).__name__}")
+        p_rep[name] = spec.p_reproduced
+        p_not[("o", name)] = spec.p_not_reproduced
+    holm_rep = _holm_family(p_rep, alpha)
+    holm_not = _holm_family(p_not, alpha)
+    for name, effect in parts.items():
+        out[name] = _judge_flat(name, effect, margin, family_est.get(name), holm_rep.get(name),
+                                holm_not.get(("e", name)), holm_not.get(("d", name)),
+                                tests.get(name), p_rep.get(name), alpha, need)
+    for name, spec in others.items():
+        out[name] = spec.decide(holm_rep[name], holm_not[("o", name)])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Directional:
+    """A part judged in :func:`decide_equivalence`'s two Holm families: its p-value for
+    REPRODUCED, its p-value for NOT REPRODUCED, and ``decide((level, rejected) in the
+    REPRODUCED family, (level, rejected) in the NOT REPRODUCED family) -> Part``."""
+
+    p_reproduced: float
+    p_not_reproduced: float
+    decide: object
+
+
+def _judge_flat(name, effect, margin, est, rep, not_e, not_d, test, p_tost, alpha,
+                need) -> Part:
+    u = _u(effect.units)
+    band = f"(-{margin:.3g}, {margin:.3g}){u}"
+    div = f"; {_divergence_text(effect, test)}" if _lost(effect) else ""
+    if not_d is not None and not_d[1]:
+        return Part(name, effect, NOT_REPRODUCED,
+                    f"divergence depends on the part (exact McNemar p = "
+                    f"{test.p_two_sided:.3g}, Holm level {_pct(1.0 - not_d[0])}){div}",
+                    1.0 - not_d[0])
+    if est is None:
+        if _lost(effect) and effect.n < need:
+            d = effect.divergence
+            head = "both diverged" if d["plus"] and d["minus"] else "diverged"
+            return Part(name, effect, INCONCLUSIVE,
+                        f"{head}: {effect.n} finite pair(s) of {d['seeds']} (need {need})"
+                        f"{div}", 1.0 - 2.0 * alpha)
+        return Part(name, effect, INCONCLUSIVE, f"{effect.n} paired value(s): no interval",
+                    1.0 - 2.0 * alpha)
+    a, rejected = rep
+    inside = _at_level(effect, est, 1.0 - 2.0 * a)
+    if rejected and -margin < inside.ci_low and inside.ci_high < margin:
+        return Part(name, inside, REPRODUCED,
+                    f"{_pct(1.0 - 2.0 * a)} CI [{inside.ci_low:.3g}, {inside.ci_high:.3g}] "
+                    f"inside {band} (TOST, Holm){div}", 1.0 - 2.0 * a)
+    b, out_rejected = not_e
+    judged = _at_level(effect, est, 1.0 - b)
+    low, high = judged.ci_low, judged.ci_high
+    ci = f"{_pct(1.0 - b)} CI [{low:.3g}, {high:.3g}]"
+    if out_rejected and (low >= margin or high <= -margin):
+        return Part(name, judged, NOT_REPRODUCED,
+                    f"{ci} outside {band}: a deviation of at least the margin (Holm over "
+                    f"the NOT REPRODUCED family){div}", 1.0 - b)
+    return Part(name, judged, INCONCLUSIVE,
+                f"{ci} neither inside nor outside {band} (TOST p = {p_tost:.3g}, Holm){div}",
+                1.0 - b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -431,12 +628,15 @@ __all__ = [
     "REPRODUCED",
     "VERDICTS",
     "ClaimResult",
+    "Directional",
     "Effect",
     "Part",
     "combine",
     "decide_equivalence",
     "decide_parts",
+    "divergence_test",
     "effect_from",
+    "min_finite_pairs",
     "premise_present",
     "rule_of",
 ]
