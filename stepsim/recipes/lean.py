@@ -89,6 +89,8 @@ class LeanStep:
         if masker is not None and (type(masker).penalize is not _Masker.penalize
                                    or type(masker).observe is not _Masker.observe):
             return None  # a masker that reads or changes the gradient (DominoSearch)
+        if masker is not None and type(masker).forward_weights is not _Masker.forward_weights:
+            return None  # a forward other than Pi * w (S-STE's beta * S(w))
         arrays = list(params.values())
         if not arrays or any(type(w) is not np.ndarray or w.dtype not in (np.float32, np.float64)
                              for w in arrays):
