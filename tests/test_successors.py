@@ -393,3 +393,17 @@ def test_sste_runs_the_pure_path():
     for name in ("s-ste", "s-ste-step"):
         recipe = make_recipe(name, **({"switch_at": 3} if name == "s-ste-step" else {}))
         assert LeanStep.make(recipe, params, recipe.init(params, ctx), ctx) is None
+
+
+def test_compress_says_whether_a_mask_is_transposable(tmp_path, capsys):
+    from stepsim.cli import main
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 16)).astype(np.float32)
+    trans = np.where(transposable_mask(w, 2, 4), w, 0)
+    np.savez(tmp_path / "w.npz", trans=trans, plain=w, bias=np.ones(8, np.float32))
+    assert main(["compress", str(tmp_path / "w.npz"), "-o", str(tmp_path / "out.npz")]) == 0
+    lines = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert lines["trans"].endswith("; mask transposable (2:4 along both axes)")
+    assert lines["plain"].endswith("; mask not transposable")
+    assert "transposable" not in lines["bias"]
