@@ -280,9 +280,12 @@ def _masked_decay(name, opt, *, decay=None, mask_every=None, dense_tail=None,
             "gradient": (T.SrsteTerm(MASKED_DECAY if decay is None else decay),)}
 
 
-def _sste_step(name, opt, *, transposable=None, **options):
-    """S-STE's forward with STEP's precondition phase and frozen v (issue 24, item 5)."""
-    fields = _step(name, opt, **options)
+def _sste_step(name, opt, *, v_star=None, denominator=None, switch_at=None, per_module=None,
+               transposable=None):
+    """S-STE's forward with STEP's precondition phase and frozen v (issue 24, item 5): does
+    STEP's gain come from its variance estimate or from hard masking's discontinuity?"""
+    fields = _step(name, opt, v_star=v_star, denominator=denominator, switch_at=switch_at,
+                   per_module=per_module)
     fields["masker"] = SoftThresholdMask(transposable=bool(transposable))
     return fields
 
@@ -357,7 +360,7 @@ RECIPES = {
     "step": _step,
     "step-v-updated": _preset(_step, freeze_v=False),
     "decaying-mask": _decaying,
-    "layerwise-sr-ste": _preset(_srste, layerwise=True),
+    "layerwise-sr-ste": _preset(_srste, layerwise=True, mask_every=None, dense_tail=None),
     "layerwise-step": _preset(_step, layerwise=True),
     "s-ste": _sste,
     "masked-decay": _masked_decay,
