@@ -42,7 +42,11 @@ class Trace:
     (N = M in the dense phase), layers in ``layer_names`` order. phase: 0 dense, 1 sparse
     (1 once any module is sparse). layer_phase: (T, L) the phase of each sparse layer (with
     per-module switching, each layer's switch step is where its column turns 1).
-    lr: the learning rate used.
+    lr: the learning rate used. mask_size: the mask entries of all sparse parameters (0 for
+    a run without any); :attr:`flip_rate` = flips / mask_size per step (Hu et al., ICML
+    2024: the fraction of mask entries changed since the previous step). flip_rate is
+    derived from the recorded ``flips``, so it is not one of ``ARRAYS`` (the arrays a
+    run's digest covers are unchanged); :meth:`FitResult.save` writes it beside them.
     """
 
     loss: np.ndarray
@@ -59,19 +63,29 @@ class Trace:
     lr: np.ndarray
     layer_names: tuple[str, ...]
     layer_phase: np.ndarray | None = None
+    mask_size: int = 0
 
     ARRAYS = ("loss", "v_l1", "v_l2", "dv_l1", "z", "z_geo", "dv_zeros", "flips", "n", "m",
               "phase", "lr", "layer_phase")
 
     @classmethod
-    def empty(cls, steps: int, layer_names) -> Trace:
+    def empty(cls, steps: int, layer_names, mask_size: int = 0) -> Trace:
         f = lambda: np.full(steps, np.nan)
         layers = len(layer_names)
         return cls(loss=f(), v_l1=f(), v_l2=f(), dv_l1=f(), z=f(), z_geo=f(),
                    dv_zeros=np.zeros(steps, np.int64), flips=np.zeros(steps, np.int64),
                    n=np.zeros((steps, layers), np.int32), m=np.zeros((steps, layers), np.int32),
                    phase=np.zeros(steps, np.int8), lr=f(), layer_names=tuple(layer_names),
-                   layer_phase=np.zeros((steps, layers), np.int8))
+                   layer_phase=np.zeros((steps, layers), np.int8), mask_size=int(mask_size))
+
+    @property
+    def flip_rate(self) -> np.ndarray:
+        """Per step, the fraction of mask entries changed since the previous step (float64;
+        nan for a run without sparse parameters). The step a module switches counts its
+        pruned entries (the dense phase counts as all kept)."""
+        if self.mask_size <= 0:
+            return np.full(len(self), np.nan)
+        return self.flips / float(self.mask_size)
 
     def __len__(self):
         return len(self.loss)
@@ -85,7 +99,7 @@ class Trace:
     def head(self, steps: int) -> Trace:
         """The first ``steps`` rows (a run that stopped early)."""
         arrays = {name: getattr(self, name)[:steps] for name in self.ARRAYS}
-        return Trace(layer_names=self.layer_names, **arrays)
+        return Trace(layer_names=self.layer_names, mask_size=self.mask_size, **arrays)
 
     @classmethod
     def load_npz(cls, path) -> Trace:
@@ -98,7 +112,8 @@ class Trace:
                 arrays["layer_phase"] = np.repeat(arrays["phase"][:, None],
                                                   arrays["n"].shape[1], axis=1)
             names = tuple(str(s) for s in data["layer_names"])
-        return cls(layer_names=names, **arrays)
+            size = int(data["mask_size"]) if "mask_size" in data else 0  # before issue 24: 0
+        return cls(layer_names=names, mask_size=size, **arrays)
 
 
 STATUS_COMPLETED, STATUS_NON_FINITE = "completed", "non-finite"
@@ -209,6 +224,7 @@ class FitResult:
         weights = {f"weights/{k}": v for k, v in self.weights.items()}
         curves = {f"curve/{k}": np.asarray(v) for k, v in self.curves.items()}
         arrays = dict(layer_names=np.array(self.trace.layer_names), **self.trace.arrays(),
+                      flip_rate=self.trace.flip_rate, mask_size=np.int64(self.trace.mask_size),
                       **weights, **curves)
         # the pair is tied (stepsim._atomic): the JSON records the arrays' digest; old JSON
         # out, arrays next, JSON last, so a JSON that exists commits exactly these arrays
@@ -337,7 +353,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         initial_metrics = dict(problem.evaluate(params))
         state = recipe.init(params, ctx)
         layer_names = list(ctx.sparse_names)
-        trace = Trace.empty(steps, layer_names)
+        trace = Trace.empty(steps, layer_names,
+                            sum(params[k].size for k in layer_names) if recipe.sparse else 0)
         modules = tuple(params)
 
         sstate = schedule.init(steps, modules) if schedule is not None else None

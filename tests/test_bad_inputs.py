@@ -307,6 +307,19 @@ CLI_CASES = [
          id="train-criterion-option-unknown"),
     case(TR + " --recipe dense -c fraction=0.2", r"criterion options .* need a criterion name",
          id="train-criterion-option-alone"),
+    # ---- issue 24: the successors' options
+    case(TR + " --recipe s-ste -o mask_every=0", r"mask_every must be >= 1, got 0",
+         id="train-mask-every-zero"),
+    case(TR + " --recipe masked-decay -o dense_tail=1.5", r"dense_tail must be in \[0\.0, 1\.0\]",
+         id="train-dense-tail-range"),
+    case(TR + " --recipe masked-decay -o dense_tail=1", r"dense_tail must be below 1",
+         id="train-dense-tail-all"),
+    case(TR + " --recipe masked-decay -o decay=-1", r"decay must be in \[0\.0, inf\), got -1\.0",
+         id="train-masked-decay-negative"),
+    case(TR + " --recipe s-ste -o transposable=maybe", r"transposable must be True or False",
+         id="train-transposable-text"),
+    case(TR + " --recipe s-ste -o lam=0.1", r"unknown option\(s\) \['lam'\] for recipe 's-ste'",
+         id="train-sste-no-decay"),
     case(TR + " --nm 5:4", r"argument --nm: needs 1 <= N <= M", id="train-nm"),
     case(TR + " --teacher-nm 2", r"argument --teacher-nm: must look like N:M", id="teacher-nm"),
     case(TR + " --d-in 0", r"d_in must be >= 1, got 0", id="train-d-in-zero"),
@@ -904,6 +917,37 @@ API_CASES = [
         files["d"] + "/good.json", option="--json", sidecars=(".npy",),
         inputs=(files["good"],)), ValueError, r"\(its \.npy file .*good\.npy\) is the input",
         id="output_path-sidecar-is-input"),
+    # ---- issue 24: S-STE's soft threshold, transposable masks, the new recipes
+    api(_np(lambda: __import__("stepsim.core.soft").core.soft.soft_threshold(
+        np.zeros((2, 4), np.float16), 2, 4)), TypeError, r"w must have dtype in \(float32",
+        id="soft_threshold-float16"),
+    api(_np(lambda: __import__("stepsim.core.soft").core.soft.soft_threshold(
+        np.zeros((2, 4)), 2, 4, beta=float("nan"))), ValueError, r"beta must be finite",
+        id="soft_threshold-beta-nan"),
+    api(_np(lambda: __import__("stepsim.core.soft").core.soft.soft_threshold(
+        np.array([[np.nan, 0.0, 0.0, 0.0]]), 2, 4)), ValueError, r"w contains 1 NaN",
+        id="soft_threshold-nan"),
+    api(_np(lambda: __import__("stepsim.core.soft").core.soft.soft_threshold(
+        np.zeros((2, 4)), 5, 4)), ValueError, r"n must be <= m", id="soft_threshold-n-gt-m"),
+    api(_np(lambda: __import__("stepsim.core.soft").core.soft.soft_threshold(
+        np.zeros((2, 6)), 2, 4)), ValueError, r"not divisible by m = 4",
+        id="soft_threshold-axis"),
+    api(_np(lambda: __import__("stepsim.core.soft").core.soft.sste_beta(
+        np.zeros((2, 4)), np.zeros((2, 5)))), ValueError, r"s has shape \(2, 5\)",
+        id="sste_beta-shape"),
+    api(_np(lambda: __import__("stepsim.core.transposable").core.transposable
+            .transposable_mask(np.zeros((4, 6)), 2, 4)), ValueError,
+        r"both dimensions of shape \(4, 6\) divisible by m = 4", id="transposable-shape"),
+    api(_np(lambda: __import__("stepsim.core.transposable").core.transposable
+            .transposable_mask(np.zeros((4, 4, 4)), 2, 4)), ValueError, r"needs a 2-D weight",
+        id="transposable-ndim"),
+    api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe(
+        "ste", layerwise=True, mask_every=3)), ValueError,
+        r"recipe 'ste' does not use option\(s\) \['mask_every'\]", id="make_recipe-every-lw"),
+    api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe(
+        "s-ste-step", layerwise=True)), ValueError,
+        r"unknown option\(s\) \['layerwise'\] for recipe 's-ste-step'",
+        id="make_recipe-sste-step-layerwise"),
 ]
 
 

@@ -66,7 +66,9 @@ def test_recipe_options_keep_their_order():
                                           "layerwise"]
     assert recipe_options("step-v-updated")[0] == "v_star"
     assert recipe_options("decaying-mask") == ["dense_fraction", "decay_rate", "alpha_clock",
-                                               "srste_lam", "srste_placement"]
+                                               "srste_lam", "srste_placement", "transposable"]
+    assert recipe_options("masked-decay") == ["decay", "mask_every", "dense_tail",
+                                              "transposable"]
     assert recipe_options("dense") == []
 
 

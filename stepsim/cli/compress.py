@@ -154,6 +154,19 @@ def _cutlass_ok(array, n, m, axis):
     return True, ""
 
 
+def _transposable_note(array, n, m) -> str:
+    """Whether the stored mask (the non-zeros) of a 2-D array is N:M along its columns too,
+    so that W^T is N:M sparse as well (issue 24: a transposable mask, e.g. from a recipe
+    trained with transposable=True); "" for other shapes."""
+    from stepsim.core.transposable import is_transposable
+
+    if array.ndim != 2:
+        return ""
+    yes = is_transposable(array != 0, n, m)
+    return f"; mask transposable ({n}:{m} along both axes)" if yes else \
+        "; mask not transposable"
+
+
 def run(args) -> int:
     import numpy as np
 
@@ -207,7 +220,8 @@ def run(args) -> int:
         saved = 100 * (1 - stored.nbytes / max(dense_bytes, 1))
         print(f"{name}: {tuple(array.shape)} {array.dtype} -> {fmt}"
               f"{' (masked)' if masked else ''}: {dense_bytes:,} B dense, {stored.nbytes:,} B "
-              f"stored, saved {dense_bytes - stored.nbytes:,} B ({saved:.1f}%)")
+              f"stored, saved {dense_bytes - stored.nbytes:,} B ({saved:.1f}%)"
+              f"{_transposable_note(array, n, m)}")
     for line in checks:
         print(line)
     params = {"input": str(args.input), "nm": f"{n}:{m}", "dtype": args.dtype,

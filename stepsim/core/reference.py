@@ -99,3 +99,50 @@ def sgdm_step(w, g, buf, *, lr, momentum, weight_decay=0.0, nesterov=False):
     buf += d
     update = d + dt(momentum) * buf if nesterov else buf
     w -= dt(lr) * update
+
+
+def soft_threshold_groups(groups: np.ndarray, keep: np.ndarray, beta: float) -> np.ndarray:
+    """beta * S(w) of S-STE for (G, M) ``groups`` with their bool N:M mask ``keep``.
+
+    t = the largest |w| among each group's pruned entries (0 if none); kept entries give
+    copysign(|w| - t, w), pruned ones 0, all times beta, in w's dtype (the kernel's order).
+    """
+    dt = groups.dtype.type
+    a = np.abs(groups)
+    t = np.where(keep, dt(0), a).max(axis=1, keepdims=True) if groups.size else a
+    s = np.where(keep, np.copysign(a - t, groups), dt(0))
+    return dt(beta) * s
+
+
+def sste_beta_sums(w: np.ndarray, s: np.ndarray) -> tuple[float, float]:
+    """(sum w*s, sum s*s) in float64, accumulated in index order (cumsum is sequential)."""
+    w64 = w.reshape(-1).astype(np.float64)
+    s64 = s.reshape(-1).astype(np.float64)
+    if not w64.size:
+        return 0.0, 0.0
+    return float(np.cumsum(w64 * s64)[-1]), float(np.cumsum(s64 * s64)[-1])
+
+
+def transposable_24_brute(w: np.ndarray) -> np.ndarray:
+    """Transposable 2:4 mask of a 2-D ``w`` by brute force: in every 4x4 block, every subset
+    of 8 of the 16 entries (itertools order, i.e. lexicographic) with 2 per row and 2 per
+    column is scored by the float64 sum of its |w| in index order; the first best is kept."""
+    import itertools
+
+    valid = [combo for combo in itertools.combinations(range(16), 8)
+             if all(sum(1 for i in combo if i // 4 == r) == 2 for r in range(4))
+             and all(sum(1 for i in combo if i % 4 == c) == 2 for c in range(4))]
+    out = np.zeros(w.shape, dtype=bool)
+    for bi in range(0, w.shape[0], 4):
+        for bj in range(0, w.shape[1], 4):
+            a = [abs(float(x)) for x in w[bi:bi + 4, bj:bj + 4].reshape(-1)]
+            best, best_score = None, -1.0
+            for combo in valid:
+                score = 0.0
+                for i in combo:
+                    score += a[i]
+                if score > best_score:
+                    best, best_score = combo, score
+            for i in best:
+                out[bi + i // 4, bj + i % 4] = True
+    return out

@@ -33,6 +33,9 @@ masker                 a masker that overrides ``penalize`` (changes the gradien
                        overrides ``penalize_into(mstate, grads, params, masks, step, ws)``
                        with the same buffer rule as a gradient piece (DominoSearch).
                        ``observe`` is pure and only reads: both paths call it as is.
+                       A masker whose forward weights are not Pi * w (it overrides
+                       ``forward_weights``: S-STE's beta * S(w)) overrides
+                       ``forward_into(mstate, params, masks, alpha, specs, nm, ws) -> fwd``.
 switch pieces          run on the pure path (``recipe.switch``) between steps; new weights
                        a switch returns are copied in by :meth:`LeanStep.adopt`.
 =====================  ==================================================================
@@ -105,6 +108,9 @@ def missing_in_place(recipe) -> list[str]:
         if kind.penalize is not _Masker.penalize and \
                 kind.penalize_into is _Masker.penalize_into:
             missing.append(f"masker {kind.__name__} (penalize_into)")
+        if kind.forward_weights is not _Masker.forward_weights and \
+                kind.forward_into is _Masker.forward_into:
+            missing.append(f"masker {kind.__name__} (forward_into)")
     elif masker is not None and not callable(getattr(masker, "penalize_into", None)):
         missing.append(f"masker {type(masker).__name__} (penalize_into)")
     return missing
@@ -119,12 +125,16 @@ class LeanStep:
 
     def __init__(self, recipe, params, state, ctx):
         from stepsim.core import _step_kernels
+        from stepsim.recipes.maskers import _Masker
 
         self.recipe = recipe
         self._k = _step_kernels
         self.ws = Workspace()
         self.params = {name: np.array(w, order="C", copy=True) for name, w in params.items()}
         self._reads_w_k = any(getattr(p, "reads_w_k", False) for p in recipe.after)
+        # a masker whose forward weights are not Pi * w writes them itself (S-STE)
+        self._custom_forward = recipe.masker is not None and \
+            type(recipe.masker).forward_weights is not _Masker.forward_weights
         self._fwd = {name: np.empty_like(self.params[name]) for name in ctx.sparse_names} \
             if recipe.sparse else {}
 
@@ -162,6 +172,10 @@ class LeanStep:
             return dict(params), state._replace(flips=0)
         masks, nm_now, alpha = now
         flips = self._count_flips(state.masks, masks)
+        if self._custom_forward:
+            fwd = self.recipe.masker.forward_into(state.masker_state, params, masks, alpha,
+                                                  ctx.specs, nm_now, self.ws)
+            return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
         k = self._k
         fwd = {}
         for name, w in params.items():

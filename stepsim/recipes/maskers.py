@@ -11,6 +11,14 @@ step), ``penalize``/``observe`` (DominoSearch's gradient term and its bookkeepin
 * :class:`FixedMask` — ASP: one mask, computed and applied when a module switches.
 * :class:`DecayingMask` — Kao et al.'s decaying N.
 * :class:`DynamicLayerwise` — every-step masks at DominoSearch's per-layer N.
+* :class:`SoftThresholdMask` — S-STE (Hu et al., NeurIPS 2024): the forward weight is
+  beta * S(w), a continuous soft threshold of w, with beta frozen when the module starts.
+
+Options every masker takes: ``transposable`` (masks whose rows and columns are both N:M,
+:mod:`stepsim.core.transposable`). :class:`EveryStepMask` (and S-STE) also take ``every``
+(recompute the mask every K steps, Hu et al., ICML 2024) and ``dense_tail`` (the last
+fraction of the run is dense, their dense fine-tuning). Each is a separate piece, so their
+combinations are recipes (:mod:`stepsim.recipes.registry`), not new code paths.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from stepsim._validate import check_choice, check_real
+from stepsim._validate import check_bool, check_choice, check_fraction, check_int, check_real
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
 
@@ -43,6 +51,9 @@ class MaskView(NamedTuple):
         result once it ran).
     step : int
         k, the 1-based step whose forward pass uses the masks.
+    prev : dict str -> bool ndarray or None, or None
+        The masks the previous step used (``RecipeState.masks``; None before the first
+        sparse step): a masker that refreshes its mask every K steps reuses them.
     """
 
     params: dict
@@ -50,11 +61,14 @@ class MaskView(NamedTuple):
     specs: dict
     nm: dict
     step: int
+    prev: dict | None = None
 
 
 # --------------------------------------------------------------------------- maskers
 class _Masker:
     """No-op defaults of the mask point (a masker overrides what it needs)."""
+
+    transposable = False  # the dataclass maskers declare it as a field
 
     def init(self, params, specs):
         return None
@@ -69,7 +83,19 @@ class _Masker:
         ``mstate``: the masker's values (``RecipeState.masker_state``), not changed.
         """
         now = {name: view.nm[name] for name in view.names}
-        return _masks_at(view, now), now, 0.0
+        return _masks_at(view, now, self.transposable), now, 0.0
+
+    def forward_weights(self, mstate, params, masks, alpha, specs, nm):
+        """The weights the forward pass uses given the step's ``masks`` (None for a dense
+        parameter) and their (n, m) ``nm``: Pi * w, pruned entries scaled by ``alpha``
+        (:func:`~stepsim.recipes.transforms.masked_forward`). S-STE overrides it."""
+        return T.masked_forward(params, masks, alpha)
+
+    def forward_into(self, mstate, params, masks, alpha, specs, nm, ws):
+        """The lean step's form of an overridden :meth:`forward_weights` (the in-place
+        protocol, :mod:`stepsim.recipes.lean`); the default Pi * w needs none: the lean step
+        writes it into its own buffers."""
+        raise NotImplementedError
 
     def penalize(self, mstate, grads, params, masks, step):
         return grads
@@ -86,18 +112,83 @@ class _Masker:
         return nm
 
     def final_masks(self, mstate, params, specs, nm):
-        return T._nm_masks(params, specs, nm)
+        return T._nm_masks(params, specs, nm, self.transposable)
 
     def report(self, mstate) -> str:
         """A note for the run's result ("" when there is nothing to say)."""
         return ""
 
 
+class EveryStepState(NamedTuple):
+    """:class:`EveryStepMask`'s values: dense_from, the first step of the dense tail (None:
+    no dense tail); betas, name -> S-STE's frozen scale (:class:`SoftThresholdMask`)."""
+
+    dense_from: int | None = None
+    betas: dict = {}  # never mutated: every change makes a new dict
+
+
 @dataclasses.dataclass(frozen=True)
 class EveryStepMask(_Masker):
-    """STE family: Pi_k is recomputed from |w_k| at every step of the sparse phase."""
+    """STE family: Pi_k is recomputed from |w_k| at every step of the sparse phase.
 
+    every: recompute the mask at steps k with (k - 1) % every == 0 (and at a module's first
+    sparse step), reusing the previous mask in between (Hu et al., "Accelerating
+    Transformer Pre-training with 2:4 Sparsity", ICML 2024, arXiv 2404.01847:
+    K = 40). dense_tail: the last fraction of the run's steps trains dense (their dense
+    fine-tuning, the last 1/6): from step T - round(dense_tail T) + 1 the forward pass uses
+    w, gradient pieces see no mask, and the result is the dense w_T (their output is a
+    dense model: it accelerates pre-training, not inference). transposable: rows and
+    columns both N:M.
+    """
+
+    every: int = 1
+    dense_tail: float = 0.0
+    transposable: bool = False
     kind = "every-step"
+
+    def __post_init__(self):
+        check_int("mask_every", self.every, minimum=1)
+        check_fraction("dense_tail", self.dense_tail)
+        if self.dense_tail >= 1.0:
+            raise ValueError(f"dense_tail must be below 1 (a sparse recipe needs sparse steps), "
+                             f"got {self.dense_tail!r}")
+        check_bool("transposable", self.transposable)
+
+    def init(self, params, specs):
+        return EveryStepState()
+
+    def start(self, mstate, params, names, specs, nm, k0, total_steps):
+        tail = int(round(self.dense_tail * total_steps))
+        dense_from = total_steps - tail + 1 if tail > 0 else None
+        return mstate._replace(dense_from=dense_from), params
+
+    def _dense_now(self, mstate, step) -> bool:
+        return mstate.dense_from is not None and step >= mstate.dense_from
+
+    def masks(self, mstate, view: MaskView):
+        if self._dense_now(mstate, view.step):
+            dense = {name: (view.nm[name][1],) * 2 for name in view.names}
+            return dict.fromkeys(view.names), dense, 0.0
+        now = {name: view.nm[name] for name in view.names}
+        prev = view.prev or {}
+        if self.every > 1 and (view.step - 1) % self.every:
+            reuse = {k: prev[k] for k in view.names if prev.get(k) is not None}
+            fresh = [k for k in view.names if k not in reuse]
+            if fresh:
+                reuse.update(_masks_at(view._replace(names=tuple(fresh)),
+                                       {k: now[k] for k in fresh}, self.transposable))
+            return {k: reuse[k] for k in view.names}, now, 0.0
+        return _masks_at(view, now, self.transposable), now, 0.0
+
+    def final_nm(self, mstate, nm):
+        if mstate.dense_from is not None:
+            return {name: (m, m) for name, (n, m) in nm.items()}
+        return nm
+
+    def final_masks(self, mstate, params, specs, nm):
+        if mstate.dense_from is not None:  # ended dense (dense fine-tuning)
+            return dict.fromkeys(params)
+        return T._nm_masks(params, specs, nm, self.transposable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +196,7 @@ class FixedMask(_Masker):
     """ASP: the mask is computed once from |w| when a module switches, and the pruned
     weights are zeroed then (the prune); afterwards the mask is fixed."""
 
+    transposable: bool = False
     kind = "fixed"
 
     def init(self, params, specs):
@@ -112,7 +204,7 @@ class FixedMask(_Masker):
 
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
         fixed = dict(mstate)
-        fresh = T._nm_masks({k: params[k] for k in names}, specs, nm)
+        fresh = T._nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
         fixed.update(fresh)
         return fixed, T.mask_weights(params, fresh)
 
@@ -121,7 +213,7 @@ class FixedMask(_Masker):
                 0.0)
 
     def final_masks(self, mstate, params, specs, nm):
-        out = T._nm_masks(params, specs, nm)
+        out = T._nm_masks(params, specs, nm, self.transposable)
         out.update(mstate)  # switched modules keep their fixed mask
         return out
 
@@ -138,6 +230,7 @@ class DecayingMask(_Masker):
 
     decay_rate: float | None = None
     alpha_clock: str = "phase"
+    transposable: bool = False
     kind = "decaying"
 
     def __post_init__(self):
@@ -160,7 +253,7 @@ class DecayingMask(_Masker):
         step = view.step
         now = {name: (mstate[name].n_at(step), mstate[name].m) for name in view.names}
         alpha = {name: mstate[name].alpha_at(step) for name in view.names}
-        return _masks_at(view, now), now, alpha
+        return _masks_at(view, now, self.transposable), now, alpha
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +261,7 @@ class DynamicLayerwise(_Masker):
     """Every-step masks at the N that :class:`DominoSearch` assigns and changes per layer."""
 
     search: DominoSearch = DominoSearch()
+    transposable: bool = False
     kind = "domino"
 
     def init(self, params, specs):
@@ -178,7 +272,7 @@ class DynamicLayerwise(_Masker):
 
     def masks(self, mstate, view: MaskView):
         now = {k: v for k, v in self.search.nm_now(mstate).items() if k in view.names}
-        return _masks_at(view, now), now, 0.0
+        return _masks_at(view, now, self.transposable), now, 0.0
 
     def penalize(self, mstate, grads, params, masks, step):
         return self.search.penalize(mstate, grads, params, masks, step)
@@ -200,9 +294,60 @@ class DynamicLayerwise(_Masker):
                 f"the run ended; the result keeps the N found so far ({found})")
 
 
-def _masks_at(view: MaskView, nm) -> dict:
+@dataclasses.dataclass(frozen=True)
+class SoftThresholdMask(EveryStepMask):
+    """S-STE (Hu, Zhu & Chen, "S-STE: Continuous Pruning Function for Efficient 2:4 Sparse
+    Pre-training", NeurIPS 2024, arXiv 2409.09099): the forward weight is beta * S(w)
+    (:mod:`stepsim.core.soft`), S the soft threshold at each group's (N+1)-th
+    largest |w| over the N:M mask of |w_k| (recomputed as :class:`EveryStepMask` does);
+    beta = <w, S(w)> / <S(w), S(w)> per weight tensor, computed once when the module goes
+    sparse (at initialisation for S-STE; at the switch k0 after a dense phase) and frozen.
+    The backward pass is the plain STE: the gradient at the forward weights updates w
+    unchanged (no decay term, no new hyper-parameter).
+    """
+
+    kind = "soft-threshold"
+
+    def start(self, mstate, params, names, specs, nm, k0, total_steps):
+        from stepsim.core.soft import _soft_from_mask, sste_beta
+
+        mstate, params = super().start(mstate, params, names, specs, nm, k0, total_steps)
+        betas = dict(mstate.betas)
+        masks = T._nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
+        for name in names:
+            if name in betas:
+                continue  # a module's beta is frozen once
+            w, spec = params[name], specs[name]
+            s = _soft_from_mask(w, masks[name], nm[name][1], spec.axis % w.ndim, 1.0)
+            betas[name] = sste_beta(w, s)
+        return mstate._replace(betas=betas), params
+
+    def forward_weights(self, mstate, params, masks, alpha, specs, nm):
+        from stepsim.core.soft import _soft_from_mask, sste_beta
+
+        out = {}
+        for name, w in params.items():
+            mask = masks.get(name)
+            if mask is None:
+                out[name] = w
+                continue
+            m, axis = nm[name][1], specs[name].axis % w.ndim
+            beta = mstate.betas.get(name)
+            if beta is None:  # a module that never went sparse: its one-shot beta at w_T
+                beta = sste_beta(w, _soft_from_mask(w, mask, m, axis, 1.0))
+            out[name] = _soft_from_mask(w, mask, m, axis, beta)
+        return out
+
+    def forward_into(self, mstate, params, masks, alpha, specs, nm, ws):
+        """:meth:`forward_weights` for the lean step: beta * S(w) is a new array each step
+        (the soft-threshold kernel writes it; the same bits as the pure forward)."""
+        return self.forward_weights(mstate, params, masks, alpha, specs, nm)
+
+
+def _masks_at(view: MaskView, nm, transposable: bool = False) -> dict:
     """The N:M masks of ``view.names`` from |w| at the (n, m) ``nm`` gives each."""
-    return T._nm_masks({k: view.params[k] for k in view.names}, view.specs, nm)
+    return T._nm_masks({k: view.params[k] for k in view.names}, view.specs, nm, transposable)
 
 
-__all__ = ["DecayingMask", "DynamicLayerwise", "EveryStepMask", "FixedMask", "MaskView"]
+__all__ = ["DecayingMask", "DynamicLayerwise", "EveryStepMask", "EveryStepState", "FixedMask",
+           "MaskView", "SoftThresholdMask"]

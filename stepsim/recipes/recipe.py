@@ -314,7 +314,7 @@ class Recipe:
         names = self._sparse_now(state, ctx) if self.sparse else ()
         if not names:
             return None
-        view = MaskView(params, names, ctx.specs, state.nm, step)
+        view = MaskView(params, names, ctx.specs, state.nm, step, state.masks)
         made, now, alpha = self.masker.masks(state.masker_state, view)
         masks = dict.fromkeys(params)
         masks.update(made)
@@ -327,7 +327,8 @@ class Recipe:
             return dict(params), state._replace(flips=0)
         masks, nm_now, alpha = now
         flips = T.count_flips(state.masks, masks)
-        fwd = T.masked_forward(params, masks, alpha)
+        fwd = self.masker.forward_weights(state.masker_state, params, masks, alpha, ctx.specs,
+                                          nm_now)
         return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
 
     def update(self, state: RecipeState, params: Mapping, grads: Mapping, step: int,
@@ -380,8 +381,12 @@ class Recipe:
         return self.masker.final_masks(state.masker_state, params, ctx.specs, nm)
 
     def inference_weights(self, state: RecipeState, params: Mapping, ctx: RunContext):
-        """Pi_T * w_T (dense recipes: w_T)."""
-        return T.masked_forward(params, self.final_masks(state, params, ctx))
+        """Pi_T * w_T (dense recipes: w_T; S-STE: beta * S(w_T), its masker's forward)."""
+        masks = self.final_masks(state, params, ctx)
+        if not self.sparse:
+            return T.masked_forward(params, masks)
+        nm = {**_dense_nm(state.nm), **self.final_nm(state, params, ctx)}
+        return self.masker.forward_weights(state.masker_state, params, masks, 0.0, ctx.specs, nm)
 
 
 def _dense_nm(nm: Mapping) -> dict:

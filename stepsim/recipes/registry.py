@@ -26,7 +26,13 @@ from stepsim._options import (
 from stepsim._validate import check_choice, check_step_or_fraction
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
-from stepsim.recipes.maskers import DecayingMask, DynamicLayerwise, EveryStepMask, FixedMask
+from stepsim.recipes.maskers import (
+    DecayingMask,
+    DynamicLayerwise,
+    EveryStepMask,
+    FixedMask,
+    SoftThresholdMask,
+)
 from stepsim.recipes.recipe import AllocateFixed, AllocateGreedy, FreezeV, Recipe
 from stepsim.recipes.switch import Schedule
 
@@ -108,23 +114,48 @@ _STEP = Options({
                                        "true for layer-wise N without switch_at)"),
 }) | _LAYERWISE
 
+# the mask pieces of issue 24 (maskers.EveryStepMask): each a separate option
+MASKED_DECAY = 6e-5  # Hu et al. 2024's alpha for GPT-2 124M (their repo's nanoGPT runs)
+_TRANSPOSABLE = Options({
+    "transposable": Option(Bool(), False, "rows and columns both N:M, for each 2-D weight "
+                                          "M tiles (2:4 exact, other N:M approximate)"),
+})
+_MASKING = _TRANSPOSABLE | Options({
+    "mask_every": Option(Int(minimum=1), 1, "recompute the mask every K steps (reuse between)"),
+    "dense_tail": Option(Fraction(), 0.0, "last fraction of the run trained dense (a dense "
+                                          "result: dense fine-tuning)"),
+})
+_MASKED_DECAY = Options({
+    "decay": Option(Real(minimum=0.0), MASKED_DECAY,
+                    "alpha of the masked decay alpha (1 - Pi) w on the gradient, before Adam"),
+    "mask_every": Option(Int(minimum=1), 40, "recompute the mask every K steps (Hu et al.: 40)"),
+    "dense_tail": Option(Fraction(), 1 / 6, "last fraction of the run trained dense "
+                                            "(Hu et al.: 1/6; the result is dense)"),
+}) | _TRANSPOSABLE
+_SSTE_STEP = _STEP.without("freeze_v", "srste_lam", "srste_placement", "layerwise",
+                           *_LAYERWISE.names()) | _TRANSPOSABLE
+
 RECIPE_OPTIONS = {
     "dense": Options({}),
-    "ste": _LAYERWISE,
-    "sr-ste": _SRSTE | _LAYERWISE,
+    "ste": _LAYERWISE | _MASKING,
+    "sr-ste": _SRSTE | _LAYERWISE | _MASKING,
     "asp": Options({"prune_at": Option(StepOrFraction(), 0.5,
-                                       "when the dense phase ends and ASP prunes")}),
-    "step": _STEP,
-    "step-v-updated": _STEP.without("freeze_v"),
+                                       "when the dense phase ends and ASP prunes")})
+    | _TRANSPOSABLE,
+    "step": _STEP | _TRANSPOSABLE,
+    "step-v-updated": _STEP.without("freeze_v") | _TRANSPOSABLE,
+    "s-ste": _MASKING,
+    "masked-decay": _MASKED_DECAY,
+    "s-ste-step": _SSTE_STEP,
     "decaying-mask": Options({
         "dense_fraction": Option(StepOrFraction(), 0.1, "length of the dense phase"),
         "decay_rate": Option(Real(minimum=0.0), None,
                              "c of the pruned weights' scale max(0, 1 - c t) (none: 0)"),
         "alpha_clock": Option(Choice(*T.ALPHA_CLOCKS), "phase",
                               "what t counts: steps of the phase or of the frame"),
-    }) | _STEP_SRSTE,
-    "layerwise-sr-ste": (_SRSTE | _LAYERWISE).without("layerwise"),
-    "layerwise-step": _STEP.without("layerwise"),
+    }) | _STEP_SRSTE | _TRANSPOSABLE,
+    "layerwise-sr-ste": (_SRSTE | _LAYERWISE).without("layerwise") | _TRANSPOSABLE,
+    "layerwise-step": _STEP.without("layerwise") | _TRANSPOSABLE,
 }
 _DOMINO_KEYS = {"domino_vote_ratio": "vote_ratio", "domino_check_every": "check_every",
                 "domino_penalty_every": "penalty_every", "domino_decay": "decay",
@@ -167,7 +198,7 @@ def _unused(recipe, given: dict, why: str):
         raise ValueError(f"recipe {recipe!r} does not use option(s) {bad}: {why}")
 
 
-def _layerwise(recipe, layerwise, lw):
+def _layerwise(recipe, layerwise, lw, transposable=False):
     """(masker or None, switch pieces) for the layer-wise options ``lw`` (None = not given)."""
     domino = {k: lw.pop(k) for k in list(lw) if k.startswith("domino_")}
     if not layerwise:
@@ -185,7 +216,8 @@ def _layerwise(recipe, layerwise, lw):
         _unused(recipe, domino, "the domino_* options belong to layerwise_rule='domino'")
         return None, (AllocateGreedy(target, m),)
     options = {_DOMINO_KEYS[k]: v for k, v in domino.items() if v is not None}
-    return DynamicLayerwise(DominoSearch(target=target, m=m, **options)), ()
+    return DynamicLayerwise(DominoSearch(target=target, m=m, **options),
+                            bool(transposable)), ()
 
 
 def _lw_keys():
@@ -204,34 +236,77 @@ def _dense(name, opt):
     return {}
 
 
-def _ste(name, opt, *, layerwise=False, **lw):
-    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw})
-    return {"masker": masker or EveryStepMask(), "on_switch": pieces}
+def _every_step(name, masker, transposable, mask_every, dense_tail, cls=EveryStepMask):
+    """The layer-wise masker if any (which takes neither mask_every nor dense_tail), else
+    an every-step masker with the issue-24 pieces."""
+    if masker is not None:
+        _unused(name, {"mask_every": mask_every, "dense_tail": dense_tail},
+                "layer-wise N changes the mask its own way")
+        return masker
+    return cls(every=1 if mask_every is None else mask_every,
+               dense_tail=0.0 if dense_tail is None else dense_tail,
+               transposable=bool(transposable))
 
 
-def _srste(name, opt, *, lam=2e-4, placement="before", layerwise=False, **lw):
-    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw})
+def _ste(name, opt, *, layerwise=False, transposable=None, mask_every=None, dense_tail=None,
+         **lw):
+    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw}, transposable)
+    return {"masker": _every_step(name, masker, transposable, mask_every, dense_tail),
+            "on_switch": pieces}
+
+
+def _srste(name, opt, *, lam=2e-4, placement="before", layerwise=False, transposable=None,
+           mask_every=None, dense_tail=None, **lw):
+    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw}, transposable)
     grad, after = _srste_pieces(lam, placement or "before")
-    return {"masker": masker or EveryStepMask(), "on_switch": pieces, "gradient": grad,
-            "after": after}
+    return {"masker": _every_step(name, masker, transposable, mask_every, dense_tail),
+            "on_switch": pieces, "gradient": grad, "after": after}
 
 
-def _asp(name, opt, *, prune_at=None):
+def _sste(name, opt, *, transposable=None, mask_every=None, dense_tail=None):
+    """S-STE (Hu, Zhu & Chen, NeurIPS 2024): forward beta * S(w), plain STE, no decay."""
+    return {"masker": _every_step(name, None, transposable, mask_every, dense_tail,
+                                  SoftThresholdMask)}
+
+
+def _masked_decay(name, opt, *, decay=None, mask_every=None, dense_tail=None,
+                  transposable=None):
+    """Hu et al., ICML 2024: masked decay alpha (1 - Pi) w on the gradient before Adam (so it
+    enters m and v; the SR-STE term's piece, ``SrsteTerm``), the mask refreshed every K
+    steps, the last fraction dense."""
+    return {"masker": _every_step(name, None, transposable,
+                                  40 if mask_every is None else mask_every,
+                                  1 / 6 if dense_tail is None else dense_tail),
+            "gradient": (T.SrsteTerm(MASKED_DECAY if decay is None else decay),)}
+
+
+def _sste_step(name, opt, *, v_star=None, denominator=None, switch_at=None, per_module=None,
+               transposable=None):
+    """S-STE's forward with STEP's precondition phase and frozen v (issue 24, item 5): does
+    STEP's gain come from its variance estimate or from hard masking's discontinuity?"""
+    fields = _step(name, opt, v_star=v_star, denominator=denominator, switch_at=switch_at,
+                   per_module=per_module)
+    fields["masker"] = SoftThresholdMask(transposable=bool(transposable))
+    return fields
+
+
+def _asp(name, opt, *, prune_at=None, transposable=None):
     explicit = prune_at is not None
     prune_at = check_step_or_fraction("prune_at", 0.5 if prune_at is None else prune_at)
-    return {"masker": FixedMask(),
+    return {"masker": FixedMask(bool(transposable)),
             "schedule": Schedule(dense_phase=True, switch_at=prune_at, explicit=explicit),
             "gradient": (T.MaskGradients(),), "after": (T.MaskWeights(),)}
 
 
 def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=None,
-          srste_placement=None, switch_at=None, per_module=None, layerwise=False, **lw):
+          srste_placement=None, switch_at=None, per_module=None, layerwise=False,
+          transposable=None, **lw):
     if not freeze_v:
         _unused(name, {"v_star": v_star, "denominator": denominator},
                 "v keeps updating in phase 2 (freeze_v=False), so there is no frozen v* to read")
     if srste_lam is None:
         _unused(name, {"srste_placement": srste_placement}, "no SR-STE term (srste_lam=None)")
-    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw})
+    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw}, transposable)
     if freeze_v:
         if not isinstance(opt, T.Adam):
             raise ValueError(f"recipe {name!r} freezes Adam's second moment; it needs "
@@ -248,12 +323,12 @@ def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=
                          "(give per_module=False with switch_at)")
     schedule = Schedule(dense_phase=True, switch_at=switch_at,
                         explicit=switch_at is not None, per_module=per_module)
-    return {"masker": masker or EveryStepMask(), "schedule": schedule, "on_switch": pieces,
-            "gradient": grad, "after": after}
+    return {"masker": masker or EveryStepMask(transposable=bool(transposable)),
+            "schedule": schedule, "on_switch": pieces, "gradient": grad, "after": after}
 
 
 def _decaying(name, opt, *, dense_fraction=None, decay_rate=None, alpha_clock=None,
-              srste_lam=None, srste_placement=None):
+              srste_lam=None, srste_placement=None, transposable=None):
     if decay_rate is None:
         _unused(name, {"alpha_clock": alpha_clock}, "no decaying scale (decay_rate=None)")
     if srste_lam is None:
@@ -262,7 +337,7 @@ def _decaying(name, opt, *, dense_fraction=None, decay_rate=None, alpha_clock=No
     fraction = check_step_or_fraction("dense_fraction",
                                       0.1 if dense_fraction is None else dense_fraction)
     grad, after = _srste_pieces(srste_lam, srste_placement or "before")
-    return {"masker": DecayingMask(decay_rate, alpha_clock or "phase"),
+    return {"masker": DecayingMask(decay_rate, alpha_clock or "phase", bool(transposable)),
             "schedule": Schedule(dense_phase=True, switch_at=fraction, explicit=explicit),
             "gradient": grad, "after": after}
 
@@ -285,8 +360,11 @@ RECIPES = {
     "step": _step,
     "step-v-updated": _preset(_step, freeze_v=False),
     "decaying-mask": _decaying,
-    "layerwise-sr-ste": _preset(_srste, layerwise=True),
+    "layerwise-sr-ste": _preset(_srste, layerwise=True, mask_every=None, dense_tail=None),
     "layerwise-step": _preset(_step, layerwise=True),
+    "s-ste": _sste,
+    "masked-decay": _masked_decay,
+    "s-ste-step": _sste_step,
 }
 
 
@@ -311,7 +389,12 @@ def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     """A recipe by name, with its options as keywords (SPEC section 3).
 
     Names (``RECIPES``): dense, ste, sr-ste, asp, step, step-v-updated (Fig. 8),
-    decaying-mask, layerwise-sr-ste and layerwise-step. Each recipe's options, with their
+    decaying-mask, layerwise-sr-ste, layerwise-step, and issue 24's successors: s-ste
+    (Hu, Zhu & Chen, NeurIPS 2024: beta S(w)), masked-decay (Hu et al., ICML 2024: masked
+    decay before Adam, the mask every K = 40 steps, the last 1/6 dense) and s-ste-step
+    (S-STE's forward with STEP's precondition phase and frozen v). Every recipe takes
+    ``transposable``; ste, sr-ste and s-ste also ``mask_every`` and ``dense_tail``.
+    Each recipe's options, with their
     defaults and one line of help, are declared once in ``RECIPE_OPTIONS[name]`` (listed by
     :func:`recipe_options` and ``stepsim train --recipe NAME --recipe-options``); e.g.
     sr-ste's ``lam``/``placement``, asp's ``prune_at``, step's ``freeze_v``, ``v_star``,

@@ -353,19 +353,41 @@ class SGDM:
 
 # --------------------------------------------------------------------------- masks
 def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
-              nm: Mapping[str, tuple[int, int]]) -> Masks:
+              nm: Mapping[str, tuple[int, int]], transposable: bool = False) -> Masks:
     """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else
     None: dict name -> bool ndarray (shaped like the parameter) or None. For the training
-    loop: the arguments were checked once per run (``RunContext.make``: float weights, every
-    N:M tiling its axis; the N:M values from validated specs, allocations and schedules),
-    so each step's masks skip the checks (the checked mask of one array: ``core.masks``)."""
+    loop: the arguments were checked once per run
+    (``RunContext.make``: float weights, every N:M tiling its axis; the N:M values from
+    validated specs, allocations and schedules), so each step's masks skip the checks.
+
+    transposable: the mask of every sparse parameter whose shape allows it (2-D, both
+    dimensions divisible by M: :func:`transposable_ok`) has rows and columns both N:M
+    (:func:`stepsim.core.transposable.transposable_mask`); the others (e.g. a 10-class
+    output layer at M = 4) keep the usual N:M mask along their axis, and ``stepsim
+    compress`` says which weights' masks are transposable."""
     from stepsim.core.masks import _nm_mask
 
     out = {}
     for name, w in params.items():
         spec = specs[name]
-        out[name] = _nm_mask(w, *nm[name], spec.axis) if spec.sparse else None
+        if not spec.sparse:
+            out[name] = None
+        elif transposable and transposable_ok(w.shape, nm[name][1]):
+            from stepsim.core.transposable import _transposable_mask
+
+            if np.isnan(w).any():
+                raise ValueError(f"parameter {name!r} contains NaN; its transposable N:M "
+                                 "mask is undefined")
+            out[name] = _transposable_mask(w, *nm[name])
+        else:
+            out[name] = _nm_mask(w, *nm[name], spec.axis)
     return out
+
+
+def transposable_ok(shape, m: int) -> bool:
+    """A weight of ``shape`` can take a transposable N:M mask: 2-D, both dimensions
+    divisible by M (M x M blocks)."""
+    return len(shape) == 2 and shape[0] % m == 0 and shape[1] % m == 0
 
 
 def count_flips(old: Masks | None, new: Masks) -> int:
