@@ -381,18 +381,32 @@ def test_lean_step_gives_the_pure_bits_for_the_new_mask_pieces(monkeypatch, name
         assert np.array_equal(v, getattr(pure.trace, k), equal_nan=True), k
 
 
-def test_sste_runs_the_pure_path():
-    """S-STE's forward is not Pi * w: the lean step refuses it (it falls back to the pure
-    path) until its pieces own an in-place form (issue 26)."""
+def test_sste_owns_an_in_place_forward_and_a_piece_without_one_is_refused():
+    """S-STE's forward is not Pi * w: the lean step runs it through the masker's
+    ``forward_into`` (tests/test_lean_step.py checks its bits against the pure step); a
+    masker that overrides ``forward_weights`` without ``forward_into`` is refused."""
+    import dataclasses
+
     from stepsim.recipes import RunContext, make_recipe
     from stepsim.recipes.lean import LeanStep
+    from stepsim.recipes.maskers import EveryStepMask
 
     problem = _problem()
     params = problem.init_params(np.random.default_rng(0))
     ctx = RunContext.make(params, dict(problem.specs), 10)
     for name in ("s-ste", "s-ste-step"):
         recipe = make_recipe(name, **({"switch_at": 3} if name == "s-ste-step" else {}))
-        assert LeanStep.make(recipe, params, recipe.init(params, ctx), ctx) is None
+        assert isinstance(LeanStep.make(recipe, params, recipe.init(params, ctx), ctx),
+                          LeanStep)
+
+    @dataclasses.dataclass(frozen=True)
+    class Halved(EveryStepMask):
+        def forward_weights(self, mstate, params, masks, alpha, specs, nm):
+            return {k: w / 2 for k, w in params.items()}
+
+    recipe = dataclasses.replace(make_recipe("ste"), masker=Halved())
+    with pytest.raises(TypeError, match="forward_into"):
+        LeanStep.make(recipe, params, recipe.init(params, ctx), ctx)
 
 
 def test_compress_says_whether_a_mask_is_transposable(tmp_path, capsys):
