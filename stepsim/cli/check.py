@@ -35,17 +35,19 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import time
 
+    from pathlib import Path
+
     from stepsim.checks import parse_claims, run_checks
-    from stepsim.checks.report import default_out, probe_out
+    from stepsim.checks.report import default_out
     from stepsim.experiments.executors import connected
 
-    # bad input is a one-line error before any work starts
+    # bad input is a one-line error before any work starts (run_checks probes --out after
+    # every argument is checked, so a refused command leaves no folder)
     claims = parse_claims(args.claims)
     mode = "quick" if args.quick else "full"
-    out = args.out if args.out is not None else default_out(mode)
+    out = args._out = Path(args.out if args.out is not None else default_out(mode))
     start = time.perf_counter()
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
-        out = args._out = probe_out(out)  # args._out: for interrupted()
         report = run_checks(claims, mode=mode, out=out, n_jobs=args.jobs,
                             scheduler=scheduler, problems=args.problem)
     print(report.table())
@@ -59,7 +61,7 @@ def interrupted(args) -> str:
     from stepsim.checks.report import RUNS_DIR
 
     out = getattr(args, "_out", None)
-    if out is None:
-        return "interrupted before any run started; nothing was written"
+    if out is None or not (out / RUNS_DIR).is_dir():
+        return "interrupted before any run finished; nothing was kept"
     done = len(list((out / RUNS_DIR).glob("[!.]*.json")))
     return f"interrupted; {done} finished runs kept in {out}; the same command resumes"
