@@ -12,14 +12,16 @@ def add_arguments(parser) -> None:
                         help="claims to check: C1 ... C12 or 'all' (default)")
     parser.add_argument("--quick", action="store_true",
                         help="quick mode: digits only, 3 seeds, the fast timescale and the "
-                             "learning rates of the committed full run (about 2 minutes on 2 "
-                             "cores; indicative, not evidence). Default: full mode, the "
-                             "registered protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 "
-                             "seeds, digits and the transformer LM (about 40 minutes on 2 cores)")
+                             "learning rates of the committed full run (51-77 s on 2 cores "
+                             "once numba's kernels are compiled, ~4 min the first time; "
+                             "indicative, not evidence). Default: full mode, the registered "
+                             "protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 seeds, digits "
+                             "and the transformer LM (24.5 min measured on 2 cores)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write DIR/report.json, DIR/report.md, DIR/figures/ and keep "
                              "every finished run in DIR/runs/ (a second call resumes; equal "
-                             "runs run once); default $STEPSIM_CHECK_DIR/MODE, else "
+                             "runs run once; other claims already reported in DIR stay, "
+                             "merged); default $STEPSIM_CHECK_DIR/MODE, else "
                              "~/.cache/stepsim/check/MODE; probed before any work")
     parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                         help="local worker processes, one numba and one BLAS thread each "
