@@ -294,6 +294,8 @@ CLI_CASES = [
     case(TR + " --lr nan", r"lr must be finite, got nan", id="train-lr-nan"),
     case(TR + " --lr inf", r"lr must be finite, got inf", id="train-lr-inf"),
     case(TR + " --lr -1", r"lr must be in \[0\.0, inf\), got -1\.0", id="train-lr-negative"),
+    case(TR + " --lr -1e-3", r"lr must be in \[0\.0, inf\), got -0\.001",
+         id="train-lr-negative-exponent"),  # argparse would read -1e-3 as an option
     case(TR + " --recipe nope", r"unknown recipe 'nope'", id="train-recipe"),
     case(TR + " --criterion nope", r"unknown criterion 'nope'", id="train-criterion"),
     case(TR + " --optimizer nope", r"unknown optimizer 'nope'", id="train-optimizer"),
@@ -365,6 +367,13 @@ CLI_CASES = [
     case("sweep {fifo_json} --dry-run", r"sweep spec .*fifo\.json is a FIFO",
          id="sweep-spec-fifo"),
     case("sweep --recipes dense --steps 1 --out=", r"--out: empty path", id="sweep-out-empty"),
+    case("sweep --recipes dense --steps 1 --dry-run --grid recipe.lr=nan,1e-3",
+         r"recipes\[0\] \('dense'\): lr must be finite, got nan", id="sweep-grid-lr-nan"),
+    case("sweep --recipes dense --steps 3 --seeds 2 --jobs 1 --out {sweep}",
+         r"holds another sweep \(1 planned runs, 1 finished\); .* --force",
+         id="sweep-out-holds-another-sweep"),
+    case("check C1 --quick --problem lm --out {out}", r"no verdict to make: claim\(s\) C1 on "
+         r"problem\(s\) lm have no setting in quick mode", id="check-no-verdict"),
     case("sweep --recipes dense --steps 1 --dry-run -p scale=", r"--problem-option scale: "
          r"empty value", id="sweep-option-empty"),
     # ---- report: sweep directories whose files have the wrong shape; unknown names

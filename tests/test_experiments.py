@@ -333,3 +333,30 @@ def test_per_module_switching_and_learning_curves_reach_fit(tmp_path):
     assert parse_spec(dict(TINY, eval_every=10)).runs(lambda *a: True)[0].params[
         "eval_every"] == 10
     assert "eval_every" not in plan_sweep(TINY)[0].params  # ids of older sweeps unchanged
+
+
+def test_diverged_runs_are_counted_per_condition_and_marked_not_averaged(tmp_path, capsys):
+    """Issue 28: a sweep with diverged runs finishes, its table keeps a status and numeric
+    NaN, `stepsim report` counts them per condition (rc 0), and the figure of a one-N:M
+    grid shows its CI (error bars) and the diverged runs (x)."""
+    from matplotlib.image import imread
+
+    spec = {"steps": 20, "seeds": 3, "nm": ["2:4"], "problem": "regression",
+            "recipes": [{"name": "sr-ste", "grid": {"lr": [1e-3, 1e300]}}]}
+    out = tmp_path / "sw"
+    table = run_sweep(spec, out, jobs=1, progress=False)
+    lost = [r for r in table.rows if r["status"] == "non-finite"]
+    assert len(lost) == 3 and all(r["recipe.lr"] == 1e300 for r in lost)
+    assert all(isinstance(r["test_loss"], float) for r in table.rows)
+    assert all(r["diverged_param"] for r in lost)
+    on_disk = json.loads((out / "table.json").read_text())["result"]["rows"]
+    assert all(isinstance(r["test_loss"], float) for r in on_disk)  # NaN, not "nan"
+    cells = {r["recipe.lr"]: r for r in summarize(table, "test_loss")}
+    assert (cells[1e300]["n"], cells[1e300]["diverged"]) == (0, 3)
+    assert (cells[1e-3]["n"], cells[1e-3]["diverged"]) == (3, 0)
+    assert main(["report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "diverged" in printed and "| 3 |" in printed
+    image = imread(out / "test_loss_vs_sparsity.png")[..., :3]
+    blue = image[..., 2] - image[..., 0] > 0.25  # the first line's colour, anti-aliased
+    assert np.count_nonzero(blue.any(axis=1)) > 100  # the error bar spans the axis height

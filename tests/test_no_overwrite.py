@@ -5,6 +5,7 @@ unreachable scheduler leaves nothing behind. Every test runs the real commands."
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -19,6 +20,9 @@ def test_a_check_with_no_verdict_is_an_error_and_keeps_the_report(tmp_path, caps
     out = tmp_path / "q"
     assert main(["check", "C12", "--quick", "--out", str(out)]) == 0
     before = (out / "report.json").read_bytes(), sorted(p.name for p in (out / "figures").iterdir())
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out / "figures").stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700
     capsys.readouterr()
     assert main(["check", "C1", "--quick", "--problem", "lm", "--out", str(out)]) == 2
     err = capsys.readouterr().err

@@ -52,3 +52,21 @@ def test_setup_commands_are_what_ci_runs():
     for command in ('pip install -e ".[test]"', "python -m pytest -q --runslow"):
         assert command in setup, command
         assert command in ci, command
+
+
+def test_the_sweep_spec_example_is_a_spec_file_of_the_repository_and_plans(tmp_path):
+    """The README's TOML block is one of stepsim/experiments/specs/ (not a copy that
+    drifts) and a valid spec (issue 28)."""
+    from stepsim.experiments import parse_spec
+    from stepsim.experiments.spec import read_spec_file
+
+    blocks = _blocks("toml")
+    assert blocks, "no sweep SPEC example in the README"
+    specs = README.parent / "stepsim" / "experiments" / "specs"
+    files = {p.name: read_spec_file(p) for p in specs.glob("*.toml")}
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"block_{i}.toml"  # read as a spec file is
+        path.write_text(block)
+        data = read_spec_file(path)
+        assert data in files.values()
+        assert parse_spec(data).name == data["name"]

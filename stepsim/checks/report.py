@@ -129,6 +129,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     """
     import tempfile
 
+    from stepsim._atomic import _umask
     from stepsim._progress import Progress
     from stepsim._provenance import versions
     from stepsim.checks import _setup, protocol, tuning
@@ -232,6 +233,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     staging = None
     if out_dir is not None:
         staging = Path(tempfile.mkdtemp(prefix=".figures-", dir=out_dir))
+        staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become figures/' mode
     by_key = {b.key: b for b in final}
     by_key[plain.key] = plain
     for (claim, key), jobs in tasks.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 # name -> module under stepsim.cli; the order is the order of `stepsim --help`.
@@ -28,6 +29,12 @@ SUBCOMMANDS = {
     "report": "report",
     "check": "check",
 }
+
+
+# argparse reads "-1" and "-.5" as values but "-1e-3" as an option ("expected one
+# argument"); this matcher (argparse's own hook) also takes exponents, so a negative number
+# reaches its option's check and gets the real message ("lr must be in [0.0, inf)")
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def _load(module_name: str):
@@ -56,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        sp._negative_number_matcher = NEGATIVE_NUMBER  # --lr -1e-3 is a value, not an option
         module.add_arguments(sp)
         sp.set_defaults(_run=module.run, _interrupted=getattr(module, "interrupted", None))
     return parser

@@ -234,6 +234,8 @@ def run(args) -> int:
     print(f"steps      {spec.steps}  seed {spec.seed}")
     if result.switch_step is not None:
         print(f"switch     {result.switch_step}")
+    elif not result.success:
+        print(f"switch     none before the run stopped at step {result.stopped_at}")
     elif recipe.schedule.dense_phase:
         print("switch     never (the criterion did not fire: the run stayed dense and its "
               "result is a one-shot N:M prune of w_T)")

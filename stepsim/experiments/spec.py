@@ -47,6 +47,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 from pathlib import Path
 
 from stepsim._validate import _show, check_input_file, check_int
@@ -376,7 +377,14 @@ def _seeds(value) -> tuple[int, ...]:
 
 
 def _json_ready(where: str, options: dict) -> dict:
-    """``options`` as JSON values (tuples become lists), as they are hashed and stored."""
+    """``options`` as JSON values (tuples become lists), as they are hashed and stored.
+
+    A NaN or infinite number is refused naming its option ("lr must be finite, got nan"):
+    no option of a recipe, problem or criterion takes one, and JSON cannot hold it."""
+    for key, value in options.items():
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{where}: {key} must be finite, got {v}")
     try:
         return json.loads(canonical_json(options))
     except (TypeError, ValueError) as exc:

@@ -26,7 +26,7 @@ NumPy reference (``impl="numpy"``); the tests check they produce the same bytes,
 NumPy encoder uses torch's own boolean expressions, so the truncation of invalid groups
 (``truncate=True``) matches torch too.
 
-Shape rules (LAYOUT.md section 2): m a multiple of 32 (16 for int8), k a multiple of 32
+Shape rules: m a multiple of 32 (16 for int8), k a multiple of 32
 (float16/bfloat16), 64 (int8) or 16 (float32). These are the multiples for which torch's
 converter works: it needs an even number of meta columns because the reorder swaps column
 pairs.
@@ -141,8 +141,9 @@ def _check_dense(dense) -> LayoutSpec:
         raise ValueError(
             f"dense has shape (m, k) = {dense.shape}; the {spec.name} 2:4 layout needs m a "
             f"positive multiple of {spec.m_multiple} and k a positive multiple of "
-            f"{spec.k_multiple} (LAYOUT.md section 2: {spec.cols_per_word} dense columns per "
-            f"meta word and an even number of meta columns for CUTLASS's reorder)"
+            f"{spec.k_multiple} ({spec.cols_per_word} dense columns per meta word and an even "
+            f"number of meta columns for CUTLASS's reorder: the shape rules in "
+            f"stepsim.sparse24.layout's docstring)"
         )
     return spec
 
