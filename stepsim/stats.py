@@ -417,6 +417,21 @@ def combination_variance(item_values, coefficients) -> float:
     return math.fsum((dev * dev).tolist()) / (n_items - 1) / n_items
 
 
+def _ordered_sum(x: np.ndarray, width: int = 128) -> float:
+    """Sum of a 1-d float64 array in a fixed order (the same bits on every CPU, unlike
+    NumPy's reductions, whose order may follow the SIMD path): blocks of ``width`` added
+    elementwise one after the other, then ``math.fsum`` of the ``width`` partial sums."""
+    x = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    pad = (-x.size) % width
+    if pad:
+        x = np.concatenate([x, np.zeros(pad)])
+    rows = x.reshape(-1, width)
+    acc = rows[0].copy()
+    for row in rows[1:]:
+        acc += row
+    return math.fsum(acc.tolist())
+
+
 def shared_test_variance(contrasts) -> tuple[float, float]:
     """Test-set sampling variance of the mean effect over seeds that share ONE test set,
     without counting the within-seed item noise twice (PROTOCOL draft 4, issue 23 item 9).
@@ -441,7 +456,7 @@ def shared_test_variance(contrasts) -> tuple[float, float]:
         parts equals the Satterthwaite df of that sum of mean squares. Draft 2/3's
         variance, var_items(mean_s z) / N = MS_items / (n N), counted s_ab^2 / (n N) a
         second time. n = 1: no decomposition (MS_res undefined); var_items(z) / N with
-        N - 1 df. Sums are ``math.fsum`` over a fixed order: the same bits on every CPU.
+        N - 1 df. Sums run in a fixed order (``_ordered_sum``): the same bits on every CPU.
     """
     raw = np.asarray(contrasts) if not isinstance(contrasts, (str, bytes, dict)) else None
     if raw is None or raw.dtype.kind not in "iufb":
@@ -454,16 +469,19 @@ def shared_test_variance(contrasts) -> tuple[float, float]:
     if not np.all(np.isfinite(z)):
         raise ValueError("contrasts has non-finite values")
     n, n_items = z.shape
-    grand = math.fsum(z.ravel().tolist()) / (n * n_items)
-    item_means = np.array([math.fsum(col) / n for col in z.T.tolist()])
+    grand = _ordered_sum(z.ravel()) / (n * n_items)
+    item_sums = z[0]
+    for s in range(1, n):  # elementwise, in a fixed order: the same bits on every CPU
+        item_sums = item_sums + z[s]
+    item_means = item_sums / n
     dev = item_means - grand
-    ms_items = n * math.fsum((dev * dev).tolist()) / (n_items - 1)
+    ms_items = n * _ordered_sum(dev * dev) / (n_items - 1)
     if n == 1:
         return ms_items / n_items, float(n_items - 1)
-    seed_means = np.array([math.fsum(row) / n_items for row in z.tolist()])
+    seed_means = np.array([_ordered_sum(row) for row in z]) / n_items
     res = z - seed_means[:, None] - item_means[None, :] + grand
     df_res = (n - 1) * (n_items - 1)
-    ms_res = math.fsum((res * res).ravel().tolist()) / df_res
+    ms_res = _ordered_sum((res * res).ravel()) / df_res
     diff = ms_items - ms_res
     if diff <= 0.0:
         return 0.0, float(n_items - 1)

@@ -284,3 +284,68 @@ def test_t_tail_is_scipys():
         assert [stats._t_sf(x, df) for x in t] == sps.t.sf(t, df).tolist()
         for q in (0.5, 0.9, 0.975, 1 - 0.05 / 6):
             assert stats._t_ppf(q, df) == sps.t.ppf(q, df)
+
+
+# --- draft 4 (issue 23 items 4, 9) -------------------------------------------------------
+
+def test_shared_test_variance_is_the_item_part_of_a_seeds_by_items_decomposition():
+    rng = np.random.default_rng(7)
+    z = 100.0 * (rng.random((8, 300)) < 0.1) - 100.0 * (rng.random((8, 300)) < 0.08)
+    z[:, :40] += 100.0  # shared hard items: a real item component
+    var, df = stats.shared_test_variance(z)
+    n, big_n = z.shape
+    item, seed, grand = z.mean(axis=0), z.mean(axis=1), z.mean()
+    ms_items = n * np.sum((item - grand) ** 2) / (big_n - 1)
+    res = z - seed[:, None] - item[None, :] + grand
+    ms_res = np.sum(res ** 2) / ((n - 1) * (big_n - 1))
+    assert var == pytest.approx((ms_items - ms_res) / (n * big_n), rel=1e-12)
+    assert df == pytest.approx((ms_items - ms_res) ** 2 / (
+        ms_items ** 2 / (big_n - 1) + ms_res ** 2 / ((n - 1) * (big_n - 1))), rel=1e-12)
+    # seeds' spread + this = the crossed-design variance of the grand mean
+    total = np.var(z.mean(axis=1), ddof=1) / n + var
+    ms_seeds = big_n * np.var(seed, ddof=1)
+    assert total == pytest.approx((ms_seeds + ms_items - ms_res) / (n * big_n), rel=1e-12)
+    # draft 3's formula counted MS_res / (n N) once more
+    old = stats.combination_variance(z.mean(axis=0)[None, :], [1.0])
+    assert old == pytest.approx(var + ms_res / (n * big_n), rel=1e-12)
+    # no item component (pure within-seed noise): truncated at 0; one seed: var_items / N
+    noise = rng.standard_normal((8, 300))
+    assert stats.shared_test_variance(noise - noise.mean(axis=0))[0] == 0.0
+    one, one_df = stats.shared_test_variance(z[:1])
+    assert one == pytest.approx(np.var(z[0], ddof=1) / big_n) and one_df == big_n - 1
+    # the same bits for a permutation of the seeds (a fixed order, exactly rounded sums)
+    assert stats.shared_test_variance(z[::-1])[0] == pytest.approx(var, rel=1e-14)
+    with pytest.raises(ValueError, match="shape"):
+        stats.shared_test_variance(z[0])
+    with pytest.raises(ValueError, match="non-finite"):
+        stats.shared_test_variance(np.full((2, 3), np.nan))
+
+
+def test_paired_binary_exact_is_mcnemars_conditional_binomial():
+    t = stats.paired_binary_exact([1] * 8, [0] * 8)
+    assert (t.only_a, t.only_b, t.p_a_more, t.p_b_more) == (8, 0, 1 / 256, 1.0)
+    assert t.p_two_sided == 2 / 256 == t.p_min
+    t = stats.paired_binary_exact([1, 1, 0, 1, 0, 0], [1, 0, 1, 0, 0, 0])
+    assert (t.only_a, t.only_b, t.both, t.neither) == (2, 1, 1, 2)
+    assert t.p_a_more == pytest.approx(4 / 8) and t.p_b_more == pytest.approx(7 / 8)
+    none = stats.paired_binary_exact([0, 0], [0, 0])
+    assert none.p_two_sided == 1.0 and none.p_min == 1.0
+    with pytest.raises(ValueError, match="1-d of one length"):
+        stats.paired_binary_exact([1, 0], [1])
+
+
+def test_binomial_p_matches_the_clopper_pearson_bound():
+    from scipy import stats as sps
+
+    assert stats.binomial_p(8, 8, 0.5, greater=True) == 1 / 256
+    assert stats.binomial_p(0, 8, 0.5, greater=False) == 1 / 256
+    assert stats.binomial_p(6, 8, 0.5, greater=True) == pytest.approx(37 / 256)
+    for count in range(9):
+        p = stats.binomial_p(count, 8, 0.5, greater=True)
+        assert p == pytest.approx(sps.binom.sf(count - 1, 8, 0.5))
+        # p <= a exactly when the one-sided CP lower bound at 1 - a is above the rate
+        low, _ = stats.clopper_pearson(count, 8, 0.9)
+        assert (p <= 0.05) == (low > 0.5)
+    assert stats.clopper_pearson(0, 8)[0] == 0.0 and stats.clopper_pearson(8, 8)[1] == 1.0
+    with pytest.raises(ValueError, match="count"):
+        stats.binomial_p(9, 8, 0.5, greater=True)

@@ -27,6 +27,19 @@ def absent(name: str, effect, text: str) -> Part:
                 premise_text=text)
 
 
+def lost(name: str, text: str, *, units: str, margin: float) -> Part:
+    """A part that cannot be measured because runs diverged (PROTOCOL draft 4): its effect
+    has n = 0 and NaN estimate and interval — never a number made of diverged runs."""
+    import math
+
+    from stepsim.checks.verdict import Effect
+
+    effect = Effect(name=name, estimate=math.nan, ci_low=math.nan, ci_high=math.nan,
+                    ci_level=0.95, n=0, units=units, margin=float(margin))
+    return Part(name=name, effect=effect, verdict=INCONCLUSIVE, reason=f"diverged: {text}",
+                level=0.95, premise=None, premise_text="")
+
+
 def diverged(results: dict, *groups) -> int:
     """How many runs of ``groups`` (lists of RunSpecs) went non-finite."""
     return sum(bool(results[r.digest].get("diverged")) for g in groups for r in g)

@@ -80,6 +80,12 @@ def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) 
 VERDICT_COLOURS = {"REPRODUCED": "C2", "NOT REPRODUCED": "C3", "INCONCLUSIVE": "0.5"}
 
 
+def _tag(reason: str) -> str:
+    if reason.startswith("premise absent"):
+        return "  (premise absent)"
+    return "  (diverged)" if reason.startswith(("diverged", "both diverged")) else ""
+
+
 def parts_figure(result, path, *, note: str = "", select=None, symmetric: bool = False) -> Path:
     """One row per part of a claim: its effect with the interval at its Holm level, the
     margin (dashed) and 0 (solid), coloured by the part's verdict (grey: inconclusive or
@@ -93,9 +99,11 @@ def parts_figure(result, path, *, note: str = "", select=None, symmetric: bool =
     for i, p in enumerate(parts):
         e = p["effect"]
         colour = VERDICT_COLOURS.get(p["verdict"], "k")
-        ax.errorbar(e["estimate"], i, xerr=[[e["estimate"] - e["ci_low"]],
-                                           [e["ci_high"] - e["estimate"]]],
-                    fmt="o", color=colour, ms=4, capsize=2, lw=1)
+        # a part whose runs diverged has NaN ends (JSON: "nan"): nothing to draw but its name
+        est, low, high = (float(e[k]) for k in ("estimate", "ci_low", "ci_high"))
+        if all(map(math.isfinite, (est, low, high))):
+            ax.errorbar(est, i, xerr=[[est - low], [high - est]],
+                        fmt="o", color=colour, ms=4, capsize=2, lw=1)
         ax.plot(e["values"], [i] * len(e["values"]), "|", color=colour, alpha=0.4, ms=6)
     margin = parts[0]["effect"]["margin"] if parts else 0.0
     ax.axvline(0.0, color="k", lw=0.8)
@@ -103,9 +111,8 @@ def parts_figure(result, path, *, note: str = "", select=None, symmetric: bool =
         ax.axvline(margin, color="k", lw=0.8, ls="--")
         if symmetric:
             ax.axvline(-margin, color="k", lw=0.8, ls="--")
-    ax.set_yticks(range(len(parts)), [p["name"] + ("  (premise absent)" if
-                                                   p["reason"].startswith("premise absent")
-                                                   else "") for p in parts], fontsize=7)
+    ax.set_yticks(range(len(parts)), [p["name"] + _tag(p["reason"]) for p in parts],
+                  fontsize=7)
     ax.invert_yaxis()
     units = parts[0]["effect"]["units"] if parts else ""
     ax.set_xlabel(f"deviation ({units}); inside the dashed margins: the claim" if symmetric

@@ -49,9 +49,8 @@ def decide_claim(budget, results):
         label = f"{nm[0]}:{nm[1]}"
         lost = broken + _parts.diverged(results, runs[("sr-ste", nm)])
         if lost:  # a diverged run has no v to read
-            e = effect_from([0.0, 0.0], name=f"ln R(SR-STE) - ln R(dense) at {label}",
-                            units="e-folds", margin=0.0)
-            parts[label] = _parts.absent(label, e, f"{lost} run(s) diverged")
+            parts[label] = _parts.lost(label, f"{lost} run(s) have no v to read",
+                                       units="e-folds", margin=0.0)
             continue
         premise = effect_from([0.5 - r for r in dense], name="0.5 - R(dense)", units="ratio",
                               margin=0.0)

@@ -52,7 +52,8 @@ def decide_claim(budget, results):
     e = effect_from(values, name="log10(eps / min windowed Z)", units="decades", margin=0.1)
     premise_ok = budget.steps >= 5 * budget.window
     if lost:
-        parts = {"x1": _parts.absent("x1", e, f"{lost} dense run(s) diverged")}
+        parts = {"x1": _parts.lost("x1", f"{lost} dense run(s): no variance change to read",
+                                   units="decades", margin=0.1)}
     elif premise_ok:
         parts = decide_parts({"x1": (e, None, "")})
     else:

@@ -68,10 +68,9 @@ RULES_3 = {
     "layerwise": {"ms": [8, 16], "target": 0.75},
     "c4_loss_scales": [0.01, 1.0, 100.0],
     "c7_fractions": [0.1, 0.2, 0.4, 0.6, 0.8],
-    "c7_landing": {"interval": [0.1, 0.3], "fired_rate": 0.5, "loss_scales": [1.0, 0.01]},
+    "c7_landing": {"interval": [0.1, 0.3], "fired_at_least": 0.75, "loss_scales": [1.0, 0.01]},
     "c8_switch_windows": [0.4, 1.6],
     "c3_margin_decades": 0.1,
-    "divergence": {"min_finite_pairs": 3, "test": "exact McNemar, two-sided"},
 }
 
 #: Draft 4's changes (PROTOCOL.md, "Draft 4", the block between the RULES 4 markers): its
@@ -93,6 +92,9 @@ CHANGES_4 = {
     "diagnostics": {"after_switch": [1, 10, 100], "quantiles": [0.5, 0.99]},
     "extended": {"readings": {"lm": ["A1", "SR"]}, "schedule_problems": ["digits", "lm"],
                  "stability_seeds": [1003, 1004, 1005, 1006, 1007]},
+    # "Draft 4: statistics": C7's landing by a fired rate, divergence as its own outcome
+    "c7_landing": {"interval": [0.1, 0.3], "fired_rate": 0.5, "loss_scales": [1.0, 0.01]},
+    "divergence": {"min_finite_pairs": 3, "test": "exact McNemar, two-sided"},
 }
 
 #: draft -> its full rules. A report declares its draft (``rules_version``) and is checked

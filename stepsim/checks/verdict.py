@@ -39,7 +39,9 @@ The rules (PROTOCOL.md §6):
 Every part reports the interval at the level it was judged at (``Part.level``, also
 ``Part.effect.ci_level``). ``tests/test_verdict_calibration.py`` checks by simulation, with
 n = 8 seeds and one shared test set, that each rule gives at most 5% wrong verdicts
-(REPRODUCED with a true effect <= 0, NOT REPRODUCED with a true effect >= margin).
+(REPRODUCED with a true effect <= 0, NOT REPRODUCED with a true effect >= margin); its
+draft-4 section simulates per-item 0/100 errors and divergence and feeds them through
+``_setup.effect`` and these functions (PROTOCOL.md, "Draft 4: statistics").
 Everything here is plain data: frozen dataclasses that serialise to JSON with
 :func:`stepsim._provenance.to_jsonable`.
 """
