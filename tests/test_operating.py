@@ -327,3 +327,15 @@ def test_fit_records_g2_over_vstar_after_the_switch_without_changing_the_run():
                     seed=3).run()
     assert dense.diagnostics == {}
     assert np.array_equal(dense.trace.loss, result.trace.loss[:50])
+
+
+def test_extended_seeds_join_the_stability_map_only():
+    table = {"digits/main": {"adam|sr-ste|1:8": {"grid": [1e-3, 1e-2], "choice": 1e-2,
+                                                 "tie": [1e-2], "errors": [[1.0], [2.0]]}}}
+    extra = {"digits/main": {"adam|sr-ste|1:8": {"errors": [[1.5, None], [2.5, 2.0]]}}}
+    joined = tuning.extend_errors(table, extra)["digits/main"]["adam|sr-ste|1:8"]
+    assert joined["errors"] == [[1.0, 1.5, None], [2.0, 2.5, 2.0]]
+    assert joined["choice"] == 1e-2 and joined["tie"] == [1e-2]
+    rows = operating.stability_map({"digits/main": {"adam|sr-ste|1:8": joined}})
+    assert rows["digits/main"]["1:8"]["sr-ste"]["diverged"] == [1, 0]
+    assert table["digits/main"]["adam|sr-ste|1:8"]["errors"] == [[1.0], [2.0]]  # unchanged

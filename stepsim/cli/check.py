@@ -26,6 +26,11 @@ def add_arguments(parser) -> None:
                              "(default: every core; 1 runs in this process)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run on a Dask cluster at ADDRESS (tcp://host:port) instead")
+    parser.add_argument("--extended", action="store_true",
+                        help="full mode plus the extended set of PROTOCOL.md draft 4 (§D4.8: "
+                             "STEP-A1 on the LM at the fixed switch fractions and the tie "
+                             "set, the LM under cosine); beyond the 60-minute budget, meant "
+                             "for --scheduler (Dask); not registered evidence")
     parser.add_argument("--problem", action="append", choices=("digits", "lm"),
                         default=None, metavar="NAME",
                         help="only this problem of the protocol (digits | lm); repeatable "
@@ -41,10 +46,14 @@ def run(args) -> int:
     # bad input is a one-line error before any work starts
     claims = parse_claims(args.claims)
     mode = "quick" if args.quick else "full"
+    if args.extended and args.quick:
+        raise ValueError("--extended adds to the full check; it cannot be combined with "
+                         "--quick")
     out = probe_out(args.out if args.out is not None else default_out(mode))
     start = time.perf_counter()
     report = run_checks(claims, mode=mode, out=out, n_jobs=args.jobs,
-                        scheduler=args.scheduler, problems=args.problem)
+                        scheduler=args.scheduler, problems=args.problem,
+                        extended=bool(args.extended))
     print(report.table())
     print(f"{len(report.claims)} verdict(s) in {time.perf_counter() - start:.1f} s; wrote "
           f"{out}/report.json, {out}/report.md and {out}/figures/")
