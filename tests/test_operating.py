@@ -339,3 +339,31 @@ def test_extended_seeds_join_the_stability_map_only():
     rows = operating.stability_map({"digits/main": {"adam|sr-ste|1:8": joined}})
     assert rows["digits/main"]["1:8"]["sr-ste"]["diverged"] == [1, 0]
     assert table["digits/main"]["adam|sr-ste|1:8"]["errors"] == [[1.0], [2.0]]  # unchanged
+
+
+def test_c4_decides_eq10_with_bias_corrected_vstar_and_reports_raw_beside():
+    from test_check_rules import base, budget_for, classify, views
+
+    from stepsim.checks import claim_module
+
+    module = claim_module("C4")
+    b = budget_for(module)
+    jobs = [classify(j) for j in module.jobs(b)]
+    eq10 = [j for j in jobs if j["criterion"] == "agarwal"]
+    assert {j["key"] for j in eq10} == {"step-a1", "step-sr", "step-a1-bc", "step-sr-bc"}
+
+    # raw v* at Eq. 10's k0 = 3 is ruinous (100 more wrong images), bias-corrected is not
+    def scenario(job, i):
+        worse = 100 if job["criterion"] == "agarwal" and not job["key"].endswith("-bc") else 0
+        return {"wrong": base(i) + worse, "switch_step": 3 if job["criterion"] == "agarwal"
+                else 1000}
+
+    result = module.decide_claim(b, views(module, b, scenario))
+    names = {p.name for p in result.parts}
+    assert len(names) == 12 and "STEP-A1 Eq. 10 bias-corrected v* x1" in names
+    assert not any(n.startswith("STEP-A1 Eq. 10 x") for n in names)
+    by = {p.name: p for p in result.parts}
+    assert by["STEP-A1 Eq. 10 bias-corrected v* x1"].effect.estimate == pytest.approx(0.0)
+    assert result.numbers["eq10_decided_with"] == "bias-corrected"
+    raw = result.numbers["errors"]["STEP-A1 Eq. 10 x1"]
+    assert np.mean(raw) > np.mean(result.numbers["errors"]["STEP-A1 AutoSwitch x1"]) + 10
