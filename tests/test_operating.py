@@ -367,3 +367,37 @@ def test_c4_decides_eq10_with_bias_corrected_vstar_and_reports_raw_beside():
     assert result.numbers["eq10_decided_with"] == "bias-corrected"
     raw = result.numbers["errors"]["STEP-A1 Eq. 10 x1"]
     assert np.mean(raw) > np.mean(result.numbers["errors"]["STEP-A1 AutoSwitch x1"]) + 10
+
+
+@pytest.mark.slow
+def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_map(tmp_path):
+    """The whole draft-4 path at 200 steps on digits: tuning (own lrs, cosine), the tie
+    set's budgets, every operating point's verdict line, the stability map and figure,
+    the switch findings and the g^2/v* diagnostics of every STEP run."""
+    import json
+
+    from stepsim.checks.report import run_checks
+
+    report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
+                        out=tmp_path / "r", progress=False, n_jobs=1)
+    settings = {c.setting for c in report.claims}
+    assert {"digits/main", "digits/fast", "digits/main@own-lr", "digits/main@k0=0.3T",
+            "digits/main@k0=0.5T", "digits/main-cosine",
+            "digits/main-cosine@own-lr"} <= settings
+    ties = [s for s in settings if "@sr-ste " in s]
+    assert ties and all(s.startswith("digits/main@sr-ste 1:") for s in ties)
+    registered = next(c for c in report.claims if c.setting == "digits/main")
+    assert "[tie set: " in registered.reason
+    op = report.operating
+    assert set(op["stability"]) >= {"digits/main", "digits/main-cosine"}
+    assert "step_vs_srste" in op["stability"]["digits/main"]["1:8"]
+    assert op["switch_findings"]["digits/main"]["runs"] > 0
+    assert report.compute["step_runs_without_diagnostics"] == 0
+    assert "adam|step-a1|1:8" in report.lrs["digits/main"]
+    assert "adam|dense|-" in report.lrs["digits/main-cosine"]
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())["result"]
+    assert doc["protocol"]["rules_version"] == 4 and doc["operating"]["stability_figures"]
+    for f in doc["operating"]["stability_figures"]:
+        assert (tmp_path / "r" / f).stat().st_size > 1000
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Switch findings" in md and "## Stability map: digits/main" in md
