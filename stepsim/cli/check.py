@@ -31,7 +31,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--extended", action="store_true",
                         help="full mode plus the extended set of PROTOCOL.md draft 4 (§D4.8: "
                              "STEP-A1 on the LM at the fixed switch fractions and the tie "
-                             "set, the LM under cosine); beyond the 60-minute budget, meant "
+                             "set, the LM under cosine, tuning seeds 1003-1007 for the stability "
+                             "map); beyond the 60-minute budget, meant "
                              "for --scheduler (Dask); not registered evidence")
     parser.add_argument("--problem", action="append", choices=("digits", "lm"),
                         default=None, metavar="NAME",
