@@ -357,6 +357,8 @@ CLI_CASES = [
     case("check all C99", r"unknown claim 'C99'", id="check-all-and-unknown"),
     case("check C1 --problem regression", r"invalid choice: 'regression'",
          id="check-problem-not-in-protocol"),
+    case("check C5 --quick --extended", r"--extended adds to the full check",
+         id="check-extended-with-quick"),
     # ---- sweep specs of the wrong shape, empty options
     case("sweep {spec_list} --dry-run", r"sweep spec .*spec_list\.json'? must hold a JSON "
          r"object .*got list \[1, 2\]", id="sweep-spec-list"),
@@ -903,6 +905,24 @@ API_CASES = [
         id="run_checks-steps"),
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.parse_key(
         "adam|sr-ste")), ValueError, r"config key must be", id="parse_key-short"),
+    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+        ["C5"], mode="quick", extended=True)), ValueError,
+        r"extended must be True or False and needs mode 'full'", id="run_checks-extended"),
+    api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.document_rules(
+        draft=2)), ValueError, r"draft must be one of \[3, 4\], got 2",
+        id="document_rules-draft"),
+    api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.draft_of(
+        {"rules_version": 4, "rules_sha256": "0" * 64})), ValueError,
+        r"declares draft 4 but its rules digest", id="draft_of-digest"),
+    api(_np(lambda: __import__("stepsim.checks.operating").checks.operating.tie_set(
+        [1e-3], [[1.0]], 1e-2)), ValueError, r"choice 0\.01 is not in the grid",
+        id="tie_set-choice"),
+    api(_np(lambda: __import__("stepsim.checks.operating").checks.operating.clopper_pearson(
+        4, 3)), ValueError, r"need integers 0 <= k <= n", id="clopper_pearson-k"),
+    api(_np(lambda: __import__("stepsim.checks._setup").checks._setup.Budget(
+        "full", "digits", "main", (0,), schedule="linear")), ValueError,
+        r"schedule must be 'constant' or one of \['cosine-warmup'\], got 'linear'",
+        id="budget-schedule"),
     # ---- shared helpers the CLI and problems use
     api(_np(lambda: __import__("stepsim._validate")._validate.check_memory(
         "the activations", 8 * 10**18, available=2**30)), ValueError,

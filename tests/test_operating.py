@@ -327,3 +327,77 @@ def test_fit_records_g2_over_vstar_after_the_switch_without_changing_the_run():
                     seed=3).run()
     assert dense.diagnostics == {}
     assert np.array_equal(dense.trace.loss, result.trace.loss[:50])
+
+
+def test_extended_seeds_join_the_stability_map_only():
+    table = {"digits/main": {"adam|sr-ste|1:8": {"grid": [1e-3, 1e-2], "choice": 1e-2,
+                                                 "tie": [1e-2], "errors": [[1.0], [2.0]]}}}
+    extra = {"digits/main": {"adam|sr-ste|1:8": {"errors": [[1.5, None], [2.5, 2.0]]}}}
+    joined = tuning.extend_errors(table, extra)["digits/main"]["adam|sr-ste|1:8"]
+    assert joined["errors"] == [[1.0, 1.5, None], [2.0, 2.5, 2.0]]
+    assert joined["choice"] == 1e-2 and joined["tie"] == [1e-2]
+    rows = operating.stability_map({"digits/main": {"adam|sr-ste|1:8": joined}})
+    assert rows["digits/main"]["1:8"]["sr-ste"]["diverged"] == [1, 0]
+    assert table["digits/main"]["adam|sr-ste|1:8"]["errors"] == [[1.0], [2.0]]  # unchanged
+
+
+def test_c4_decides_eq10_with_bias_corrected_vstar_and_reports_raw_beside():
+    from test_check_rules import base, budget_for, classify, views
+
+    from stepsim.checks import claim_module
+
+    module = claim_module("C4")
+    b = budget_for(module)
+    jobs = [classify(j) for j in module.jobs(b)]
+    eq10 = [j for j in jobs if j["criterion"] == "agarwal"]
+    assert {j["key"] for j in eq10} == {"step-a1", "step-sr", "step-a1-bc", "step-sr-bc"}
+
+    # raw v* at Eq. 10's k0 = 3 is ruinous (100 more wrong images), bias-corrected is not
+    def scenario(job, i):
+        worse = 100 if job["criterion"] == "agarwal" and not job["key"].endswith("-bc") else 0
+        return {"wrong": base(i) + worse, "switch_step": 3 if job["criterion"] == "agarwal"
+                else 1000}
+
+    result = module.decide_claim(b, views(module, b, scenario))
+    names = {p.name for p in result.parts}
+    assert len(names) == 12 and "STEP-A1 Eq. 10 bias-corrected v* x1" in names
+    assert not any(n.startswith("STEP-A1 Eq. 10 x") for n in names)
+    by = {p.name: p for p in result.parts}
+    assert by["STEP-A1 Eq. 10 bias-corrected v* x1"].effect.estimate == pytest.approx(0.0)
+    assert result.numbers["eq10_decided_with"] == "bias-corrected"
+    raw = result.numbers["errors"]["STEP-A1 Eq. 10 x1"]
+    assert np.mean(raw) > np.mean(result.numbers["errors"]["STEP-A1 AutoSwitch x1"]) + 10
+
+
+@pytest.mark.slow
+def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_map(tmp_path):
+    """The whole draft-4 path at 200 steps on digits: tuning (own lrs, cosine), the tie
+    set's budgets, every operating point's verdict line, the stability map and figure,
+    the switch findings and the g^2/v* diagnostics of every STEP run."""
+    import json
+
+    from stepsim.checks.report import run_checks
+
+    report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
+                        out=tmp_path / "r", progress=False, n_jobs=1)
+    settings = {c.setting for c in report.claims}
+    assert {"digits/main", "digits/fast", "digits/main@own-lr", "digits/main@k0=0.3T",
+            "digits/main@k0=0.5T", "digits/main-cosine",
+            "digits/main-cosine@own-lr"} <= settings
+    ties = [s for s in settings if "@sr-ste " in s]
+    assert ties and all(s.startswith("digits/main@sr-ste 1:") for s in ties)
+    registered = next(c for c in report.claims if c.setting == "digits/main")
+    assert "[tie set: " in registered.reason
+    op = report.operating
+    assert set(op["stability"]) >= {"digits/main", "digits/main-cosine"}
+    assert "step_vs_srste" in op["stability"]["digits/main"]["1:8"]
+    assert op["switch_findings"]["digits/main"]["runs"] > 0
+    assert report.compute["step_runs_without_diagnostics"] == 0
+    assert "adam|step-a1|1:8" in report.lrs["digits/main"]
+    assert "adam|dense|-" in report.lrs["digits/main-cosine"]
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())["result"]
+    assert doc["protocol"]["rules_version"] == 4 and doc["operating"]["stability_figures"]
+    for f in doc["operating"]["stability_figures"]:
+        assert (tmp_path / "r" / f).stat().st_size > 1000
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Switch findings" in md and "## Stability map: digits/main" in md

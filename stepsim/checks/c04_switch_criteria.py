@@ -16,7 +16,9 @@ problem's.
 Rule (PROTOCOL §6-7, registered before this evidence): no premise beyond the runs
 existing; 12 parts (2 readings x 2 criteria x 3 loss scales) decided by the generic rule
 with Holm across all of them; the claim is REPRODUCED if either reading is (all its parts
-REPRODUCED), NOT REPRODUCED if both are.
+REPRODUCED), NOT REPRODUCED if both are. Draft 4 (§D4.6): Eq. 10 switches at k0 = 2-4,
+before 1/(1 - beta2), so its runs are made with raw and with bias-corrected v* and its
+parts are decided with the bias-corrected ones (raw reported beside).
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ Rule (PROTOCOL §5-7, registered before this evidence): premise per part gap_B >
 (one-sided); the parts with their premise are decided by the generic rule with Holm over
 every part of both readings; a reading is REPRODUCED when all its parts are; the claim is
 REPRODUCED if either reading is (the reason names it), NOT REPRODUCED if both are.
+Draft 4 (§D4): a part whose STEP runs switched on the initial plateau is INCONCLUSIVE;
+the claim is also decided at STEP's own lr, at fixed switch fractions, under cosine with
+warm-up and at every tied SR-STE lr (robust or fragile), each its own verdict line.
 """
 
 from __future__ import annotations

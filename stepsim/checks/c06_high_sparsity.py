@@ -9,7 +9,8 @@ to dense is smaller than B's); margin: the problem's.
 Rule (PROTOCOL §5-7, registered before this evidence): premise per part gap_B > 0
 (one-sided); the parts with their premise are decided by the generic rule with Holm over
 every part of both readings; the claim is REPRODUCED if either reading is (the reason
-names it), NOT REPRODUCED if both are.
+names it), NOT REPRODUCED if both are. Draft 4: the plateau premise and the operating
+points of C5.
 """
 
 from __future__ import annotations

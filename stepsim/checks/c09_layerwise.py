@@ -12,7 +12,8 @@ the problem's.
 
 Rule (PROTOCOL §6-7, registered before this evidence): premise per M: layer-wise SR-STE's
 gap to dense > 0 (one-sided); 4 parts decided by the generic rule with Holm across all;
-the claim is REPRODUCED if either reading is.
+the claim is REPRODUCED if either reading is. Draft 4 (§D4.5): a part whose STEP runs
+switched on the initial plateau is INCONCLUSIVE.
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                             n_jobs=n_jobs, scheduler=scheduler, progress=progress,
                             bar_type=Progress)
 
-        done = {}
+        done, stability_table = {}, None
         if lrs is not None:
             chosen, table = {k: dict(v) for k, v in lrs.items()}, {}
         elif mode == "quick":
@@ -210,6 +210,13 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             done = execute([t for group in tune_jobs.values() for t in group["tasks"]],
                            "tuning")
             chosen, table = tuning.choose(tune_jobs, done)
+            if extended:  # more tuning seeds for the stability map only (PROTOCOL §D4.3)
+                adam = {s: (b, {k for k in keys if k.startswith("adam|")})
+                        for s, (b, keys) in needs.items()}
+                more = tuning.jobs(adam, seeds=protocol.RULES["extended"]["stability_seeds"])
+                seen = execute([t for g in more.values() for t in g["tasks"]], "stability")
+                done = {**done, **seen}
+                stability_table = tuning.extend_errors(table, tuning.choose(more, seen)[1])
         final = [dataclasses.replace(b, lrs=chosen.get(b.setting, {})) for b in budgets]
         final += [t for b in final for t in tuning.tie_budgets(b, table, names)]
         tasks, skipped, kept = {}, [], []
@@ -262,7 +269,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     compute = {"runs": len(every), "tuning_runs": len(set(done) - set(results)),
                "worker_s": sum(v["seconds"] for v in every.values()),
                "step_runs_without_diagnostics": _undiagnosed(tasks, results)}
-    operating = _operating(decided, table, skipped, extended, staging)
+    operating = _operating(decided, stability_table or table, skipped, extended, staging)
     if previous is not None:  # the other claims of the report in out_dir stay, with figures
         kept = [c for c in previous.claims if not _covers(covered, c)]
         for c in kept:

@@ -23,17 +23,18 @@ from stepsim.checks import protocol
 COMMITTED = Path(__file__).with_name("tuned_lrs.json")
 
 
-def jobs(needs: dict) -> dict:
+def jobs(needs: dict, seeds=None) -> dict:
     """``needs``: setting key -> (a Budget of that setting, set of config keys). Returns
     (setting, config) -> {"grid": [lr...], "tasks": [RunSpec...] (grid-major, seeds
-    inner)}."""
+    inner)}. seeds: the tuning seeds (default the protocol's; ``--extended`` adds more for
+    the stability map only, :func:`extend_errors`)."""
     from stepsim.checks import _setup
 
+    seeds = tuple(protocol.RULES["seeds"]["tuning"] if seeds is None else seeds)
     out = {}
     for setting, (budget, keys) in sorted(needs.items()):
-        tuner = _setup.Budget(budget.mode, budget.problem, budget.timescale,
-                              tuple(protocol.RULES["seeds"]["tuning"]), steps=budget.steps,
-                              schedule=budget.schedule)
+        tuner = _setup.Budget(budget.mode, budget.problem, budget.timescale, seeds,
+                              steps=budget.steps, schedule=budget.schedule)
         for key in sorted(keys):
             optimizer, recipe, nm, m = protocol.parse_key(key)
             lrs = protocol.grid(budget.problem, optimizer)
@@ -70,6 +71,21 @@ def choose(tune_jobs: dict, results: dict) -> tuple[dict, dict]:
                                               "errors": errors,
                                               "tie": tie_set(grid, errors, grid[best])}
     return chosen, table
+
+
+def extend_errors(table: dict, extra: dict) -> dict:
+    """``table`` with each config's per-lr ``errors`` joined by those of ``extra`` (a
+    :func:`choose` table of more seeds): the stability map's input under ``--extended``
+    (PROTOCOL §D4.3). Choices and tie sets stay the protocol's."""
+    out = {}
+    for setting, configs in table.items():
+        for key, row in configs.items():
+            more = extra.get(setting, {}).get(key)
+            errors = row.get("errors")
+            if more is not None and errors is not None:
+                errors = [a + b for a, b in zip(errors, more["errors"])]
+            out.setdefault(setting, {})[key] = dict(row, errors=errors)
+    return out
 
 
 def tie_budgets(budget, table: dict, claims) -> list:
