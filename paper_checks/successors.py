@@ -68,6 +68,22 @@ def one(job) -> dict:
             "flip_rate": [None if x != x else float(x) for x in rate], "digest": spec.digest}
 
 
+def compact(row, points: int = 100) -> dict:
+    """``row`` with its per-step flip rate replaced by means over consecutive blocks of
+    ceil(T / points) steps (``flip_rate_blocks``; block b covers steps b*B+1..(b+1)*B), so
+    the JSON stays small; the figure and the table use every step."""
+    import math
+
+    rate = row["flip_rate"]
+    size = max(1, math.ceil(len(rate) / points))
+    blocks = []
+    for lo in range(0, len(rate), size):
+        vals = [x for x in rate[lo:lo + size] if x is not None]
+        blocks.append(sum(vals) / len(vals) if vals else None)
+    out = {k: v for k, v in row.items() if k != "flip_rate"}
+    return dict(out, flip_rate_block=size, flip_rate_blocks=blocks)
+
+
 def table(rows) -> str:
     groups = {}
     for r in rows:
@@ -146,7 +162,8 @@ def main(argv=None) -> int:
     params = {"nm": list(args.nm), "lr": args.lr, "steps": steps, "seeds": seeds,
               "beta2": BETA2, "recipes": {k: [v[0], v[1]] for k, v in RECIPES.items()},
               "quick": args.quick}
-    save_json(out, {"rows": rows}, params=params, seed=list(range(seeds)))
+    save_json(out, {"rows": [compact(r) for r in rows]}, params=params,
+              seed=list(range(seeds)))
     nm = f"{args.nm[0]}:{args.nm[1]}"
     note = (f"digits {nm}, T = {steps}, Adam lr {args.lr:g}, beta2 {BETA2}, seeds "
             f"0..{seeds - 1} (paired); exploratory, outside the protocol")

@@ -427,8 +427,9 @@ def test_successors_script_quick_mode(tmp_path):
     assert {r["recipe"] for r in rows} == set(script.RECIPES)
     assert doc["provenance"]["params"]["quick"] is True
     for r in rows:
-        assert len(r["flip_rate"]) == 60 and np.isfinite(r["error"])
+        assert r["flip_rate_block"] == 1 and len(r["flip_rate_blocks"]) == 60
+        assert np.isfinite(r["error"])
         if r["recipe"] != "dense":
-            assert max(x for x in r["flip_rate"] if x is not None) > 0
+            assert max(x for x in r["flip_rate_blocks"] if x is not None) > 0
     assert (tmp_path / "s_flip_rate.png").stat().st_size > 0
     assert "| s-ste |" in (tmp_path / "s.md").read_text()
