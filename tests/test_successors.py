@@ -421,3 +421,29 @@ def test_compress_says_whether_a_mask_is_transposable(tmp_path, capsys):
     assert lines["trans"].endswith("; mask transposable (2:4 along both axes)")
     assert lines["plain"].endswith("; mask not transposable")
     assert "transposable" not in lines["bias"]
+
+
+def test_successors_script_quick_mode(tmp_path):
+    """paper_checks/successors.py --quick: every recipe runs, its flip rate per step and
+    error are written (JSON with provenance, Markdown table, the flip-rate figure)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "paper_checks" / "successors.py"
+    spec = importlib.util.spec_from_file_location("successors_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "s.json"
+    assert script.main(["--quick", "--jobs", "1", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    rows = doc["result"]["rows"]
+    assert {r["recipe"] for r in rows} == set(script.RECIPES)
+    assert doc["provenance"]["params"]["quick"] is True
+    for r in rows:
+        assert r["flip_rate_block"] == 1 and len(r["flip_rate_blocks"]) == 60
+        assert np.isfinite(r["error"])
+        if r["recipe"] != "dense":
+            assert max(x for x in r["flip_rate_blocks"] if x is not None) > 0
+    assert (tmp_path / "s_flip_rate.png").stat().st_size > 0
+    assert "| s-ste |" in (tmp_path / "s.md").read_text()

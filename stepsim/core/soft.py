@@ -84,8 +84,8 @@ def sste_beta(w: np.ndarray, s: np.ndarray) -> float:
     -------
     float
     """
-    from stepsim.core import _soft_kernels as k
     from stepsim._validate import check_same_layout
+    from stepsim.core import _soft_kernels as k
 
     check_float_array("w", w, dtypes=SOFT_DTYPES)
     check_same_layout("w", w, s=s)

@@ -43,7 +43,8 @@ The names a run accepts:
 
 * recipes (:func:`stepsim.make_recipe`): ``dense``, ``ste``, ``sr-ste``, ``asp``, ``step``
   (Algorithm 1), ``step-v-updated``, ``decaying-mask``, ``layerwise-sr-ste``,
-  ``layerwise-step``; optimizer ``adam`` | ``adamw`` | ``sgdm``. Options a recipe would not
+  ``layerwise-step``, ``s-ste``, ``masked-decay``, ``s-ste-step`` (issue 24; every recipe
+  takes ``transposable``); optimizer ``adam`` | ``adamw`` | ``sgdm``. Options a recipe would not
   use are refused. ``layerwise-step`` switches per module with DominoSearch's dynamic N
   (``layerwise_rule="greedy"`` keeps the one-shot rule; ``domino_deadline``, default half of
   the sparse phase, lifts the vote bar so a short run still meets its target:

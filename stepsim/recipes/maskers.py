@@ -137,8 +137,8 @@ class EveryStepMask(_Masker):
     K = 40). dense_tail: the last fraction of the run's steps trains dense (their dense
     fine-tuning, the last 1/6): from step T - round(dense_tail T) + 1 the forward pass uses
     w, gradient pieces see no mask, and the result is the dense w_T (their output is a
-    dense model: it accelerates pre-training, not inference). transposable: rows and
-    columns both N:M.
+    dense model: it accelerates pre-training, not inference; the dense tail's steps count
+    no mask flips, having no mask). transposable: rows and columns both N:M.
     """
 
     every: int = 1

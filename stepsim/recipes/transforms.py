@@ -616,7 +616,10 @@ class StepView(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class SrsteTerm:
-    """On the gradient, before the optimizer (SR-STE's code): g + lam (1 - Pi) w."""
+    """On the gradient, before the optimizer (SR-STE's code): g + lam (1 - Pi) w.
+
+    The same piece is Hu et al.'s masked decay (ICML 2024, arXiv 2404.01847): alpha (1 - Pi)
+    w added to the gradient before Adam, so it enters both m and v (recipe masked-decay)."""
 
     lam: float
 
