@@ -4,7 +4,11 @@
 moment under a gradient process and tests the bound at log-spaced lags, with exact
 confidence intervals and verdicts; ``stepsim theorem1`` is its command line. Modules:
 ``processes`` (gradient processes and the plug-in protocol), ``engine`` (numba engine and
-NumPy reference), ``check`` (bounds, intervals, verdicts, result), ``plot`` (the figure).
+NumPy reference), ``check`` (bounds, intervals, verdicts, result), ``plot`` (the figure),
+``bounds`` (the corrected bounds: Chebyshev, Statement A for Gaussian g, Statement B for
+Markov chains with a spectral gap, a heuristic plug-in; ``check_theorem1(..., bound=KIND)``
+and ``stepsim theorem1 --bound KIND`` score one), ``chains`` (Gaussian, sticky and two-state
+processes), ``verify`` (the verification behind ``paper_checks/theorem1_bounds.py``).
 Importing this package imports neither numba nor matplotlib.
 
 What is tested: ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1 - b2)^2 (k - k0) log(2/delta)) at

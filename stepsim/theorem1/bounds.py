@@ -376,6 +376,7 @@ def corrected_bound(process, *, beta2: float, k0: int, lags, delta: float,
 
 
 __all__ = ["KINDS", "PROVED", "applicable", "bound", "corrected_bound", "exact_mean",
-           "exact_variance", "gaussian_chi2_bound", "weight_autocorrelations", "gaussian_eigen_norms",
+           "exact_variance", "gaussian_chi2_bound", "gaussian_eigen_norms",
            "gaussian_lipschitz_bound", "markov_bernstein_bound", "markov_lambda", "mean_g2",
-           "plugin_bound", "sokal_autocovariance", "toeplitz_quadratic_form"]
+           "plugin_bound", "sokal_autocovariance", "toeplitz_quadratic_form",
+           "weight_autocorrelations"]

@@ -299,7 +299,8 @@ def _bound_lines(report, lags, delta, dim) -> list[str]:
     for i, lag in enumerate(lags):
         lines.append(
             f"  {lag:>6} | {c['bound'][i]:9.3g} {c['ratio_quantile'][i]:6.3g} "
-            f"{c['ratio_trivial'][i]:8.3g} {_rate(c['rate'][i], c['ci_low'][i], c['ci_high'][i])} | "
+            f"{c['ratio_trivial'][i]:8.3g} "
+            f"{_rate(c['rate'][i], c['ci_low'][i], c['ci_high'][i])} | "
             f"{f['bound'][i]:9.3g} {f['ratio_quantile'][i]:6.3g} {f['ratio_trivial'][i]:8.3g} "
             f"{_rate(f['rate'][i], f['ci_low'][i], f['ci_high'][i])}")
     lines.append(f"  bound {r['kind']!r}: largest CP upper end per coordinate "

@@ -42,8 +42,8 @@ def plot_result(result, path, *, dpi: int = 90) -> Path:
                   + f": k0={result.k0}, beta2={result.beta2:g}", fontsize=9)
     if result.bound_report is not None:  # the chosen corrected bound, both forms
         r = result.bound_report
-        ax1.loglog(lags, r["coord"]["bound"], "C2--", label=f"{r['kind']} bound, coordinate")
-        ax1.loglog(lags, r["inf"]["bound"], "C2:", label=f"{r['kind']} bound, inf-norm")
+        ax1.loglog(lags, r["coord"]["bound"], "C4--", label=f"{r['kind']} bound, coordinate")
+        ax1.loglog(lags, r["inf"]["bound"], "C4:", label=f"{r['kind']} bound, inf-norm")
     ax1.legend(fontsize=6.5, loc="upper left")
     for sample, style, label in (("coord", "C0o", "per coordinate"), ("inf", "C3s", "inf-norm")):
         rate, lo, hi = (col(f"{sample}.{x}").astype(float) for x in ("rate", "ci_low", "ci_high"))
