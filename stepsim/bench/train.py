@@ -1,6 +1,8 @@
 """Bench section: fit's training steps beside PyTorch, and where a digits step's time goes.
 
-First the ratios the issue-18 targets are about (:func:`_ratio_rows`): for digits dense,
+First the ratios the issue-18 and issue-26 targets are about (:func:`_ratio_rows`), each
+with where its step's time goes (:func:`_fit_breakdown`: matmul, element-wise, optimizer,
+masks, batch, Python, each part timed on its own): for digits dense,
 digits SR-STE 2:4, ``lm`` at ``paper_checks/lm.md``'s settings and at the lm section's model,
 and regression, rounds of N steps exactly as :func:`stepsim.fit` runs them (its lean step,
 its checks, its trace; :class:`FitSteps`) alternate with rounds of N steps of the same model
@@ -258,9 +260,134 @@ def _ratio_rows(bench) -> None:
                     if peer is not None:
                         ratios.append(theirs[-1] / ours[-1])
                 _emit_ratio(bench, case, ours, theirs, ratios)
+                _fit_breakdown(bench, case, steps, float(np.median(ours)), calls,
+                               rounds=3 if bench.quick else 5)
     finally:
         if peer is not None:
             peer.close()
+
+
+def _fit_breakdown(bench, case, steps: FitSteps, step_seconds: float, calls: int,
+                   rounds: int) -> None:
+    """Where one fit step of ``case`` goes, each part timed on its own (thread CPU time,
+    median of ``rounds`` runs of ``calls`` repeats) on the step's own arrays:
+    ``matmul`` (the matrix products of loss_and_grad, replayed with the same shapes and
+    operand layouts: :func:`_matmul_replay`), ``element-wise`` (loss_and_grad minus those),
+    ``optimizer`` (the lean step's update: gradient pieces, the optimizer with its
+    statistics, after-update pieces; in place, so repeating it keeps training on one
+    gradient), ``masks`` (the lean step's forward: the N:M masks and Pi * w), ``batch``
+    (sampling) and ``python`` (the step minus all those: fit's checks of the answer, the
+    trace, dispatch)."""
+    problem, ctx = steps.problem, steps.ctx
+    k = steps.k
+    batch = problem.sample_batch(np.random.default_rng(1))
+    fwd, state = steps.stepper.forward(steps.state, steps.params, k, ctx)
+    _, grads = problem.loss_and_grad(fwd, batch)
+    grads = {name: g.copy() for name, g in grads.items()}  # the update only reads them
+    matmuls = _matmul_replay(problem, fwd, batch)
+    parts = {
+        "batch": lambda: problem.sample_batch(steps.batch_rng),
+        "masks": lambda: steps.stepper.forward(state, steps.params, k, ctx),
+        "loss_and_grad": lambda: problem.loss_and_grad(fwd, batch),
+        "optimizer": lambda: steps.stepper.update(state, steps.params, grads, k, ctx),
+    }
+    if matmuls is not None:
+        parts["matmul"] = matmuls
+    took = {}
+    for name, fn in parts.items():
+        fn()
+        runs = []
+        for _ in range(rounds):
+            t0 = time.thread_time()
+            for _ in range(calls):
+                fn()
+            runs.append((time.thread_time() - t0) / calls)
+        took[name] = float(np.median(runs))
+    shares = {}
+    if "matmul" in took:
+        shares["matmul"] = took["matmul"]
+        shares["element-wise"] = max(took["loss_and_grad"] - took["matmul"], 0.0)
+    else:
+        shares["loss_and_grad"] = took["loss_and_grad"]
+    for name in ("optimizer", "masks", "batch"):
+        shares[name] = took[name]
+    shares["python"] = max(step_seconds - sum(shares.values()), 0.0)
+    text = ", ".join(f"{name} {1e6 * v:.0f} us ({100 * v / step_seconds:.0f}%)"
+                     for name, v in shares.items())
+    bench.print(f"    {case}: step {1e6 * step_seconds:.0f} us = {text}")
+    bench.rows.append({"section": "train", "case": f"fit step {case} parts",
+                       "parts_seconds": shares, "step_seconds": step_seconds})
+
+
+def _matmul_replay(problem, params, batch):
+    """A function running the matrix products of one ``problem.loss_and_grad(params,
+    batch)`` and nothing else, on arrays of the same shapes, dtypes and layouts (the
+    operands' transposes decide OpenBLAS's kernels); None for a model not known here."""
+    mlp = getattr(problem, "mlp", None)
+    if mlp is not None:
+        return partial(_matmuls, params, batch, mlp.layers)
+    cfg = getattr(problem, "model", None)
+    if cfg is not None and hasattr(cfg, "heads"):
+        return _transformer_matmuls(cfg, params, batch.inputs.shape)
+    if "w1" in params and "w2" in params and hasattr(batch, "x"):  # regression's 2 layers
+        w1, w2, x = params["w1"], params["w2"], batch.x
+
+        def regression():
+            h = x @ w1.T
+            r = h @ w2.T
+            r.T @ h
+            dh = r @ w2
+            dh.T @ x
+        return regression
+    return None
+
+
+def _transformer_matmuls(cfg, params, shape):
+    """The matrix products of :func:`stepsim.nn.transformer.loss_and_grad` (forward and
+    backward, every block), on zero arrays shaped and laid out as that code makes them."""
+    b, t = shape
+    d, f, v, h = cfg.width, cfg.hidden, cfg.vocab, cfg.heads
+    dh = d // h
+    dt = params["pos_emb"].dtype
+    x = np.zeros((b * t, d), dt)
+    w_qkv = np.zeros((3 * d, d), dt)
+    heads = np.zeros((3, b, h, t, dh), dt)  # q, k, v: contiguous heads
+    scores = np.zeros((b, h, t, t), dt)
+    per_block = [(params[f"blocks.{i}.attn.wo"], params[f"blocks.{i}.mlp.w1"],
+                  params[f"blocks.{i}.mlp.w2"]) for i in range(cfg.blocks)]
+    head_w = params["tok_emb"] if cfg.tied else params["head.w"]
+    hidden = np.zeros((b * t, f), dt)
+    logits = np.zeros((b * t, v), dt)
+    dout_heads = np.zeros((b, t, h, dh), dt).transpose(0, 2, 1, 3)  # a view, as the code
+    dqkv = np.zeros((b * t, 3 * d), dt)
+
+    def run():
+        for wo, w1, w2 in per_block:  # forward
+            x @ w_qkv.T
+            q, k, vv = heads
+            q @ k.swapaxes(-1, -2)
+            scores @ vv
+            x @ wo.T
+            x @ w1.T
+            hidden @ w2.T
+        x @ head_w.T
+        logits @ head_w  # backward
+        logits.T @ x
+        for wo, w1, w2 in per_block:
+            x @ w2
+            x.T @ hidden
+            hidden @ w1
+            hidden.T @ x
+            x @ wo
+            x.T @ x
+            q, k, vv = heads
+            scores.swapaxes(-1, -2) @ dout_heads
+            dout_heads @ vv.swapaxes(-1, -2)
+            scores @ k
+            scores.swapaxes(-1, -2) @ q
+            dqkv @ w_qkv
+            dqkv.T @ x
+    return run
 
 
 def _calls_per_round(problem, recipe, quick: bool) -> int:

@@ -351,9 +351,9 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
                 bad_g, bad_v = _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2,
                                                     eps_in, eps_out, lr, decay)
                 v_old = v
-            else:
-                v_old = scratch[t, : hi - lo]
-                bad_g, bad_v = _adam_block(w, g, m, v, v_old, with_stats, b1, c1, b2, c2,
+            else:  # v_old kept also without statistics: a flag in the loop, not two counts
+                v_old = scratch[t, : hi - lo]  # (which stopped the loop's vectorisation)
+                bad_g, bad_v = _adam_block(w, g, m, v, v_old, True, b1, c1, b2, c2,
                                            inv_bc1, inv_bc2, eps_in, eps_out, lr, decay)
             bad[b, 0] = bad_g
             bad[b, 1] = bad_v

@@ -396,7 +396,7 @@ def _adam_apply(params, hyper) -> list:
     per_param = np.empty((len(params), k.N_STATS))
     threads = num_threads()
     tasks = max(1, min(threads, -(-int(sizes.sum()) // k.BLOCK)))
-    scratch = np.empty((tasks, k.BLOCK if hyper.stats and not hyper.freeze_v else 1), dtype)
+    scratch = np.empty((tasks, k.BLOCK if not hyper.freeze_v else 1), dtype)
     kernel = k.adam if threads > 1 else k.adam_serial  # one thread: inline, no launch
     overlap, bad_g, bad_v = kernel(
         table, sizes, dtype.itemsize, *_kernel_scalars(hyper, dtype), hyper.freeze_v,

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._validate import check_int, check_real
+from stepsim.nn import _fused
 from stepsim.nn import layers as L
 from stepsim.nn.attention import self_attention_backward, self_attention_forward
 from stepsim.nn.embedding import embedding_backward, embedding_forward
@@ -206,7 +207,8 @@ def backward(dlogits, cache: TransformerCache, cfg: TransformerConfig, *,
 def loss_and_grad(params, ids, targets, cfg: TransformerConfig, *, kernels: bool = True):
     """(mean next-token cross-entropy in nats, grads) for inputs ids and targets (B, T)."""
     logits, cache = forward(params, ids, cfg, kernels=kernels)
-    loss, dlogits = L.softmax_cross_entropy(logits, targets)
+    xent = _fused.softmax_cross_entropy if kernels else L.softmax_cross_entropy  # same bits
+    loss, dlogits = xent(logits, targets)
     return loss, backward(dlogits, cache, cfg, kernels=kernels)
 
 
@@ -217,8 +219,6 @@ _ATTN_KEYS = {True: ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"),
 def _elementwise(kernels: bool):
     """((layernorm_forward, layernorm_backward), (gelu_forward, gelu_backward))."""
     if kernels:
-        from stepsim.nn import _fused
-
         return ((_fused.layernorm_forward, _fused.layernorm_backward),
                 (_fused.gelu_forward, _fused.gelu_backward))
     return ((L.layernorm_forward, L.layernorm_backward), (L.gelu_forward, L.gelu_backward))
