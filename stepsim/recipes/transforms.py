@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._options import Bool, Choice, Int, Option, Options, Real, declared
 from stepsim._validate import (
-    check_beta,
     check_choice,
     check_fraction,
     check_int,
@@ -75,9 +75,30 @@ def learning_rate(base: float, step: int, total_steps: int, schedule: str = "con
     return lr
 
 
-def _check_schedule(schedule, warmup_steps):
-    check_choice("schedule", schedule, SCHEDULES)
-    check_int("warmup_steps", warmup_steps, minimum=0)
+# ------------------------------------------------------------ optimizer options, declared once
+# the declaration is the dataclass's default and check (stepsim._options.declared); the
+# registry's OPTIMIZER_OPTIONS and the help text read the same tables
+_SCHEDULE = {
+    "schedule": Option(Choice(*SCHEDULES), "constant", "learning-rate schedule"),
+    "warmup_steps": Option(Int(minimum=0), 0, "linear warm-up steps of the learning rate"),
+}
+ADAM_OPTIONS = Options({
+    "lr": Option(Real(minimum=0.0), 1e-3, "learning rate"),
+    "beta1": Option(Real(0.0, 1.0, max_open=True), 0.9, "decay of the first moment m"),
+    "beta2": Option(Real(0.0, 1.0, max_open=True), 0.999, "decay of the second moment v"),
+    "eps": Option(Real(minimum=0.0, min_open=True), 1e-8, "epsilon of the denominator"),
+    "eps_mode": Option(Choice("inside", "outside"), "inside",
+                       "eps inside the square root (paper) or outside (PyTorch)"),
+    "weight_decay": Option(Real(minimum=0.0), 0.0, "decoupled weight decay (AdamW)"),
+    **_SCHEDULE,
+}, validated=False)
+SGDM_OPTIONS = Options({
+    "lr": Option(Real(minimum=0.0), 1e-2, "learning rate"),
+    "momentum": Option(Real(0.0, 1.0, max_open=True), 0.9, "momentum"),
+    "weight_decay": Option(Real(minimum=0.0), 0.0, "L2 weight decay (coupled)"),
+    "nesterov": Option(Bool(), False, "Nesterov momentum"),
+    **_SCHEDULE,
+}, validated=False)
 
 
 # --------------------------------------------------------------------------- Adam
@@ -108,6 +129,7 @@ class AdamState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+@declared(ADAM_OPTIONS)
 class Adam:
     """Adam(W) over a dict of parameters (SPEC section 1; :func:`stepsim.adam_step` per array).
 
@@ -116,23 +138,15 @@ class Adam:
     with ``weight_decay`` decoupled (AdamW) and ``lr`` following ``schedule``.
     """
 
-    lr: float = 1e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    eps_mode: str = "inside"
-    weight_decay: float = 0.0
-    schedule: str = "constant"
-    warmup_steps: int = 0
-
-    def __post_init__(self):
-        check_real("lr", self.lr, minimum=0.0)
-        check_beta("beta1", self.beta1)
-        check_beta("beta2", self.beta2)
-        check_real("eps", self.eps, minimum=0.0, min_open=True)
-        check_choice("eps_mode", self.eps_mode, ("inside", "outside"))
-        check_real("weight_decay", self.weight_decay, minimum=0.0)
-        _check_schedule(self.schedule, self.warmup_steps)
+    # defaults and checks: ADAM_OPTIONS (lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8, ...)
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    eps_mode: str
+    weight_decay: float
+    schedule: str
+    warmup_steps: int
 
     def lr_at(self, step: int, total_steps: int) -> float:
         """The learning rate of step ``step`` (1-based) in a run of ``total_steps``."""
@@ -280,21 +294,17 @@ class SGDMState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+@declared(SGDM_OPTIONS)
 class SGDM:
     """Momentum SGD (torch.optim.SGD rule, :func:`stepsim.sgdm_step`): coupled L2 decay."""
 
-    lr: float = 1e-2
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    nesterov: bool = False
-    schedule: str = "constant"
-    warmup_steps: int = 0
-
-    def __post_init__(self):
-        check_real("lr", self.lr, minimum=0.0)
-        check_beta("momentum", self.momentum)
-        check_real("weight_decay", self.weight_decay, minimum=0.0)
-        _check_schedule(self.schedule, self.warmup_steps)
+    # defaults and checks: SGDM_OPTIONS (lr 1e-2, momentum 0.9, no decay, no Nesterov, ...)
+    lr: float
+    momentum: float
+    weight_decay: float
+    nesterov: bool
+    schedule: str
+    warmup_steps: int
 
     def lr_at(self, step: int, total_steps: int) -> float:
         """The learning rate of step ``step`` (1-based) in a run of ``total_steps``."""
