@@ -344,10 +344,10 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                     status, stopped = STATUS_NON_FINITE, k
                     message = f"step {k}: {bad}; the run stopped (trace holds steps 1..{k - 1})"
                     break
-                params, state, parts = stepper.update(state, params, grads, k, ctx)
+                lr = recipe.optimizer.lr_at(k, steps)  # once a step: the update and the trace
+                params, state, parts = stepper.update(state, params, grads, k, ctx, lr=lr)
                 stats = StepStats(parts, _total(parts, modules))
-                _record(trace, k - 1, loss, stats.total, state, layer_names,
-                        recipe.optimizer.lr_at(k, steps))
+                _record(trace, k - 1, loss, stats.total, state, layer_names, lr)
                 if ostate is not None:
                     ostate, _ = observed.update(ostate, k, stats)
                 if sstate is not None:

@@ -161,18 +161,22 @@ class LeanStep:
                 flips += int(self._k.count_changed(_flat(prev), _flat(mask)))
         return flips
 
-    def update(self, state, params, grads, step: int, ctx):
-        """``recipe.update`` in place: returns (params, state, name -> AdamStats or None)."""
+    def update(self, state, params, grads, step: int, ctx, *, lr: float | None = None):
+        """``recipe.update`` in place: returns (params, state, name -> AdamStats or None).
+        lr: the step's ``optimizer.lr_at(step, T)`` if the caller has it (None: computed
+        here, once for the optimizer and the pieces after it)."""
         recipe = self.recipe
+        if lr is None:
+            lr = recipe.optimizer.lr_at(step, ctx.total_steps)
         masks = state.masks
         if masks is not None:
             grads = self._gradient_pieces(grads, params, masks)
             for name in self._old:
                 if masks.get(name) is not None:
                     np.copyto(self._old[name], params[name])
-        stats = self._optimize(state, params, grads, step, ctx)
+        stats = self._optimize(state, params, grads, step, ctx, lr)
         if masks is not None and recipe.after:
-            self._after_pieces(params, masks, recipe.optimizer.lr_at(step, ctx.total_steps))
+            self._after_pieces(params, masks, lr)
         return params, state, stats
 
     def _gradient_pieces(self, grads, params, masks):
@@ -206,17 +210,17 @@ class LeanStep:
                 else:  # MaskWeights
                     k.where_zero(w, _flat(mask), w)
 
-    def _optimize(self, state, params, grads, step, ctx) -> dict:
+    def _optimize(self, state, params, grads, step, ctx, lr) -> dict:
         opt = self.recipe.optimizer
         if isinstance(opt, T.Adam):
             self._bind_optimizer(state)
             return opt.update_in_place(state.opt, params, grads, step, ctx.total_steps,
                                        self._adam[2], stats_on=ctx.stats_on,
-                                       log_stats=ctx.log_stats)
+                                       log_stats=ctx.log_stats, lr=lr)
         from stepsim.core.optim import sgdm_apply_many
 
         sgdm_apply_many(list(params.values()), [grads[k] for k in params],
-                        [state.opt.buf[k] for k in params], lr=opt.lr_at(step, ctx.total_steps),
+                        [state.opt.buf[k] for k in params], lr=lr,
                         momentum=opt.momentum, weight_decay=opt.weight_decay,
                         nesterov=opt.nesterov)
         return dict.fromkeys(params)

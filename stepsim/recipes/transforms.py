@@ -158,20 +158,23 @@ class Adam:
         return AdamState(m=zeros, v={n: np.zeros_like(w) for n, w in params.items()}, frozen={})
 
     def update(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
-               total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
+               total_steps: int, *, stats_on: str = "v", log_stats: bool = False,
+               lr: float | None = None):
         """One step. Returns (new params, new state, name -> AdamStats of that parameter).
 
         The inputs are not modified: w and m are copied before the in-place kernel runs; a
         frozen v is shared between the old and the new state, since nothing writes it.
         ``AdamStats.combine`` of the values (in ``params`` order) is the step's total.
+        lr: this step's ``lr_at(step, total_steps)`` when the caller has it (None: computed).
         """
         hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
-                             log_stats=log_stats)
+                             log_stats=log_stats, lr=lr)
         new_w, new_m, new_v, parts = adam_arrays(params, grads, state.m, state.v, hypers)
         return new_w, state._replace(m=new_m, v=new_v), parts
 
     def hypers(self, state: AdamState, params: Mapping, step: int, total_steps: int, *,
-               stats_on: str = "v", log_stats: bool = False, checked: bool = True) -> dict:
+               stats_on: str = "v", log_stats: bool = False, checked: bool = True,
+               lr: float | None = None) -> dict:
         """name -> the validated :class:`~stepsim.core.optim.AdamHyper` of each parameter at
         ``step`` (one object per distinct freezing, shared by its parameters).
 
@@ -181,7 +184,7 @@ class Adam:
         froze)."""
         from stepsim.core.optim import adam_hyper, adam_hyper_checked
 
-        lr = self.lr_at(step, total_steps)
+        lr = self.lr_at(step, total_steps) if lr is None else lr
         made = {}  # one validated hyper per distinct freezing (one for a global switch)
 
         def hyper(frozen: FrozenV | None):
@@ -205,14 +208,14 @@ class Adam:
 
     def update_in_place(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
                         total_steps: int, arrays, *, stats_on: str = "v",
-                        log_stats: bool = False) -> dict:
+                        log_stats: bool = False, lr: float | None = None) -> dict:
         """:meth:`update` without its copies, for a caller that owns the arrays (fit's
         lean step, :mod:`stepsim.recipes.lean`): w (``params``), m and v are updated in
         place. ``arrays``: a :class:`~stepsim.core.optim.AdamArrays` made once over exactly
         those arrays, in ``params`` order. Returns name -> AdamStats (the same bits as
         :meth:`update`'s)."""
         hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
-                             log_stats=log_stats, checked=False)
+                             log_stats=log_stats, checked=False, lr=lr)
         names = list(params)
         groups = {}  # one kernel call per distinct hyper, as adam_arrays groups them
         for row, name in enumerate(names):
@@ -314,14 +317,17 @@ class SGDM:
         return SGDMState(buf={name: np.zeros_like(w) for name, w in params.items()})
 
     def update(self, state: SGDMState, params: Mapping, grads: Mapping, step: int,
-               total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
-        """One step. Returns (new params, new state, name -> None): SGD-M has no v to report."""
+               total_steps: int, *, stats_on: str = "v", log_stats: bool = False,
+               lr: float | None = None):
+        """One step. Returns (new params, new state, name -> None): SGD-M has no v to report.
+        lr: this step's ``lr_at(step, total_steps)`` when the caller has it (None: computed)."""
         from stepsim.core.optim import sgdm_apply_many
 
         new_w = {name: w.copy() for name, w in params.items()}
         new_buf = {name: state.buf[name].copy() for name in params}
         sgdm_apply_many(list(new_w.values()), [grads[k] for k in params],
-                        list(new_buf.values()), lr=self.lr_at(step, total_steps),
+                        list(new_buf.values()),
+                        lr=self.lr_at(step, total_steps) if lr is None else lr,
                         momentum=self.momentum, weight_decay=self.weight_decay,
                         nesterov=self.nesterov)
         return new_w, SGDMState(buf=new_buf), dict.fromkeys(params)
