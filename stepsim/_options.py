@@ -22,6 +22,18 @@ A declaration::
 A constraint checks a value with the :mod:`stepsim._validate` functions, under the name the
 user typed, and describes itself for the help text. ``None`` given for an option means "not
 given" (its default) wherever the owner says so (``none_is_default=True``).
+
+A frozen dataclass whose fields are the options reads its declaration with
+:func:`declared`: the fields are only annotated, the decorator gives them the declared
+defaults, and every instance checks each field against its declared constraint before
+the class's own ``__post_init__`` (which keeps only checks across fields and
+normalisations)::
+
+    @dataclasses.dataclass(frozen=True)
+    @declared(SGDM_OPTIONS)
+    class SGDM:
+        lr: float
+        momentum: float
 """
 
 from __future__ import annotations
@@ -229,6 +241,12 @@ class Options:
                 continue
             option.constraint.check(name, value)
 
+    def check_fields(self, obj) -> None:
+        """Check every declared option's value on ``obj`` (its attribute of that name)
+        against the declared constraint: the one check of a :func:`declared` dataclass."""
+        for name, option in self.options.items():
+            option.constraint.check(name, getattr(obj, name))
+
     def help_lines(self, flag: str = "-o") -> list[str]:
         """One line per option: ``flag name=default  (constraint)  help``."""
         if not self.options:
@@ -237,6 +255,36 @@ class Options:
                 for name, o in self.options.items()]
         width = max(len(r[0]) for r in rows)
         return [f"  {left:<{width}}  {help_}  [{kind}]" for left, kind, help_ in rows]
+
+
+def declared(table: Options):
+    """Class decorator (under ``@dataclasses.dataclass``): the class's annotated fields are
+    exactly ``table``'s options, in its order (a TypeError at import otherwise); each gets
+    the declared default, and ``__post_init__`` first checks every field against its
+    declared constraint (:meth:`Options.check_fields`), then runs the class's own."""
+
+    def decorate(cls):
+        fields = list(cls.__dict__.get("__annotations__", {}))
+        if fields != table.names():
+            raise TypeError(f"{cls.__name__}'s fields {fields} must be its declared options "
+                            f"{table.names()}, in that order")
+        for name, option in table.items():
+            if name in cls.__dict__:
+                raise TypeError(f"{cls.__name__}.{name}: the default is the declaration's "
+                                f"({option.default!r}); do not repeat it")
+            setattr(cls, name, option.default)
+        own = cls.__dict__.get("__post_init__")
+
+        def __post_init__(self):
+            table.check_fields(self)
+            if own is not None:
+                own(self)
+
+        cls.__post_init__ = __post_init__
+        cls.OPTIONS = table
+        return cls
+
+    return decorate
 
 
 __all__ = [
@@ -253,4 +301,5 @@ __all__ = [
     "Real",
     "StepOrFraction",
     "Widths",
+    "declared",
 ]

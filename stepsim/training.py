@@ -378,20 +378,19 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
                 fwd, state = stepper.forward(state, params, k, ctx)
                 loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
                 bad, where = _first_non_finite(loss, grads)
+                lr = recipe.optimizer.lr_at(k, steps)  # once a step: the update and the trace
                 if bad is None:
-                    params, state, parts = stepper.update(state, params, grads, k, ctx)
+                    params, state, parts = stepper.update(state, params, grads, k, ctx, lr=lr)
                     frozen_v_diagnostics(diagnostics, k, grads, state)
                     stats = StepStats(parts, _total(parts, modules))
-                    _record(trace, k - 1, loss, stats.total, state, layer_names,
-                            recipe.optimizer.lr_at(k, steps))
+                    _record(trace, k - 1, loss, stats.total, state, layer_names, lr)
                     bad, where = _first_non_finite_weight(params)
                     kept = k
                 else:
                     kept = k - 1
                 if bad is not None:
                     status, stopped = STATUS_NON_FINITE, k
-                    message = (f"diverged at step {k}: {bad} (lr "
-                               f"{recipe.optimizer.lr_at(k, steps):g}); the run stopped "
+                    message = (f"diverged at step {k}: {bad} (lr {lr:g}); the run stopped "
                                f"(trace holds steps 1..{kept})")
                     break
                 if ostate is not None:

@@ -376,6 +376,16 @@ CLI_CASES = [
          id="sweep-out-holds-another-sweep"),
     case("check C1 --quick --problem lm --out {out}", r"no verdict to make: claim\(s\) C1 on "
          r"problem\(s\) lm have no setting in quick mode", id="check-no-verdict"),
+    # ---- issue 27, item 8: sizes that cannot fit, empty paths, arguments the protocol
+    # does not use (each refused in one line before any work)
+    case("sweep --recipes dense --steps 1 --seeds 1000000000 --dry-run",
+         r"spec: the grid's 1,000,000,000 runs .* would need .* of memory; .* available",
+         id="sweep-seeds-memory"),
+    case("check C12 --quick --out=", r"--out: empty path; give a directory",
+         id="check-out-empty"),
+    case("bench --quick --only layout --json=", r"--json: empty path", id="bench-json-empty"),
+    case("check C1 --quick --problem lm", r"problem 'lm' is not in quick mode, which runs only "
+         r"\['digits'\]; check it in full mode", id="check-quick-problem-not-in-quick-mode"),
     case("sweep --recipes dense --steps 1 --dry-run -p scale=", r"--problem-option scale: "
          r"empty value", id="sweep-option-empty"),
     # ---- report: sweep directories whose files have the wrong shape; unknown names
@@ -923,6 +933,41 @@ API_CASES = [
         "full", "digits", "main", (0,), schedule="linear")), ValueError,
         r"schedule must be 'constant' or one of \['cosine-warmup'\], got 'linear'",
         id="budget-schedule"),
+    # ---- issue 27, item 8: sizes that cannot fit, empty paths and lists, arguments the
+    # protocol does not use (each refused in one line before anything is allocated or run)
+    api(_np(lambda: __import__("stepsim").nm_mask(
+        np.broadcast_to(np.float32(1), (10**6, 10**6)), 2, 4)), ValueError,
+        r"the N:M mask of w with shape \(1000000, 1000000\) \(float32\) would need "
+        r"4\.55 TiB of memory; .* available", id="nm_mask-broadcast-memory"),
+    api(_np(lambda: __import__("stepsim").nm_mask_conv(
+        np.broadcast_to(np.float64(1), (10**4, 10**4, 10, 10)), 1, 4)), ValueError,
+        r"the N:M mask of w with shape \(10000, 10000, 10, 10\) \(float64\) would need "
+        r".* of memory", id="nm_mask_conv-broadcast-memory"),
+    api(_np(lambda: __import__("stepsim.experiments").experiments.plan_sweep(
+        {"recipes": ["dense"], "steps": 1, "seeds": 10**9})), ValueError,
+        r"spec: the grid's 1,000,000,000 runs .* would need .* of memory",
+        id="plan_sweep-seeds-memory"),
+    api(_np(lambda: __import__("stepsim.experiments").experiments.plan_sweep(
+        {"recipes": [{"name": "sr-ste", "grid": {"lam": list(range(1, 10**4 + 1))}}],
+         "steps": list(range(1, 10**3 + 1)), "seeds": 10**3})), ValueError,
+        r"spec: the grid's 10,000,000,000 runs", id="plan_sweep-grid-memory"),
+    api(_np(lambda: __import__("stepsim.sparse24.memory").sparse24.memory.memory_table([])),
+        ValueError, r"params is empty: give the model's Param s or a model name",
+        id="memory_table-empty"),
+    api(_np(lambda: __import__("stepsim.sparse24.memory").sparse24.memory.memory_table(
+        ["bert-base"])), TypeError, r"params must be Param s \(or a model name\), got "
+        r"'bert-base' \(str\)", id="memory_table-names-list"),
+    api(lambda files: __import__("stepsim.bench").bench.run_bench(
+        quick=True, only=["layout"], json_path=""), ValueError,
+        r"json_path: empty path; give a file name \(None: do not save\)",
+        id="run_bench-json-empty"),
+    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+        ["C12"], mode="quick", out="")), ValueError, r"--out: empty path; give a directory",
+        id="run_checks-out-empty"),
+    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+        ["C1"], mode="quick", problems=["lm"])), ValueError,
+        r"problem 'lm' is not in quick mode, which runs only \['digits'\]",
+        id="run_checks-quick-problem-not-in-quick-mode"),
     # ---- shared helpers the CLI and problems use
     api(_np(lambda: __import__("stepsim._validate")._validate.check_memory(
         "the activations", 8 * 10**18, available=2**30)), ValueError,
@@ -1034,3 +1079,16 @@ def test_available_memory_sees_an_address_space_limit():
         with pytest.raises(ValueError, match=r"the test arrays would need 1 GiB of memory"):
             check_memory("the test arrays", 1 << 30)
     assert check_memory("small", 1024) == 1024
+
+
+def test_an_empty_output_path_is_never_the_current_directory(tmp_path, monkeypatch, capsys):
+    """``--out=`` / ``--json=`` once wrote the report into the current directory (check) or
+    silently saved nothing (bench): refused in one line, and nothing appears here."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (["check", "C12", "--quick", "--out="],
+                 ["bench", "--quick", "--only", "layout", "--json="],
+                 ["sweep", "--recipes", "dense", "--steps", "1", "--out="]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "empty path" in err and "Traceback" not in err, err
+        assert list(tmp_path.iterdir()) == [], argv

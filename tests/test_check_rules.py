@@ -202,7 +202,9 @@ def test_settings_of_full_and_quick_mode():
     assert protocol.settings("full", ["lm"]) == [("lm", "fast", None)]
     assert protocol.settings("full", ["digits"]) == [("digits", "main", None),
                                                      ("digits", "fast", ("C5",))]
-    assert protocol.settings("quick", ["lm"]) == []
+    with pytest.raises(ValueError, match=r"problem 'lm' is not in quick mode, which runs only "
+                       r"\['digits'\]; check it in full mode"):
+        protocol.settings("quick", ["lm"])  # refused, not an empty check
     with pytest.raises(ValueError, match="problem must be one of"):
         protocol.settings("full", ["regression"])
 

@@ -19,7 +19,6 @@ from stepsim.recipes.domino import DominoSearch
 from stepsim.recipes.registry import (
     _DOMINO_KEYS,
     OPTIMIZER_OPTIONS,
-    OPTIMIZERS,
     RECIPE_OPTIONS,
     RECIPES,
     make_optimizer,
@@ -78,17 +77,57 @@ def test_domino_options_map_onto_dominosearch_fields_with_their_defaults():
         assert RECIPE_OPTIONS["ste"][option].default == fields[field], option
 
 
-@pytest.mark.parametrize("name", OPTIMIZERS)
-def test_every_optimizer_declares_its_dataclass_fields_and_defaults(name):
-    declared = OPTIMIZER_OPTIONS[name]
-    built = make_optimizer(name)
-    fields = [f.name for f in dataclasses.fields(type(built))]
-    assert declared.names() == fields
-    assert declared.defaults() == {k: getattr(built, k) for k in fields}
+DECLARED = [T.Adam, T.SGDM, *(CRITERIA[c] for c in ("autoswitch", "agarwal", "tang"))]
 
 
-@pytest.mark.parametrize("name", sorted(CRITERIA))
-def test_every_criterion_declares_its_dataclass_fields_and_defaults(name):
+@pytest.mark.parametrize("cls", DECLARED, ids=lambda c: c.__name__)
+def test_a_declared_dataclass_checks_every_field_by_its_declared_constraint(cls):
+    """The declaration is the validator: each field's bad value is refused by the
+    constructor under the option's name (no separate check_* copy in __post_init__)."""
+    assert cls.OPTIONS in [*OPTIMIZER_OPTIONS.values(), *CRITERION_OPTIONS.values()]
+    for name in cls.OPTIONS.names():
+        with pytest.raises((TypeError, ValueError)) as err:
+            cls(**{name: object()})
+        assert str(err.value).startswith(f"{name} "), str(err.value)
+
+
+def test_declared_gives_defaults_refuses_other_fields_and_runs_the_class_check_after():
+    from stepsim._options import Int, Real, declared
+
+    table = Options({"a": Option(Real(minimum=0.0), 1.5, "a"), "b": Option(Int(), 2, "b")})
+    seen = []
+
+    @dataclasses.dataclass(frozen=True)
+    @declared(table)
+    class Right:
+        a: float
+        b: int
+
+        def __post_init__(self):  # runs after the declared checks
+            seen.append((self.a, self.b))
+
+    assert Right() == Right(1.5, 2) and seen == [(1.5, 2), (1.5, 2)]
+    with pytest.raises(ValueError, match=r"^a must be in \[0\.0, inf\), got -1\.0$"):
+        Right(a=-1.0)
+    with pytest.raises(ValueError, match=r"^a must be finite, got nan$"):
+        Right(a=float("nan"))
+    assert len(seen) == 2  # the class's own check never saw the bad values
+    with pytest.raises(TypeError, match=r"fields \['b', 'a'\] must be its declared options"):
+        @dataclasses.dataclass(frozen=True)
+        @declared(table)
+        class Reordered:
+            b: int
+            a: float
+    with pytest.raises(TypeError, match=r"Repeated\.a: the default is the declaration's"):
+        @dataclasses.dataclass(frozen=True)
+        @declared(table)
+        class Repeated:
+            a: float = 1.5
+            b: int
+
+
+@pytest.mark.parametrize("name", ["fixed-step", "fixed-fraction"])
+def test_every_undeclared_criterion_declares_its_dataclass_fields_and_defaults(name):
     assert set(CRITERION_OPTIONS) == set(CRITERIA)
     fields = dataclasses.fields(CRITERIA[name])
     assert CRITERION_OPTIONS[name].names() == [f.name for f in fields]

@@ -343,3 +343,29 @@ def test_an_lr_that_overflows_the_weights_stops_the_run_silently_naming_the_para
 def test_a_run_that_does_not_diverge_reports_nothing_diverged():
     r = fit(small(), make_recipe("dense", lr=1e-2), 20, rng=0, progress=False)
     assert r.success and r.diverged_at is None and r.diverged_param is None
+
+
+@pytest.mark.parametrize("recipe, options", [
+    ("sr-ste", {"placement": "after"}),  # Adam, then an after-piece that reads the lr
+    ("sr-ste", {"optimizer": "sgdm", "placement": "after"}),
+    ("step", {"switch_at": 0.5, "schedule": "cosine", "warmup_steps": 3}),
+])
+def test_the_learning_rate_is_computed_once_a_step(recipe, options, monkeypatch):
+    """lr_at runs once per step of fit (the optimizer, the pieces after it and the trace
+    share it), and the trace holds the schedule's value."""
+    from stepsim.recipes import transforms
+
+    calls = []
+    real = transforms.learning_rate
+
+    def counting(*args):
+        calls.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(transforms, "learning_rate", counting)
+    result = fit(SyntheticRegression(), make_recipe(recipe, **options), 12, rng=0,
+                 criterion=None, progress=False)
+    assert calls == list(range(1, 13))
+    opt = make_recipe(recipe, **options).optimizer
+    assert list(result.trace.lr) == [real(opt.lr, k, 12, opt.schedule, opt.warmup_steps)
+                                     for k in range(1, 13)]

@@ -198,6 +198,8 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
     """Run every section (or those in ``only``), print the table, optionally save JSON."""
     from stepsim._provenance import save_json, versions
 
+    if json_path is not None and not str(json_path).strip():  # never read as "do not save"
+        raise ValueError("json_path: empty path; give a file name (None: do not save)")
     unknown = set(only or ()) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown bench section(s) {sorted(unknown)}; "
@@ -225,7 +227,7 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
         module.run(bench)
     bench.print(f"\nfirst figure after {bench.first_figure_s or 0:.2f} s; total "
                 f"{time.perf_counter() - bench.started:.1f} s")
-    if json_path:
+    if json_path is not None:
         save_json(json_path, {"rows": bench.rows, "first_figure_s": bench.first_figure_s},
                   params={"quick": quick, "only": only, "torch": torch_peers})
         bench.print(f"saved {json_path}")

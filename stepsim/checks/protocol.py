@@ -240,6 +240,11 @@ def settings(mode: str, problems=None) -> list[tuple[str, str, tuple | None]]:
     for p in chosen:
         problem_rules(p)
     out = []
+    quick = RULES["quick"]["problems"]
+    if mode == "quick" and problems is not None and not set(chosen) <= set(quick):
+        # refused, not ignored: a quick check of these would run nothing of them
+        raise ValueError(f"problem {sorted(set(chosen) - set(quick))[0]!r} is not in quick "
+                         f"mode, which runs only {quick}; check it in full mode")
     if mode == "quick":
         for p in RULES["quick"]["problems"]:
             if p in chosen:

@@ -88,8 +88,10 @@ def probe_out(out) -> Path:
     read-only mounts and full disks). Returns it as a Path; ValueError if not."""
     import tempfile
 
+    if not str(out).strip():  # before Path(""), which is "." (the current directory)
+        raise ValueError("--out: empty path; give a directory")
     out = Path(out)
-    if not str(out).strip() or (out.exists() and not out.is_dir()):
+    if out.exists() and not out.is_dir():
         raise ValueError(f"--out must be a directory, got {str(out)!r}")
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,9 @@ import numpy as np
 
 from stepsim._bits import MAGNITUDE_BITS, unsigned_view
 from stepsim._jit import num_threads
-from stepsim._validate import check_float_array, check_nm, normalize_axis
+from stepsim._validate import check_float_array, check_memory, check_nm, normalize_axis
+
+_CHECKED_ABOVE = 64 << 20  # bytes: smaller masks are made without asking the system
 
 # the kernels for M != 4 compare magnitudes as signed integers (see stepsim.core._mask_kernels)
 SIGNED = {np.dtype(np.uint16): np.dtype(np.int16), np.dtype(np.uint32): np.dtype(np.int32),
@@ -39,6 +41,13 @@ def _validated_groups(w, n, m, axis):
             f"consecutive entries must tile the axis exactly (stepsim never pads)"
         )
     moved = np.moveaxis(w, axis, -1)
+    # the bool mask, and a contiguous copy of w unless it already runs along the axis (a
+    # broadcast view of 10^6 x 10^6 costs nothing until it is copied: refuse it here, in one
+    # line, rather than as NumPy's MemoryError); reading the system's memory costs ~0.1 ms,
+    # so only sizes that could fail are checked
+    need = w.size * (1 if moved.flags.c_contiguous else 1 + w.itemsize)
+    if need > _CHECKED_ABOVE:
+        check_memory(f"the N:M mask of w with shape {w.shape} ({w.dtype})", need)
     groups = np.ascontiguousarray(moved).reshape(-1, m)
     return n, m, axis, moved, groups
 

@@ -54,6 +54,7 @@ from stepsim._options import (
     OrNone,
     Real,
     StepOrFraction,
+    declared,
 )
 from stepsim._switch_steps import CLIP_BOUNDS, clip_steps, fraction_to_step, robust_floor
 from stepsim._validate import (
@@ -61,7 +62,6 @@ from stepsim._validate import (
     check_fraction,
     check_int,
     check_open_unit,
-    check_real,
     check_step_or_fraction,
 )
 
@@ -241,13 +241,48 @@ class FixedFraction:
         return state, state.fired_at is not None
 
 
-# ------------------------------------------------------------------ shared option checks
+# ---------------------------------------------------------- options, declared once
+# a criterion's options (stepsim._options): AutoSwitch, Agarwal and Tang read their
+# defaults and checks from these (declared); the fixed criteria check their one field
+_STATS_ON = Option(Choice("v", "vhat"), "v", "watch raw v (paper) or bias-corrected v-hat")
+_WINDOW_LENGTH = Option(OrNone(Int(minimum=1)), None,
+                        "the window T_w in steps (none: floor(1 / (1 - beta2)))")
+AUTOSWITCH_OPTIONS = Options({
+    "variant": Option(Choice("I", "II"), "I", "Z_k: arithmetic (I) or geometric (II) mean"),
+    "beta2": Option(Real(0.0, 1.0, min_open=True, max_open=True), 0.999,
+                    "Adam's beta2 (sets T_w; default: the watched Adam's)"),
+    "eps": Option(Real(minimum=0.0, min_open=True), 1e-8,
+                  "threshold on the window mean (default: the watched Adam's eps)"),
+    "window": Option(Choice("full", "partial"), "full",
+                     "wait for a full window (paper) or use a partial one"),
+    "window_length": _WINDOW_LENGTH,
+    "stats_on": _STATS_ON,
+    "zero_rule": Option(Choice("skip", "zero", "floor"), "skip",
+                        "variant II: how exact zero changes of v count"),
+    "zero_floor": Option(OrNone(Real(minimum=0.0, min_open=True)), None,
+                         "zero_rule=floor: the value a zero counts as (none: eps)"),
+    "clip": Option(Bool(), False, "clip the switch to (t_min, t_max] of the run"),
+    "t_min": Option(OrNone(StepOrFraction()), None,
+                    f"clip: earliest switch (none: {CLIP_BOUNDS[0]})"),
+    "t_max": Option(OrNone(StepOrFraction()), None,
+                    f"clip: latest switch (none: {CLIP_BOUNDS[1]})"),
+}, validated=False, none_is_default=False)
 
+AGARWAL_OPTIONS = Options({
+    "threshold": Option(Real(minimum=0.0, min_open=True), 0.5,
+                        "fire when the relative change of ||v|| is below this"),
+    "norm": Option(Choice("l1", "l2"), "l2", "the norm of v"),
+    "stats_on": _STATS_ON,
+}, validated=False, none_is_default=False)
 
-def _check_window_options(beta2, window_len) -> None:
-    check_open_unit("beta2", beta2)
-    if window_len is not None:
-        check_int("window_length", window_len, minimum=1)
+TANG_OPTIONS = Options({
+    "threshold": Option(Real(minimum=0.0, min_open=True), 0.96,
+                        "fire when ||v_k||_1 / ||v_(k-T_w)||_1 exceeds this"),
+    "beta2": Option(Real(0.0, 1.0, min_open=True, max_open=True), 0.999,
+                    "Adam's beta2 (sets T_w; default: the watched Adam's)"),
+    "window_length": _WINDOW_LENGTH,
+    "stats_on": _STATS_ON,
+}, validated=False, none_is_default=False)
 
 
 # ------------------------------------------------------------------------- AutoSwitch
@@ -272,6 +307,7 @@ class AutoSwitchState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+@declared(AUTOSWITCH_OPTIONS)
 class AutoSwitch:
     """The paper's AutoSwitch (Algorithm 2): switch once the variance change is below eps.
 
@@ -310,29 +346,20 @@ class AutoSwitch:
     ``stats_on``: "v" (raw v, paper) or "vhat" (bias-corrected).
     """
 
-    variant: str = "I"
-    beta2: float = 0.999
-    eps: float = 1e-8
-    window: str = "full"
-    window_length: int | None = None
-    stats_on: str = "v"
-    zero_rule: str = "skip"
-    zero_floor: float | None = None
-    clip: bool = False
-    t_min: int | float | None = None
-    t_max: int | float | None = None
+    # defaults and checks: AUTOSWITCH_OPTIONS (variant I, beta2 0.999, eps 1e-8, ...)
+    variant: str
+    beta2: float
+    eps: float
+    window: str
+    window_length: int | None
+    stats_on: str
+    zero_rule: str
+    zero_floor: float | None
+    clip: bool
+    t_min: int | float | None
+    t_max: int | float | None
 
-    def __post_init__(self):
-        check_choice("variant", self.variant, ("I", "II"))
-        _check_window_options(self.beta2, self.window_length)
-        check_real("eps", self.eps, minimum=0.0, min_open=True)
-        check_choice("window", self.window, ("full", "partial"))
-        check_choice("stats_on", self.stats_on, ("v", "vhat"))
-        check_choice("zero_rule", self.zero_rule, ("skip", "zero", "floor"))
-        if self.zero_floor is not None:
-            check_real("zero_floor", self.zero_floor, minimum=0.0, min_open=True)
-        if not isinstance(self.clip, bool):
-            raise TypeError(f"clip must be True or False, got {self.clip!r}")
+    def __post_init__(self):  # after the declared checks: normalise, check across fields
         for bound in ("t_min", "t_max"):  # normalised: int = a step, float = a fraction
             if getattr(self, bound) is not None:
                 object.__setattr__(self, bound, check_step_or_fraction(bound, getattr(self, bound)))
@@ -423,6 +450,7 @@ class AgarwalState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+@declared(AGARWAL_OPTIONS)
 class Agarwal:
     """Agarwal et al. as the paper's Eq. 10: fire when | ||v_k|| - ||v_{k-1}|| | / ||v_{k-1}||
     < threshold (0.5).
@@ -437,15 +465,11 @@ class Agarwal:
     and any step whose ||v_{k-1}|| is 0.
     """
 
-    threshold: float = 0.5
-    norm: str = "l2"
-    stats_on: str = "v"
+    # defaults and checks: AGARWAL_OPTIONS (threshold 0.5, the 2-norm of raw v)
+    threshold: float
+    norm: str
+    stats_on: str
     needs_log = False
-
-    def __post_init__(self):
-        check_real("threshold", self.threshold, minimum=0.0, min_open=True)
-        check_choice("norm", self.norm, ("l1", "l2"))
-        check_choice("stats_on", self.stats_on, ("v", "vhat"))
 
     def init(self, total_steps: int) -> AgarwalState:
         check_int("total_steps", total_steps, minimum=1)
@@ -480,6 +504,7 @@ class TangState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+@declared(TANG_OPTIONS)
 class Tang:
     """Tang et al. as the paper's Eq. 11: fire when ||v_k||_1 / ||v_{k-T_w}||_1 > threshold
     (0.96), T_w = floor(1 / (1 - beta2)) (:func:`window_length`, or ``window_length``).
@@ -489,16 +514,12 @@ class Tang:
     grows (ratio > 1) it passes, so on a run whose v rises from 0 it fires at k = T_w + 1.
     """
 
-    threshold: float = 0.96
-    beta2: float = 0.999
-    window_length: int | None = None
-    stats_on: str = "v"
+    # defaults and checks: TANG_OPTIONS (threshold 0.96, beta2 0.999, T_w from beta2, raw v)
+    threshold: float
+    beta2: float
+    window_length: int | None
+    stats_on: str
     needs_log = False
-
-    def __post_init__(self):
-        check_real("threshold", self.threshold, minimum=0.0, min_open=True)
-        _check_window_options(self.beta2, self.window_length)
-        check_choice("stats_on", self.stats_on, ("v", "vhat"))
 
     @property
     def window_steps(self) -> int:
@@ -540,46 +561,11 @@ CRITERIA = {
     "fixed-fraction": FixedFraction,
 }
 
-_STATS_ON = Option(Choice("v", "vhat"), "v", "watch raw v (paper) or bias-corrected v-hat")
-_WINDOW_LENGTH = Option(OrNone(Int(minimum=1)), None,
-                        "the window T_w in steps (none: floor(1 / (1 - beta2)))")
-# name -> the criterion's options, declared once (stepsim._options); the dataclasses check
-# the values in __post_init__ (validated=False), under these names
+# name -> the criterion's options, declared once (stepsim._options)
 CRITERION_OPTIONS = {
-    "autoswitch": Options({
-        "variant": Option(Choice("I", "II"), "I", "Z_k: arithmetic (I) or geometric (II) mean"),
-        "beta2": Option(Real(0.0, 1.0, min_open=True, max_open=True), 0.999,
-                        "Adam's beta2 (sets T_w; default: the watched Adam's)"),
-        "eps": Option(Real(minimum=0.0, min_open=True), 1e-8,
-                      "threshold on the window mean (default: the watched Adam's eps)"),
-        "window": Option(Choice("full", "partial"), "full",
-                         "wait for a full window (paper) or use a partial one"),
-        "window_length": _WINDOW_LENGTH,
-        "stats_on": _STATS_ON,
-        "zero_rule": Option(Choice("skip", "zero", "floor"), "skip",
-                            "variant II: how exact zero changes of v count"),
-        "zero_floor": Option(OrNone(Real(minimum=0.0, min_open=True)), None,
-                             "zero_rule=floor: the value a zero counts as (none: eps)"),
-        "clip": Option(Bool(), False, "clip the switch to (t_min, t_max] of the run"),
-        "t_min": Option(OrNone(StepOrFraction()), None,
-                        f"clip: earliest switch (none: {CLIP_BOUNDS[0]})"),
-        "t_max": Option(OrNone(StepOrFraction()), None,
-                        f"clip: latest switch (none: {CLIP_BOUNDS[1]})"),
-    }, validated=False, none_is_default=False),
-    "agarwal": Options({
-        "threshold": Option(Real(minimum=0.0, min_open=True), 0.5,
-                            "fire when the relative change of ||v|| is below this"),
-        "norm": Option(Choice("l1", "l2"), "l2", "the norm of v"),
-        "stats_on": _STATS_ON,
-    }, validated=False, none_is_default=False),
-    "tang": Options({
-        "threshold": Option(Real(minimum=0.0, min_open=True), 0.96,
-                            "fire when ||v_k||_1 / ||v_(k-T_w)||_1 exceeds this"),
-        "beta2": Option(Real(0.0, 1.0, min_open=True, max_open=True), 0.999,
-                        "Adam's beta2 (sets T_w; default: the watched Adam's)"),
-        "window_length": _WINDOW_LENGTH,
-        "stats_on": _STATS_ON,
-    }, validated=False, none_is_default=False),
+    "autoswitch": AUTOSWITCH_OPTIONS,
+    "agarwal": AGARWAL_OPTIONS,
+    "tang": TANG_OPTIONS,
     "fixed-step": Options({
         "k0": Option(Int(minimum=1), None, "the switch step (required)"),
     }, validated=False, none_is_default=False),

@@ -205,18 +205,22 @@ class LeanStep:
                 flips += int(self._k.count_changed(_flat(prev), _flat(mask)))
         return flips
 
-    def update(self, state, params, grads, step: int, ctx):
+    def update(self, state, params, grads, step: int, ctx, *, lr: float | None = None):
         """``recipe.update`` in place: returns (params, state, name -> AdamStats or None);
-        the order of :meth:`stepsim.recipes.Recipe.update`."""
+        the order of :meth:`stepsim.recipes.Recipe.update`. lr: the step's
+        ``optimizer.lr_at(step, T)`` if the caller has it (None: computed here, once for the
+        optimizer and the pieces)."""
         recipe, ws = self.recipe, self.ws
         opt = recipe.optimizer
-        kw = {"stats_on": ctx.stats_on, "log_stats": ctx.log_stats}
         total = ctx.total_steps
+        if lr is None:
+            lr = opt.lr_at(step, total)
+        kw = {"stats_on": ctx.stats_on, "log_stats": ctx.log_stats, "lr": lr}
         masks = state.masks
         if masks is None:  # every module dense: the plain optimizer
             stats = opt.update_into(state.opt, params, grads, step, total, ws, **kw)
             return params, state, stats
-        view = T.StepView(params, masks, step, opt.lr_at(step, total))
+        view = T.StepView(params, masks, step, lr)
         mstate = state.masker_state
         grads = recipe.masker.penalize_into(mstate, grads, params, masks, step, ws)
         mstate = recipe.masker.observe(mstate, params, ctx.specs, step)

@@ -332,18 +332,22 @@ class Recipe:
         return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
 
     def update(self, state: RecipeState, params: Mapping, grads: Mapping, step: int,
-               ctx: RunContext):
+               ctx: RunContext, *, lr: float | None = None):
         """One optimizer step from the gradient at the forward weights.
 
         Returns (params, state, stats): stats maps every parameter to its AdamStats of
         this step (None under SGDM); ``AdamStats.combine`` of them is the step's total.
+        lr: the step's ``optimizer.lr_at(step, T)`` if the caller has it (computed once a
+        step, by ``fit``); None: computed here.
         """
-        kw = {"stats_on": ctx.stats_on, "log_stats": ctx.log_stats}
         total = ctx.total_steps
+        if lr is None:
+            lr = self.optimizer.lr_at(step, total)
+        kw = {"stats_on": ctx.stats_on, "log_stats": ctx.log_stats, "lr": lr}
         if state.masks is None:  # every module dense: the plain optimizer
             new, opt, stats = self.optimizer.update(state.opt, params, grads, step, total, **kw)
             return new, state._replace(opt=opt), stats
-        view = T.StepView(params, state.masks, step, self.optimizer.lr_at(step, total))
+        view = T.StepView(params, state.masks, step, lr)
         mstate = state.masker_state
         grads = self.masker.penalize(mstate, grads, params, state.masks, step)
         mstate = self.masker.observe(mstate, params, ctx.specs, step)

@@ -42,33 +42,13 @@ LAYERWISE_RULES = ("domino", "greedy")
 SRSTE_PLACEMENTS = ("before", "after")
 
 # ------------------------------------------------------------ options, declared once
-# An optimizer's dataclass (transforms.Adam / SGDM) checks its values: validated=False.
-_SCHEDULE = {
-    "schedule": Option(Choice(*T.SCHEDULES), "constant", "learning-rate schedule"),
-    "warmup_steps": Option(Int(minimum=0), 0, "linear warm-up steps of the learning rate"),
-}
-_ADAM = Options({
-    "lr": Option(Real(minimum=0.0), 1e-3, "learning rate"),
-    "beta1": Option(Real(0.0, 1.0, max_open=True), 0.9, "decay of the first moment m"),
-    "beta2": Option(Real(0.0, 1.0, max_open=True), 0.999, "decay of the second moment v"),
-    "eps": Option(Real(minimum=0.0, min_open=True), 1e-8, "epsilon of the denominator"),
-    "eps_mode": Option(Choice("inside", "outside"), "inside",
-                       "eps inside the square root (paper) or outside (PyTorch)"),
-    "weight_decay": Option(Real(minimum=0.0), 0.0, "decoupled weight decay (AdamW)"),
-    **_SCHEDULE,
-}, validated=False)
+# An optimizer's options: declared beside its dataclass, which reads them (transforms).
 OPTIMIZER_OPTIONS = {
-    "adam": _ADAM,
-    "adamw": Options({**_ADAM.options, "weight_decay": Option(
+    "adam": T.ADAM_OPTIONS,
+    "adamw": Options({**T.ADAM_OPTIONS.options, "weight_decay": Option(
         Real(minimum=0.0), 1e-2, "decoupled weight decay (AdamW's default 0.01)")},
         validated=False),
-    "sgdm": Options({
-        "lr": Option(Real(minimum=0.0), 1e-2, "learning rate"),
-        "momentum": Option(Real(0.0, 1.0, max_open=True), 0.9, "momentum"),
-        "weight_decay": Option(Real(minimum=0.0), 0.0, "L2 weight decay (coupled)"),
-        "nesterov": Option(Bool(), False, "Nesterov momentum"),
-        **_SCHEDULE,
-    }, validated=False),
+    "sgdm": T.SGDM_OPTIONS,
 }
 
 # A recipe's options: checked here at the boundary (None = not given: the default).
@@ -188,7 +168,7 @@ def make_optimizer(optimizer: str = "adam", **options):
     if optimizer == "sgdm":
         return T.SGDM(**options)
     if optimizer == "adamw":
-        options.setdefault("weight_decay", 1e-2)
+        options.setdefault("weight_decay", declared["weight_decay"].default)
     return T.Adam(**options)
 
 

@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._options import Bool, Choice, Int, Option, Options, Real, declared
 from stepsim._validate import (
-    check_beta,
     check_choice,
     check_fraction,
     check_int,
@@ -75,9 +75,30 @@ def learning_rate(base: float, step: int, total_steps: int, schedule: str = "con
     return lr
 
 
-def _check_schedule(schedule, warmup_steps):
-    check_choice("schedule", schedule, SCHEDULES)
-    check_int("warmup_steps", warmup_steps, minimum=0)
+# ------------------------------------------------------------ optimizer options, declared once
+# the declaration is the dataclass's default and check (stepsim._options.declared); the
+# registry's OPTIMIZER_OPTIONS and the help text read the same tables
+_SCHEDULE = {
+    "schedule": Option(Choice(*SCHEDULES), "constant", "learning-rate schedule"),
+    "warmup_steps": Option(Int(minimum=0), 0, "linear warm-up steps of the learning rate"),
+}
+ADAM_OPTIONS = Options({
+    "lr": Option(Real(minimum=0.0), 1e-3, "learning rate"),
+    "beta1": Option(Real(0.0, 1.0, max_open=True), 0.9, "decay of the first moment m"),
+    "beta2": Option(Real(0.0, 1.0, max_open=True), 0.999, "decay of the second moment v"),
+    "eps": Option(Real(minimum=0.0, min_open=True), 1e-8, "epsilon of the denominator"),
+    "eps_mode": Option(Choice("inside", "outside"), "inside",
+                       "eps inside the square root (paper) or outside (PyTorch)"),
+    "weight_decay": Option(Real(minimum=0.0), 0.0, "decoupled weight decay (AdamW)"),
+    **_SCHEDULE,
+}, validated=False)
+SGDM_OPTIONS = Options({
+    "lr": Option(Real(minimum=0.0), 1e-2, "learning rate"),
+    "momentum": Option(Real(0.0, 1.0, max_open=True), 0.9, "momentum"),
+    "weight_decay": Option(Real(minimum=0.0), 0.0, "L2 weight decay (coupled)"),
+    "nesterov": Option(Bool(), False, "Nesterov momentum"),
+    **_SCHEDULE,
+}, validated=False)
 
 
 # --------------------------------------------------------------------------- Adam
@@ -108,6 +129,7 @@ class AdamState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+@declared(ADAM_OPTIONS)
 class Adam:
     """Adam(W) over a dict of parameters (SPEC section 1; :func:`stepsim.adam_step` per array).
 
@@ -116,23 +138,15 @@ class Adam:
     with ``weight_decay`` decoupled (AdamW) and ``lr`` following ``schedule``.
     """
 
-    lr: float = 1e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    eps_mode: str = "inside"
-    weight_decay: float = 0.0
-    schedule: str = "constant"
-    warmup_steps: int = 0
-
-    def __post_init__(self):
-        check_real("lr", self.lr, minimum=0.0)
-        check_beta("beta1", self.beta1)
-        check_beta("beta2", self.beta2)
-        check_real("eps", self.eps, minimum=0.0, min_open=True)
-        check_choice("eps_mode", self.eps_mode, ("inside", "outside"))
-        check_real("weight_decay", self.weight_decay, minimum=0.0)
-        _check_schedule(self.schedule, self.warmup_steps)
+    # defaults and checks: ADAM_OPTIONS (lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8, ...)
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    eps_mode: str
+    weight_decay: float
+    schedule: str
+    warmup_steps: int
 
     def lr_at(self, step: int, total_steps: int) -> float:
         """The learning rate of step ``step`` (1-based) in a run of ``total_steps``."""
@@ -144,20 +158,23 @@ class Adam:
         return AdamState(m=zeros, v={n: np.zeros_like(w) for n, w in params.items()}, frozen={})
 
     def update(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
-               total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
+               total_steps: int, *, stats_on: str = "v", log_stats: bool = False,
+               lr: float | None = None):
         """One step. Returns (new params, new state, name -> AdamStats of that parameter).
 
         The inputs are not modified: w and m are copied before the in-place kernel runs; a
         frozen v is shared between the old and the new state, since nothing writes it.
         ``AdamStats.combine`` of the values (in ``params`` order) is the step's total.
+        lr: this step's ``lr_at(step, total_steps)`` when the caller has it (None: computed).
         """
         hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
-                             log_stats=log_stats)
+                             log_stats=log_stats, lr=lr)
         new_w, new_m, new_v, parts = adam_arrays(params, grads, state.m, state.v, hypers)
         return new_w, state._replace(m=new_m, v=new_v), parts
 
     def hypers(self, state: AdamState, params: Mapping, step: int, total_steps: int, *,
-               stats_on: str = "v", log_stats: bool = False, checked: bool = True) -> dict:
+               stats_on: str = "v", log_stats: bool = False, checked: bool = True,
+               lr: float | None = None) -> dict:
         """name -> the validated :class:`~stepsim.core.optim.AdamHyper` of each parameter at
         ``step`` (one object per distinct freezing, shared by its parameters).
 
@@ -167,7 +184,7 @@ class Adam:
         froze)."""
         from stepsim.core.optim import adam_hyper, adam_hyper_checked
 
-        lr = self.lr_at(step, total_steps)
+        lr = self.lr_at(step, total_steps) if lr is None else lr
         made = {}  # one validated hyper per distinct freezing (one for a global switch)
 
         def hyper(frozen: FrozenV | None):
@@ -191,7 +208,7 @@ class Adam:
 
     def update_into(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
                     total_steps: int, ws, *, stats_on: str = "v",
-                    log_stats: bool = False) -> dict:
+                    log_stats: bool = False, lr: float | None = None) -> dict:
         """:meth:`update` without its copies (the in-place protocol, :mod:`stepsim.recipes.lean`):
         w (``params``, arrays the caller owns), m and v are updated in place. ``ws``: the
         step's Workspace, which keeps the validated :class:`~stepsim.core.optim.AdamArrays`
@@ -200,7 +217,7 @@ class Adam:
         groups = ws.bound("adam", (params, state.m, state.v),
                           lambda: _adam_arrays_by_dtype(params, state.m, state.v))
         hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
-                             log_stats=log_stats, checked=False)
+                             log_stats=log_stats, checked=False, lr=lr)
         parts = {}
         for arrays, names in groups:
             by_hyper = {}  # one kernel call per distinct hyper, as adam_arrays groups them
@@ -302,21 +319,17 @@ class SGDMState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+@declared(SGDM_OPTIONS)
 class SGDM:
     """Momentum SGD (torch.optim.SGD rule, :func:`stepsim.sgdm_step`): coupled L2 decay."""
 
-    lr: float = 1e-2
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    nesterov: bool = False
-    schedule: str = "constant"
-    warmup_steps: int = 0
-
-    def __post_init__(self):
-        check_real("lr", self.lr, minimum=0.0)
-        check_beta("momentum", self.momentum)
-        check_real("weight_decay", self.weight_decay, minimum=0.0)
-        _check_schedule(self.schedule, self.warmup_steps)
+    # defaults and checks: SGDM_OPTIONS (lr 1e-2, momentum 0.9, no decay, no Nesterov, ...)
+    lr: float
+    momentum: float
+    weight_decay: float
+    nesterov: bool
+    schedule: str
+    warmup_steps: int
 
     def lr_at(self, step: int, total_steps: int) -> float:
         """The learning rate of step ``step`` (1-based) in a run of ``total_steps``."""
@@ -326,24 +339,26 @@ class SGDM:
         return SGDMState(buf={name: np.zeros_like(w) for name, w in params.items()})
 
     def update(self, state: SGDMState, params: Mapping, grads: Mapping, step: int,
-               total_steps: int, *, stats_on: str = "v", log_stats: bool = False):
-        """One step. Returns (new params, new state, name -> None): SGD-M has no v to report."""
+               total_steps: int, *, stats_on: str = "v", log_stats: bool = False,
+               lr: float | None = None):
+        """One step. Returns (new params, new state, name -> None): SGD-M has no v to report.
+        lr: this step's ``lr_at(step, total_steps)`` when the caller has it (None: computed)."""
         from stepsim.core.optim import sgdm_apply_many
 
         new_w = {name: w.copy() for name, w in params.items()}
         new_buf = {name: state.buf[name].copy() for name in params}
-        self.update_into(SGDMState(buf=new_buf), new_w, grads, step, total_steps, None)
+        self.update_into(SGDMState(buf=new_buf), new_w, grads, step, total_steps, None, lr=lr)
         return new_w, SGDMState(buf=new_buf), dict.fromkeys(params)
 
     def update_into(self, state: SGDMState, params: Mapping, grads: Mapping, step: int,
                     total_steps: int, ws, *, stats_on: str = "v",
-                    log_stats: bool = False) -> dict:
+                    log_stats: bool = False, lr: float | None = None) -> dict:
         """:meth:`update` in place on w (``params``) and the state's buffers (the in-place
         protocol, :mod:`stepsim.recipes.lean`); one call per dtype (a model may mix float32
         and float64 parameters; each entry's arithmetic is its own). Returns name -> None."""
         from stepsim.core.optim import sgdm_apply_many
 
-        lr = self.lr_at(step, total_steps)
+        lr = self.lr_at(step, total_steps) if lr is None else lr
         for names in _by_dtype(params).values():
             sgdm_apply_many([params[k] for k in names], [grads[k] for k in names],
                             [state.buf[k] for k in names], lr=lr, momentum=self.momentum,

@@ -203,11 +203,21 @@ def memory_table(params, nms=((2, 4), (1, 4), (1, 16)), *, value_bytes: int = 2,
         model = params
         params = model_layers(params)
     params = tuple(params)
+    if not params:
+        raise ValueError("params is empty: give the model's Param s or a model name "
+                         f"({sorted(MODELS)}); an empty model has no memory to compare")
+    bad = [p for p in params if not isinstance(p, Param)]
+    if bad:
+        raise TypeError(f"params must be Param s (or a model name), got {bad[0]!r:.80} "
+                        f"({type(bad[0]).__name__})")
     check_choice("counted", counted, ("all", "paper"))
     check_choice("metadata", metadata, ("index", "bitmask", "none"))
     value_bytes = check_int("value_bytes", value_bytes, minimum=1)
     if counted == "paper":
         params = tuple(p for p in params if p.sparse or p.kind == "token_embedding")
+        if not params:
+            raise ValueError("counted='paper' keeps no parameter of this model (none is "
+                             "sparse or a token embedding); use counted='all'")
     sparse = [p for p in params if p.sparse]
     dense_kept = sum(p.size for p in params if not p.sparse)
     n_sparse = sum(p.size for p in sparse)
