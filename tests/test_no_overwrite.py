@@ -24,9 +24,11 @@ def test_a_check_with_no_verdict_is_an_error_and_keeps_the_report(tmp_path, caps
     os.umask(umask)
     assert (out / "figures").stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700
     capsys.readouterr()
-    assert main(["check", "C1", "--quick", "--problem", "lm", "--out", str(out)]) == 2
+    assert main(["check", "C3", "--problem", "lm", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "no verdict to make" in err and len(err.strip().splitlines()) == 1
+    assert main(["check", "C1", "--quick", "--problem", "lm", "--out", str(out)]) == 2
+    assert "not in quick mode" in capsys.readouterr().err
     assert before == ((out / "report.json").read_bytes(),
                       sorted(p.name for p in (out / "figures").iterdir()))
     # a full-mode check of another claim would mix modes: refused before any work
@@ -34,6 +36,18 @@ def test_a_check_with_no_verdict_is_an_error_and_keeps_the_report(tmp_path, caps
     err = capsys.readouterr().err
     assert "holds a quick-mode report with claims C12" in err and "Traceback" not in err
     assert before[0] == (out / "report.json").read_bytes()
+
+
+def test_a_check_never_replaces_a_figures_folder_it_did_not_write(tmp_path, capsys):
+    """`check --out DIR` swaps DIR/figures whole: a figures/ folder that no check wrote (no
+    report.json beside it, no figures/RUN_ID) is refused before any work, never replaced."""
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "mine.png").write_bytes(b"not stepsim's")
+    assert main(["check", "C12", "--quick", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "holds a figures/ folder that no stepsim check wrote" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figures"]
+    assert [p.name for p in (tmp_path / "figures").iterdir()] == ["mine.png"]
 
 
 @pytest.mark.slow

@@ -305,6 +305,12 @@ def mergeable(out_dir, mode: str, altered: bool, covered: set) -> Report | None:
     another mode, other protocol rules or a test's altered settings is refused with a
     one-line ValueError, before any work: merging would mix evidence of two kinds."""
     path = Path(out_dir) / "report.json"
+    figures = Path(out_dir) / FIGURES_DIR
+    if figures.exists() and not path.exists() and not (figures / RUN_ID_FILE).exists():
+        # the report's figures replace out_dir/figures whole: never a folder it did not write
+        raise ValueError(f"--out {out_dir} holds a {FIGURES_DIR}/ folder that no stepsim check "
+                         f"wrote (no report.json, no {FIGURES_DIR}/{RUN_ID_FILE}); choose "
+                         f"another --out")
     if not path.exists():
         return None
     try:
