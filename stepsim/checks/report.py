@@ -19,8 +19,8 @@ for each claim that uses them) plus its decision and figures.
 Nothing is overwritten silently: a check of some claims (or problems) in a directory whose
 report holds others merges into it — the other claims' results and figures stay, the
 learning rates and tuning tables are merged by setting, and ``compute`` counts every
-finished run in ``runs/`` (or the old report's count, if larger) — provided both were made in the same mode under the same
-protocol rules; otherwise it refuses, in one line, before any work. A selection that
+finished run in ``runs/`` (or the old report's count, if larger) — provided both were made
+in the same mode under the same protocol rules; otherwise it refuses, in one line, before any work. A selection that
 gives no verdict at all (e.g. ``C1 --quick --problem lm``: quick mode has no LM setting)
 is an error, not an empty report.
 """
