@@ -95,3 +95,27 @@ def test_an_unreachable_scheduler_leaves_no_folder_or_claim(tmp_path, capsys):
         rc = main(["check", "C12", "--quick", "--out", str(tmp_path / "c"), "--scheduler",
                    "tcp://127.0.0.1:9"])
         assert rc == 1 and not (tmp_path / "c").exists()
+
+
+def test_checking_one_claim_into_the_committed_full_report_keeps_every_other(tmp_path):
+    """The reproduction of issue 28: `check C12 --out DIR` after a full check in DIR (here
+    the committed full report, copied) keeps the other claims' verdicts and figures, and
+    their learning-rate tables (whose diverged means JSON holds as "inf")."""
+    import shutil
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "figures" / "check"
+    out = tmp_path / "full"
+    shutil.copytree(committed, out)
+    before = _report(out)
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    assert main(["check", "C12", "--out", str(out)]) == 0
+    after = _report(out)
+    assert len(after["claims"]) == len(before["claims"])
+    old = {(c["claim"], c["setting"]): c for c in before["claims"] if c["claim"] != "C12"}
+    new = {(c["claim"], c["setting"]): c for c in after["claims"] if c["claim"] != "C12"}
+    assert new.keys() == old.keys()
+    assert all(new[k]["verdict"] == old[k]["verdict"] for k in old)
+    assert sorted(p.name for p in (out / "figures").iterdir()) == figures
+    assert after["lrs"] == before["lrs"] and after["compute"]["runs"] >= before["compute"]["runs"]
+    assert main(["check", "C12", "--quick", "--out", str(out)]) == 2  # modes never mix

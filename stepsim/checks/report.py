@@ -19,8 +19,8 @@ for each claim that uses them) plus its decision and figures.
 Nothing is overwritten silently: a check of some claims (or problems) in a directory whose
 report holds others merges into it — the other claims' results and figures stay, the
 learning rates and tuning tables are merged by setting, and ``compute`` counts every
-finished run in ``runs/`` — provided both were made in the same mode under the same
-protocol rules; otherwise it refuses, in one line, before any work. A selection that
+finished run in ``runs/`` (or the old report's count, if larger) — provided both were made
+in the same mode under the same protocol rules; otherwise it refuses, in one line, before any work. A selection that
 gives no verdict at all (e.g. ``C1 --quick --problem lm``: quick mode has no LM setting)
 is an error, not an empty report.
 """
@@ -277,14 +277,16 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         for c in kept:
             _keep_figures(c, out_dir, staging)
         decided += kept
-        table = {**previous.tuning, **table}
+        table = {**_numbers(previous.tuning), **table}
         chosen = {**previous.lrs, **chosen}
         before = getattr(previous, "operating", None) or {}
         operating = dict(operating, **{key: {**before.get(key, {}), **operating[key]}
                                        for key in ("stability", "robustness")})
-        compute = dict(compute, **_store_compute(out_dir / RUNS_DIR),
-                       tuning_runs=max(compute["tuning_runs"],
-                                       previous.compute.get("tuning_runs", 0)))
+        # every run in runs/ (all the checks made here), or the old report's count if
+        # larger (a report copied in without its runs): never less than either knew
+        stored, old = _store_compute(out_dir / RUNS_DIR), previous.compute
+        compute = dict(compute, **{key: max(stored.get(key, compute[key]), old.get(key, 0))
+                                   for key in ("runs", "tuning_runs", "worker_s")})
     decided.sort(key=lambda r: (list(CLAIMS).index(r.claim), r.setting))
     report = Report(mode, tuple(decided), time.perf_counter() - start,
                     None if out_dir is None else str(out_dir),
@@ -344,6 +346,15 @@ def _covers(covered: set, claim) -> bool:
     lr ("digits/main@sr-ste 1:8 lr=0.001") belongs to, is covered."""
     return ((claim.claim, claim.setting) in covered
             or (claim.claim, claim.setting.split("@")[0]) in covered)
+
+
+def _numbers(tuning: dict) -> dict:
+    """A tuning table read back from report.json with its numbers as floats (JSON keeps a
+    diverged grid value's mean, inf, as the text "inf")."""
+    return {setting: {key: dict(t, grid=[float(g) for g in t["grid"]],
+                                means=[float(m) for m in t["means"]])
+                      for key, t in configs.items()}
+            for setting, configs in tuning.items()}
 
 
 def _keep_figures(claim, out_dir: Path, staging: Path) -> None:
@@ -539,6 +550,7 @@ def write_report(report: Report, out_dir, *, params: dict, figures=None,
 
     out_dir = Path(out_dir)
     json_target = out_dir / "report.json"
+    text = markdown(report)  # before anything is removed: a failure here changes nothing
     json_target.unlink(missing_ok=True)
     if figures is not None:
         figures = Path(figures)
@@ -556,7 +568,7 @@ def write_report(report: Report, out_dir, *, params: dict, figures=None,
                "protocol": report.protocol, "tuning": report.tuning, "lrs": report.lrs,
                "compute": report.compute, "operating": report.operating,
                "claims": [c.to_dict() for c in report.claims]}
-    md_path = write_text(out_dir / "report.md", markdown(report))
+    md_path = write_text(out_dir / "report.md", text)
     json_path = save_json(json_target, payload, params=params)
     return json_path, md_path
 

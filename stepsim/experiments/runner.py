@@ -167,7 +167,7 @@ def check_same_sweep(out_dir, runs) -> None:
         return
     done = sum(store.is_finished(out_dir, r) for r in old)
     raise ValueError(f"{out_dir} holds another sweep ({len(old)} planned runs, {done} "
-                     f"finished); this spec plans {len(runs)} other ones. Use another --out, "
+                     f"finished); this spec plans another grid ({len(runs)} runs). Use another --out, "
                      f"or --force (force=True) to replace its plan (finished runs the new grid "
                      f"shares are kept)")
 
