@@ -693,7 +693,7 @@ def _gap_case(case: str, gap_step: float, rates: dict) -> dict:
 GAP_CASES = {
     "STEP halves the gap (E = 0)": (0.5, {}),
     "STEP at the margin (E = delta)": (0.25, {}),
-    "E = delta, STEP-A1 diverges 10%": (0.25, {"S1": 0.1}),
+    "E = 0, STEP-A1 diverges 10%": (0.5, {"S1": 0.1}),
     "power: STEP closes it (E = 1 = 2 delta)": (0.0, {}),
 }
 
