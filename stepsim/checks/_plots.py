@@ -25,9 +25,11 @@ def _pyplot():
 
 def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     """(mean, low, high) of the Student-t interval (:func:`stepsim.stats.mean_ci`); (mean,
-    nan, nan) for one value."""
+    nan, nan) for one value; all NaN for none (every run of the group diverged)."""
     from stepsim import stats
 
+    if len(values) == 0:
+        return math.nan, math.nan, math.nan
     est = stats.mean_ci(values, confidence=level)
     return est.mean, est.low, est.high
 

@@ -6,8 +6,9 @@
   :class:`~stepsim.experiments.run.RunSpec` of one run of a recipe key (:data:`RECIPES`);
   its lr is the tuned one of its config (``protocol.config_key``).
 * :func:`combination`: one effect per seed as a linear combination of runs' errors, with
-  the test-set sampling variance of each seed's value (``stats.combination_variance``
-  over the runs' per-item errors), ready for ``verdict.effect_from``.
+  the shared test set's sampling variance of their mean (``stats.shared_test_variance``
+  of the seeds x items contrasts), ready for ``verdict.effect_from``; :func:`effect` uses
+  the seeds whose runs all stayed finite and attaches the :func:`divergence` record.
 * :func:`switch_cause`: why a STEP run switched when it did: "fired", "clip", "window".
 
 The error of a run is the mean of its per-item errors (``item_errors`` of the problem):

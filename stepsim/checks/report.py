@@ -625,8 +625,9 @@ def markdown(report: Report) -> str:
             part = part if isinstance(part, dict) else dataclasses.asdict(part)
             e = part["effect"]
             lines.append(f"- part **{part['name']}**: {part['verdict']} — {part['reason']}; "
-                         f"{e['name']} = {e['estimate']:.3g} [{e['ci_low']:.3g}, "
-                         f"{e['ci_high']:.3g}] {e['units']} at {100 * part['level']:.4g}%")
+                         f"{e['name']} = {float(e['estimate']):.3g} "
+                         f"[{float(e['ci_low']):.3g}, {float(e['ci_high']):.3g}] {e['units']} "
+                         f"at {100 * part['level']:.4g}%")
         switches = c.numbers.get("switches") if isinstance(c.numbers, dict) else None
         if switches:
             lines.append("- switch steps (k0) and causes: " + "; ".join(

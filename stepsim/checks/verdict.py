@@ -93,7 +93,7 @@ class Effect:
     def __post_init__(self):
         # JSON stores NaN as the string "nan" (``to_jsonable``): an Effect rebuilt from its
         # dict with ``Effect(**d)`` gets its standard errors back as floats
-        for field in ("se_seeds", "se_test", "df"):
+        for field in ("estimate", "ci_low", "ci_high", "se_seeds", "se_test", "df"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, (int, float, str, np.floating,
                                                                   np.integer)):
