@@ -463,8 +463,9 @@ def markdown(report: Report) -> str:
                   f"runs), {c['worker_s'] / 3600:.2f} hours of worker time (each run's own "
                   f"time, counted also when a resumed check found it finished); this report "
                   f"took {report.runtime_s:.0f} s to make.", ""]
-    settings = sorted({c.setting for c in report.claims},
-                      key=lambda k: (k == "none", k.split("/")[0], not k.endswith("/main")))
+    settings = sorted({c.setting for c in report.claims},  # operating points after theirs
+                      key=lambda k: (k == "none", k.split("/")[0], "@" in k or "-" in k,
+                                     not k.split("@")[0].endswith("/main"), k))
     for setting in settings:
         rows = [c for c in report.claims if c.setting == setting]
         lines += [f"## {'no training' if setting == 'none' else setting}", "",
