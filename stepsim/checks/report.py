@@ -340,8 +340,8 @@ def _execute(tasks, store, *, label, n_jobs, scheduler, progress, bar_type) -> d
     from stepsim.experiments import executors
 
     distinct = {t.digest: t for t in tasks}
-    todo = sorted((t for t in distinct.values() if not store.is_finished(t)), key=_cost,
-                  reverse=True)
+    todo = sorted((t for t in distinct.values() if not store.is_finished(t)
+                   or _undiagnosed_run(store, t)), key=_cost, reverse=True)
     with bar_type(len(distinct), label, force=None if progress else False,
                   initial=len(distinct) - len(todo), unit="run") as bar:
         def on_done(task, output):
@@ -357,6 +357,13 @@ def _execute(tasks, store, *, label, n_jobs, scheduler, progress, bar_type) -> d
             else:
                 executors.run_pool(todo, on_done, workers)
     return {d: _view(store, t) for d, t in distinct.items()}
+
+
+def _undiagnosed_run(store, task) -> bool:
+    """A STEP run stored before fit recorded its g^2/v* diagnostics (PROTOCOL §D4.7): it is
+    run again (same RunSpec, same bits) so that every STEP run carries them."""
+    return getattr(task, "recipe", None) in ("step", "layerwise-step") and store.lacks(
+        task, "diagnostics")
 
 
 def _cost(task) -> float:
