@@ -527,7 +527,8 @@ def _operating_markdown(report: Report) -> list:
                   "allows; `fixed`: a fixed fraction) and how many switched on the initial "
                   "plateau (batch loss at k0 above "
                   f"{_plateau_max():g} x its start).", "",
-                  "| setting | runs | causes | switched on the plateau |", "| --- | --- | --- | --- |"]
+                  "| setting | runs | causes | switched on the plateau |",
+                  "| --- | --- | --- | --- |"]
         for setting, f in sorted(findings.items()):
             causes = ", ".join(f"{k} {n}" for k, n in sorted(f["causes"].items()))
             lines.append(f"| {setting} | {f['runs']} | {causes} | {f['on_plateau']} of "

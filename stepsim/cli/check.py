@@ -15,9 +15,9 @@ def add_arguments(parser) -> None:
                              "learning rates of the committed full run (about 2 minutes on 2 "
                              "cores; indicative, not evidence). Default: full mode, the "
                              "registered protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 "
-                             "seeds, digits and the transformer LM, with draft 4's operating points "
-                             "(about 40 minutes on 2 cores for draft 3's runs, plus an "
-                             "estimated 20-35 for draft 4's)")
+                             "seeds, digits and the transformer LM, with draft 4's "
+                             "operating points (about 40 minutes on 2 cores for draft 3's "
+                             "runs, plus an estimated 30-45 for draft 4's)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write DIR/report.json, DIR/report.md, DIR/figures/ and keep "
                              "every finished run in DIR/runs/ (a second call resumes; equal "
