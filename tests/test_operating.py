@@ -401,3 +401,48 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
         assert (tmp_path / "r" / f).stat().st_size > 1000
     md = (tmp_path / "r" / "report.md").read_text()
     assert "## Switch findings" in md and "## Stability map: digits/main" in md
+
+
+def test_a_step_run_stored_without_diagnostics_is_run_again(tmp_path):
+    import json
+
+    from stepsim.checks.report import _execute, _undiagnosed_run
+    from stepsim.experiments.run import RunSpec
+    from stepsim.experiments.store import RunStore
+
+    class Bar:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def update(self, n):
+            pass
+
+    step = RunSpec(problem="regression", recipe="step", optimizer="adam",
+                   recipe_options={"lr": 1e-2, "beta2": 0.99}, criterion="fixed-step",
+                   criterion_options={"k0": 20}, nm=(2, 4), steps=40, seed=1)
+    dense = step.replace(recipe="dense", criterion=None, criterion_options={})
+    store = RunStore(tmp_path)
+    first = _execute([step, dense], store, label="t", n_jobs=1, scheduler=None,
+                     progress=False, bar_type=Bar)
+    assert not _undiagnosed_run(store, step) and not _undiagnosed_run(store, dense)
+    path = store.path(step)
+    doc = json.loads(path.read_text())
+    del doc["result"]["diagnostics"]  # as a run stored before draft 4
+    path.write_text(json.dumps(doc))
+    old = json.loads(store.path(dense).read_text())
+    del old["result"]["diagnostics"]
+    store.path(dense).write_text(json.dumps(old))
+    assert _undiagnosed_run(store, step) and not _undiagnosed_run(store, dense)  # STEP only
+    again = _execute([step, dense], store, label="t", n_jobs=1, scheduler=None,
+                     progress=False, bar_type=Bar)
+    assert not _undiagnosed_run(store, step)
+    assert again[step.digest]["switch"]["g2_over_vstar"] == first[step.digest]["switch"][
+        "g2_over_vstar"] != {}
+    assert again[step.digest]["metrics"] == first[step.digest]["metrics"]  # the same bits
+    assert "diagnostics" not in json.loads(store.path(dense).read_text())["result"]

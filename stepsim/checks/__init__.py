@@ -20,8 +20,14 @@
    ("premise absent: ..." makes a part INCONCLUSIVE), TOST for C7's flatness; a claim
    about STEP is REPRODUCED if either reading of STEP (Algorithm 1, STEP on SR-STE) is.
 5. **Report**: ``report.md``, ``figures/`` and ``report.json`` last, recording the protocol
-   commit, the rules' SHA-256, every grid, tuning mean and choice, and each STEP run's
-   switch step and cause (:mod:`stepsim.checks.report`).
+   commit, the rules' draft and SHA-256, every grid, tuning mean and choice, and each STEP
+   run's switch step and cause (:mod:`stepsim.checks.report`).
+6. **Operating points** (draft 4, :mod:`stepsim.checks.operating`): C5 and C6 are also
+   decided at STEP's own tuned lr, at fixed switch fractions, under cosine with warm-up
+   and at every lr tied with SR-STE's choice (the registered verdict is then "robust" or
+   "fragile"); a part whose STEP switched on the initial loss plateau is INCONCLUSIVE; the
+   report adds the stability map (error and divergence rate against the lr) and the
+   switch findings.
 
 A claim module defines ``CLAIM``, ``TITLE``, ``RULE`` (the "Rule" paragraph of its
 docstring), ``jobs(budget) -> [RunSpec | Task]``, ``decide_claim(budget, results) ->

@@ -467,8 +467,8 @@ def _execute(tasks, store, *, label, n_jobs, scheduler, progress, bar_type) -> d
     from stepsim.experiments import executors
 
     distinct = {t.digest: t for t in tasks}
-    todo = sorted((t for t in distinct.values() if not store.is_finished(t)), key=_cost,
-                  reverse=True)
+    todo = sorted((t for t in distinct.values() if not store.is_finished(t)
+                   or _undiagnosed_run(store, t)), key=_cost, reverse=True)
     with bar_type(len(distinct), label, force=None if progress else False,
                   initial=len(distinct) - len(todo), unit="run") as bar:
         def on_done(task, output):
@@ -484,6 +484,13 @@ def _execute(tasks, store, *, label, n_jobs, scheduler, progress, bar_type) -> d
             else:
                 executors.run_pool(todo, on_done, workers)
     return {d: _view(store, t) for d, t in distinct.items()}
+
+
+def _undiagnosed_run(store, task) -> bool:
+    """A STEP run stored before fit recorded its g^2/v* diagnostics (PROTOCOL §D4.7): it is
+    run again (same RunSpec, same bits) so that every STEP run carries them."""
+    return getattr(task, "recipe", None) in ("step", "layerwise-step") and store.lacks(
+        task, "diagnostics")
 
 
 def _cost(task) -> float:
@@ -591,8 +598,9 @@ def markdown(report: Report) -> str:
                   f"runs), {c['worker_s'] / 3600:.2f} hours of worker time (each run's own "
                   f"time, counted also when a resumed check found it finished); this report "
                   f"took {report.runtime_s:.0f} s to make.", ""]
-    settings = sorted({c.setting for c in report.claims},
-                      key=lambda k: (k == "none", k.split("/")[0], not k.endswith("/main")))
+    settings = sorted({c.setting for c in report.claims},  # operating points after theirs
+                      key=lambda k: (k == "none", k.split("/")[0], "@" in k or "-" in k,
+                                     not k.split("@")[0].endswith("/main"), k))
     for setting in settings:
         rows = [c for c in report.claims if c.setting == setting]
         lines += [f"## {'no training' if setting == 'none' else setting}", "",
@@ -648,7 +656,8 @@ def _operating_markdown(report: Report) -> list:
                   "allows; `fixed`: a fixed fraction) and how many switched on the initial "
                   "plateau (batch loss at k0 above "
                   f"{_plateau_max():g} x its start).", "",
-                  "| setting | runs | causes | switched on the plateau |", "| --- | --- | --- | --- |"]
+                  "| setting | runs | causes | switched on the plateau |",
+                  "| --- | --- | --- | --- |"]
         for setting, f in sorted(findings.items()):
             causes = ", ".join(f"{k} {n}" for k, n in sorted(f["causes"].items()))
             lines.append(f"| {setting} | {f['runs']} | {causes} | {f['on_plateau']} of "

@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
                              "protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 seeds, digits "
                              "and the transformer LM, with draft 4's operating points (draft "
                              "3's runs: 24.5 min measured on 2 cores; draft 4 adds an "
-                             "estimated 20-35 min)")
+                             "estimated 30-45 min)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write DIR/report.json, DIR/report.md, DIR/figures/ and keep "
                              "every finished run in DIR/runs/ (a second call resumes; equal "

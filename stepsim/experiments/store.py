@@ -415,6 +415,12 @@ class RunStore:
     def is_finished(self, task) -> bool:
         return self._doc(task) is not None
 
+    def lacks(self, task, key: str) -> bool:
+        """True when ``task`` is finished but its stored result has no ``key`` (a field a
+        later version records, e.g. a run's ``diagnostics``: a caller may redo it)."""
+        doc = self._doc(task)
+        return doc is not None and key not in doc.get("result", {})
+
     def save(self, task, output) -> Path:
         """Write ``task``'s output (a :class:`RunOutput` for a RunSpec, else a
         :class:`TaskOutput`)."""
