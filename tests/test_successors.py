@@ -46,7 +46,7 @@ def _groups(a, axis, m):
 
 # --------------------------------------------------------------------------- S-STE
 @given(soft_case(), st.sampled_from([1.0, 0.5, 1.7]))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 def test_soft_threshold_kernel_matches_reference(case, beta):
     w, n, m, axis = case
     got, mask = soft_threshold(w, n, m, axis, beta=beta)
@@ -58,7 +58,7 @@ def test_soft_threshold_kernel_matches_reference(case, beta):
 
 
 @given(soft_case())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 def test_soft_threshold_is_nm_and_shrinks_towards_zero(case):
     w, n, m, axis = case
     s, mask = soft_threshold(w, n, m, axis)
@@ -74,7 +74,7 @@ def test_soft_threshold_is_nm_and_shrinks_towards_zero(case):
 
 
 @given(soft_case(), st.integers(0, 2**32 - 1), st.sampled_from([1e-3, 1e-1, 1.0]))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 def test_soft_threshold_is_continuous(case, seed, size):
     """|S(w + d) - S(w)|_inf <= 2 |d|_inf: t moves by at most |d|, |w_i| too, and an entry
     that enters or leaves the kept set does so where S is 0 (the discontinuity of hard
