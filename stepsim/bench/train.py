@@ -260,17 +260,16 @@ def _ratio_rows(bench) -> None:
                     if peer is not None:
                         ratios.append(theirs[-1] / ours[-1])
                 _emit_ratio(bench, case, ours, theirs, ratios)
-                _fit_breakdown(bench, case, steps, float(np.median(ours)), calls,
-                               rounds=3 if bench.quick else 5)
+                _fit_breakdown(bench, case, steps, calls, rounds=3 if bench.quick else 5)
     finally:
         if peer is not None:
             peer.close()
 
 
-def _fit_breakdown(bench, case, steps: FitSteps, step_seconds: float, calls: int,
-                   rounds: int) -> None:
+def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int) -> None:
     """Where one fit step of ``case`` goes, each part timed on its own (thread CPU time,
-    median of ``rounds`` runs of ``calls`` repeats) on the step's own arrays:
+    median of ``rounds`` runs of ``calls`` repeats, the parts and the whole step
+    interleaved round by round) on the step's own arrays:
     ``matmul`` (the matrix products of loss_and_grad, replayed with the same shapes and
     operand layouts: :func:`_matmul_replay`), ``element-wise`` (loss_and_grad minus those),
     ``optimizer`` (the lean step's update: gradient pieces, the optimizer with its
@@ -293,16 +292,18 @@ def _fit_breakdown(bench, case, steps: FitSteps, step_seconds: float, calls: int
     }
     if matmuls is not None:
         parts["matmul"] = matmuls
-    took = {}
-    for name, fn in parts.items():
+    parts["step"] = partial(steps.run, 1)
+    runs = {name: [] for name in parts}
+    for fn in parts.values():
         fn()
-        runs = []
-        for _ in range(rounds):
+    for _ in range(rounds):  # the parts and the whole step interleaved, round by round, so
+        for name, fn in parts.items():  # that a busy machine's phases hit them alike
             t0 = time.thread_time()
             for _ in range(calls):
                 fn()
-            runs.append((time.thread_time() - t0) / calls)
-        took[name] = float(np.median(runs))
+            runs[name].append((time.thread_time() - t0) / calls)
+    took = {name: float(np.median(r)) for name, r in runs.items()}
+    step_seconds = took["step"]
     shares = {}
     if "matmul" in took:
         shares["matmul"] = took["matmul"]
