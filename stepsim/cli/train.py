@@ -291,6 +291,7 @@ def _table1(result) -> str:
 
 
 def interrupted(args) -> str:
-    """The line Ctrl-C prints (``stepsim.cli``): one run is not resumable, nothing is kept."""
-    return ("interrupted; the run had not finished and nothing was saved (a single run does "
-            "not resume: the same command runs it again)")
+    """The line Ctrl-C prints (``stepsim.cli``): one run does not resume; its --json pair is
+    committed only by its JSON, written last, so an interrupted run leaves none."""
+    return ("interrupted; no result was committed (a single run does not resume: the same "
+            "command runs it again)")
