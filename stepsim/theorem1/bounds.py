@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from stepsim import _libm
 from stepsim._validate import check_choice, check_int, check_real
 from stepsim.theorem1.corrected import autocovariance, weights
 
@@ -182,8 +183,10 @@ def markov_bernstein_bound(w: np.ndarray, var_y: float, range_y: float, lam: flo
     closed = B * c * L + math.sqrt((B * c * L) ** 2 + 2.0 * A * v * L)
     t_max = math.inf if lam == 0.0 else (1.0 - lam) / (5.0 * c)
     hi = min(t_max, 50.0 / c) * (1.0 - 1e-9)
-    t = np.geomspace(hi * 1e-6, hi, 4000)
-    psi = v / c ** 2 * np.expm1(t * c) - v / c ** 2 * t * c
+    t = _libm.geomspace(hi * 1e-6, hi, 4000)
+    # e^{tc} - 1 by scalar libm expm1 (NumPy's vectorised one differs across CPUs)
+    expm1 = np.array([math.expm1(x) for x in t * c])
+    psi = v / c ** 2 * expm1 - v / c ** 2 * t * c
     if lam > 0.0:
         psi = psi + v * lam * t * t / (1.0 - lam - 5.0 * c * t)
     return float(min(closed, np.min((psi + L) / t)))
@@ -269,7 +272,7 @@ def plugin_bound(y_pre: np.ndarray, beta2: float, k0: int, lags, delta: float,
     var = exact_variance(gamma, beta2, k0, lags)
     L = math.log(2.0 * dim / delta)
     rho = gamma[1:] / gamma[0] if gamma[0] > 0 else np.zeros(0)
-    tau_beta = 1.0 + 2.0 * float(np.sum(beta2 ** np.arange(1, M + 1) * rho))
+    tau_beta = 1.0 + 2.0 * float(np.sum(_libm.power(beta2, np.arange(1.0, M + 1)) * rho))
     return np.sqrt(2.0 * var * L), tau_beta
 
 
