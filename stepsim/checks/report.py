@@ -329,7 +329,10 @@ def mergeable(out_dir, mode: str, altered: bool, covered: set) -> Report | None:
     if old.mode != mode:
         why = f"a {old.mode}-mode report"
     elif old.protocol.get("rules_sha256") != now["rules_sha256"]:
-        why = "a report made under other protocol rules"
+        draft = old.protocol.get("rules_version")
+        why = (f"a report made under protocol draft {draft} (this check runs draft "
+               f"{now['rules_version']})" if draft != now["rules_version"]
+               else "a report made under other protocol rules")
     elif bool(old.protocol.get("altered_for_testing")) != now["altered_for_testing"]:
         why = "a report made with " + ("altered" if not altered else "the registered") + \
             " run lengths or learning rates"
