@@ -275,6 +275,15 @@ def test_operating_points_of_a_setting_and_the_tie_set_budgets():
     ties = {t.key: t for t in tuning.tie_budgets(base_b, table, ["C5", "C6"])}
     assert set(ties) == {"digits/main@sr-ste 1:8 lr=0.001", "digits/main@sr-ste 1:8 lr=0.01",
                          "digits/main@sr-ste 1:16 lr=0.001"}
+    # an operating point restricted to C5 decides its own N:M, not the agreement run's 1:8
+    from stepsim.checks import claim_module
+    c5 = claim_module("C5")
+    only_c5 = tuning.tie_budgets(base_b, table, ["C5"])
+    assert {o.key: c5.nms(o) for o in only_c5}["digits/main@sr-ste 1:16 lr=0.001"] == ((1, 16),)
+    own = _setup.operating_points(base_b, ["C5"])[0]
+    assert own.only == ("C5",) and c5.nms(own) == ((1, 8), (1, 16))
+    agreement = Budget("full", "digits", "fast", SEEDS, only=("C5",))
+    assert c5.nms(agreement) == ((1, 8),)
     t = ties["digits/main@sr-ste 1:8 lr=0.001"]
     assert t.nms == ((1, 8),) and t.lrs["adam|sr-ste|1:8"] == 1e-3 and t.only == ("C5", "C6")
     assert dict(t.run("step-sr", 0, nm=(1, 8)).recipe_options)["lr"] == 1e-3
