@@ -254,7 +254,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             configs = sorted({t.replace(seed=0).describe() for t in lost})
             result = dataclasses.replace(
                 result, reason=f"{result.reason} [{len(lost)} diverged run(s) in "
-                f"{len(configs)} configuration(s), counted as predicting nothing]",
+                f"{len(configs)} configuration(s): an outcome, left out of the error "
+                f"effects (PROTOCOL 'Draft 4: statistics')]",
                 numbers=dict(result.numbers, diverged=sorted(t.describe() for t in lost)))
         result = dataclasses.replace(result, setting=key)
         figures = ()
