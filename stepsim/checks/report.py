@@ -103,7 +103,7 @@ def probe_out(out) -> Path:
 
 
 def run_checks(claims=("all",), *, mode: str = "quick", out=None,
-               n_jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
+               jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
                problems=None, steps: int | None = None, lrs: dict | None = None,
                extended: bool = False) -> Report:
     """Run the paper checks ``claims`` ("all" or "C1".."C12") by the registered protocol
@@ -114,7 +114,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     timescale, the learning rates of the committed full run: indicative, not evidence).
     out: a directory (probed before any work); its ``runs/`` keeps every finished run by
     digest, so the same call after a kill redoes only the runs in flight, and runs equal
-    across claims run once (None: a temporary directory, no report written). n_jobs: local
+    across claims run once (None: a temporary directory, no report written). jobs: local
     worker processes (default every usable core; 1 runs here); scheduler: a Dask address.
     problems: restrict to these protocol problems ("digits", "lm"). steps, lrs: for tests
     of the machinery only — shorter runs, and learning rates {setting: {config: lr}}
@@ -129,7 +129,6 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     """
     import tempfile
 
-    from stepsim._progress import Progress
     from stepsim._provenance import versions
     from stepsim.checks import _setup, protocol, tuning
     from stepsim.experiments.store import RunStore
@@ -184,8 +183,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
 
         def execute(tasks, label):
             return _execute(tasks, store, label=f"stepsim check ({mode}): {label}",
-                            n_jobs=n_jobs, scheduler=scheduler, progress=progress,
-                            bar_type=Progress)
+                            jobs=jobs, scheduler=scheduler, progress=progress)
 
         done = {}
         if lrs is not None:
@@ -279,7 +277,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                     None if out_dir is None else str(out_dir),
                     protocol_record(altered), table, chosen, compute, operating)
     if out_dir is not None:
-        write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
+        write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": jobs,
                                               "scheduler": _address(scheduler),
                                               "problems": problems, "steps": steps,
                                               "run_id": run_id, "extended": extended},
@@ -432,29 +430,16 @@ def protocol_record(altered: bool) -> dict:
             "rules_version": protocol.RULES["version"], "altered_for_testing": bool(altered)}
 
 
-def _execute(tasks, store, *, label, n_jobs, scheduler, progress, bar_type) -> dict:
+def _execute(tasks, store, *, label, jobs, scheduler, progress) -> dict:
     """Run the distinct ``tasks`` not yet in ``store`` (longest first), then read every one
     back: digest -> its view (:func:`_view`). A resumed check and a straight one decide on
     the same numbers, read from the store."""
     from stepsim.experiments import executors
 
     distinct = {t.digest: t for t in tasks}
-    todo = sorted((t for t in distinct.values() if not store.is_finished(t)), key=_cost,
-                  reverse=True)
-    with bar_type(len(distinct), label, force=None if progress else False,
-                  initial=len(distinct) - len(todo), unit="run") as bar:
-        def on_done(task, output):
-            store.save(task, output)
-            bar.update(1)
-
-        if todo and scheduler:
-            executors.run_dask(todo, on_done, scheduler)
-        elif todo:
-            workers = executors.worker_count(n_jobs, len(todo))
-            if workers == 1:
-                executors.run_serial(todo, on_done)
-            else:
-                executors.run_pool(todo, on_done, workers)
+    executors.run(sorted(distinct.values(), key=_cost, reverse=True), jobs=jobs,
+                  scheduler=scheduler or None, store=store, label=label,
+                  progress=None if progress else False, wait_note="check")
     return {d: _view(store, t) for d, t in distinct.items()}
 
 

@@ -46,7 +46,7 @@ def run(args) -> int:
     start = time.perf_counter()
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
         out = args._out = probe_out(out)  # args._out: for interrupted()
-        report = run_checks(claims, mode=mode, out=out, n_jobs=args.jobs,
+        report = run_checks(claims, mode=mode, out=out, jobs=args.jobs,
                             scheduler=scheduler, problems=args.problem)
     print(report.table())
     print(f"{len(report.claims)} verdict(s) in {time.perf_counter() - start:.1f} s; wrote "

@@ -162,7 +162,7 @@ def run(args) -> int:
     runs = plan_sweep(spec)  # every check happens here, before anything runs
     if args.dry_run:
         for run in runs:
-            print(run.name)
+            print(run.digest[:16], run.describe())
         print(f"{len(runs)} runs; spec OK")
         return 0
     stem = spec.name or (Path(args.spec).stem if args.spec else "cli")
@@ -194,5 +194,5 @@ def interrupted(args) -> str:
     out = getattr(args, "_out", None)
     if out is None or not (out / store.SWEEP_FILE).exists():
         return "interrupted before any run started; nothing was written"
-    done = sum(store.is_finished(out, run) for run in store.read_plan(out))
+    done = sum(map(store.sweep_store(out).is_finished, (r for r, _ in store.read_plan(out))))
     return f"interrupted; {done} finished runs kept in {out}; the same command resumes"

@@ -15,11 +15,14 @@ compare(table, "test_loss", baseline="dense")            # paired t / Wilcoxon, 
 * :mod:`~stepsim.experiments.run` — :class:`RunSpec`, one run by names: the one place
   that turns names into problems, recipes and criteria and calls ``fit`` (``stepsim
   train``, sweeps and ``stepsim check`` all go through it).
-* :mod:`~stepsim.experiments.spec` — the spec (TOML/JSON/dict), its runs and their seeds.
-* :mod:`~stepsim.experiments.store` — result files (atomic, JSON last), the tidy table,
-  and a store of runs by digest (:class:`RunStore`, what ``stepsim check`` resumes from).
-* :mod:`~stepsim.experiments.executors` — in-process, process pool, Dask (RunSpecs and
-  :class:`~stepsim.experiments.tasks.Task`).
+* :mod:`~stepsim.experiments.spec` — the sweep spec (TOML/JSON/dict), its runs (RunSpecs)
+  and their seeds.
+* :mod:`~stepsim.experiments.store` — the store of finished runs by digest, with its claim
+  locks (:class:`RunStore`: what a sweep and ``stepsim check`` resume from), a sweep's plan
+  and its tidy table.
+* :mod:`~stepsim.experiments.executors` — :func:`~stepsim.experiments.executors.run`, the
+  one task runner (resume from a RunStore; in-process, process pool or Dask) for RunSpecs
+  and :class:`~stepsim.experiments.tasks.Task`.
 * :mod:`~stepsim.experiments.traces` — reductions of a run's trace (v curve, windowed Z,
   Table 1 scores).
 * :mod:`~stepsim.experiments.runner` — :func:`plan_sweep` (check everything, train
@@ -113,9 +116,9 @@ from stepsim.experiments.report import (
 )
 from stepsim.experiments.run import RunSpec
 from stepsim.experiments.runner import plan_sweep, run_sweep
-from stepsim.experiments.spec import Run, SweepSpec, load_spec, parse_spec
+from stepsim.experiments.spec import SweepSpec, load_spec, parse_spec
 from stepsim.experiments.store import Table, load_table
 
-__all__ = ["Run", "RunSpec", "SweepSpec", "Table", "compare", "load_spec", "load_table",
+__all__ = ["RunSpec", "SweepSpec", "Table", "compare", "load_spec", "load_table",
            "parse_spec", "plan_sweep", "plot_vs_sparsity", "report_markdown", "run_sweep",
            "summarize"]

@@ -18,10 +18,10 @@ import numbers
 from stepsim import stats
 
 # parameter columns of a table row (store.result_row); the rest are outcomes and versions
-PARAMETER_COLUMNS = ("run_id", "problem", "recipe", "optimizer", "criterion", "nm", "n", "m",
+PARAMETER_COLUMNS = ("digest", "problem", "recipe", "optimizer", "criterion", "nm", "n", "m",
                      "sparsity", "steps", "seed", "rng_seed", "eval_every")
 PARAMETER_PREFIXES = ("problem.", "recipe.", "criterion.")
-NOT_CONDITION = ("run_id", "seed", "rng_seed", "n", "m", "sparsity")
+NOT_CONDITION = ("digest", "seed", "rng_seed", "n", "m", "sparsity")
 # what a paired comparison holds fixed besides the seed: the problem, the N:M and the length
 CONTEXT_COLUMNS = ("problem", "nm", "steps")
 
@@ -93,7 +93,7 @@ def _number(row, metric: str) -> float:
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"metric {metric!r} is not numeric: run {row.get('run_id')} has "
+        raise TypeError(f"metric {metric!r} is not numeric: run {row.get('digest')} has "
                          f"{value!r}")
     return float(value)
 
@@ -155,7 +155,7 @@ def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 
                  if all(row.get(c) is None or b.get(c) is None or row[c] == b[c]
                         for c in shared)]
         if len(found) > 1:
-            raise ValueError(f"run {row['run_id']} matches {len(found)} runs of baseline "
+            raise ValueError(f"run {row['digest'][:16]} matches {len(found)} runs of baseline "
                              f"{baseline!r} (they differ in options it does not set); compare "
                              "needs one baseline condition per pairing")
         return found[0] if found else None
