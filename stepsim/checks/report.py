@@ -221,8 +221,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             kept.append(b)
             tasks.update({(c, b.key): j for c, j in jobs_of.items()})
         final = kept
-        for c, jobs in free.items():
-            tasks[(c, plain.key)] = jobs
+        for c, claim_tasks in free.items():
+            tasks[(c, plain.key)] = claim_tasks
         results = execute([t for ts in tasks.values() for t in ts], "evaluation")
     decided = []
     info = versions()
@@ -232,11 +232,11 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         staging = Path(tempfile.mkdtemp(prefix=".figures-", dir=out_dir))
     by_key = {b.key: b for b in final}
     by_key[plain.key] = plain
-    for (claim, key), jobs in tasks.items():
+    for (claim, key), claim_tasks in tasks.items():
         module, budget = modules[claim], by_key[key]
         t0 = time.perf_counter()
         result = module.decide_claim(budget, results)
-        lost = [t for t in jobs if results[t.digest].get("diverged")]
+        lost = [t for t in claim_tasks if results[t.digest].get("diverged")]
         if lost:  # said in the verdict line, not only in the numbers
             configs = sorted({t.replace(seed=0).describe() for t in lost})
             result = dataclasses.replace(
@@ -249,7 +249,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             figures = _draw(module, result, staging)
             figures = tuple(str(Path(FIGURES_DIR) / Path(p).relative_to(staging))
                             for p in figures)
-        job_seconds = sum(results[t.digest]["seconds"] for t in jobs)
+        job_seconds = sum(results[t.digest]["seconds"] for t in claim_tasks)
         decided.append(dataclasses.replace(
             result, figures=figures, versions=info,
             runtime_s=job_seconds + time.perf_counter() - t0))

@@ -85,7 +85,8 @@ def as_run_spec(problem: dict, recipe: dict, criterion: dict | None, nm, steps: 
                    recipe_options=recipe["options"],
                    criterion=None if criterion is None else criterion["name"],
                    criterion_options=crit_options, per_module=per_module,
-                   nm=tuple(nm), steps=steps, seed=rng_seed(problem, seed),
+                   nm=nm if isinstance(nm, tuple) else tuple(nm), steps=steps,
+                   seed=rng_seed(problem, seed),
                    eval_every=eval_every)
 
 
@@ -320,20 +321,18 @@ def _recipe_out(entry: dict) -> dict:
     return out
 
 
-def _nm(where: str, value) -> list[int]:
-    from stepsim._validate import check_nm
+def _nm(where: str, value):
+    """'N:M' or [N, M] -> :class:`~stepsim._validate.NMRatio` (the runs' N:M, checked here once)."""
+    from stepsim._validate import NMRatio, check_nm_pair
 
-    if isinstance(value, str):
-        parts = value.split(":")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise ValueError(f"{where}: must look like 'N:M' (e.g. '2:4'), got {value!r}")
-        value = [int(p) for p in parts]
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ValueError(f"{where}: must be 'N:M' or [N, M], got {value!r}")
     try:
-        return list(check_nm(*value))
+        if isinstance(value, str):
+            return NMRatio.parse(value, name=where)
+        if isinstance(value, list):
+            value = tuple(value)
+        return check_nm_pair(where, value)
     except (ValueError, TypeError) as exc:
-        raise type(exc)(f"{where}: {exc}") from None
+        raise type(exc)(f"{where}: must be 'N:M' or [N, M] ({exc})") from None
 
 
 def _seeds(value) -> tuple[int, ...]:

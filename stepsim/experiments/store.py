@@ -379,11 +379,10 @@ def load_table(out_dir, grid: list[tuple] | None = None) -> Table:
     """
     out_dir = Path(out_dir)
     if grid is None:
-        if (out_dir / SWEEP_FILE).exists() and _plan_entries(out_dir)[0] and \
-                "run_id" in _plan_entries(out_dir)[0][0]:
+        grid = read_plan(out_dir)  # a spoiled plan: a ValueError naming the file
+        if any("run_id" in entry for entry in _plan_entries(out_dir)[0][:1]):
             raise ValueError(f"{out_dir} holds a sweep of the layout before digests; run the "
                              f"same `stepsim sweep` with --out {out_dir} once to convert it")
-        grid = read_plan(out_dir)
     store = sweep_store(out_dir)
     rows, missing = [], []
     for run, index in grid:
