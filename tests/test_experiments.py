@@ -21,7 +21,7 @@ from stepsim.experiments import (
     store,
     summarize,
 )
-from stepsim.experiments import spec as spec_mod
+from stepsim.experiments import sweep_spec as spec_mod
 from tests.tables import stable_rows
 
 TINY = {"steps": 30, "seeds": 2, "nm": ["2:4", "1:8"], "criterion": "autoswitch",

@@ -15,8 +15,8 @@ compare(table, "test_loss", baseline="dense")            # paired t / Wilcoxon, 
 * :mod:`~stepsim.experiments.run` — :class:`RunSpec`, one run by names: the one place
   that turns names into problems, recipes and criteria and calls ``fit`` (``stepsim
   train``, sweeps and ``stepsim check`` all go through it).
-* :mod:`~stepsim.experiments.spec` — the sweep spec (TOML/JSON/dict), its runs (RunSpecs)
-  and their seeds.
+* :mod:`~stepsim.experiments.sweep_spec` — the sweep spec (TOML/JSON/dict), its runs
+  (RunSpecs) and their seeds.
 * :mod:`~stepsim.experiments.store` — the store of finished runs by digest, with its claim
   locks (:class:`RunStore`: what a sweep and ``stepsim check`` resume from), a sweep's plan
   and its tidy table.
@@ -25,7 +25,7 @@ compare(table, "test_loss", baseline="dense")            # paired t / Wilcoxon, 
   and :class:`~stepsim.experiments.tasks.Task`.
 * :mod:`~stepsim.experiments.traces` — reductions of a run's trace (v curve, windowed Z,
   Table 1 scores).
-* :mod:`~stepsim.experiments.runner` — :func:`plan_sweep` (check everything, train
+* :mod:`~stepsim.experiments.sweep` — :func:`plan_sweep` (check everything, train
   nothing) and :func:`run_sweep` (resume-safe).
 * :mod:`~stepsim.experiments.report` — summaries, paired comparisons, the figure.
 
@@ -79,13 +79,16 @@ an N:M.
 
 Sweeps
 ------
-A sweep is a grid of runs — problem options x recipe (+ options) x criterion (+ options) x
-N:M x steps x seeds — from a TOML/JSON spec (:mod:`~stepsim.experiments.spec`) or from
+The sweep's runs are RunSpecs too (``SweepSpec.runs()``), named by their digest in one
+:class:`~stepsim.experiments.store.RunStore` (``--out DIR/runs/``) and run by
+:func:`executors.run <stepsim.experiments.executors.run>`, as a check's are. A sweep is a grid of runs — problem options x recipe (+ options) x criterion (+ options) x
+N:M x steps x seeds — from a TOML/JSON spec (:mod:`~stepsim.experiments.sweep_spec`) or from
 flags. Each run writes its trace and weights (.npz) and then its summary JSON with
 provenance, both atomically; the tidy table (one row per run: every parameter, final
 metrics, switch step, runtime, versions) is rebuilt from those files, so a sweep killed at
 any moment (``kill -9`` included) resumes with the same command and never loses or
-duplicates a row. Two sweeps started on one ``--out`` (or on machines sharing it) split the
+duplicates a row (a directory from before runs were named by digest is converted in place
+and resumed: ``store.convert_legacy``). Two sweeps started on one ``--out`` (or on machines sharing it) split the
 runs instead of repeating them: each locks a run's claim file before running it (a killed
 process's locks vanish with it). A run's seed is a hash of its problem and seed index,
 never its grid position: recipes compared at one seed index share initial weights and
@@ -115,8 +118,8 @@ from stepsim.experiments.report import (
     summarize,
 )
 from stepsim.experiments.run import RunSpec
-from stepsim.experiments.runner import plan_sweep, run_sweep
-from stepsim.experiments.spec import SweepSpec, load_spec, parse_spec
+from stepsim.experiments.sweep import plan_sweep, run_sweep
+from stepsim.experiments.sweep_spec import SweepSpec, load_spec, parse_spec
 from stepsim.experiments.store import Table, load_table
 
 __all__ = ["RunSpec", "SweepSpec", "Table", "compare", "load_spec", "load_table",

@@ -4,7 +4,7 @@ A *condition* is a row's parameters minus its seed (problem and its options, rec
 optimizer and options, criterion and options, N:M, steps). :func:`summarize` gives each
 condition's mean and confidence interval over seeds; :func:`compare` pairs every condition
 with a baseline recipe on the same problem, N:M, steps and seed index (same initial weights
-and minibatches, see :mod:`stepsim.experiments.spec`) and tests the paired differences;
+and minibatches, see :mod:`stepsim.experiments.sweep_spec`) and tests the paired differences;
 :func:`plot_vs_sparsity` draws the metric against sparsity 1 - N/M, one line per recipe
 with its confidence band.
 """

@@ -1,6 +1,6 @@
 """One training run, described once: :class:`RunSpec`, the door every front end goes through.
 
-``stepsim train``, a sweep row (:mod:`stepsim.experiments.spec`) and a paper check's run
+``stepsim train``, a sweep row (:mod:`stepsim.experiments.sweep_spec`) and a paper check's run
 (:mod:`stepsim.checks`) are all a ``RunSpec``; names become objects and ``fit`` is called
 only here (:meth:`RunSpec.build`, :meth:`RunSpec.run`)::
 

@@ -136,7 +136,7 @@ def _plan_entries(out_dir):
 def _legacy_run(params: dict, seed: int) -> tuple:
     """(RunSpec, seed index) of a run of a plan before digests (``params``: the run's
     canonical parameters, ``seed``: its hashed seed), exactly as that layout ran it."""
-    from stepsim.experiments.spec import as_run_spec
+    from stepsim.experiments.sweep_spec import as_run_spec
 
     run = as_run_spec(params["problem"], params["recipe"], params["criterion"], params["nm"],
                       params["steps"], params["seed"], params.get("eval_every"))
@@ -393,7 +393,7 @@ def load_table(out_dir, grid: list[tuple] | None = None) -> Table:
         try:
             rows.append(result_row(doc, index))
         except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
-            raise ValueError(f"run result {store.path(run)} is not a run's result "
+            raise ValueError(f"run result {store.path(run)} is not a sweep run's result "
                              f"({_what(exc)}); delete it and run the sweep again to redo "
                              "that run") from None
     columns = []

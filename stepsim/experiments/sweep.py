@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stepsim.experiments import executors, store
 from stepsim.experiments.run import RunSpec
-from stepsim.experiments.spec import SweepSpec, entry_options, load_spec, parse_spec
+from stepsim.experiments.sweep_spec import SweepSpec, entry_options, load_spec, parse_spec
 
 
 def plan_sweep(spec) -> list[RunSpec]:
@@ -109,7 +109,7 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     Parameters
     ----------
     spec : SweepSpec, dict or path
-        The grid (see :mod:`stepsim.experiments.spec`); checked completely before any run.
+        The grid (see :mod:`stepsim.experiments.sweep_spec`); checked completely before any run.
     out_dir : path
         The sweep directory (layout in :mod:`stepsim.experiments.store`). Runs whose
         result is already there are skipped, so the same call resumes a killed sweep.
