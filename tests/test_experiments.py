@@ -18,8 +18,8 @@ from stepsim.experiments import (
     plan_sweep,
     plot_vs_sparsity,
     run_sweep,
-    store,
     summarize,
+    sweep_dir,
 )
 from stepsim.experiments import sweep_spec as spec_mod
 from tests.tables import stable_rows
@@ -158,7 +158,7 @@ def test_a_crash_between_arrays_and_json_is_redone_and_the_table_is_unchanged(tm
     original = _provenance.save_json
 
     def dying_save_json(path, *args, **kwargs):  # the process "dies" after 3 runs' arrays
-        if path.parent.name == store.RUNS_DIR:
+        if path.parent.name == sweep_dir.RUNS_DIR:
             saves["n"] += 1
             if saves["n"] == 4:
                 raise KeyboardInterrupt

@@ -170,7 +170,8 @@ def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys)
     from stepsim.cli import build_parser, main
     from stepsim.cli.train import run_spec
     from stepsim.experiments import executors, run_sweep
-    from stepsim.experiments.store import RunStore, load_table, read_plan, sweep_store
+    from stepsim.experiments.store import RunStore
+    from stepsim.experiments.sweep_dir import load_table, read_plan, sweep_store
 
     sweep_dir = tmp_path / "sweep"
     problem = {"hidden": [64], "test_fraction": 0.5, "batch_size": 128}  # PROTOCOL §1

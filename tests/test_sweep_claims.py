@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stepsim.experiments import executors, load_table, plan_sweep, run_sweep, store
+from stepsim.experiments import executors, load_table, plan_sweep, run_sweep, store, sweep_dir
 from tests.tables import stable_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def npz_bits(out_dir) -> dict:
     import numpy as np
 
     out = {}
-    for path in sorted((Path(out_dir) / store.RUNS_DIR).glob("*.npz")):
+    for path in sorted((Path(out_dir) / sweep_dir.RUNS_DIR).glob("*.npz")):
         with np.load(path) as data:
             out[path.name] = {k: data[k].tobytes() for k in data.files}
     return out
@@ -154,19 +154,19 @@ def test_two_sweeps_on_one_out_run_every_run_once_and_write_the_single_table(str
     csv = (out / "table.csv").read_text()
     assert without_runtime(csv) == without_runtime((straight[0] / "table.csv").read_text())
     assert npz_bits(out) == npz_bits(straight[0])
-    claims = out / store.RUNS_DIR / store.CLAIMS_DIR
+    claims = out / sweep_dir.RUNS_DIR / store.CLAIMS_DIR
     assert not list(claims.iterdir())  # finished runs keep no claim
-    assert not [p for p in (out / store.RUNS_DIR).iterdir() if p.name.startswith(".")]
+    assert not [p for p in (out / sweep_dir.RUNS_DIR).iterdir() if p.name.startswith(".")]
 
 
 # ------------------------------------------------------------------ a claimer that dies
 HOLDER = textwrap.dedent("""
     import sys, time
-    from stepsim.experiments import plan_sweep, store
+    from stepsim.experiments import plan_sweep, sweep_dir
     import json
 
     spec, out, index = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    assert store.sweep_store(out).claim(plan_sweep(spec)[index])
+    assert sweep_dir.sweep_store(out).claim(plan_sweep(spec)[index])
     print("held", flush=True)
     time.sleep(120)
 """)
@@ -188,13 +188,14 @@ def test_a_sigkilled_claimers_claim_is_taken_over_and_live_claims_are_waited_for
     monkeypatch.setattr(executors, "execute", counting_execute)
     with started([cmd], env=env, stdout=subprocess.PIPE) as (holder,):
         assert holder.stdout.readline() == b"held\n"
-        assert not store.sweep_store(out).claim(runs[held])  # a live claim excludes us
+        assert not sweep_dir.sweep_store(out).claim(runs[held])  # a live claim excludes us
         killed, stop = threading.Event(), threading.Event()
 
         def kill_when_the_rest_is_done():  # the sweep runs the rest, then waits for ours
             deadline = time.monotonic() + 120  # then kill anyway: a failure, never a hang
             while not stop.wait(0.02):
-                done = sum(map(store.sweep_store(out).is_finished, runs)) == len(runs) - 1
+                finished = sweep_dir.sweep_store(out).is_finished
+                done = sum(map(finished, runs)) == len(runs) - 1
                 if done or time.monotonic() > deadline:
                     time.sleep(0.6)  # let the sweep poll a few times while it waits
                     if holder.poll() is None:
@@ -212,7 +213,7 @@ def test_a_sigkilled_claimers_claim_is_taken_over_and_live_claims_are_waited_for
             killer.join(timeout=5)
         assert killed.is_set()
         holder.wait(timeout=10)
-        claim_file = out / store.RUNS_DIR / store.CLAIMS_DIR / f"{runs[held].digest}.claim"
+        claim_file = out / sweep_dir.RUNS_DIR / store.CLAIMS_DIR / f"{runs[held].digest}.claim"
         assert not claim_file.exists()  # finished: released
 
     err = capsys.readouterr().err

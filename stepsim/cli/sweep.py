@@ -190,10 +190,11 @@ def run(args) -> int:
 
 def interrupted(args) -> str:
     """The line Ctrl-C prints: the runs kept in the sweep directory (``stepsim.cli``)."""
-    from stepsim.experiments import store
+    from stepsim.experiments import sweep_dir
 
     out = getattr(args, "_out", None)
-    if out is None or not (out / store.SWEEP_FILE).exists():
+    if out is None or not (out / sweep_dir.SWEEP_FILE).exists():
         return "interrupted before any run started; nothing was written"
-    done = sum(map(store.sweep_store(out).is_finished, (r for r, _ in store.read_plan(out))))
+    runs = (run for run, _ in sweep_dir.read_plan(out))
+    done = sum(map(sweep_dir.sweep_store(out).is_finished, runs))
     return f"interrupted; {done} finished runs kept in {out}; the same command resumes"

@@ -18,8 +18,9 @@ compare(table, "test_loss", baseline="dense")            # paired t / Wilcoxon, 
 * :mod:`~stepsim.experiments.sweep_spec` — the sweep spec (TOML/JSON/dict), its runs
   (RunSpecs) and their seeds.
 * :mod:`~stepsim.experiments.store` — the store of finished runs by digest, with its claim
-  locks (:class:`RunStore`: what a sweep and ``stepsim check`` resume from), a sweep's plan
-  and its tidy table.
+  locks (:class:`RunStore`: what a sweep and ``stepsim check`` resume from).
+* :mod:`~stepsim.experiments.sweep_dir` — a sweep directory: its plan (``sweep.json``),
+  its RunStore and the tidy table.
 * :mod:`~stepsim.experiments.executors` — :func:`~stepsim.experiments.executors.run`, the
   one task runner (resume from a RunStore; in-process, process pool or Dask) for RunSpecs
   and :class:`~stepsim.experiments.tasks.Task`.
@@ -79,18 +80,19 @@ an N:M.
 
 Sweeps
 ------
-The sweep's runs are RunSpecs too (``SweepSpec.runs()``), named by their digest in one
-:class:`~stepsim.experiments.store.RunStore` (``--out DIR/runs/``) and run by
-:func:`executors.run <stepsim.experiments.executors.run>`, as a check's are. A sweep is a grid of runs — problem options x recipe (+ options) x criterion (+ options) x
+A sweep is a grid of runs — problem options x recipe (+ options) x criterion (+ options) x
 N:M x steps x seeds — from a TOML/JSON spec (:mod:`~stepsim.experiments.sweep_spec`) or from
-flags. Each run writes its trace and weights (.npz) and then its summary JSON with
-provenance, both atomically; the tidy table (one row per run: every parameter, final
-metrics, switch step, runtime, versions) is rebuilt from those files, so a sweep killed at
-any moment (``kill -9`` included) resumes with the same command and never loses or
-duplicates a row (a directory from before runs were named by digest is converted in place
-and resumed: ``store.convert_legacy``). Two sweeps started on one ``--out`` (or on machines sharing it) split the
-runs instead of repeating them: each locks a run's claim file before running it (a killed
-process's locks vanish with it). A run's seed is a hash of its problem and seed index,
+flags. Its runs are RunSpecs too (``SweepSpec.runs()``), named by their digest in one
+:class:`~stepsim.experiments.store.RunStore` (``--out DIR/runs/``) and run by
+:func:`executors.run <stepsim.experiments.executors.run>`, as a check's are. Each run
+writes its trace and weights (.npz) and then its summary JSON with provenance, both
+atomically; the tidy table (one row per run: every parameter, final metrics, switch step,
+runtime, versions) is rebuilt from those files, so a sweep killed at any moment (``kill
+-9`` included) resumes with the same command and never loses or duplicates a row (a
+directory from before runs were named by digest is converted in place and resumed). Two
+sweeps started on one ``--out`` (or on machines sharing it) split the runs instead of
+repeating them: each locks a run's claim file before running it (a killed process's locks
+vanish with it). A run's seed is a hash of its problem and seed index,
 never its grid position: recipes compared at one seed index share initial weights and
 minibatches, and the bits are the same on any executor. Every spec is checked before any
 run (unknown recipe/problem/criterion, an option a recipe does not take, an N:M that does
@@ -120,7 +122,7 @@ from stepsim.experiments.report import (
 from stepsim.experiments.run import RunSpec
 from stepsim.experiments.sweep import plan_sweep, run_sweep
 from stepsim.experiments.sweep_spec import SweepSpec, load_spec, parse_spec
-from stepsim.experiments.store import Table, load_table
+from stepsim.experiments.sweep_dir import Table, load_table
 
 __all__ = ["RunSpec", "SweepSpec", "Table", "compare", "load_spec", "load_table",
            "parse_spec", "plan_sweep", "plot_vs_sparsity", "report_markdown", "run_sweep",

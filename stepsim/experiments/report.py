@@ -17,7 +17,7 @@ import numbers
 
 from stepsim import stats
 
-# parameter columns of a table row (store.result_row); the rest are outcomes and versions
+# parameter columns of a table row (sweep_dir.result_row); the rest are outcomes and versions
 PARAMETER_COLUMNS = ("digest", "problem", "recipe", "optimizer", "criterion", "nm", "n", "m",
                      "sparsity", "steps", "seed", "rng_seed", "eval_every")
 PARAMETER_PREFIXES = ("problem.", "recipe.", "criterion.")
@@ -27,7 +27,7 @@ CONTEXT_COLUMNS = ("problem", "nm", "steps")
 
 
 def is_parameter(column: str) -> bool:
-    """True for a parameter column (see :class:`~stepsim.experiments.store.Table`)."""
+    """True for a parameter column (see :class:`~stepsim.experiments.sweep_dir.Table`)."""
     return column in PARAMETER_COLUMNS or column.startswith(PARAMETER_PREFIXES)
 
 
@@ -75,9 +75,9 @@ def _metric_values(rows, metric: str):
 
 
 def _check_table(table, metric) -> None:
-    """``table`` must be a sweep's :class:`~stepsim.experiments.store.Table` and ``metric``
+    """``table`` must be a sweep's :class:`~stepsim.experiments.sweep_dir.Table` and ``metric``
     one of its columns (a missing column would otherwise give NaN rows, not an error)."""
-    from stepsim.experiments.store import Table
+    from stepsim.experiments.sweep_dir import Table
 
     if not isinstance(table, Table):
         raise TypeError(f"table must be a stepsim.experiments.Table (from load_table or "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stepsim.experiments import executors, store
+from stepsim.experiments import executors, sweep_dir
 from stepsim.experiments.run import RunSpec
 from stepsim.experiments.sweep_spec import SweepSpec, entry_options, load_spec, parse_spec
 
@@ -103,7 +103,7 @@ def _named(where: str, func, *args):
 
 
 def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
-              progress: bool | None = None, force: bool = False) -> store.Table:
+              progress: bool | None = None, force: bool = False) -> sweep_dir.Table:
     """Run every unfinished run of ``spec`` and return the sweep's tidy table.
 
     Parameters
@@ -111,7 +111,7 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     spec : SweepSpec, dict or path
         The grid (see :mod:`stepsim.experiments.sweep_spec`); checked completely before any run.
     out_dir : path
-        The sweep directory (layout in :mod:`stepsim.experiments.store`). Runs whose
+        The sweep directory (layout in :mod:`stepsim.experiments.sweep_dir`). Runs whose
         result is already there are skipped, so the same call resumes a killed sweep.
         A directory that holds another sweep (a plan with other runs) is refused with a
         ValueError before anything is written, unless ``force``.
@@ -150,12 +150,12 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     if not force:
         check_same_sweep(out_dir, runs)
     with executors.connected(scheduler) as scheduler:  # before any file is written
-        store.convert_legacy(out_dir)  # a sweep directory from before digests: resumed
-        store.write_plan(out_dir, spec.to_dict(), spec.grid(_needs_criterion))
-        executors.run(runs, jobs=jobs, scheduler=scheduler, store=store.sweep_store(out_dir),
-                      progress=progress, label=f"sweep {spec.name or out_dir.name}",
-                      wait_note="sweep")
-    table = store.load_table(out_dir)
+        sweep_dir.convert_legacy(out_dir)  # a sweep directory from before digests: resumed
+        sweep_dir.write_plan(out_dir, spec.to_dict(), spec.grid(_needs_criterion))
+        executors.run(runs, jobs=jobs, scheduler=scheduler,
+                      store=sweep_dir.sweep_store(out_dir), progress=progress,
+                      label=f"sweep {spec.name or out_dir.name}", wait_note="sweep")
+    table = sweep_dir.load_table(out_dir)
     table.save(out_dir)
     if table.missing:  # pragma: no cover - every run above either finished or raised
         print(f"warning: {len(table.missing)} runs have no result", file=sys.stderr)
@@ -167,12 +167,12 @@ def check_same_sweep(out_dir, runs) -> None:
     ``runs``: resuming there would replace its plan and orphan its results. Nothing to
     check when ``out_dir`` holds no sweep.json (a new or an empty directory)."""
     out_dir = Path(out_dir)
-    if not (out_dir / store.SWEEP_FILE).exists():
+    if not (out_dir / sweep_dir.SWEEP_FILE).exists():
         return
-    old = [run for run, _ in store.read_plan(out_dir)]  # a spoiled plan: a ValueError
+    old = [run for run, _ in sweep_dir.read_plan(out_dir)]  # a spoiled plan: a ValueError
     if [r.digest for r in old] == [r.digest for r in runs]:
         return
-    done = sum(map(store.sweep_store(out_dir).is_finished, old))
+    done = sum(map(sweep_dir.sweep_store(out_dir).is_finished, old))
     raise ValueError(f"{out_dir} holds another sweep ({len(old)} planned runs, {done} "
                      f"finished); this spec plans {len(runs)} other ones. Use another --out, "
                      f"or --force (force=True) to replace its plan (finished runs the new grid "
