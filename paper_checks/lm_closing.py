@@ -135,24 +135,18 @@ def main(argv=None):
     out = Path(args.out)
     # every finished run by digest: an interrupted script resumes where it stopped
     store = RunStore(out.with_suffix(".runs"))
-    store.remove_temporaries()
     specs = {cell: run_spec(*cell, args.steps) for cell in grid}
     cell_of = {spec.digest: cell for cell, spec in specs.items()}
-    # STEP first: whether AutoSwitch fires is the first thing to know
-    todo = sorted((s for s in specs.values() if not store.is_finished(s)),
-                  key=lambda s: s.recipe != "step")
 
     def on_done(spec, output):
-        store.save(spec, output)
         run = run_record(cell_of[spec.digest], spec, output.result)
         gap = "diverged" if run["metrics"] is None else f"gap={run['metrics']['gap']:.4f}"
         print(*cell_of[spec.digest], gap, f"switch={run['switch_step']}", flush=True)
 
-    workers = executors.worker_count(args.jobs, max(len(todo), 1))
-    if workers == 1:
-        executors.run_serial(todo, on_done)
-    else:  # spawned workers, one numba and one BLAS thread each, gone with this process
-        executors.run_pool(todo, on_done, workers)
+    # STEP first: whether AutoSwitch fires is the first thing to know; spawned workers, one
+    # numba and one BLAS thread each, gone with this process
+    executors.run(sorted(specs.values(), key=lambda s: s.recipe != "step"), on_done,
+                  jobs=args.jobs, store=store)
     runs = [run_record(cell, spec, store.load(spec)) for cell, spec in specs.items()]
     rows = summarise(runs)
     floor = MarkovLanguage(**{k: PROBLEM[k] for k in ("vocab", "order", "temperature", "seed")}

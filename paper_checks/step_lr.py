@@ -26,14 +26,18 @@ LM = [("lm", "fast", key, (2, 4), 1e-3, seed) for key in ("step-sr", "sr-ste")
       for seed in range(4)]
 
 
-def one(job) -> dict:
-    """Train one run; its error, divergence and switch step."""
+def run_spec(job):
+    """The RunSpec of one run (the protocol's Budget at the job's problem and timescale)."""
     from stepsim.checks._setup import Budget
 
     problem, timescale, key, nm, lr, seed = job
-    spec = Budget("full", problem, timescale, (seed,), lrs={}).run(
+    return Budget("full", problem, timescale, (seed,), lrs={}).run(
         key, seed, nm=nm, lr=lr, evaluate=False)
-    result = spec.run()
+
+
+def row(job, spec, result) -> dict:
+    """One run's error, divergence and switch step."""
+    problem, timescale, key, nm, lr, seed = job
     m = result.metrics
     error = 100.0 * (1.0 - m["test_accuracy"]) if "test_accuracy" in m else m["gap"]
     return {"problem": problem, "timescale": timescale, "recipe": key, "nm": list(nm),
@@ -66,15 +70,16 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(Path(__file__).with_name("step_lr.json")))
     args = parser.parse_args(argv)
-    jobs = DIGITS + LM
-    if args.jobs > 1:
-        from stepsim.experiments.executors import pool
+    from stepsim.experiments import executors
+    from stepsim.experiments.store import RunStore
 
-        with pool(args.jobs) as ex:
-            rows = list(ex.map(one, jobs))
-    else:
-        rows = [one(j) for j in jobs]
+    jobs = DIGITS + LM
+    specs = [run_spec(j) for j in jobs]
     out = Path(args.out)
+    # every finished run by digest: an interrupted script resumes where it stopped
+    store = RunStore(out.with_suffix(".runs"))
+    executors.run(specs, jobs=args.jobs, store=store, progress=None, label="step_lr")
+    rows = [row(j, s, store.load(s)) for j, s in zip(jobs, specs)]
     save_json(out, {"rows": rows}, params={"jobs": [list(map(str, j)) for j in jobs]},
               seed=list(range(8)))
     write_text(out.with_suffix(".md"), "# STEP at other learning rates (exploratory, outside "

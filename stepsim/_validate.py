@@ -151,16 +151,47 @@ def check_nm(n, m, *, n_name: str = "n", m_name: str = "m") -> tuple[int, int]:
     return n, m
 
 
-def check_nm_pair(name: str, value) -> tuple[int, int]:
-    """An N:M given as one value: an (n, m) tuple or list of two ints, 1 <= n <= m.
+class NMRatio(tuple):
+    """An N:M ratio as one typed value, checked once when it is made: ``NMRatio(2, 4)`` (1 <= n
+    <= m, integers), ``NMRatio.parse("2:4")``; a tuple ``(n, m)`` everywhere a pair is expected
+    (equal to ``(2, 4)``, JSON ``[2, 4]``), with ``.n`` and ``.m``. Whatever receives an
+    ``NMRatio`` (a RunSpec, a problem, ``fit(nm=)``, :func:`check_nm_pair`) takes it as it is."""
 
-    A string such as "2:4" is a TypeError naming ``name`` (strings are parsed in the CLI).
+    __slots__ = ()
+
+    def __new__(cls, n, m, *, name: str = "nm"):
+        n, m = check_nm(n, m, n_name=f"{name}[0]", m_name=f"{name}[1]")
+        return super().__new__(cls, (n, m))
+
+    def __getnewargs__(self):  # pickling (to pool and Dask workers) without a re-check
+        return tuple(self)
+
+    @classmethod
+    def parse(cls, text: str, *, name: str = "nm") -> NMRatio:
+        """"N:M" (e.g. "2:4") -> ``NMRatio``; ValueError naming ``name`` otherwise."""
+        parts = text.split(":") if isinstance(text, str) else ()
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"{name} must look like N:M (e.g. 2:4), got {_show(text)}")
+        return cls(int(parts[0]), int(parts[1]), name=name)
+
+    n = property(lambda self: self[0], doc="N: entries kept in every group")
+    m = property(lambda self: self[1], doc="M: the group length")
+
+
+def check_nm_pair(name: str, value) -> NMRatio:
+    """An N:M given as one value: an :class:`NMRatio` (returned as it is: it was checked when
+    made), or an (n, m) tuple or list of two ints with 1 <= n <= m.
+
+    A string such as "2:4" is a TypeError naming ``name`` (strings are parsed in the CLI
+    and the sweep spec, :meth:`NMRatio.parse`).
     """
+    if type(value) is NMRatio:
+        return value
     ok = (isinstance(value, (tuple, list)) and len(value) == 2
           and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in value))
     if not ok:
         raise TypeError(f"{name} must be an (n, m) tuple of ints, e.g. (2, 4); got {_show(value)}")
-    return check_nm(int(value[0]), int(value[1]), n_name=f"{name}[0]", m_name=f"{name}[1]")
+    return NMRatio(int(value[0]), int(value[1]), name=name)
 
 
 def check_float_array(name: str, array, *, dtypes=FLOAT_DTYPES) -> np.ndarray:

@@ -896,8 +896,8 @@ API_CASES = [
     # ---- files and specs of the wrong kind or shape
     api(lambda files: __import__("stepsim._validate")._validate.load_arrays(files["fifo_npy"]),
         ValueError, r"input file .*fifo\.npy is a FIFO", id="load_arrays-fifo"),
-    api(lambda files: __import__("stepsim.experiments.spec").experiments.spec.read_spec_file(
-        files["spec_list"]), TypeError, r"must hold a JSON object", id="read_spec_file-list"),
+    api(lambda files: __import__("stepsim.experiments.sweep_spec").experiments.sweep_spec
+        .read_spec_file(files["spec_list"]), TypeError, r"must hold a JSON object", id="read_spec_file-list"),
     api(lambda files: __import__("stepsim.experiments").experiments.load_table(
         files["plan_no_result"]), ValueError, r"is not a sweep's plan .*no 'result'",
         id="load_table-no-result"),

@@ -27,12 +27,12 @@ CLAIMS = ["C3", "C12"]  # full mode, digits: 30 tuning runs, 24 evaluation runs,
 #: the same call as the test's straight run, in a process of its own (to be killed)
 SCRIPT = ("import sys; from stepsim.checks import run_checks; "
           "run_checks(sys.argv[1].split(','), mode='full', problems=['digits'], steps=200, "
-          "out=sys.argv[2], progress=False, n_jobs=1)")
+          "out=sys.argv[2], progress=False, jobs=1)")
 
 
 def call(out, claims=CLAIMS, **kw):
     return run_checks(claims, mode="full", problems=["digits"], steps=200, out=out,
-                      progress=False, n_jobs=1, **kw)
+                      progress=False, jobs=1, **kw)
 
 
 def report_numbers(out: Path) -> dict:
@@ -131,7 +131,7 @@ def test_equal_runs_are_shared_between_claims_and_a_second_call_runs_nothing(tmp
     ran = []
     real = executors.execute
     monkeypatch.setattr(executors, "execute", lambda task: ran.append(task.digest) or real(task))
-    # n_jobs=1: every run in this process, where the counting execute sees it; lrs given:
+    # jobs=1: every run in this process, where the counting execute sees it; lrs given:
     # no tuning stage, the runs use exactly these learning rates
     first = call(tmp_path / "r", claims, lrs=lrs)
     assert sorted(ran) == sorted(distinct)
@@ -147,7 +147,7 @@ def test_quick_mode_with_given_learning_rates_reads_no_committed_file(tmp_path, 
     monkeypatch.setattr(tuning, "COMMITTED", tmp_path / "missing.json")
     lrs = {"digits/fast": {"adam|dense|-": 0.01}}
     report = run_checks(["C3"], mode="quick", steps=200, lrs=lrs, out=tmp_path / "q",
-                        progress=False, n_jobs=1)
+                        progress=False, jobs=1)
     (c3,) = report.claims
     assert report.mode == "quick" and report.lrs == lrs and report.tuning == {}
     assert c3.setting == "digits/fast" and c3.seeds == (0, 1, 2) and c3.mode == "quick"

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,10 +18,10 @@ from stepsim.experiments import (
     plan_sweep,
     plot_vs_sparsity,
     run_sweep,
-    store,
     summarize,
+    sweep_dir,
 )
-from stepsim.experiments import spec as spec_mod
+from stepsim.experiments import sweep_spec as spec_mod
 from tests.tables import stable_rows
 
 TINY = {"steps": 30, "seeds": 2, "nm": ["2:4", "1:8"], "criterion": "autoswitch",
@@ -39,33 +40,36 @@ def test_grid_expands_in_order_with_grids_criteria_and_seed_lists():
     runs = plan_sweep(spec)
     # 2 problems x (2 sr-ste + 3 step) x 2 nm x 2 steps x 2 seeds
     assert len(runs) == 2 * 5 * 2 * 2 * 2
-    assert len({r.run_id for r in runs}) == len(runs)
-    first = runs[0].params
-    assert first == {"problem": {"name": "regression", "options": {"batch_size": 8}},
+    assert len({r.digest for r in runs}) == len(runs)
+    first = runs[0].to_dict()
+    assert first == {"format": "stepsim.RunSpec/1",
+                     "problem": {"name": "regression", "options": {"batch_size": 8}},
                      "recipe": {"name": "sr-ste", "optimizer": "adam",
                                 "options": {"lam": 1e-4}},
-                     "criterion": None, "nm": [2, 4], "steps": 10, "seed": 3}
-    crits = {json.dumps(r.params["criterion"], sort_keys=True) for r in runs
-             if r.params["recipe"]["name"] == "step"}
+                     "criterion": None, "nm": [2, 4], "steps": 10,
+                     "seed": spec_mod.rng_seed(first["problem"], 3), "eval_every": None,
+                     "loss_scale": 1.0}
+    assert [index for _, index in spec.grid(lambda *a: True)][:2] == [3, 7]
+    crits = {json.dumps(r.to_dict()["criterion"], sort_keys=True) for r in runs
+             if r.recipe == "step"}
     assert len(crits) == 3
 
 
 def test_seeds_depend_on_the_problem_and_seed_index_only_never_on_grid_position():
     runs = plan_sweep(TINY)
     shuffled = dict(TINY, recipes=["step", "dense", "asp"], nm=["1:8", "2:4"], seeds=[1, 0])
-    again = {r.run_id: r for r in plan_sweep(shuffled)}
-    for run in runs:  # same parameters -> same id and seed, wherever they sit in the grid
-        assert again[run.run_id].rng_seed == run.rng_seed
-        assert again[run.run_id].params == run.params
+    again = {r.digest: r for r in plan_sweep(shuffled)}
+    for run in runs:  # same parameters -> same digest and seed, wherever they sit in the grid
+        assert again[run.digest] == run
     by_seed = {}
-    for run in runs:  # recipes and N:M share draws at one seed index (common random numbers)
-        by_seed.setdefault(run.params["seed"], set()).add(run.rng_seed)
-    assert all(len(s) == 1 for s in by_seed.values())
+    for run, index in parse_spec(TINY).grid(lambda *a: True):  # recipes and N:M share draws
+        by_seed.setdefault(index, set()).add(run.seed)  # at one seed index (common random
+    assert all(len(s) == 1 for s in by_seed.values())  # numbers)
     assert by_seed[0] != by_seed[1]
     other_problem = plan_sweep(dict(TINY, problem={"name": "regression",
                                                    "options": {"d_in": 16, "d_hidden": 8,
                                                                "batch_size": 8}}))
-    assert other_problem[0].rng_seed != runs[0].rng_seed
+    assert other_problem[0].seed != runs[0].seed
 
 
 BAD_SPECS = [
@@ -98,7 +102,7 @@ BAD_SPECS = [
      "criterion=autoswitch.*momentum SGD"),
     (dict(TINY, seed=3), r"unknown key\(s\) \['seed'\]"),
     (dict(TINY, recipes=["dense", "step", {"name": "dense", "options": {}}]),
-     r"4 runs are listed twice \(e.g. dense_2-4_s0_"),
+     r"4 runs are listed twice \(e.g. regression\(d_hidden=8, d_in=16\), dense"),
 ]
 
 
@@ -106,9 +110,9 @@ def test_a_spec_without_a_criterion_gives_step_the_one_default():
     from stepsim.experiments.run import DEFAULT_CRITERION
 
     runs = plan_sweep({k: v for k, v in TINY.items() if k != "criterion"})
-    step = [r for r in runs if r.params["recipe"]["name"] == "step"]
-    assert step and all(r.spec.criterion == DEFAULT_CRITERION[0]
-                        and r.spec.criterion_options == DEFAULT_CRITERION[1] for r in step)
+    step = [r for r in runs if r.recipe == "step"]
+    assert step and all(r.criterion == DEFAULT_CRITERION[0]
+                        and r.criterion_options == DEFAULT_CRITERION[1] for r in step)
 
 
 @pytest.mark.parametrize("bad, match", BAD_SPECS)
@@ -154,7 +158,7 @@ def test_a_crash_between_arrays_and_json_is_redone_and_the_table_is_unchanged(tm
     original = _provenance.save_json
 
     def dying_save_json(path, *args, **kwargs):  # the process "dies" after 3 runs' arrays
-        if path.parent.name == store.RUNS_DIR:
+        if path.parent.name == sweep_dir.RUNS_DIR:
             saves["n"] += 1
             if saves["n"] == 4:
                 raise KeyboardInterrupt
@@ -171,7 +175,7 @@ def test_a_crash_between_arrays_and_json_is_redone_and_the_table_is_unchanged(tm
     assert stable_rows(resumed) == stable_rows(straight)
     assert resumed.columns == straight.columns
     for row in straight.rows:  # every run's arrays are the same bits
-        name = next((tmp_path / "straight" / "runs").glob(f"*{row['run_id']}.npz")).name
+        name = f"{row['digest']}.npz"
         a = _arrays(tmp_path / "straight" / "runs" / name)
         b = _arrays(tmp_path / "resumed" / "runs" / name)
         assert same_bits(a, b)
@@ -198,7 +202,7 @@ def test_table_rows_carry_parameters_outcomes_and_versions(tmp_path):
     assert len(table.where(recipe="dense")) == 2 and len(table.where(recipe="asp")) == 0
     with pytest.raises(ValueError, match=r"unknown column\(s\) \['recipes'\]"):
         table.where(recipes="step")
-    doc = json.loads(next((tmp_path / "runs").glob("step_1-8_*.json")).read_text())
+    doc = json.loads((tmp_path / "runs" / f"{step['digest']}.json").read_text())
     assert doc["provenance"]["seed"] == step["rng_seed"]  # fit got the run's own seed
     assert math.isfinite(step["test_loss"])
 
@@ -209,7 +213,7 @@ def _fake_table():
     base = [1.0, 2.0, 3.0, 4.0]
     for recipe, shift in (("dense", 0.0), ("step", 0.5)):
         for seed, value in enumerate(base):
-            rows.append({"run_id": f"{recipe}{seed}", "problem": "regression",
+            rows.append({"digest": f"{recipe}{seed}", "problem": "regression",
                          "recipe": recipe, "optimizer": "adam", "criterion": None, "nm": "2:4",
                          "n": 2, "m": 4, "sparsity": 0.5, "steps": 10, "seed": seed,
                          "rng_seed": seed, "test_loss": value + shift * (seed + 1)})
@@ -232,7 +236,7 @@ def test_summarize_and_compare_use_the_stats_functions_on_the_right_groups():
     with pytest.raises(ValueError, match="metric 'accuracy' is not a column"):
         summarize(table, "accuracy")
     # two dense conditions differing in an option step does not set: ambiguous pairing
-    extra = [dict(r, run_id=r["run_id"] + "b", **{"recipe.weight_decay": 0.1})
+    extra = [dict(r, digest=r["digest"] + "b", **{"recipe.weight_decay": 0.1})
              for r in table.rows if r["recipe"] == "dense"]
     ambiguous = Table(rows=table.rows + tuple(extra), columns=table.columns + (
         "recipe.weight_decay",))
@@ -330,9 +334,8 @@ def test_per_module_switching_and_learning_curves_reach_fit(tmp_path):
         criteria.append(result["criterion"])
     # fit got SwitchWhen(..., per_module=True) for one run and the bare criterion for the other
     assert sum("per_module=True" in c for c in criteria) == 1, criteria
-    assert parse_spec(dict(TINY, eval_every=10)).runs(lambda *a: True)[0].params[
-        "eval_every"] == 10
-    assert "eval_every" not in plan_sweep(TINY)[0].params  # ids of older sweeps unchanged
+    assert parse_spec(dict(TINY, eval_every=10)).runs(lambda *a: True)[0].eval_every == 10
+    assert plan_sweep(TINY)[0].eval_every is None
 
 
 def test_diverged_runs_are_counted_per_condition_and_marked_not_averaged(tmp_path, capsys):
@@ -360,3 +363,65 @@ def test_diverged_runs_are_counted_per_condition_and_marked_not_averaged(tmp_pat
     image = imread(out / "test_loss_vs_sparsity.png")[..., :3]
     blue = image[..., 2] - image[..., 0] > 0.25  # the first line's colour, anti-aliased
     assert np.count_nonzero(blue.any(axis=1)) > 100  # the error bar spans the axis height
+
+
+LEGACY = Path(__file__).parent / "data" / "legacy_sweep"  # written by commit aeb0e34's code
+LEGACY_SPEC = {"name": "legacy", "steps": 5, "seeds": 1, "nm": ["2:4"], "criterion": "autoswitch",
+               "problem": {"name": "regression", "options": {"d_in": 16, "d_hidden": 8}},
+               "recipes": ["dense", "step"]}
+
+
+def test_a_sweep_folder_from_before_digests_resumes_with_its_runs_kept(tmp_path, monkeypatch,
+                                                                      capsys):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(LEGACY, old)
+    (old / "runs" / "dense_2-4_s0_5bfb34eb60578f23.json").unlink()  # killed before its JSON
+    assert main(["report", str(old)]) == 2  # read-only: says how to convert, in one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "layout before digests" in err[0] and "--out" in err[0]
+    trained = []
+    real = executors.execute
+    monkeypatch.setattr(executors, "execute", lambda task: trained.append(task) or real(task))
+    resumed = run_sweep(LEGACY_SPEC, old, jobs=1, progress=False)
+    assert [t.recipe for t in trained] == ["dense"]  # only the unfinished run ran again
+    names = sorted(p.name for p in (old / "runs").iterdir() if p.is_file())
+    assert names == sorted(f"{r.digest}.{ext}" for r in plan_sweep(LEGACY_SPEC)
+                           for ext in ("json", "npz"))  # the orphan .npz is gone
+    straight = run_sweep(LEGACY_SPEC, tmp_path / "new", jobs=1, progress=False)
+    assert stable_rows(resumed) == stable_rows(straight)
+    for name in names:
+        if name.endswith(".npz"):
+            new = tmp_path / "new" / "runs" / name
+            assert same_bits(_arrays(old / "runs" / name), _arrays(new))
+    step = next(r for r in plan_sweep(LEGACY_SPEC) if r.recipe == "step")
+    doc = json.loads((old / "runs" / f"{step.digest}.json").read_text())
+    assert doc["provenance"]["params"]["sweep"]["run_id"] == "c061ce263309527b"  # its record
+    assert doc["result"]["arrays"] == f"{step.digest}.npz"
+    assert load_table(old).rows == resumed.rows  # report reads it now
+
+
+def test_one_runner_resumes_from_a_store_and_runs_each_digest_once(tmp_path, monkeypatch):
+    from stepsim.experiments.run import RunSpec
+    from stepsim.experiments.store import RunStore
+
+    a, b = RunSpec(steps=3, seed=1), RunSpec(steps=3, seed=2)
+    trained, done = [], []
+    real = executors.execute
+    monkeypatch.setattr(executors, "execute", lambda task: trained.append(task) or real(task))
+    runs = RunStore(tmp_path)
+    executors.run([a, b, a], lambda task, output: done.append(task), jobs=1, store=runs)
+    assert trained == [a, b] and done == [a, b] and runs.is_finished(a) and runs.is_finished(b)
+    executors.run([b, a], lambda task, output: done.append(task), jobs=1, store=runs)
+    assert trained == [a, b] and done == [a, b]  # finished in the store: nothing runs
+    assert not list((tmp_path / "claims").iterdir())  # every claim given back
+
+
+def test_the_old_name_of_jobs_is_refused():
+    from stepsim.checks.report import run_checks
+
+    with pytest.raises(TypeError, match="n_jobs"):
+        run_checks(["C12"], n_jobs=1)
+    with pytest.raises(TypeError, match="n_jobs"):
+        run_sweep(TINY, "unused", n_jobs=1)

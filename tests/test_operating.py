@@ -388,7 +388,7 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
     from stepsim.checks.report import run_checks
 
     report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
-                        out=tmp_path / "r", progress=False, n_jobs=1)
+                        out=tmp_path / "r", progress=False, jobs=1)
     settings = {c.setting for c in report.claims}
     assert {"digits/main", "digits/fast", "digits/main@own-lr", "digits/main@k0=0.3T",
             "digits/main@k0=0.5T", "digits/main-cosine",
@@ -419,26 +419,13 @@ def test_a_step_run_stored_without_diagnostics_is_run_again(tmp_path):
     from stepsim.experiments.run import RunSpec
     from stepsim.experiments.store import RunStore
 
-    class Bar:
-        def __init__(self, *a, **k):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *a):
-            return False
-
-        def update(self, n):
-            pass
-
     step = RunSpec(problem="regression", recipe="step", optimizer="adam",
                    recipe_options={"lr": 1e-2, "beta2": 0.99}, criterion="fixed-step",
                    criterion_options={"k0": 20}, nm=(2, 4), steps=40, seed=1)
     dense = step.replace(recipe="dense", criterion=None, criterion_options={})
     store = RunStore(tmp_path)
-    first = _execute([step, dense], store, label="t", n_jobs=1, scheduler=None,
-                     progress=False, bar_type=Bar)
+    first = _execute([step, dense], store, label="t", jobs=1, scheduler=None,
+                     progress=False)
     assert not _undiagnosed_run(store, step) and not _undiagnosed_run(store, dense)
     path = store.path(step)
     doc = json.loads(path.read_text())
@@ -448,8 +435,8 @@ def test_a_step_run_stored_without_diagnostics_is_run_again(tmp_path):
     del old["result"]["diagnostics"]
     store.path(dense).write_text(json.dumps(old))
     assert _undiagnosed_run(store, step) and not _undiagnosed_run(store, dense)  # STEP only
-    again = _execute([step, dense], store, label="t", n_jobs=1, scheduler=None,
-                     progress=False, bar_type=Bar)
+    again = _execute([step, dense], store, label="t", jobs=1, scheduler=None,
+                     progress=False)
     assert not _undiagnosed_run(store, step)
     assert again[step.digest]["switch"]["g2_over_vstar"] == first[step.digest]["switch"][
         "g2_over_vstar"] != {}

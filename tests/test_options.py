@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from stepsim._validate import UnknownOptionError
+from stepsim._validate import NMRatio, UnknownOptionError
 from stepsim.cli._args import key_values, value
 
 
-@pytest.mark.parametrize("text, expected", [
+@pytest.mark.parametrize("text, expected", [  # "N:M" is the typed N:M a run carries
     ("true", True), ("False", False), ("none", None), ("3", 3), ("1e-3", 1e-3),
-    ("2:4", (2, 4)), ("256,256", (256, 256)), ("64,", (64,)), ("(64,)", (64,)),
+    ("2:4", NMRatio(2, 4)), ("256,256", (256, 256)), ("64,", (64,)), ("(64,)", (64,)),
     ("(1,4)", (1, 4)), ("[8, 8]", (8, 8)), ("bias-corrected", "bias-corrected"),
     ("all-but-last", "all-but-last")])
 def test_one_value_grammar(text, expected):

@@ -51,6 +51,65 @@ def test_the_digest_is_the_same_in_another_process_and_pinned():
         '"optimizer":"adam","options":{}},"seed":0,"steps":2000}')
 
 
+# digests recorded before sweeps ran RunSpecs (issue 27, commit aeb0e34): the committed
+# check's run store and every resumed sweep find their runs by them
+PINNED = ["06e355297b58bc9e", "7e757bda8b93c86d", "ba3e9009c853a612", "5ed277df2e0b0659",
+          "51bd45373c69f360"]
+SWEEP = {"steps": 50, "seeds": 2, "nm": ["2:4", "1:8"], "eval_every": 10,
+         "problem": {"name": "regression", "options": {"scale": 0.1}},
+         "recipes": ["dense", {"name": "step", "criteria": [
+             "autoswitch", {"name": "fixed-fraction",
+                            "options": {"fraction": 0.2, "per_module": True}}]},
+                     {"name": "sr-ste", "grid": {"lam": [1e-4, 2e-4]}}]}
+SWEEP_PINNED = ["b8fa82da36c6", "37115120e363", "06de9058d747", "d36f22fffd4b", "8b8691b274a1",
+                "a2738d2cbf2a", "029be38bcc8f", "e2eb3fc3a38e", "b6dda3cc81d4", "44f1b93d8fe5",
+                "b2bf13761408", "b4262846ea0a", "6eaa005dbd3c", "f4c86dc4440f", "77e68882da4b",
+                "107714b8900a", "77410a8cca3d", "95967ae103bf", "3a1b50d190f1", "28a5beb7310d"]
+
+
+def test_digests_of_known_runs_and_of_a_sweeps_runs_are_unchanged():
+    from stepsim._validate import NMRatio
+    from stepsim.experiments import plan_sweep
+
+    assert [s.digest[:16] for s in SPECS] == PINNED
+    assert [r.digest[:12] for r in plan_sweep(SWEEP)] == SWEEP_PINNED
+    typed = SPECS[1].replace(nm=NMRatio(1, 4))  # the typed N:M is the same run
+    assert typed == SPECS[1] and typed.digest == SPECS[1].digest
+
+
+def test_the_run_nm_is_one_typed_value_from_the_cli_to_the_problem():
+    from stepsim._validate import NMRatio, check_nm_pair
+    from stepsim.cli import build_parser
+    from stepsim.cli.train import run_spec
+
+    args = build_parser().parse_args(["train", "--problem", "nqm", "-p", "dim=16", "--nm",
+                                      "1:4"])
+    assert type(args.nm) is NMRatio and args.nm == (1, 4)
+    spec = run_spec(args)
+    assert spec.nm is args.nm  # not re-made on the way
+    problem = spec.build_problem()
+    assert problem.nm is args.nm and check_nm_pair("nm", args.nm) is args.nm
+    assert [s.nm for s in problem.specs.values() if s.sparse] == [(1, 4)]
+    assert RunSpec(nm=[1, 4]).nm == NMRatio(1, 4) and type(RunSpec(nm=(1, 4)).nm) is NMRatio
+    with pytest.raises(ValueError, match=r"nm\[0\] must be <= nm\[1\]"):
+        NMRatio(5, 4)
+    with pytest.raises(ValueError, match="must look like N:M"):
+        NMRatio.parse("2-4")
+
+
+def test_fit_nm_makes_new_specs_and_never_changes_a_frozen_one():
+    from stepsim._validate import NMRatio
+    from stepsim.problems import make_problem
+    from stepsim.recipes import make_recipe
+    from stepsim.training import fit
+
+    problem = make_problem("regression", d_in=16, d_hidden=8)
+    before = dict(problem.specs)
+    result = fit(problem, make_recipe("ste"), 3, rng=0, nm=NMRatio(1, 8), progress=False)
+    assert set(result.nm.values()) == {(1, 8)}
+    assert problem.specs == before and all(s.nm in (None, (2, 4)) for s in before.values())
+
+
 def test_defaults_are_stated_once_and_resolved_into_the_spec():
     step = RunSpec(recipe="step")
     assert (step.criterion, step.criterion_options) == (DEFAULT_CRITERION[0],
@@ -111,7 +170,8 @@ def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys)
     from stepsim.cli import build_parser, main
     from stepsim.cli.train import run_spec
     from stepsim.experiments import executors, run_sweep
-    from stepsim.experiments.store import RunStore, load_table, read_plan, run_paths
+    from stepsim.experiments.store import RunStore
+    from stepsim.experiments.sweep_dir import load_table, read_plan, sweep_store
 
     sweep_dir = tmp_path / "sweep"
     problem = {"hidden": [64], "test_fraction": 0.5, "batch_size": 128}  # PROTOCOL §1
@@ -119,8 +179,7 @@ def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys)
                "problem": {"name": "digits", "options": problem},
                "recipes": [{"name": "step", "options": {"lr": 1e-3, "beta2": 0.999}}]},
               sweep_dir, jobs=1, progress=False)
-    (row,) = read_plan(sweep_dir)
-    from_sweep = row.spec
+    ((from_sweep, _),) = read_plan(sweep_dir)
     seed = from_sweep.seed  # a sweep's seed is a hash of its problem and seed index
 
     argv = ["train", "--problem", "digits", "-p", "hidden=(64,)", "-p", "test_fraction=0.5",
@@ -139,9 +198,9 @@ def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys)
     assert len({from_train.digest, from_sweep.digest, from_check.digest}) == 1
 
     store = RunStore(tmp_path / "check-runs")  # the check's path: executor, then its store
-    executors.run_serial([from_check], store.save)
+    executors.run([from_check], jobs=1, store=store)
     train = _arrays(tmp_path / "train.npz")
-    sweep = _arrays(run_paths(sweep_dir, row)[1])
+    sweep = _arrays(sweep_store(sweep_dir).path(from_sweep).with_suffix(".npz"))
     check = _arrays(store.path(from_check).with_suffix(".npz"))
     assert set(train) == set(sweep) == set(check)
     for key in train:

@@ -99,9 +99,9 @@ def test_sigkill_mid_sweep_then_resume_gives_the_same_table(straight, tmp_path):
     assert arrays_of(out) == arrays_of(straight[0])
     assert not [p for p in runs.iterdir() if p.name.startswith(".")]  # temporaries cleaned
     # rows of runs finished before the kill are the ones written then (not recomputed)
-    before = {r["run_id"]: r["runtime_s"] for r in done_at_kill.rows}
-    assert all(r["runtime_s"] == before[r["run_id"]] for r in resumed.rows
-               if r["run_id"] in before)
+    before = {r["digest"]: r["runtime_s"] for r in done_at_kill.rows}
+    assert all(r["runtime_s"] == before[r["digest"]] for r in resumed.rows
+               if r["digest"] in before)
 
 
 def saves_and_finishes(monkeypatch):
@@ -109,14 +109,14 @@ def saves_and_finishes(monkeypatch):
     from stepsim.experiments import store
 
     saved, finished = [], []
-    real_save = store.save_run
+    real_save = store.RunStore.save
 
-    def save_run(out_dir, run, output):
+    def save(self, run, output):
         saved.append(time.time())
         finished.append(output.finished_at)
-        return real_save(out_dir, run, output)
+        return real_save(self, run, output)
 
-    monkeypatch.setattr(store, "save_run", save_run)
+    monkeypatch.setattr(store.RunStore, "save", save)
     return saved, finished
 
 

@@ -1,7 +1,7 @@
 """Sweep processes sharing one --out split the runs (claims), and a killed claimer never blocks.
 
 Two `stepsim sweep` processes started on one directory each claim a run before running it
-(a locked file per run, stepsim.experiments.store.Claims), so together they run every run
+(a locked file per run, RunStore.claim in stepsim.experiments.store), so together they run every run
 exactly once and both end with the table a single process writes; a claim left by a
 SIGKILLed process is free at once (the kernel drops a dead process's locks).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stepsim.experiments import executors, load_table, plan_sweep, run_sweep, store
+from stepsim.experiments import executors, load_table, plan_sweep, run_sweep, store, sweep_dir
 from tests.tables import stable_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def npz_bits(out_dir) -> dict:
     import numpy as np
 
     out = {}
-    for path in sorted((Path(out_dir) / store.RUNS_DIR).glob("*.npz")):
+    for path in sorted((Path(out_dir) / sweep_dir.RUNS_DIR).glob("*.npz")):
         with np.load(path) as data:
             out[path.name] = {k: data[k].tobytes() for k in data.files}
     return out
@@ -71,19 +71,33 @@ def started(cmds, **kwargs):
 # ------------------------------------------------------------------ in one process
 def test_a_claim_excludes_others_until_released_and_says_who_holds_it(tmp_path):
     run = plan_sweep(SPEC)[0]
-    mine, theirs = store.Claims(tmp_path), store.Claims(tmp_path)  # two open files: two holders
-    assert mine.try_claim(run)
-    assert not theirs.try_claim(run)
+    mine, theirs = store.RunStore(tmp_path), store.RunStore(tmp_path)  # two holders
+    claim_file = tmp_path / store.CLAIMS_DIR / f"{run.digest}.claim"
+    assert mine.claim(run)
+    assert not theirs.claim(run)
     assert mine.holder(run) == f"pid {os.getpid()} on {os.uname().nodename}"
     mine.release(run, finished=False)  # given back unfinished: the file stays, unlocked
-    assert mine.path(run).exists() and theirs.try_claim(run)
-    assert not mine.try_claim(run)
+    assert claim_file.exists() and theirs.claim(run)
+    assert not mine.claim(run)
     theirs.release(run, finished=True)  # finished: the claim file goes
-    assert not mine.path(run).exists()
-    assert mine.try_claim(run)
+    assert not claim_file.exists()
+    assert mine.claim(run)
     mine.release_all()
-    assert theirs.try_claim(run)
+    assert theirs.claim(run)
     theirs.release_all()
+
+
+def test_a_finished_run_is_not_claimed_and_a_killed_writers_leftovers_go(tmp_path):
+    run = plan_sweep(SPEC)[0]
+    runs = store.RunStore(tmp_path)
+    left = tmp_path / f".{run.digest}.json.abc123.json"  # what a killed atomic write leaves
+    other = tmp_path / ".0123abcd.json.x.json"  # another run's writer, maybe alive: kept
+    left.write_text("{")
+    other.write_text("{")
+    assert runs.claim(run) and not left.exists() and other.exists()
+    runs.save(run, executors.execute(run))
+    runs.release(run, finished=True)
+    assert not store.RunStore(tmp_path).claim(run)  # finished: nothing to claim
 
 
 # ------------------------------------------------------------------ two sweep processes
@@ -140,18 +154,19 @@ def test_two_sweeps_on_one_out_run_every_run_once_and_write_the_single_table(str
     csv = (out / "table.csv").read_text()
     assert without_runtime(csv) == without_runtime((straight[0] / "table.csv").read_text())
     assert npz_bits(out) == npz_bits(straight[0])
-    assert not list((out / store.CLAIMS_DIR).iterdir())  # finished runs keep no claim
-    assert not [p for p in (out / store.RUNS_DIR).iterdir() if p.name.startswith(".")]
+    claims = out / sweep_dir.RUNS_DIR / store.CLAIMS_DIR
+    assert not list(claims.iterdir())  # finished runs keep no claim
+    assert not [p for p in (out / sweep_dir.RUNS_DIR).iterdir() if p.name.startswith(".")]
 
 
 # ------------------------------------------------------------------ a claimer that dies
 HOLDER = textwrap.dedent("""
     import sys, time
-    from stepsim.experiments import plan_sweep, store
+    from stepsim.experiments import plan_sweep, sweep_dir
     import json
 
     spec, out, index = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    assert store.Claims(out).try_claim(plan_sweep(spec)[index])
+    assert sweep_dir.sweep_store(out).claim(plan_sweep(spec)[index])
     print("held", flush=True)
     time.sleep(120)
 """)
@@ -173,13 +188,14 @@ def test_a_sigkilled_claimers_claim_is_taken_over_and_live_claims_are_waited_for
     monkeypatch.setattr(executors, "execute", counting_execute)
     with started([cmd], env=env, stdout=subprocess.PIPE) as (holder,):
         assert holder.stdout.readline() == b"held\n"
-        assert not store.Claims(out).try_claim(runs[held])  # a live claim excludes us
+        assert not sweep_dir.sweep_store(out).claim(runs[held])  # a live claim excludes us
         killed, stop = threading.Event(), threading.Event()
 
         def kill_when_the_rest_is_done():  # the sweep runs the rest, then waits for ours
             deadline = time.monotonic() + 120  # then kill anyway: a failure, never a hang
             while not stop.wait(0.02):
-                done = len(load_table(out, runs)) == len(runs) - 1
+                finished = sweep_dir.sweep_store(out).is_finished
+                done = sum(map(finished, runs)) == len(runs) - 1
                 if done or time.monotonic() > deadline:
                     time.sleep(0.6)  # let the sweep poll a few times while it waits
                     if holder.poll() is None:
@@ -197,11 +213,12 @@ def test_a_sigkilled_claimers_claim_is_taken_over_and_live_claims_are_waited_for
             killer.join(timeout=5)
         assert killed.is_set()
         holder.wait(timeout=10)
-        assert store.Claims(out).path(runs[held]).exists() is False  # finished: released
+        claim_file = out / sweep_dir.RUNS_DIR / store.CLAIMS_DIR / f"{runs[held].digest}.claim"
+        assert not claim_file.exists()  # finished: released
 
     err = capsys.readouterr().err
     assert f"waiting for 1 run(s) that another sweep process (pid {holder.pid} on " in err
     assert stable_rows(table) == stable_rows(straight[1])
     assert npz_bits(out) == npz_bits(straight[0])
-    assert sorted(t.digest for t in executed) == sorted(r.spec.digest for r in runs)
-    assert executed[-1] == runs[held].spec  # the dead claimer's run, taken over last
+    assert sorted(t.digest for t in executed) == sorted(r.digest for r in runs)
+    assert executed[-1] == runs[held]  # the dead claimer's run, taken over last

@@ -105,7 +105,7 @@ def probe_out(out) -> Path:
 
 
 def run_checks(claims=("all",), *, mode: str = "quick", out=None,
-               n_jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
+               jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
                problems=None, steps: int | None = None, lrs: dict | None = None,
                extended: bool = False) -> Report:
     """Run the paper checks ``claims`` ("all" or "C1".."C12") by the registered protocol
@@ -116,7 +116,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     timescale, the learning rates of the committed full run: indicative, not evidence).
     out: a directory (probed before any work); its ``runs/`` keeps every finished run by
     digest, so the same call after a kill redoes only the runs in flight, and runs equal
-    across claims run once (None: a temporary directory, no report written). n_jobs: local
+    across claims run once (None: a temporary directory, no report written). jobs: local
     worker processes (default every usable core; 1 runs here); scheduler: a Dask address.
     problems: restrict to these protocol problems ("digits", "lm"). steps, lrs: for tests
     of the machinery only — shorter runs, and learning rates {setting: {config: lr}}
@@ -132,7 +132,6 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     import tempfile
 
     from stepsim._atomic import _umask
-    from stepsim._progress import Progress
     from stepsim._provenance import versions
     from stepsim.checks import _setup, protocol, tuning
     from stepsim.experiments.store import RunStore
@@ -187,8 +186,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
 
         def execute(tasks, label):
             return _execute(tasks, store, label=f"stepsim check ({mode}): {label}",
-                            n_jobs=n_jobs, scheduler=scheduler, progress=progress,
-                            bar_type=Progress)
+                            jobs=jobs, scheduler=scheduler, progress=progress)
 
         done, stability_table = {}, None
         if lrs is not None:
@@ -233,8 +231,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             kept.append(b)
             tasks.update({(c, b.key): j for c, j in jobs_of.items()})
         final = kept
-        for c, jobs in free.items():
-            tasks[(c, plain.key)] = jobs
+        for c, claim_tasks in free.items():
+            tasks[(c, plain.key)] = claim_tasks
         results = execute([t for ts in tasks.values() for t in ts], "evaluation")
     decided = []
     info = versions()
@@ -245,11 +243,11 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become figures/' mode
     by_key = {b.key: b for b in final}
     by_key[plain.key] = plain
-    for (claim, key), jobs in tasks.items():
+    for (claim, key), claim_tasks in tasks.items():
         module, budget = modules[claim], by_key[key]
         t0 = time.perf_counter()
         result = module.decide_claim(budget, results)
-        lost = [t for t in jobs if results[t.digest].get("diverged")]
+        lost = [t for t in claim_tasks if results[t.digest].get("diverged")]
         if lost:  # said in the verdict line, not only in the numbers
             configs = sorted({t.replace(seed=0).describe() for t in lost})
             result = dataclasses.replace(
@@ -263,7 +261,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             figures = _draw(module, result, staging)
             figures = tuple(str(Path(FIGURES_DIR) / Path(p).relative_to(staging))
                             for p in figures)
-        job_seconds = sum(results[t.digest]["seconds"] for t in jobs)
+        job_seconds = sum(results[t.digest]["seconds"] for t in claim_tasks)
         decided.append(dataclasses.replace(
             result, figures=figures, versions=info,
             runtime_s=job_seconds + time.perf_counter() - t0))
@@ -293,7 +291,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                     None if out_dir is None else str(out_dir),
                     protocol_record(altered), table, chosen, compute, operating)
     if out_dir is not None:
-        write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": n_jobs,
+        write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": jobs,
                                               "scheduler": _address(scheduler),
                                               "problems": problems, "steps": steps,
                                               "run_id": run_id, "extended": extended},
@@ -464,29 +462,19 @@ def protocol_record(altered: bool) -> dict:
             "rules_version": protocol.RULES["version"], "altered_for_testing": bool(altered)}
 
 
-def _execute(tasks, store, *, label, n_jobs, scheduler, progress, bar_type) -> dict:
+def _execute(tasks, store, *, label, jobs, scheduler, progress) -> dict:
     """Run the distinct ``tasks`` not yet in ``store`` (longest first), then read every one
     back: digest -> its view (:func:`_view`). A resumed check and a straight one decide on
     the same numbers, read from the store."""
     from stepsim.experiments import executors
 
     distinct = {t.digest: t for t in tasks}
-    todo = sorted((t for t in distinct.values() if not store.is_finished(t)
-                   or _undiagnosed_run(store, t)), key=_cost, reverse=True)
-    with bar_type(len(distinct), label, force=None if progress else False,
-                  initial=len(distinct) - len(todo), unit="run") as bar:
-        def on_done(task, output):
-            store.save(task, output)
-            bar.update(1)
-
-        if todo and scheduler:
-            executors.run_dask(todo, on_done, scheduler)
-        elif todo:
-            workers = executors.worker_count(n_jobs, len(todo))
-            if workers == 1:
-                executors.run_serial(todo, on_done)
-            else:
-                executors.run_pool(todo, on_done, workers)
+    for task in distinct.values():  # PROTOCOL §D4.7: a STEP run stored without its
+        if _undiagnosed_run(store, task):  # diagnostics runs again (same RunSpec, same bits)
+            store.path(task).unlink()
+    executors.run(sorted(distinct.values(), key=_cost, reverse=True), jobs=jobs,
+                  scheduler=scheduler or None, store=store, label=label,
+                  progress=None if progress else False, wait_note="check")
     return {d: _view(store, t) for d, t in distinct.items()}
 
 

@@ -27,18 +27,21 @@ class OptionError(argparse.ArgumentTypeError, ValueError):
     called outside argparse it is a ValueError like any other bad input."""
 
 
-def nm(text: str) -> tuple[int, int]:
-    """"N:M" (e.g. "2:4") -> (n, m) with 1 <= n <= m; usable as argparse ``type=``.
+def nm(text: str):
+    """"N:M" (e.g. "2:4") -> :class:`~stepsim._validate.NMRatio` (n, m), 1 <= n <= m; usable as
+    argparse ``type=``.
 
     Raises :class:`OptionError` (a ValueError); argparse names the option in its message.
     """
     parts = text.split(":")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
         raise OptionError(f"must look like N:M (e.g. 2:4), got {text!r}")
-    n, m = (int(p) for p in parts)
-    if not 1 <= n <= m:
-        raise OptionError(f"needs 1 <= N <= M, got {text!r}")
-    return n, m
+    from stepsim._validate import NMRatio
+
+    try:  # the run's N:M from here to the kernel: one typed value, checked once, here
+        return NMRatio(*(int(p) for p in parts))
+    except ValueError:
+        raise OptionError(f"needs 1 <= N <= M, got {text!r}") from None
 
 
 def _integer(text: str) -> int:

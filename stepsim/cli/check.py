@@ -63,7 +63,7 @@ def run(args) -> int:
     out = args._out = Path(args.out if args.out is not None else default_out(mode))
     start = time.perf_counter()
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
-        report = run_checks(claims, mode=mode, out=out, n_jobs=args.jobs,
+        report = run_checks(claims, mode=mode, out=out, jobs=args.jobs,
                             scheduler=scheduler, problems=args.problem,
                             extended=bool(args.extended))
     print(report.table())

@@ -10,8 +10,9 @@ HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes a
 
 def add_arguments(parser) -> None:
     parser.add_argument("spec", nargs="?", metavar="SPEC",
-                        help="sweep spec, a .toml or .json file (see stepsim.experiments.spec); "
-                             "the grid flags below override its fields")
+                        help="sweep spec, a .toml or .json file (see "
+                             "stepsim.experiments.sweep_spec); the grid flags below override "
+                             "its fields")
     parser.add_argument("--out", metavar="DIR",
                         help="sweep directory (default sweeps/SPEC-NAME); run the same command "
                              "again to resume: finished runs are skipped. A directory holding "
@@ -79,7 +80,7 @@ def build_spec(args) -> dict:
     --recipes / --problem replace the spec's entries; -o, -p and --grid set options of every
     recipe / problem entry; --nm, --steps, --seeds and --criterion replace those fields.
     """
-    from stepsim.experiments.spec import read_spec_file
+    from stepsim.experiments.sweep_spec import read_spec_file
 
     data = read_spec_file(args.spec) if args.spec else {}
     if "problem" in data and "problems" in data:
@@ -154,7 +155,7 @@ def run(args) -> int:
 
     from stepsim.experiments import parse_spec, plan_sweep, report_markdown, run_sweep
     from stepsim.experiments.report import diverged
-    from stepsim.experiments.runner import check_same_sweep
+    from stepsim.experiments.sweep import check_same_sweep
 
     if args.out is not None and not args.out.strip():
         raise OptionError("--out: empty path; give a directory (default sweeps/SPEC-NAME)")
@@ -162,7 +163,7 @@ def run(args) -> int:
     runs = plan_sweep(spec)  # every check happens here, before anything runs
     if args.dry_run:
         for run in runs:
-            print(run.name)
+            print(run.digest[:16], run.describe())
         print(f"{len(runs)} runs; spec OK")
         return 0
     stem = spec.name or (Path(args.spec).stem if args.spec else "cli")
@@ -189,10 +190,11 @@ def run(args) -> int:
 
 def interrupted(args) -> str:
     """The line Ctrl-C prints: the runs kept in the sweep directory (``stepsim.cli``)."""
-    from stepsim.experiments import store
+    from stepsim.experiments import sweep_dir
 
     out = getattr(args, "_out", None)
-    if out is None or not (out / store.SWEEP_FILE).exists():
+    if out is None or not (out / sweep_dir.SWEEP_FILE).exists():
         return "interrupted before any run started; nothing was written"
-    done = sum(store.is_finished(out, run) for run in store.read_plan(out))
+    runs = (run for run, _ in sweep_dir.read_plan(out))
+    done = sum(map(sweep_dir.sweep_store(out).is_finished, runs))
     return f"interrupted; {done} finished runs kept in {out}; the same command resumes"

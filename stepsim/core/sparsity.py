@@ -10,7 +10,6 @@ consecutive entries run: the reduction (input) axis, ``-1`` for a Linear weight 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping
 
@@ -80,16 +79,10 @@ def with_nm(specs: Mapping[str, ParamSpec], n: int, m: int) -> dict[str, ParamSp
 
 
 def _with_nm(specs: Mapping[str, ParamSpec], n: int, m: int) -> dict[str, ParamSpec]:
-    """:func:`with_nm` for an N:M already checked (``fit`` checks its ``nm`` once): the
-    specs are made without checking it again for every parameter."""
-    out = {}
-    for name, spec in specs.items():
-        if spec.sparse:  # a copy with n, m set: __post_init__'s checks are not run again
-            spec = copy.copy(spec)
-            object.__setattr__(spec, "n", n)
-            object.__setattr__(spec, "m", m)
-        out[name] = spec
-    return out
+    """:func:`with_nm` for ``fit(nm=)``, whose N:M is an :class:`~stepsim._validate.NMRatio`
+    (checked once, when it was made): new specs by :meth:`ParamSpec.with_nm`, never a
+    frozen spec changed in place."""
+    return {name: spec.with_nm(n, m) for name, spec in specs.items()}
 
 
 def sparsity(specs: Mapping[str, ParamSpec], shapes: Mapping[str, tuple[int, ...]],

@@ -15,14 +15,18 @@ compare(table, "test_loss", baseline="dense")            # paired t / Wilcoxon, 
 * :mod:`~stepsim.experiments.run` — :class:`RunSpec`, one run by names: the one place
   that turns names into problems, recipes and criteria and calls ``fit`` (``stepsim
   train``, sweeps and ``stepsim check`` all go through it).
-* :mod:`~stepsim.experiments.spec` — the spec (TOML/JSON/dict), its runs and their seeds.
-* :mod:`~stepsim.experiments.store` — result files (atomic, JSON last), the tidy table,
-  and a store of runs by digest (:class:`RunStore`, what ``stepsim check`` resumes from).
-* :mod:`~stepsim.experiments.executors` — in-process, process pool, Dask (RunSpecs and
-  :class:`~stepsim.experiments.tasks.Task`).
+* :mod:`~stepsim.experiments.sweep_spec` — the sweep spec (TOML/JSON/dict), its runs
+  (RunSpecs) and their seeds.
+* :mod:`~stepsim.experiments.store` — the store of finished runs by digest, with its claim
+  locks (:class:`RunStore`: what a sweep and ``stepsim check`` resume from).
+* :mod:`~stepsim.experiments.sweep_dir` — a sweep directory: its plan (``sweep.json``),
+  its RunStore and the tidy table.
+* :mod:`~stepsim.experiments.executors` — :func:`~stepsim.experiments.executors.run`, the
+  one task runner (resume from a RunStore; in-process, process pool or Dask) for RunSpecs
+  and :class:`~stepsim.experiments.tasks.Task`.
 * :mod:`~stepsim.experiments.traces` — reductions of a run's trace (v curve, windowed Z,
   Table 1 scores).
-* :mod:`~stepsim.experiments.runner` — :func:`plan_sweep` (check everything, train
+* :mod:`~stepsim.experiments.sweep` — :func:`plan_sweep` (check everything, train
   nothing) and :func:`run_sweep` (resume-safe).
 * :mod:`~stepsim.experiments.report` — summaries, paired comparisons, the figure.
 
@@ -78,14 +82,18 @@ an N:M.
 Sweeps
 ------
 A sweep is a grid of runs — problem options x recipe (+ options) x criterion (+ options) x
-N:M x steps x seeds — from a TOML/JSON spec (:mod:`~stepsim.experiments.spec`) or from
-flags. Each run writes its trace and weights (.npz) and then its summary JSON with
-provenance, both atomically; the tidy table (one row per run: every parameter, final
-metrics, switch step, runtime, versions) is rebuilt from those files, so a sweep killed at
-any moment (``kill -9`` included) resumes with the same command and never loses or
-duplicates a row. Two sweeps started on one ``--out`` (or on machines sharing it) split the
-runs instead of repeating them: each locks a run's claim file before running it (a killed
-process's locks vanish with it). A run's seed is a hash of its problem and seed index,
+N:M x steps x seeds — from a TOML/JSON spec (:mod:`~stepsim.experiments.sweep_spec`) or from
+flags. Its runs are RunSpecs too (``SweepSpec.runs()``), named by their digest in one
+:class:`~stepsim.experiments.store.RunStore` (``--out DIR/runs/``) and run by
+:func:`executors.run <stepsim.experiments.executors.run>`, as a check's are. Each run
+writes its trace and weights (.npz) and then its summary JSON with provenance, both
+atomically; the tidy table (one row per run: every parameter, final metrics, switch step,
+runtime, versions) is rebuilt from those files, so a sweep killed at any moment (``kill
+-9`` included) resumes with the same command and never loses or duplicates a row (a
+directory from before runs were named by digest is converted in place and resumed). Two
+sweeps started on one ``--out`` (or on machines sharing it) split the runs instead of
+repeating them: each locks a run's claim file before running it (a killed process's locks
+vanish with it). A run's seed is a hash of its problem and seed index,
 never its grid position: recipes compared at one seed index share initial weights and
 minibatches, and the bits are the same on any executor. Every spec is checked before any
 run (unknown recipe/problem/criterion, an option a recipe does not take, an N:M that does
@@ -113,10 +121,10 @@ from stepsim.experiments.report import (
     summarize,
 )
 from stepsim.experiments.run import RunSpec
-from stepsim.experiments.runner import plan_sweep, run_sweep
-from stepsim.experiments.spec import Run, SweepSpec, load_spec, parse_spec
-from stepsim.experiments.store import Table, load_table
+from stepsim.experiments.sweep import plan_sweep, run_sweep
+from stepsim.experiments.sweep_spec import SweepSpec, load_spec, parse_spec
+from stepsim.experiments.sweep_dir import Table, load_table
 
-__all__ = ["Run", "RunSpec", "SweepSpec", "Table", "compare", "load_spec", "load_table",
+__all__ = ["RunSpec", "SweepSpec", "Table", "compare", "load_spec", "load_table",
            "parse_spec", "plan_sweep", "plot_vs_sparsity", "report_markdown", "run_sweep",
            "summarize"]

@@ -7,6 +7,10 @@ Theorem 1 simulation of a paper check). Every executor calls the same :func:`exe
 writes the files — so results are bit-identical whatever the executor and the number of
 workers, and a cluster needs no shared filesystem.
 
+* :func:`run` — the one door: the tasks not yet in a :class:`~stepsim.experiments.store.
+  RunStore` (each claimed there before it is handed out, saved there as it finishes), on
+  the executor ``jobs`` and ``scheduler`` choose, with a progress bar; what a sweep,
+  ``stepsim check`` and the paper_checks scripts call. The three below are its executors:
 * :func:`run_serial` — ``jobs=1``: in this process, one task after another.
 * :func:`run_pool` — a ``concurrent.futures.ProcessPoolExecutor`` (:func:`pool`: spawned
   workers, each limited to one numba and one BLAS thread, so workers x threads <= cores;
@@ -30,6 +34,7 @@ find the rest unclaimed.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import time
@@ -92,6 +97,77 @@ def worker_state() -> dict:
     from stepsim.experiments.run import problem_cache_info
 
     return {"pid": os.getpid(), "problem_cache": problem_cache_info()}
+
+
+def run(tasks, on_done=None, *, jobs: int | None = None, scheduler=None, store=None,
+        progress: bool | None = False, label: str = "", wait_note: str = "") -> None:
+    """Run every task of ``tasks`` (distinct by digest, in their order) not yet finished in
+    ``store``, and return once each one is finished there.
+
+    on_done(task, output): called in this process as each task finishes (after it is saved
+    in ``store``). jobs: local workers (default every usable core, at most one per task;
+    1 runs here); scheduler: a Dask address, Client or cluster (then ``jobs`` is unused).
+    store: a :class:`~stepsim.experiments.store.RunStore` to resume from and save into;
+    each task is claimed there (a lock) as it is handed to a worker, so several processes
+    on one store split the tasks, and a task another live process holds is waited for
+    (``wait_note`` printed once: who is waiting). None: run every task, save nothing.
+    progress: a bar (None: when stderr is a terminal); label: its text.
+    """
+    from stepsim._progress import Progress
+
+    tasks = list({task.digest: task for task in tasks}.values())
+    pending = tasks if store is None else [t for t in tasks if not store.is_finished(t)]
+    if not pending:
+        return
+    workers = None if scheduler is not None else worker_count(jobs, len(pending))
+
+    with Progress(len(tasks), label, force=progress, initial=len(tasks) - len(pending),
+                  unit="run") as bar:
+        def done(task, output):
+            if store is not None:
+                store.save(task, output)
+                store.release(task, finished=True)
+            if on_done is not None:
+                on_done(task, output)
+            bar.update(1)
+
+        if store is None:
+            return _dispatch(iter(pending), done, workers, len(pending), scheduler)
+        waiting = False
+        try:
+            while pending:
+                todo = (t for t in pending if store.claim(t))  # lazily: one per free worker
+                first = next(todo, None)
+                if first is not None:
+                    waiting = False
+                    _dispatch(itertools.chain([first], todo), done, workers, len(pending),
+                              scheduler)
+                else:  # every unfinished task is in flight in another process
+                    if not waiting:
+                        who = store.holder(pending[0])
+                        print(f"{wait_note or 'stepsim'}: waiting for {len(pending)} run(s) "
+                              f"that another {wait_note or 'stepsim'} process"
+                              f"{' (' + who + ')' if who else ''} is running in {store.root}",
+                              file=sys.stderr)
+                        waiting = True
+                    time.sleep(_POLL_S)
+                pending = [t for t in pending if not store.is_finished(t)]
+                bar.update(len(tasks) - len(pending) - bar.done)  # tasks others finished
+        finally:
+            store.release_all()
+
+
+_POLL_S = 0.25  # how often a process with nothing to claim looks for finished or freed tasks
+
+
+def _dispatch(tasks, done, workers, pending: int, scheduler) -> None:
+    """Hand ``tasks`` (an iterator) to Dask, this process or a local pool."""
+    if scheduler is not None:
+        run_dask(tasks, done, scheduler)
+    elif min(workers, pending) == 1:
+        run_serial(tasks, done)
+    else:
+        run_pool(tasks, done, min(workers, pending))
 
 
 def run_serial(tasks, on_done) -> None:

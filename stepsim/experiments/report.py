@@ -4,7 +4,7 @@ A *condition* is a row's parameters minus its seed (problem and its options, rec
 optimizer and options, criterion and options, N:M, steps). :func:`summarize` gives each
 condition's mean and confidence interval over seeds; :func:`compare` pairs every condition
 with a baseline recipe on the same problem, N:M, steps and seed index (same initial weights
-and minibatches, see :mod:`stepsim.experiments.spec`) and tests the paired differences;
+and minibatches, see :mod:`stepsim.experiments.sweep_spec`) and tests the paired differences;
 :func:`plot_vs_sparsity` draws the metric against sparsity 1 - N/M, one line per recipe
 with its confidence band.
 """
@@ -17,17 +17,17 @@ import numbers
 
 from stepsim import stats
 
-# parameter columns of a table row (store.result_row); the rest are outcomes and versions
-PARAMETER_COLUMNS = ("run_id", "problem", "recipe", "optimizer", "criterion", "nm", "n", "m",
+# parameter columns of a table row (sweep_dir.result_row); the rest are outcomes and versions
+PARAMETER_COLUMNS = ("digest", "problem", "recipe", "optimizer", "criterion", "nm", "n", "m",
                      "sparsity", "steps", "seed", "rng_seed", "eval_every")
 PARAMETER_PREFIXES = ("problem.", "recipe.", "criterion.")
-NOT_CONDITION = ("run_id", "seed", "rng_seed", "n", "m", "sparsity")
+NOT_CONDITION = ("digest", "seed", "rng_seed", "n", "m", "sparsity")
 # what a paired comparison holds fixed besides the seed: the problem, the N:M and the length
 CONTEXT_COLUMNS = ("problem", "nm", "steps")
 
 
 def is_parameter(column: str) -> bool:
-    """True for a parameter column (see :class:`~stepsim.experiments.store.Table`)."""
+    """True for a parameter column (see :class:`~stepsim.experiments.sweep_dir.Table`)."""
     return column in PARAMETER_COLUMNS or column.startswith(PARAMETER_PREFIXES)
 
 
@@ -75,9 +75,9 @@ def _metric_values(rows, metric: str):
 
 
 def _check_table(table, metric) -> None:
-    """``table`` must be a sweep's :class:`~stepsim.experiments.store.Table` and ``metric``
+    """``table`` must be a sweep's :class:`~stepsim.experiments.sweep_dir.Table` and ``metric``
     one of its columns (a missing column would otherwise give NaN rows, not an error)."""
-    from stepsim.experiments.store import Table
+    from stepsim.experiments.sweep_dir import Table
 
     if not isinstance(table, Table):
         raise TypeError(f"table must be a stepsim.experiments.Table (from load_table or "
@@ -93,7 +93,7 @@ def _number(row, metric: str) -> float:
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"metric {metric!r} is not numeric: run {row.get('run_id')} has "
+        raise TypeError(f"metric {metric!r} is not numeric: run {row.get('digest')} has "
                          f"{value!r}")
     return float(value)
 
@@ -155,7 +155,7 @@ def compare(table, metric: str, *, baseline: str = "dense", confidence: float = 
                  if all(row.get(c) is None or b.get(c) is None or row[c] == b[c]
                         for c in shared)]
         if len(found) > 1:
-            raise ValueError(f"run {row['run_id']} matches {len(found)} runs of baseline "
+            raise ValueError(f"run {row['digest'][:16]} matches {len(found)} runs of baseline "
                              f"{baseline!r} (they differ in options it does not set); compare "
                              "needs one baseline condition per pairing")
         return found[0] if found else None

@@ -1,6 +1,6 @@
 """One training run, described once: :class:`RunSpec`, the door every front end goes through.
 
-``stepsim train``, a sweep row (:mod:`stepsim.experiments.spec`) and a paper check's run
+``stepsim train``, a sweep row (:mod:`stepsim.experiments.sweep_spec`) and a paper check's run
 (:mod:`stepsim.checks`) are all a ``RunSpec``; names become objects and ``fit`` is called
 only here (:meth:`RunSpec.build`, :meth:`RunSpec.run`)::
 
@@ -37,6 +37,7 @@ import functools
 import hashlib
 import json
 
+from stepsim._validate import NMRatio
 from stepsim.recipes.switch import DEFAULT_CRITERION  # the one default (module docstring)
 
 DEFAULT_STEPS = 2000
@@ -132,7 +133,7 @@ class RunSpec:
     criterion: str | None = AUTO
     criterion_options: tuple = ()
     per_module: bool = False
-    nm: tuple | None = None
+    nm: NMRatio | None = None
     eval_every: int | None = None
     loss_scale: float = 1.0
 
@@ -152,8 +153,8 @@ class RunSpec:
                              "not the problem option 'nm' (one door for N:M)")
         put("steps", check_int("steps", self.steps, minimum=1))
         put("seed", check_int("seed", self.seed, minimum=0))
-        if self.nm is not None:
-            put("nm", check_nm_pair("nm", tuple(self.nm)))
+        if self.nm is not None:  # the one check of the run's N:M: an NMRatio from here to fit
+            put("nm", check_nm_pair("nm", self.nm))
         if self.eval_every is not None:
             put("eval_every", check_int("eval_every", self.eval_every, minimum=1))
         put("loss_scale", float(check_real("loss_scale", self.loss_scale, minimum=0.0,
@@ -255,18 +256,12 @@ class RunSpec:
         problem (its batches come from ``fit``'s own generator; tests/test_workers.py
         checks every registered problem's state and that a run on a cached problem has the
         bits of a run on a fresh one)."""
-        problem = _problem(self.problem, _key(self._problem_options()))
+        problem = _problem(self.problem, self.problem_options, self.nm)
         if self.loss_scale != 1.0:
             from stepsim.problems.scaled import ScaledLoss
 
             problem = ScaledLoss(problem, self.loss_scale)
         return problem
-
-    def _problem_options(self) -> dict:
-        options = {k: _json_value(v) for k, v in self.problem_options}
-        if self.nm is not None:
-            options["nm"] = list(self.nm)
-        return options
 
     def build_recipe(self):
         from stepsim.recipes import make_recipe
@@ -310,7 +305,7 @@ class RunSpec:
 
         problem, recipe, criterion = self.build()
         plan_schedule(recipe, criterion, self.steps)
-        shapes = _shapes(self.problem, _key(self._problem_options()))
+        shapes = _shapes(self.problem, self.problem_options, self.nm)
         check_specs({k: np.broadcast_to(np.float32(0), s) for k, s in shapes.items()},
                     problem.specs)
 
@@ -337,18 +332,13 @@ class Built(tuple):
     criterion = property(lambda self: self[2])
 
 
-def _key(options: dict) -> str:
-    # a cache key that lets a bad value (NaN) reach the problem's own check and message
-    return json.dumps(options, sort_keys=True)
-
-
 @functools.lru_cache(maxsize=8)
-def _problem(name: str, options_json: str):
+def _problem(name: str, options: tuple, nm: NMRatio | None):
+    """The problem ``name`` with ``options`` (RunSpec's frozen pairs, hashable: the cache
+    key as they are) and the run's N:M, handed on as the checked :class:`NMRatio`."""
     from stepsim.problems import make_problem
 
-    options = {k: tuple(v) if isinstance(v, list) else v
-               for k, v in json.loads(options_json).items()}
-    return make_problem(name, **options)
+    return make_problem(name, **_kwargs(options), **({} if nm is None else {"nm": nm}))
 
 
 def problem_cache_info() -> dict:
@@ -360,10 +350,10 @@ def problem_cache_info() -> dict:
 
 
 @functools.lru_cache(maxsize=16)
-def _shapes(name: str, options_json: str) -> dict:
+def _shapes(name: str, options: tuple, nm: NMRatio | None) -> dict:
     import numpy as np
 
-    params = _problem(name, options_json).init_params(np.random.default_rng(0))
+    params = _problem(name, options, nm).init_params(np.random.default_rng(0))
     return {k: v.shape for k, v in params.items()}
 
 

@@ -1,31 +1,23 @@
-"""A sweep's files on disk, and its tidy table derived from them.
-
-Layout of a sweep directory::
-
-    sweep.json            the spec and every run (name, id, seed, parameters), in grid order
-    runs/NAME.npz         a finished run's trace and weights (written first)
-    runs/NAME.json        its summary, with provenance (written last: the run's commit mark)
-    claims/NAME.claim     a run in flight: locked by the sweep process running it
-    table.csv, table.json the tidy table, one row per finished run (derived, rewritten)
+"""Finished runs and tasks by digest, in one directory: :class:`RunStore`, with its claim
+locks — what a sweep (``--out DIR/runs/``), ``stepsim check`` (``--out DIR/runs/``) and the
+paper_checks scripts resume from, through :func:`stepsim.experiments.executors.run`.
 
 Every file is written atomically (``stepsim._atomic``). A run is finished exactly when its
-JSON exists and names its run id; the table is rebuilt from those JSONs, so a sweep killed
-at any moment — between the .npz and the JSON included — loses at most the runs in flight
-and can never lose or duplicate a row.
+JSON exists and names its digest, so a process killed at any moment — between the .npz and
+the JSON included — loses at most the runs in flight.
 
-Several sweep processes may share one directory (started twice by hand, or on several
-machines over a shared filesystem): each runs only the runs it :class:`Claims`, so they
-split the work instead of each doing all of it (see :class:`Claims` for why a claim is a
-lock and not a file that must be judged stale).
+Several processes may share one store (a sweep started twice by hand, or on several
+machines over a shared filesystem): each runs only the runs it claims
+(:meth:`RunStore.claim`), so they split the work instead of each doing all of it (see
+:class:`_Claims` for why a claim is a lock and not a file that must be judged stale).
+A sweep directory's plan and table are :mod:`stepsim.experiments.sweep_dir`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import glob
-import io
 import json
 import os
 import socket
@@ -34,36 +26,7 @@ import time
 import warnings
 from pathlib import Path
 
-from stepsim.experiments.spec import Run
-
-SWEEP_FILE = "sweep.json"
-RUNS_DIR = "runs"
 CLAIMS_DIR = "claims"
-TABLE_CSV = "table.csv"
-TABLE_JSON = "table.json"
-VERSION_KEYS = ("stepsim", "numpy", "scipy", "numba", "python")
-
-
-def run_paths(out_dir, run: Run) -> tuple[Path, Path]:
-    """(JSON path, .npz path) of ``run``'s result in sweep directory ``out_dir``."""
-    stem = Path(out_dir) / RUNS_DIR / run.name
-    return stem.with_suffix(".json"), stem.with_suffix(".npz")
-
-
-def is_finished(out_dir, run: Run) -> bool:
-    """True when ``run``'s result JSON exists, parses and carries its run id."""
-    return _read_result(run_paths(out_dir, run)[0], run.run_id) is not None
-
-
-def _read_result(path: Path, run_id: str) -> dict | None:
-    if not path.is_file():  # missing, or a FIFO that would block the read
-        return None
-    try:
-        doc = json.loads(path.read_text())
-        ok = doc["provenance"]["params"]["sweep"]["run_id"] == run_id
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return doc if ok else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,73 +53,10 @@ class TaskOutput:
     runtime_s: float
 
 
-def save_run(out_dir, run: Run, output: RunOutput) -> Path:
-    """Write ``run``'s result (arrays first, JSON with provenance last); return the JSON path."""
-    path, _ = run_paths(out_dir, run)
-    sweep = {"run_id": run.run_id, "rng_seed": run.rng_seed, "run": run.params,
-             "runtime_s": output.runtime_s, "final_sparsity": output.final_sparsity}
-    output.result.save(path, params={"sweep": sweep})
-    return path
+class _Claims:
+    """The runs (tasks) this process has claimed in a :class:`RunStore` (``ROOT/claims/``).
 
-
-def write_plan(out_dir, spec_dict: dict, runs: list[Run]) -> Path:
-    """Record the spec and its runs (grid order) in ``out_dir/sweep.json``."""
-    from stepsim._provenance import save_json
-
-    plan = {"spec": spec_dict,
-            "runs": [{"name": r.name, "run_id": r.run_id, "rng_seed": r.rng_seed,
-                      "params": r.params} for r in runs]}
-    return save_json(Path(out_dir) / SWEEP_FILE, plan, params={"spec": spec_dict})
-
-
-def read_plan(out_dir) -> list[Run]:
-    """The runs recorded in ``out_dir/sweep.json``, in grid order."""
-    from stepsim._validate import check_input_file
-
-    path = Path(out_dir) / SWEEP_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{str(out_dir)!r} is not a sweep directory (no {SWEEP_FILE})")
-    check_input_file(path, "sweep plan")
-    try:
-        runs = [Run(params=r["params"], run_id=r["run_id"], rng_seed=r["rng_seed"])
-                for r in json.loads(path.read_text())["result"]["runs"]]
-        for run in runs:
-            run_paths(out_dir, run)  # its name needs params "recipe" and "nm"
-    except ValueError as exc:  # not JSON
-        raise ValueError(f"sweep plan {path} is not valid JSON ({exc})") from None
-    except (KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise ValueError(f"sweep plan {path} is not a sweep's plan (expected {{\"result\": "
-                         f"{{\"runs\": [{{\"params\", \"run_id\", \"rng_seed\"}}, ...]}}}}; "
-                         f"{_what(exc)})") from None
-    return runs
-
-
-def _what(exc: Exception) -> str:
-    """What a KeyError/TypeError met while walking a JSON document, in a few words."""
-    if isinstance(exc, KeyError):
-        return f"no {exc.args[0]!r}"
-    return f"wrong shape: {exc}"
-
-
-def remove_temporaries(out_dir, run: Run) -> int:
-    """Delete the temporary files a killed writer of ``run`` left in ``runs/``; return how many.
-
-    Only ``run``'s own (``.NAME.json.*``, ``.NAME.npz.*``), and only call this holding its
-    claim: another sweep process may be writing other runs into the same directory.
-    """
-    removed = 0
-    pattern = glob.escape(str(Path(out_dir) / RUNS_DIR / f".{run.name}.")) + "*"
-    for tmp in glob.glob(pattern):
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-            removed += 1
-    return removed
-
-
-class Claims:
-    """The runs this process has claimed in sweep directory ``out_dir``.
-
-    A claim is ``claims/NAME.claim`` held under an exclusive ``flock``; the file's text says
+    A claim is ``claims/DIGEST.claim`` held under an exclusive ``flock``; the file's text says
     who holds it (host, pid, time), for messages only. A lock rather than a file created
     with ``O_EXCL`` and judged stale later: the kernel drops a process's locks when it dies,
     SIGKILL included, so a killed sweep's claims never block a resume — no guessing from
@@ -170,23 +70,23 @@ class Claims:
     so they live exactly as long as the sweep process that will save the run.
     """
 
-    def __init__(self, out_dir):
-        self.dir = Path(out_dir) / CLAIMS_DIR
-        self._held: dict[str, int] = {}  # run name -> the locked file's descriptor
+    def __init__(self, directory):
+        self.dir = Path(directory)
+        self._held: dict[str, int] = {}  # digest -> the locked file's descriptor
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows
             fcntl = None
         self._fcntl = fcntl
 
-    def path(self, run: Run) -> Path:
-        return self.dir / f"{run.name}.claim"
+    def path(self, task) -> Path:
+        return self.dir / f"{task.digest}.claim"
 
-    def try_claim(self, run: Run) -> bool:
-        """Claim ``run``; False if another sweep process (alive) holds it."""
+    def try_claim(self, task) -> bool:
+        """Claim ``task``; False if another process (alive) holds it."""
         if self._fcntl is None:
             return True
-        path = self.path(run)
+        path = self.path(task)
         self.dir.mkdir(parents=True, exist_ok=True)
         while True:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -214,21 +114,21 @@ class Claims:
                   "argv": sys.argv}
         os.ftruncate(fd, 0)
         os.write(fd, (json.dumps(holder) + "\n").encode("utf-8"))
-        self._held[run.name] = fd
+        self._held[task.digest] = fd
         return True
 
-    def release(self, run: Run, *, finished: bool) -> None:
-        """Give ``run`` up; when ``finished`` (its JSON is written) remove its claim file too.
+    def release(self, task, *, finished: bool) -> None:
+        """Give ``task`` up; when ``finished`` (its JSON is written) remove its claim file too.
 
         The file of an unfinished run stays (unlocked), so a process that opened it in the
         meantime still locks the same file as the next claimer.
         """
-        fd = self._held.pop(run.name, None)
+        fd = self._held.pop(task.digest, None)
         if fd is None:
             return
         if finished:
             with contextlib.suppress(FileNotFoundError):
-                self.path(run).unlink()
+                self.path(task).unlink()
         os.close(fd)  # closing the last descriptor drops the lock
 
     def release_all(self) -> None:
@@ -237,174 +137,44 @@ class Claims:
             os.close(fd)
         self._held.clear()
 
-    def holder(self, run: Run) -> str:
-        """Who holds ``run``'s claim, as its file says ("pid 123 on host x"), or "" if unknown."""
+    def holder(self, task) -> str:
+        """Who holds ``task``'s claim, as its file says ("pid 123 on host x"), or "" if unknown."""
         try:
-            info = json.loads(self.path(run).read_text())
+            info = json.loads(self.path(task).read_text())
             return f"pid {info['pid']} on {info['host']}"
         except (OSError, ValueError, KeyError, TypeError):
             return ""
 
 
-# ------------------------------------------------------------------------ the table
-@dataclasses.dataclass(frozen=True)
-class Table:
-    """The tidy table of a sweep: one row (a dict) per finished run, in grid order.
-
-    Columns: run_id; every parameter (problem, ``problem.OPTION``, recipe, optimizer,
-    ``recipe.OPTION``, criterion, ``criterion.OPTION``, nm "N:M", n, m, sparsity = 1 - N/M,
-    steps, seed (the index), rng_seed, eval_every when set); the outcome (status, stopped_at,
-    switch_step, final_loss, every metric of
-    ``problem.evaluate`` under its own name, final_sparsity, mask_flips_total, runtime_s);
-    and ``version.PACKAGE`` for stepsim, numpy, scipy, numba, python. missing: names of the
-    planned runs without a result (yet).
-    """
-
-    rows: tuple
-    columns: tuple
-    missing: tuple = ()
-
-    VOLATILE = ("runtime_s",)  # the only columns that differ between identical runs
-
-    def __len__(self):
-        return len(self.rows)
-
-    def column(self, name: str) -> list:
-        """The values of column ``name`` (None where a row lacks it)."""
-        return [row.get(name) for row in self.rows]
-
-    def where(self, **equal) -> Table:
-        """The rows whose columns equal the given values, e.g. ``where(recipe="step", nm="2:4")``.
-
-        Column names with dots are passed as a dict: ``where(**{"recipe.lr": 1e-3})``.
-        """
-        unknown = sorted(set(equal) - set(self.columns))
-        if unknown:
-            raise ValueError(f"unknown column(s) {unknown}; columns: {list(self.columns)}")
-        rows = tuple(r for r in self.rows if all(r.get(k) == v for k, v in equal.items()))
-        return dataclasses.replace(self, rows=rows, missing=())
-
-    def to_csv(self) -> str:
-        """The table as CSV text (lists as JSON, None as an empty cell)."""
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(self.columns), lineterminator="\n")
-        writer.writeheader()
-        for row in self.rows:
-            writer.writerow({k: _cell(v) for k, v in row.items()})
-        return buf.getvalue()
-
-    def save(self, out_dir) -> tuple[Path, Path]:
-        """Write ``table.csv`` and ``table.json`` (rows under "result", with provenance).
-
-        Non-finite values stay numbers: ``nan``/``inf`` cells in the CSV, JSON's ``NaN`` /
-        ``Infinity`` in table.json (as Python's json and pandas read them), never text."""
-        from stepsim._atomic import write_text
-        from stepsim._provenance import provenance
-
-        out_dir = Path(out_dir)
-        csv_path = write_text(out_dir / TABLE_CSV, self.to_csv())
-        table = {"columns": list(self.columns), "rows": list(self.rows),
-                 "missing": list(self.missing)}
-        doc = {"result": table, "provenance": provenance({"sweep_dir": str(out_dir)})}
-        json_path = write_text(out_dir / TABLE_JSON, json.dumps(doc, indent=1) + "\n")
-        return csv_path, json_path
-
-
-def _cell(value):
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return value
-
-
-def load_table(out_dir, runs: list[Run] | None = None) -> Table:
-    """Build the table of sweep directory ``out_dir`` from its finished runs' JSON files.
-
-    runs: the planned runs (default: those recorded in ``sweep.json``); rows follow their
-    order, and runs without a result are listed in ``Table.missing``.
-    """
-    runs = read_plan(out_dir) if runs is None else runs
-    rows, missing = [], []
-    for run in runs:
-        path = run_paths(out_dir, run)[0]
-        doc = _read_result(path, run.run_id)
-        if doc is None:
-            missing.append(run.name)
-            continue
-        try:
-            rows.append(result_row(doc))
-        except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
-            raise ValueError(f"run result {path} is not a sweep run's result ({_what(exc)}); "
-                             "delete it and run the sweep again to redo that run") from None
-    columns = []
-    for row in rows:
-        columns.extend(k for k in row if k not in columns)
-    return Table(rows=tuple(rows), columns=tuple(columns), missing=tuple(missing))
-
-
-def result_row(doc: dict) -> dict:
-    """One table row from a run's result document (see :class:`Table` for the columns)."""
-    sweep = doc["provenance"]["params"]["sweep"]
-    params, result = sweep["run"], doc["result"]
-    n, m = params["nm"]
-    row = {"run_id": sweep["run_id"], "problem": params["problem"]["name"]}
-    row.update({f"problem.{k}": v for k, v in sorted(params["problem"]["options"].items())})
-    row["recipe"] = params["recipe"]["name"]
-    row["optimizer"] = params["recipe"]["optimizer"]
-    row.update({f"recipe.{k}": v for k, v in sorted(params["recipe"]["options"].items())})
-    criterion = params["criterion"]
-    row["criterion"] = None if criterion is None else criterion["name"]
-    if criterion is not None:
-        row.update({f"criterion.{k}": v for k, v in sorted(criterion["options"].items())})
-    row.update({"nm": f"{n}:{m}", "n": n, "m": m, "sparsity": 1 - n / m,
-                "steps": params["steps"], "seed": params["seed"],
-                "rng_seed": sweep["rng_seed"]})
-    if "eval_every" in params:
-        row["eval_every"] = params["eval_every"]
-    # status / stopped_at: a run that diverged (a non-finite loss, gradient or weight) stops
-    # early with status "non-finite"; its NaN/inf metrics, saved in JSON as text, are floats
-    row.update({"status": result.get("status", "completed"), "stopped_at": result.get("stopped_at"),
-                "diverged_param": result.get("diverged_param"),
-                "switch_step": result["switch_step"], "final_loss": _float(result["final_loss"])})
-    for name, value in result["metrics"].items():
-        row[name if name not in row else f"metric.{name}"] = _float(value)
-    row.update({"final_sparsity": sweep["final_sparsity"],
-                "mask_flips_total": result["mask_flips_total"],
-                "runtime_s": sweep["runtime_s"]})
-    versions = doc["provenance"]["versions"]
-    row.update({f"version.{k}": versions.get(k) for k in VERSION_KEYS})
-    return row
-
-
-def _float(value):
-    """A saved number back as a float: "nan", "inf", "-inf" (how JSON result files keep
-    non-finite values) become float NaN/inf; other values are returned as they are."""
-    if isinstance(value, str) and value.strip().lower() in ("nan", "inf", "-inf", "infinity",
-                                                             "-infinity"):
-        return float(value)
-    return value
-
-
 # ------------------------------------------------------------------ runs by digest
 class RunStore:
-    """Finished runs and tasks by digest, in one directory (what ``stepsim check`` resumes from).
+    """Finished runs and tasks by digest, in one directory: what a sweep, ``stepsim check``
+    and the paper_checks scripts resume from (:func:`stepsim.experiments.executors.run`).
 
     Layout: ``DIGEST.npz`` (a RunSpec's trace and weights, written first) and
     ``DIGEST.json`` (its summary with provenance, holding the RunSpec and the digest;
     written last, the run's commit mark); a :class:`~stepsim.experiments.tasks.Task`'s
-    output is ``DIGEST.json`` alone. A task is finished exactly when its JSON parses and
-    names its digest, so a process killed at any moment loses only the tasks in flight;
-    equal tasks (same digest) are stored, and run, once.
+    output is ``DIGEST.json`` alone; ``claims/DIGEST.claim``: a task in flight, locked by
+    the process that will save it (:meth:`claim`). A task is finished exactly when its JSON
+    parses and names its digest, so a process killed at any moment loses only the tasks in
+    flight; equal tasks (same digest) are stored, and run, once.
     """
 
     def __init__(self, root):
         self.root = Path(root)
+        self._claims = _Claims(self.root / CLAIMS_DIR)
 
     def path(self, task) -> Path:
         return self.root / f"{task.digest}.json"
 
+    def document(self, task) -> dict | None:
+        """The task's result document ({"result", "provenance"}), or None if not finished."""
+        return self._doc(task)
+
     def _doc(self, task) -> dict | None:
+        path = self.path(task)
+        if not path.is_file():  # missing, or a FIFO that would block the read
+            return None
         try:
             doc = json.loads(self.path(task).read_text())
             ok = doc["provenance"]["params"]["digest"] == task.digest
@@ -456,14 +226,41 @@ class RunStore:
         value = None if doc is None else doc["provenance"]["params"].get("runtime_s")
         return float("nan") if value is None else float(value)
 
-    def remove_temporaries(self) -> int:
-        """Delete temporary files a killed writer left (``.NAME.*``); return how many."""
+    def remove_temporaries(self, task=None) -> int:
+        """Delete temporary files a killed writer left (``.DIGEST.*``): ``task``'s only (call
+        it holding the task's claim: another process may be writing other tasks here), or
+        every one (None); return how many."""
         removed = 0
-        for tmp in self.root.glob(".*"):
+        pattern = "*" if task is None else glob.escape(task.digest) + ".*"
+        for tmp in self.root.glob("." + pattern):
             with contextlib.suppress(OSError):
                 tmp.unlink()
                 removed += 1
         return removed
+
+    # ------------------------------------------------------------------ claims
+    def claim(self, task) -> bool:
+        """Lock ``task`` for this process; False if another live process holds it
+        (:class:`_Claims`). A task finished meanwhile is not claimed (False)."""
+        if not self._claims.try_claim(task):
+            return False
+        if self.is_finished(task):
+            self._claims.release(task, finished=True)
+            return False
+        self.remove_temporaries(task)  # a killed writer's leftovers
+        return True
+
+    def release(self, task, *, finished: bool) -> None:
+        """Give ``task``'s claim up (``finished``: its claim file is removed too)."""
+        self._claims.release(task, finished=finished)
+
+    def release_all(self) -> None:
+        """Give up every claim this process holds (a failed or interrupted run)."""
+        self._claims.release_all()
+
+    def holder(self, task) -> str:
+        """Who holds ``task``'s claim ("pid 123 on host x"), or "" if unknown."""
+        return self._claims.holder(task)
 
 
 def _plain(value):

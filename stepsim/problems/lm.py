@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._options import NM, Bool, Described, Int, Option, Options, Real
-from stepsim._validate import check_int, check_nm
+from stepsim._validate import check_int, check_nm_pair
 from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import transformer as tr
 from stepsim.problems.markov import MarkovLanguage
@@ -99,7 +99,7 @@ class LanguageModel:
             raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")
         self.kernels = bool(kernels)
         self.seed = seed
-        self.nm = check_nm(*nm)
+        self.nm = check_nm_pair("nm", nm)
         names = tr.linear_names(self.model)
         if isinstance(sparse, str):  # one kind, or "wq,wk" as the command line gives it
             kinds = tuple(kind.strip() for kind in sparse.split(",") if kind.strip())

@@ -31,7 +31,7 @@ An entry is a name, or a table with ``name``, ``options`` and ``grid`` (recipes 
 criterion away from that recipe). The runs are the product problem x recipe x criterion x
 N:M x steps x seed. Option values are plain numbers, strings, booleans or lists (lists
 become tuples for the constructors, e.g. ``teacher_nm = [2, 4]``). Every run is a
-:class:`Run`: its canonical parameters, an id (a hash of them) and its seed.
+:class:`~stepsim.experiments.run.RunSpec`, named by its digest.
 
 Seeds. A run's generator is ``SeedSequence(rng_seed)`` with ``rng_seed`` a 64-bit hash of
 the canonical JSON of the run's problem (name and options) and its seed index — never its
@@ -64,60 +64,31 @@ def _digest(obj) -> bytes:
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).digest()
 
 
-@dataclasses.dataclass(frozen=True)
-class Run:
-    """One training run of a sweep.
-
-    params: canonical, JSON-ready parameters::
-
-        {"problem": {"name", "options"}, "recipe": {"name", "optimizer", "options"},
-         "criterion": {"name", "options"} or None, "nm": [n, m], "steps": int, "seed": int}
-
-    run_id: 16 hex digits of the SHA-256 of ``canonical_json(params)``. rng_seed: the
-    64-bit seed passed to ``fit`` (see the module docstring). name: a readable file stem.
-    """
-
-    params: dict
-    run_id: str
-    rng_seed: int
-
-    @classmethod
-    def from_params(cls, params: dict) -> Run:
-        run_id = _digest(params).hex()[:16]
-        return cls(params=params, run_id=run_id, rng_seed=rng_seed(params))
-
-    @property
-    def spec(self):
-        """The run as a :class:`~stepsim.experiments.run.RunSpec` (seed: ``rng_seed``).
-
-        A criterion option ``per_module`` becomes ``RunSpec.per_module``; the sweep's
-        N:M is the RunSpec's ``nm`` (a problem option ``nm`` is refused: one door).
-        """
-        from stepsim.experiments.run import RunSpec
-
-        p = self.params
-        crit = p["criterion"]
-        crit_options = {} if crit is None else dict(crit["options"])
-        per_module = crit_options.pop("per_module", False)
-        return RunSpec(problem=p["problem"]["name"], problem_options=p["problem"]["options"],
-                       recipe=p["recipe"]["name"], optimizer=p["recipe"]["optimizer"],
-                       recipe_options=p["recipe"]["options"],
-                       criterion=None if crit is None else crit["name"],
-                       criterion_options=crit_options, per_module=per_module,
-                       nm=tuple(p["nm"]), steps=p["steps"], seed=self.rng_seed,
-                       eval_every=p.get("eval_every"))
-
-    @property
-    def name(self) -> str:
-        """File stem: recipe, N:M, seed index and the id (e.g. ``step_2-4_s0_1a2b3c4d5e6f7a8b``)."""
-        n, m = self.params["nm"]
-        return f"{self.params['recipe']['name']}_{n}-{m}_s{self.params['seed']}_{self.run_id}"
-
-
-def rng_seed(params: dict) -> int:
-    """The run's seed: 64 bits of SHA-256 over its problem and seed index (module docstring)."""
-    key = {"problem": params["problem"], "seed": params["seed"]}
+def rng_seed(problem: dict, seed: int) -> int:
+    """The seed ``fit`` gets: 64 bits of SHA-256 over the problem entry (``{"name",
+    "options"}``) and the seed index (module docstring)."""
+    key = {"problem": problem, "seed": seed}
     return int.from_bytes(_digest(key)[:8], "little")
+
+
+def as_run_spec(problem: dict, recipe: dict, criterion: dict | None, nm, steps: int,
+                seed: int, eval_every: int | None = None):
+    """One grid point as a :class:`~stepsim.experiments.run.RunSpec` (its seed: the hash
+    :func:`rng_seed` of the problem and the seed index). A criterion option ``per_module``
+    becomes ``RunSpec.per_module``; the sweep's N:M is the RunSpec's ``nm`` (a problem
+    option ``nm`` is refused: one door)."""
+    from stepsim.experiments.run import RunSpec
+
+    crit_options = {} if criterion is None else dict(criterion["options"])
+    per_module = crit_options.pop("per_module", False)
+    return RunSpec(problem=problem["name"], problem_options=problem["options"],
+                   recipe=recipe["name"], optimizer=recipe["optimizer"],
+                   recipe_options=recipe["options"],
+                   criterion=None if criterion is None else criterion["name"],
+                   criterion_options=crit_options, per_module=per_module,
+                   nm=nm if isinstance(nm, tuple) else tuple(nm), steps=steps,
+                   seed=rng_seed(problem, seed),
+                   eval_every=eval_every)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,13 +115,19 @@ class SweepSpec:
                 "criterion": self.criterion, "recipes": [_recipe_out(r) for r in self.recipes],
                 "eval_every": self.eval_every}
 
-    def runs(self, needs_criterion) -> list[Run]:
-        """Every run, in grid order (problem, recipe, criterion, N:M, steps, seed).
+    def runs(self, needs_criterion) -> list:
+        """Every run as a :class:`~stepsim.experiments.run.RunSpec`, in grid order
+        (problem, recipe, criterion, N:M, steps, seed index).
 
         needs_criterion(recipe_entry, options) -> bool: whether that recipe needs a switch
         criterion; the spec's default ``criterion`` goes to those (and only those) whose
         entry names none. (:func:`stepsim.experiments.plan_sweep` passes RunSpec's.)
         """
+        return [run for run, _ in self.grid(needs_criterion)]
+
+    def grid(self, needs_criterion) -> list[tuple]:
+        """(RunSpec, seed index) of every run, in the order of :meth:`runs`; the index is
+        the table's ``seed`` column (the RunSpec's seed is its hash, :func:`rng_seed`)."""
         problems = [{"name": p["name"], "options": options}
                     for p in self.problems for options in entry_options(p)]
         default = self.criterion
@@ -161,10 +138,7 @@ class SweepSpec:
                        "grid": {}}
         recipes = [pair for r in self.recipes
                    for pair in _recipe_variants(r, default, needs_criterion)]
-        # eval_every joins the parameters only when set, so older runs keep their ids
-        extra = {} if self.eval_every is None else {"eval_every": self.eval_every}
-        return [Run.from_params({"problem": problem, "recipe": recipe, "criterion": criterion,
-                                 "nm": list(nm), "steps": steps, "seed": seed, **extra})
+        return [(as_run_spec(problem, recipe, criterion, nm, steps, seed, self.eval_every), seed)
                 for problem, (recipe, criterion), nm, steps, seed in itertools.product(
                     problems, recipes, self.nm, self.steps, self.seeds)]
 
@@ -351,20 +325,18 @@ def _recipe_out(entry: dict) -> dict:
     return out
 
 
-def _nm(where: str, value) -> list[int]:
-    from stepsim._validate import check_nm
+def _nm(where: str, value):
+    """'N:M' or [N, M] -> :class:`~stepsim._validate.NMRatio` (the runs' N:M, checked here once)."""
+    from stepsim._validate import NMRatio, check_nm_pair
 
-    if isinstance(value, str):
-        parts = value.split(":")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise ValueError(f"{where}: must look like 'N:M' (e.g. '2:4'), got {value!r}")
-        value = [int(p) for p in parts]
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ValueError(f"{where}: must be 'N:M' or [N, M], got {value!r}")
     try:
-        return list(check_nm(*value))
+        if isinstance(value, str):
+            return NMRatio.parse(value, name=where)
+        if isinstance(value, list):
+            value = tuple(value)
+        return check_nm_pair(where, value)
     except (ValueError, TypeError) as exc:
-        raise type(exc)(f"{where}: {exc}") from None
+        raise type(exc)(f"{where}: must be 'N:M' or [N, M] ({exc})") from None
 
 
 #: bytes a planned run holds at least (its Run, params and RunSpec: ~1.2 KB measured with
@@ -415,5 +387,5 @@ def _json_ready(where: str, options: dict) -> dict:
                          f"lists ({exc})") from None
 
 
-__all__ = ["Run", "SweepSpec", "canonical_json", "entry_options", "load_spec", "parse_spec",
+__all__ = ["SweepSpec", "as_run_spec", "canonical_json", "entry_options", "load_spec", "parse_spec",
            "read_spec_file", "rng_seed"]

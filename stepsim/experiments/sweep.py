@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import itertools
 import sys
-import time
 from pathlib import Path
 
-from stepsim.experiments import executors, store
-from stepsim.experiments.run import RunSpec, canonical_json
-from stepsim.experiments.spec import Run, SweepSpec, entry_options, load_spec, parse_spec
+from stepsim.experiments import executors, sweep_dir
+from stepsim.experiments.run import RunSpec
+from stepsim.experiments.sweep_spec import SweepSpec, entry_options, load_spec, parse_spec
 
 
-def plan_sweep(spec) -> list[Run]:
-    """Check ``spec`` completely and return its runs in grid order; nothing is trained.
+def plan_sweep(spec) -> list[RunSpec]:
+    """Check ``spec`` completely and return its runs (RunSpecs) in grid order; nothing is
+    trained.
 
     spec: a :class:`SweepSpec`, a spec dict, or the path of a TOML/JSON spec file.
     Every distinct problem, recipe and criterion is built once (``RunSpec.build_*``), and
@@ -38,18 +37,18 @@ def plan_sweep(spec) -> list[Run]:
         raise ValueError("spec: the grid is empty (no runs)")
     seen, twice = set(), []
     for run in runs:
-        if run.run_id in seen:
-            twice.append(run.name)
-        seen.add(run.run_id)
+        if run.digest in seen:
+            twice.append(run.describe())
+        seen.add(run.digest)
     if twice:
         raise ValueError(f"spec: {len(twice)} runs are listed twice (e.g. {twice[0]}): two "
                          "entries give the same parameters; remove one")
     checked = set()
-    for run in runs:
-        key = canonical_json({k: run.params[k] for k in ("problem", "recipe", "criterion", "nm")})
+    for run in runs:  # steps and seed change nothing check() looks at but the switch plan
+        key = run.replace(seed=0, eval_every=None).digest
         if key not in checked:
             checked.add(key)
-            _named(_describe(run.params), lambda r: r.spec.check(), run)
+            _named(_describe(run), RunSpec.check, run)
     return runs
 
 
@@ -88,12 +87,11 @@ def _as_spec(spec) -> SweepSpec:
     return parse_spec(spec)
 
 
-def _describe(params: dict) -> str:
-    crit = params["criterion"]
-    n, m = params["nm"]
-    return (f"run problem={params['problem']['name']} {params['problem']['options']}, "
-            f"recipe={params['recipe']['name']} {params['recipe']['options']}, criterion="
-            f"{None if crit is None else crit['name']}, nm={n}:{m}")
+def _describe(run: RunSpec) -> str:
+    n, m = run.nm
+    return (f"run problem={run.problem} {dict(run.problem_options)}, "
+            f"recipe={run.recipe} {dict(run.recipe_options)}, criterion={run.criterion}, "
+            f"nm={n}:{m}")
 
 
 def _named(where: str, func, *args):
@@ -105,15 +103,15 @@ def _named(where: str, func, *args):
 
 
 def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
-              progress: bool | None = None, force: bool = False) -> store.Table:
+              progress: bool | None = None, force: bool = False) -> sweep_dir.Table:
     """Run every unfinished run of ``spec`` and return the sweep's tidy table.
 
     Parameters
     ----------
     spec : SweepSpec, dict or path
-        The grid (see :mod:`stepsim.experiments.spec`); checked completely before any run.
+        The grid (see :mod:`stepsim.experiments.sweep_spec`); checked completely before any run.
     out_dir : path
-        The sweep directory (layout in :mod:`stepsim.experiments.store`). Runs whose
+        The sweep directory (layout in :mod:`stepsim.experiments.sweep_dir`). Runs whose
         result is already there are skipped, so the same call resumes a killed sweep.
         A directory that holds another sweep (a plan with other runs) is refused with a
         ValueError before anything is written, unless ``force``.
@@ -152,7 +150,16 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     if not force:
         check_same_sweep(out_dir, runs)
     with executors.connected(scheduler) as scheduler:  # before any file is written
-        return _run_planned(spec, runs, out_dir, jobs, scheduler, progress)
+        sweep_dir.convert_legacy(out_dir)  # a sweep directory from before digests: resumed
+        sweep_dir.write_plan(out_dir, spec.to_dict(), spec.grid(_needs_criterion))
+        executors.run(runs, jobs=jobs, scheduler=scheduler,
+                      store=sweep_dir.sweep_store(out_dir), progress=progress,
+                      label=f"sweep {spec.name or out_dir.name}", wait_note="sweep")
+    table = sweep_dir.load_table(out_dir)
+    table.save(out_dir)
+    if table.missing:  # pragma: no cover - every run above either finished or raised
+        print(f"warning: {len(table.missing)} runs have no result", file=sys.stderr)
+    return table
 
 
 def check_same_sweep(out_dir, runs) -> None:
@@ -160,91 +167,13 @@ def check_same_sweep(out_dir, runs) -> None:
     ``runs``: resuming there would replace its plan and orphan its results. Nothing to
     check when ``out_dir`` holds no sweep.json (a new or an empty directory)."""
     out_dir = Path(out_dir)
-    if not (out_dir / store.SWEEP_FILE).exists():
+    if not (out_dir / sweep_dir.SWEEP_FILE).exists():
         return
-    old = store.read_plan(out_dir)  # a spoiled plan is a ValueError naming the file
-    if [r.run_id for r in old] == [r.run_id for r in runs]:
+    old = [run for run, _ in sweep_dir.read_plan(out_dir)]  # a spoiled plan: a ValueError
+    if [r.digest for r in old] == [r.digest for r in runs]:
         return
-    done = sum(store.is_finished(out_dir, r) for r in old)
+    done = sum(map(sweep_dir.sweep_store(out_dir).is_finished, old))
     raise ValueError(f"{out_dir} holds another sweep ({len(old)} planned runs, {done} "
                      f"finished); this spec plans another grid ({len(runs)} runs). Use another --out, "
                      f"or --force (force=True) to replace its plan (finished runs the new grid "
                      f"shares are kept)")
-
-
-def _run_planned(spec, runs, out_dir: Path, jobs, scheduler, progress) -> store.Table:
-    from stepsim._progress import Progress
-
-    store.write_plan(out_dir, spec.to_dict(), runs)
-    claims = store.Claims(out_dir)
-
-    by_spec = {run.spec: run for run in runs}
-
-    def on_done(task, output):
-        run = by_spec[task]
-        store.save_run(out_dir, run, output)
-        claims.release(run, finished=True)
-        bar.update(1)
-
-    label = f"sweep {spec.name or out_dir.name}"
-    pending = _unfinished(out_dir, runs)
-    if pending and scheduler is None:
-        workers = executors.worker_count(jobs, len(pending))  # checks jobs, warns once
-    waiting = False
-    try:
-        with Progress(len(runs), label, force=progress, initial=len(runs) - len(pending),
-                      unit="run") as bar:
-            while pending:
-                todo = _claimed(out_dir, pending, claims)
-                first = next(todo, None)
-                if first is not None:
-                    waiting = False
-                    todo = (run.spec for run in itertools.chain([first], todo))
-                    if scheduler is not None:
-                        executors.run_dask(todo, on_done, scheduler)
-                    elif min(workers, len(pending)) == 1:
-                        executors.run_serial(todo, on_done)
-                    else:
-                        executors.run_pool(todo, on_done, min(workers, len(pending)))
-                else:  # every unfinished run is in flight in another sweep process
-                    if not waiting:
-                        who = claims.holder(pending[0])
-                        print(f"sweep: waiting for {len(pending)} run(s) that another sweep "
-                              f"process{' (' + who + ')' if who else ''} is running in "
-                              f"{out_dir}", file=sys.stderr)
-                        waiting = True
-                    time.sleep(_POLL_S)
-                pending = _unfinished(out_dir, runs)
-                bar.update(len(runs) - len(pending) - bar.done)  # runs others finished
-    finally:
-        claims.release_all()
-    table = store.load_table(out_dir, runs)
-    table.save(out_dir)
-    if table.missing:  # pragma: no cover - every run above either finished or raised
-        print(f"warning: {len(table.missing)} runs have no result", file=sys.stderr)
-    return table
-
-
-_POLL_S = 0.25  # how often a sweep with nothing to claim looks for finished or freed runs
-
-
-def _unfinished(out_dir, runs) -> list[Run]:
-    return [run for run in runs if not store.is_finished(out_dir, run)]
-
-
-def _claimed(out_dir, pending, claims):
-    """Yield the runs of ``pending`` this process claims, lazily (one per free worker).
-
-    Lazily, so that a second sweep process started on the same directory finds the runs not
-    yet started unclaimed and takes its share. A run found finished once claimed (another
-    process saved it meanwhile) is given back; a claimed run's leftover temporaries (from a
-    killed writer) are removed before it runs again.
-    """
-    for run in pending:
-        if not claims.try_claim(run):
-            continue
-        if store.is_finished(out_dir, run):
-            claims.release(run, finished=True)
-            continue
-        store.remove_temporaries(out_dir, run)
-        yield run
