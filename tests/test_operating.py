@@ -388,7 +388,7 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
     from stepsim.checks.report import run_checks
 
     report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
-                        out=tmp_path / "r", progress=False, jobs=1)
+                        out=tmp_path / "r", progress=False, jobs=2)  # both cores
     settings = {c.setting for c in report.claims}
     assert {"digits/main", "digits/fast", "digits/main@own-lr", "digits/main@k0=0.3T",
             "digits/main@k0=0.5T", "digits/main-cosine",
