@@ -379,13 +379,21 @@ def test_c4_decides_eq10_with_bias_corrected_vstar_and_reports_raw_beside():
 
 
 @pytest.mark.slow
-def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_map(tmp_path):
+def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_map(tmp_path,
+                                                                                 monkeypatch):
     """The whole draft-4 path at 200 steps on digits: tuning (own lrs, cosine), the tie
     set's budgets, every operating point's verdict line, the stability map and figure,
-    the switch findings and the g^2/v* diagnostics of every STEP run."""
+    the switch findings and the g^2/v* diagnostics of every STEP run. The lr grids are cut
+    to two of their values (1e-3 and 1e-2 for Adam on digits: a stable and a diverging lr
+    for STEP) so that the test fits the suite's budget; every code path is the real one."""
     import json
 
+    from stepsim.checks import protocol
     from stepsim.checks.report import run_checks
+
+    full_grid = protocol.grid
+    monkeypatch.setattr(protocol, "grid", lambda problem, optimizer:
+                        full_grid(problem, optimizer)[2::2][:2])
 
     report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
                         out=tmp_path / "r", progress=False, jobs=2)  # both cores

@@ -58,7 +58,7 @@ def test_the_sweep_spec_example_is_a_spec_file_of_the_repository_and_plans(tmp_p
     """The README's TOML block is one of stepsim/experiments/specs/ (not a copy that
     drifts) and a valid spec (issue 28)."""
     from stepsim.experiments import parse_spec
-    from stepsim.experiments.spec import read_spec_file
+    from stepsim.experiments.sweep_spec import read_spec_file
 
     blocks = _blocks("toml")
     assert blocks, "no sweep SPEC example in the README"
