@@ -16,24 +16,28 @@ def nm_ratio(draw, max_m=32):
     return n, m
 
 
-@st.composite
-def nm_case(draw):
-    """(w, n, m, axis): w of any float dtype whose axis length is a multiple of m.
-
-    Values come from a small integer grid half the time, so ties are frequent.
-    """
-    n, m = draw(nm_ratio())
-    dtype = draw(st.sampled_from(FLOAT_DTYPES))
+def nm_array(draw, ratio, dtypes, *, max_side: int = 5, max_groups: int = 6):
+    """(w, n, m, axis) for the N:M ``ratio``: w of one of ``dtypes``, ndim 1-3, sides
+    1..max_side, the axis 1..max_groups groups of m long. Values come from a small integer
+    grid half the time, so ties are frequent."""
+    n, m = ratio
+    dtype = draw(st.sampled_from(dtypes))
     ndim = draw(st.integers(1, 3))
-    shape = list(draw(st.lists(st.integers(1, 5), min_size=ndim, max_size=ndim)))
+    shape = list(draw(st.lists(st.integers(1, max_side), min_size=ndim, max_size=ndim)))
     axis = draw(st.integers(-ndim, ndim - 1))
-    shape[axis] = m * draw(st.integers(1, 6))
+    shape[axis] = m * draw(st.integers(1, max_groups))
     if draw(st.booleans()):
         w = hnp.arrays(dtype, shape, elements=st.integers(-3, 3).map(float))
     else:
         width = np.dtype(dtype).itemsize * 8
         w = hnp.arrays(dtype, shape, elements=st.floats(-1e4, 1e4, width=width))
     return draw(w), n, m, axis
+
+
+@st.composite
+def nm_case(draw):
+    """(w, n, m, axis): w of any float dtype whose axis length is a multiple of m."""
+    return nm_array(draw, draw(nm_ratio()), FLOAT_DTYPES)
 
 
 @st.composite

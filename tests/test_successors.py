@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from strategies import OPT_DTYPES, nm_ratio
+from strategies import OPT_DTYPES, nm_array, nm_ratio
 
 from stepsim.core import reference as R
 from stepsim.core.soft import soft_threshold, sste_beta
@@ -26,18 +26,7 @@ from stepsim.core.transposable import is_transposable, patterns_24, transposable
 def soft_case(draw):
     """(w, n, m, axis): float32/float64 w whose axis length is a multiple of m; half the
     time small integers, so ties (at the threshold too) are frequent."""
-    n, m = draw(nm_ratio(max_m=16))
-    dtype = draw(st.sampled_from(OPT_DTYPES))
-    ndim = draw(st.integers(1, 3))
-    shape = list(draw(st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim)))
-    axis = draw(st.integers(-ndim, ndim - 1))
-    shape[axis] = m * draw(st.integers(1, 5))
-    if draw(st.booleans()):
-        w = hnp.arrays(dtype, shape, elements=st.integers(-3, 3).map(float))
-    else:
-        width = np.dtype(dtype).itemsize * 8
-        w = hnp.arrays(dtype, shape, elements=st.floats(-1e4, 1e4, width=width))
-    return draw(w), n, m, axis
+    return nm_array(draw, draw(nm_ratio(max_m=16)), OPT_DTYPES, max_side=4, max_groups=5)
 
 
 def _groups(a, axis, m):
