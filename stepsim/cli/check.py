@@ -12,8 +12,8 @@ def add_arguments(parser) -> None:
                         help="claims to check: C1 ... C12 or 'all' (default)")
     parser.add_argument("--quick", action="store_true",
                         help="quick mode: digits only, 3 seeds, the fast timescale and the "
-                             "learning rates of the committed full run (51-77 s on 2 cores "
-                             "once numba's kernels are compiled, ~4 min the first time; "
+                             "learning rates of the committed full run (185 s measured on 2 "
+                             "cores once numba's kernels are compiled, longer the first time; "
                              "indicative, not evidence). Default: full mode, the registered "
                              "protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 seeds, digits "
                              "and the transformer LM, with draft 4's operating points (draft "
