@@ -174,7 +174,7 @@ def switch_findings(claims) -> dict:
         switches = numbers.get("switches")
         if not switches:
             continue
-        rows = [r for _, group in _rows(switches) for r in group]
+        rows = [r for _, group in flat_switches(switches) for r in group]
         f = out.setdefault(c.setting, {"runs": 0, "causes": {}, "on_plateau": 0,
                                        "switched": 0, "claims": []})
         f["claims"].append(c.claim)
@@ -222,10 +222,11 @@ def stability_figure(setting: str, per: dict, path):
                          "with 95% Clopper-Pearson intervals in the report's table")
 
 
-def _rows(switches, prefix=""):
+def flat_switches(switches, prefix=""):
+    """(name, rows) of a nested switches record (a report's switch steps and causes)."""
     for key, value in switches.items():
         if isinstance(value, dict):
-            yield from _rows(value, f"{prefix}{key} ")
+            yield from flat_switches(value, f"{prefix}{key} ")
         else:
             yield f"{prefix}{key}", value
 

@@ -576,6 +576,8 @@ def markdown(report: Report) -> str:
     """report.md: the protocol record, the verdict table per problem, the tuned learning
     rates, then one section per claim and setting (rule, parts with premises, switch
     causes, figures)."""
+    from stepsim.checks.operating import flat_switches
+
     p = report.protocol or {}
     quick = report.mode != "full"
     lines = [f"# stepsim check — {report.mode} mode" + (" (indicative, not evidence)" if quick
@@ -631,7 +633,7 @@ def markdown(report: Report) -> str:
         switches = c.numbers.get("switches") if isinstance(c.numbers, dict) else None
         if switches:
             lines.append("- switch steps (k0) and causes: " + "; ".join(
-                f"{name}: " + _causes(rows) for name, rows in _flat(switches)))
+                f"{name}: " + _causes(rows) for name, rows in flat_switches(switches)))
         lines += [f"- figure: ![{c.claim}]({f})" for f in c.figures]
     return "\n".join(lines) + "\n"
 
@@ -696,14 +698,6 @@ def _plateau_max() -> float:
 def _g(value) -> str:
     return "none" if value is None else f"{value:g}"
 
-
-def _flat(switches, prefix=""):
-    """(name, rows) of a nested switches record."""
-    for key, value in switches.items():
-        if isinstance(value, dict):
-            yield from _flat(value, f"{prefix}{key} ")
-        else:
-            yield f"{prefix}{key}", value
 
 
 def _causes(rows) -> str:
