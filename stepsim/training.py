@@ -1,4 +1,5 @@
-"""The training loop shared by every recipe: :func:`fit`, its :class:`Trace` and :class:`FitResult`.
+"""The training loop shared by every recipe: :func:`fit` (its :class:`~stepsim.fit_result.Trace`
+and :class:`~stepsim.fit_result.FitResult` live in :mod:`stepsim.fit_result`).
 
 One step k = 1..T (SPEC section 3): draw a minibatch, ask the recipe for the forward
 weights (Pi_k * w_k in a sparse phase), take the problem's loss and gradient there, let the
@@ -15,224 +16,21 @@ does not diverge changes).
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import numbers
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
 from stepsim._validate import _show, check_int, check_nm_pair
-from stepsim.recipes.criteria import z_sample
+from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Trace etc.)
+    STATUS_COMPLETED,
+    STATUS_NON_FINITE,
+    FitResult,
+    Trace,
+    record_step,
+)
 from stepsim.recipes.switch import plan_schedule
 from stepsim.recipes.switch import schedule_for as _schedule_for  # noqa: F401 (bench/train.py)
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class Trace:
-    """Per-step record of a run, as preallocated NumPy arrays (row k-1 is step k).
-
-    loss: minibatch loss at the forward weights. v_l1, v_l2: ||v_k||_1, ||v_k||_2 (all
-    layers; of vhat when the criterion asked for stats_on="vhat"). dv_l1: ||v_k - v_{k-1}||_1.
-    z: Z_k = dv_l1 / d (AutoSwitch Option I). z_geo: exp(mean log|dv| over dv != 0) (Option
-    II; nan unless log statistics were on). dv_zeros: coordinates with dv exactly 0. v
-    fields are nan under momentum SGD. flips: mask entries changed since the previous step
-    (the dense phase counts as all kept). n, m: (T, L) N and M of each sparse layer in force
-    (N = M in the dense phase), layers in ``layer_names`` order. phase: 0 dense, 1 sparse
-    (1 once any module is sparse). layer_phase: (T, L) the phase of each sparse layer (with
-    per-module switching, each layer's switch step is where its column turns 1).
-    lr: the learning rate used. mask_size: the mask entries of all sparse parameters (0 for
-    a run without any); :attr:`flip_rate` = flips / mask_size per step (Hu et al., ICML
-    2024: the fraction of mask entries changed since the previous step). flip_rate is
-    derived from the recorded ``flips``, so it is not one of ``ARRAYS`` (the arrays a
-    run's digest covers are unchanged); :meth:`FitResult.save` writes it beside them.
-    """
-
-    loss: np.ndarray
-    v_l1: np.ndarray
-    v_l2: np.ndarray
-    dv_l1: np.ndarray
-    z: np.ndarray
-    z_geo: np.ndarray
-    dv_zeros: np.ndarray
-    flips: np.ndarray
-    n: np.ndarray
-    m: np.ndarray
-    phase: np.ndarray
-    lr: np.ndarray
-    layer_names: tuple[str, ...]
-    layer_phase: np.ndarray | None = None
-    mask_size: int = 0
-
-    ARRAYS = ("loss", "v_l1", "v_l2", "dv_l1", "z", "z_geo", "dv_zeros", "flips", "n", "m",
-              "phase", "lr", "layer_phase")
-
-    @classmethod
-    def empty(cls, steps: int, layer_names, mask_size: int = 0) -> Trace:
-        f = lambda: np.full(steps, np.nan)
-        layers = len(layer_names)
-        return cls(loss=f(), v_l1=f(), v_l2=f(), dv_l1=f(), z=f(), z_geo=f(),
-                   dv_zeros=np.zeros(steps, np.int64), flips=np.zeros(steps, np.int64),
-                   n=np.zeros((steps, layers), np.int32), m=np.zeros((steps, layers), np.int32),
-                   phase=np.zeros(steps, np.int8), lr=f(), layer_names=tuple(layer_names),
-                   layer_phase=np.zeros((steps, layers), np.int8), mask_size=int(mask_size))
-
-    @property
-    def flip_rate(self) -> np.ndarray:
-        """Per step, the fraction of mask entries changed since the previous step (float64;
-        nan for a run without sparse parameters). The step a module switches counts its
-        pruned entries (the dense phase counts as all kept)."""
-        if self.mask_size <= 0:
-            return np.full(len(self), np.nan)
-        return self.flips / float(self.mask_size)
-
-    def __len__(self):
-        return len(self.loss)
-
-    def __repr__(self):
-        return f"Trace(steps={len(self)}, layers={list(self.layer_names)})"
-
-    def arrays(self) -> dict:
-        return {name: getattr(self, name) for name in self.ARRAYS}
-
-    def head(self, steps: int) -> Trace:
-        """The first ``steps`` rows (a run that stopped early)."""
-        arrays = {name: getattr(self, name)[:steps] for name in self.ARRAYS}
-        return Trace(layer_names=self.layer_names, mask_size=self.mask_size, **arrays)
-
-    @classmethod
-    def load_npz(cls, path) -> Trace:
-        from stepsim._atomic import check_pair
-
-        check_pair(path)  # refuses an .npz beside the JSON of another run
-        with np.load(path) as data:
-            arrays = {name: data[name] for name in cls.ARRAYS if name in data}
-            if "layer_phase" not in arrays:  # saved before issue 11: one global phase
-                arrays["layer_phase"] = np.repeat(arrays["phase"][:, None],
-                                                  arrays["n"].shape[1], axis=1)
-            names = tuple(str(s) for s in data["layer_names"])
-            size = int(data["mask_size"]) if "mask_size" in data else 0  # before issue 24: 0
-        return cls(layer_names=names, mask_size=size, **arrays)
-
-
-STATUS_COMPLETED, STATUS_NON_FINITE = "completed", "non-finite"
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class FitResult:
-    """The outcome of :func:`fit`.
-
-    weights: inference weights Pi_T * w_T (dense recipes: w_T). dense_weights: w_T.
-    trace: the per-step :class:`Trace` (only the completed steps when the run stopped).
-    switch_step: the first step after which any module switched (the criterion or the
-    recipe's fixed schedule), None if none did (for single-phase recipes: when the
-    observing criterion fired). metrics: ``problem.evaluate(weights)``; initial_metrics: at
-    the initial weights. nm: name -> final (n, m) of every sparse layer. recipe: the
-    :class:`~stepsim.recipes.Recipe`; criterion: the schedule's repr or None; steps (asked
-    for), seed (None when a Generator was passed), problem: the problem's repr.
-    status: "completed" or "non-finite" (the run diverged: it stopped at ``stopped_at``, also
-    ``diverged_at``; ``message`` says which quantity of which parameter went non-finite
-    first, and the lr; ``diverged_param`` names that parameter, None when only the loss
-    was non-finite). module_switch_steps: module
-    (parameter) -> its switch step or None. curves: with ``eval_every``, "step" (the steps
-    evaluated, 0 = initial) and one array per metric of ``problem.evaluate`` at the
-    weights the model computes with after that step. diagnostics: for a run that froze v
-    (STEP), {"g2_over_vstar": {name: {"+1": [median, p99], "+10": ..., "+100": ...}}}:
-    g^2 / v* over the parameter's coordinates that many steps after its switch
-    (:func:`frozen_v_diagnostics`; read only, it changes no arithmetic).
-    """
-
-    weights: dict
-    dense_weights: dict
-    trace: Trace
-    switch_step: int | None
-    metrics: dict
-    initial_metrics: dict
-    nm: dict
-    recipe: object
-    criterion: str | None
-    steps: int
-    seed: int | None
-    problem: str
-    status: str = STATUS_COMPLETED
-    message: str = ""
-    stopped_at: int | None = None
-    module_switch_steps: dict = dataclasses.field(default_factory=dict)
-    curves: dict = dataclasses.field(default_factory=dict)
-    diverged_param: str | None = None
-    diagnostics: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def success(self) -> bool:
-        """scipy-like vocabulary: True when every step ran with finite values."""
-        return self.status == STATUS_COMPLETED
-
-    @property
-    def diverged_at(self) -> int | None:
-        """The step at which the run went non-finite (None: it did not diverge)."""
-        return None if self.success else self.stopped_at
-
-    def __repr__(self):
-        metrics = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items())
-        last = self.trace.loss[-1] if len(self.trace) else float("nan")
-        note = "" if self.success else f", status={self.status!r}, stopped_at={self.stopped_at}"
-        return (f"FitResult(recipe={self.recipe!r}, steps={self.steps}, seed={self.seed}, "
-                f"switch_step={self.switch_step}, final_loss={last:.4g}, "
-                f"metrics={{{metrics}}}{note})")
-
-    def summary(self) -> dict:
-        """Everything but the large arrays, as JSON-ready values (curves included)."""
-        return {
-            "recipe": self.recipe.name,
-            "recipe_options": {k: v for k, v in self.recipe.options},
-            "criterion": self.criterion,
-            "steps": self.steps,
-            "seed": self.seed,
-            "problem": self.problem,
-            "status": self.status,
-            "message": self.message,
-            "stopped_at": self.stopped_at,
-            "diverged_param": self.diverged_param,
-            "switch_step": self.switch_step,
-            "module_switch_steps": dict(self.module_switch_steps),
-            "metrics": self.metrics,
-            "initial_metrics": self.initial_metrics,
-            "nm": {k: list(v) for k, v in self.nm.items()},
-            "final_loss": float(self.trace.loss[-1]) if len(self.trace) else None,
-            "mask_flips_total": int(self.trace.flips.sum()),
-            "curves": {k: np.asarray(v).tolist() for k, v in self.curves.items()},
-            "diagnostics": self.diagnostics,
-        }
-
-    def save(self, path, *, params: dict | None = None) -> tuple[Path, Path]:
-        """Write the summary as JSON (with provenance) and the trace and weights as .npz beside it.
-
-        Returns (json path, npz path); the npz has the trace arrays, ``weights/NAME`` and
-        ``curve/NAME`` (the learning curves, when recorded).
-        """
-        from stepsim._atomic import arrays_digest, savez, uncommit
-        from stepsim._provenance import save_json
-
-        path = Path(path)
-        npz = path.with_suffix(".npz")
-        if npz == path:
-            raise ValueError(f"result path {str(path)!r} must not end in .npz: the trace and "
-                             "weights go to an .npz beside the JSON")
-        run = dict(params or {}, recipe=self.recipe.name, recipe_options=dict(self.recipe.options),
-                   criterion=self.criterion, steps=self.steps, problem=self.problem)
-        weights = {f"weights/{k}": v for k, v in self.weights.items()}
-        curves = {f"curve/{k}": np.asarray(v) for k, v in self.curves.items()}
-        arrays = dict(layer_names=np.array(self.trace.layer_names), **self.trace.arrays(),
-                      flip_rate=self.trace.flip_rate, mask_size=np.int64(self.trace.mask_size),
-                      **weights, **curves)
-        # the pair is tied (stepsim._atomic): the JSON records the arrays' digest; old JSON
-        # out, arrays next, JSON last, so a JSON that exists commits exactly these arrays
-        payload = dict(self.summary(), arrays=npz.name, arrays_sha256=arrays_digest(arrays))
-        uncommit(path)
-        savez(npz, **arrays)
-        save_json(path, payload, params=run, seed=self.seed)
-        return path, npz
 
 
 PROBLEM_API = ("specs", "init_params", "sample_batch", "loss_and_grad", "evaluate", "config")
@@ -310,15 +108,10 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         ``status="non-finite"``, ``stopped_at`` (= ``diverged_at``) the step,
         ``diverged_param`` and ``message`` which parameter went non-finite first, and the lr.
     """
-    from stepsim._malloc import keep_freed_memory
     from stepsim._portability import warn_if_not_portable
     from stepsim._progress import Progress
     from stepsim._threads import training_threads
-    from stepsim.core.sparsity import _with_nm
     from stepsim.recipes import Recipe
-    from stepsim.recipes.lean import LeanStep
-    from stepsim.recipes.recipe import RunContext
-    from stepsim.recipes.switch import StepStats
 
     _check_problem(problem)
     warn_if_not_portable()
@@ -333,103 +126,148 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     threads = 1 if threads is None else check_int("threads", threads, minimum=1)
     if blas_threads is not None:
         blas_threads = check_int("blas_threads", blas_threads, minimum=1)
-    schedule, observed, watched = plan_schedule(recipe, criterion, steps)
-    crit_obj = getattr(criterion, "criterion", criterion)
     # everything that computes (init, evaluate, the steps) under one thread policy, so the
     # same seed gives the same bits whatever the machine's core count; a divergence is
     # reported once, by the status, not by NumPy warnings for every layer of every step
     with training_threads(kernels=threads, blas=blas_threads), \
             np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        seed = int(rng) if isinstance(rng, int) else None
-        init_rng, batch_rng = np.random.default_rng(rng).spawn(2)
+        run = _Run(problem, recipe, steps, rng, criterion, nm, log_stats, eval_every)
+        with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
+            for k in range(1, steps + 1):
+                stats = run.step(k)
+                if stats is None:  # it diverged: run.status says where
+                    break
+                run.after_step(k, stats)
+                bar.update(1)
+        return run.result()
+
+
+class _Run:
+    """One run of :func:`fit`: its setup (``__init__``), one step (:meth:`step`), what
+    follows a step (:meth:`after_step`: criteria, switches, curves) and the
+    :class:`FitResult` (:meth:`result`). Internal; it exists so :func:`fit` reads on one
+    screen."""
+
+    def __init__(self, problem, recipe, steps, rng, criterion, nm, log_stats, eval_every):
+        from stepsim._malloc import keep_freed_memory
+        from stepsim.core.sparsity import _with_nm
+        from stepsim.recipes.lean import LeanStep
+        from stepsim.recipes.recipe import RunContext
+
+        self.problem, self.recipe, self.steps = problem, recipe, steps
+        self.criterion, self.eval_every = criterion, eval_every
+        self.schedule, self.observed, watched = plan_schedule(recipe, criterion, steps)
+        crit_obj = getattr(criterion, "criterion", criterion)
+        self.seed = int(rng) if isinstance(rng, int) else None
+        init_rng, self.batch_rng = np.random.default_rng(rng).spawn(2)
 
         specs = dict(problem.specs)
-        if nm is not None:  # checked above, once (_check_nm_arg)
+        if nm is not None:  # checked by fit, once (_check_nm_arg)
             specs = _with_nm(specs, *nm)
         params = problem.init_params(init_rng)
         stats_on = crit_obj.stats_on if watched else "v"
         log = bool(log_stats) or bool(watched and crit_obj.needs_log)
-        ctx = RunContext.make(params, specs, steps, stats_on=stats_on, log_stats=log)
-        initial_metrics = dict(problem.evaluate(params))
+        self.ctx = ctx = RunContext.make(params, specs, steps, stats_on=stats_on, log_stats=log)
+        self.initial_metrics = dict(problem.evaluate(params))
         state = recipe.init(params, ctx)
-        layer_names = list(ctx.sparse_names)
-        trace = Trace.empty(steps, layer_names,
-                            sum(params[k].size for k in layer_names) if recipe.sparse else 0)
-        modules = tuple(params)
+        self.layer_names = list(ctx.sparse_names)
+        self.trace = Trace.empty(steps, self.layer_names, sum(
+            params[k].size for k in self.layer_names) if recipe.sparse else 0)
+        self.modules = modules = tuple(params)
 
-        sstate = schedule.init(steps, modules) if schedule is not None else None
-        ostate = observed.init(steps, modules) if observed is not None else None
-        if sstate is not None and schedule.at_start(sstate):
-            params, state = recipe.switch(state, params, 0, ctx, schedule.at_start(sstate))
-        curves = {"step": [0], **{k: [v] for k, v in initial_metrics.items()}} if eval_every else {}
+        self.sstate = self.schedule.init(steps, modules) if self.schedule is not None else None
+        self.ostate = self.observed.init(steps, modules) if self.observed is not None else None
+        if self.sstate is not None and self.schedule.at_start(self.sstate):
+            params, state = recipe.switch(state, params, 0, ctx,
+                                          self.schedule.at_start(self.sstate))
+        self.curves = ({"step": [0], **{k: [v] for k, v in self.initial_metrics.items()}}
+                       if eval_every else {})
         # the same step in place on buffers owned by this run (stepsim.recipes.lean); None
         # when a piece of the recipe has no in-place form: then the recipe's pure methods
-        lean = LeanStep.make(recipe, params, state, ctx)
+        self.lean = LeanStep.make(recipe, params, state, ctx)
         keep_freed_memory()  # a step's freed temporaries stay for the next (stepsim._malloc)
-        if lean is not None:
-            params = lean.params
-        stepper = lean or recipe
+        self.params = self.lean.params if self.lean is not None else params
+        self.stepper = self.lean or recipe
+        self.state = state
+        self.status, self.message, self.stopped, self.kept = STATUS_COMPLETED, "", None, steps
+        self.where, self.diagnostics = None, {}
 
-        status, message, stopped, kept, where = STATUS_COMPLETED, "", None, steps, None
-        diagnostics = {}
-        with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
-            for k in range(1, steps + 1):
-                batch = problem.sample_batch(batch_rng)
-                fwd, state = stepper.forward(state, params, k, ctx)
-                loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
-                bad, where = _first_non_finite(loss, grads)
-                lr = recipe.optimizer.lr_at(k, steps)  # once a step: the update and the trace
-                if bad is None:
-                    params, state, parts = stepper.update(state, params, grads, k, ctx, lr=lr)
-                    frozen_v_diagnostics(diagnostics, k, grads, state)
-                    stats = StepStats(parts, _total(parts, modules))
-                    _record(trace, k - 1, loss, stats.total, state, layer_names, lr)
-                    bad, where = _first_non_finite_weight(params)
-                    kept = k
-                else:
-                    kept = k - 1
-                if bad is not None:
-                    status, stopped = STATUS_NON_FINITE, k
-                    message = (f"diverged at step {k}: {bad} (lr {lr:g}); the run stopped "
-                               f"(trace holds steps 1..{kept})")
-                    break
-                if ostate is not None:
-                    ostate, _ = observed.update(ostate, k, stats)
-                if sstate is not None:
-                    sstate, fired = schedule.update(sstate, k, stats)
-                    if fired:
-                        params, state = recipe.switch(state, params, k, ctx, fired)
-                        if lean is not None:
-                            params = lean.adopt(params)
-                if eval_every and k % eval_every == 0:
-                    now, _ = recipe.forward(state, params, k + 1, ctx)
-                    curves["step"].append(k)
-                    for key, value in problem.evaluate(now).items():
-                        curves.setdefault(key, []).append(value)
-                bar.update(1)
+    def step(self, k: int):
+        """Step k: batch, forward, loss and gradient, update, trace row, checks. Returns the
+        step's StepStats, or None when a loss, gradient or weight went non-finite (the
+        run stops: status, message and stopped_at are set)."""
+        from stepsim.recipes.switch import StepStats
 
-        if stopped is not None:
-            trace = trace.head(kept)
+        problem, ctx = self.problem, self.ctx
+        batch = problem.sample_batch(self.batch_rng)
+        fwd, self.state = self.stepper.forward(self.state, self.params, k, ctx)
+        loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
+        bad, self.where = _first_non_finite(loss, grads)
+        lr = self.recipe.optimizer.lr_at(k, self.steps)  # once a step: update and trace
+        stats = None
+        if bad is None:
+            self.params, self.state, parts = self.stepper.update(self.state, self.params, grads,
+                                                                 k, ctx, lr=lr)
+            frozen_v_diagnostics(self.diagnostics, k, grads, self.state)
+            stats = StepStats(parts, _total(parts, self.modules))
+            record_step(self.trace, k - 1, loss, stats.total, self.state, self.layer_names, lr)
+            bad, self.where = _first_non_finite_weight(self.params)
+            self.kept = k
+        else:
+            self.kept = k - 1
+        if bad is not None:
+            self.status, self.stopped = STATUS_NON_FINITE, k
+            self.message = (f"diverged at step {k}: {bad} (lr {lr:g}); the run stopped "
+                            f"(trace holds steps 1..{self.kept})")
+            return None
+        return stats
+
+    def after_step(self, k: int, stats) -> None:
+        """Feed the step's statistics to the observed criterion and the switch schedule
+        (switching the modules it fires for), and record the curves every eval_every."""
+        recipe = self.recipe
+        if self.ostate is not None:
+            self.ostate, _ = self.observed.update(self.ostate, k, stats)
+        if self.sstate is not None:
+            self.sstate, fired = self.schedule.update(self.sstate, k, stats)
+            if fired:
+                self.params, self.state = recipe.switch(self.state, self.params, k, self.ctx,
+                                                        fired)
+                if self.lean is not None:
+                    self.params = self.lean.adopt(self.params)
+        if self.eval_every and k % self.eval_every == 0:
+            now, _ = recipe.forward(self.state, self.params, k + 1, self.ctx)
+            self.curves["step"].append(k)
+            for key, value in self.problem.evaluate(now).items():
+                self.curves.setdefault(key, []).append(value)
+
+    def result(self) -> FitResult:
+        """The run's :class:`FitResult` (inference weights evaluated once more)."""
+        recipe, state, params, ctx = self.recipe, self.state, self.params, self.ctx
+        trace, message = self.trace, self.message
+        if self.stopped is not None:
+            trace = trace.head(self.kept)
         elif recipe.sparse:
             message = recipe.masker.report(state.masker_state)
         weights = recipe.inference_weights(state, params, ctx)
-        metrics = dict(problem.evaluate(weights))
-        nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied above
+        metrics = dict(self.problem.evaluate(weights))
+        nm_final = dict(recipe.final_nm(state, params, ctx))  # the N:M of Pi_T, as applied
         module_steps = dict(state.switched)
         if not recipe.sparse or not recipe.schedule.dense_phase:  # single-phase: the observed
-            module_steps = dict(ostate.fired) if ostate is not None else dict.fromkeys(modules)
+            module_steps = (dict(self.ostate.fired) if self.ostate is not None
+                            else dict.fromkeys(self.modules))
         first = [s for s in module_steps.values() if s is not None]
-        switch_step = min(first) if first else None
+        curves = {k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
+                  for k, v in self.curves.items()}
         return FitResult(weights=weights, dense_weights=params, trace=trace,
-                         switch_step=switch_step, metrics=metrics, initial_metrics=initial_metrics,
-                         nm=nm_final, recipe=recipe,
-                         criterion=None if criterion is None else repr(criterion),
-                         steps=steps, seed=seed, problem=repr(problem), status=status,
-                         message=message, stopped_at=stopped, module_switch_steps=module_steps,
-                         diverged_param=where,
-                         curves={k: np.asarray(v, dtype=np.float64 if k != "step" else np.int64)
-                                 for k, v in curves.items()},
-                         diagnostics={"g2_over_vstar": diagnostics} if diagnostics else {})
+                         switch_step=min(first) if first else None, metrics=metrics,
+                         initial_metrics=self.initial_metrics, nm=nm_final, recipe=recipe,
+                         criterion=None if self.criterion is None else repr(self.criterion),
+                         steps=self.steps, seed=self.seed, problem=repr(self.problem),
+                         status=self.status, message=message, stopped_at=self.stopped,
+                         module_switch_steps=module_steps, diverged_param=self.where,
+                         curves=curves, diagnostics=(
+                             {"g2_over_vstar": self.diagnostics} if self.diagnostics else {}))
 
 
 def _checked_answer(problem, answer, params) -> tuple:
@@ -513,25 +351,6 @@ def _total(stats, modules):
     return None if parts[0] is None else AdamStats.combine(parts)
 
 
-def _record(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> None:
-    trace.loss[i] = loss
-    trace.lr[i] = lr
-    trace.phase[i] = state.phase
-    trace.flips[i] = state.flips
-    for j, name in enumerate(layer_names):
-        trace.n[i, j], trace.m[i, j] = state.nm_now[name]
-        trace.layer_phase[i, j] = state.phases[name]
-    if stats is not None:
-        trace.v_l1[i] = stats.v_l1
-        trace.v_l2[i] = stats.v_l2
-        trace.dv_l1[i] = stats.dv_l1
-        trace.dv_zeros[i] = stats.dv_zeros
-        trace.z[i] = z_sample(stats)
-        nonzero = stats.size - stats.dv_zeros
-        if nonzero > 0 and np.isfinite(stats.dv_log_sum):
-            trace.z_geo[i] = math.exp(stats.dv_log_sum / nonzero)
-
-
 #: steps after a module's switch at which :func:`frozen_v_diagnostics` records g^2 / v*
 DIAGNOSTIC_OFFSETS = (1, 10, 100)
 
@@ -557,3 +376,4 @@ def frozen_v_diagnostics(out: dict, k: int, grads: dict, state) -> None:
             ratio = np.square(np.asarray(grads[name], dtype=np.float64)) / denom2
         q = np.quantile(ratio.reshape(-1), (0.5, 0.99))
         out.setdefault(name, {})[f"+{k - k0}"] = [float(q[0]), float(q[1])]
+

@@ -197,8 +197,8 @@ class FitSteps:
             _checked_answer,
             _first_non_finite,
             _first_non_finite_weight,
-            _record,
             _total,
+            record_step,
         )
 
         problem, stepper, ctx = self.problem, self.stepper, self.ctx
@@ -213,7 +213,7 @@ class FitSteps:
             self.params, self.state, parts = stepper.update(self.state, self.params, grads,
                                                             k, ctx)
             stats = StepStats(parts, _total(parts, modules))
-            _record(self.trace, k - 1, loss, stats.total, self.state, list(ctx.sparse_names),
+            record_step(self.trace, k - 1, loss, stats.total, self.state, list(ctx.sparse_names),
                     self.recipe.optimizer.lr_at(k, self.total))
             if _first_non_finite_weight(self.params)[0] is not None:  # as fit checks
                 raise FloatingPointError(f"non-finite weights at step {k}")
