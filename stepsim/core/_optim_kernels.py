@@ -1,14 +1,16 @@
 """numba kernels for Adam(W) and momentum SGD. Private: call :mod:`stepsim.core.optim`.
 
 Each kernel makes one pass over memory and updates in place. Adam also reduces the
-statistics the switch criteria need in that pass. To keep both halves vectorised it
-works in blocks of ``BLOCK`` elements: a strict element-wise loop updates a block (and
-keeps the block's old v in a small L1-resident scratch array), then a reduction helper
-sums the block's statistics in float64, in a fixed lane order (the same bits on every
-CPU), while it is still in cache. Per-block sums go to ``partial`` and are added in
-block order, so the statistics do not depend on the number of threads. One call updates
-every parameter of a model (:func:`adam`, multi-tensor); ``adam_serial`` is the same
-driver compiled for one thread.
+statistics the switch criteria need in that pass, in blocks of ``BLOCK`` elements whose
+float64 sums run in a fixed lane order (the same bits on every CPU). The usual case
+(statistics without log|dv|) updates a block and sums its statistics in one vectorised
+loop (:func:`_adam_block_stats`, LLVM vectors written out in :func:`_adam_lanes8`), so the
+statistics' float64 work overlaps the update's divisions and memory traffic; the other
+cases update a block (keeping its old v in a small scratch array), then sum the block's
+statistics while it is still in cache (:func:`_block_stats`). Per-block sums go to
+``partial`` and are added in block order, so the statistics do not depend on the number
+of threads. One call updates every parameter of a model (:func:`adam`, multi-tensor);
+``adam_serial`` is the same driver compiled for one thread.
 
 All scalar arguments arrive already in the arrays' dtype (a Python float would silently
 turn a float32 loop into float64), and the element-wise arithmetic is written in the
@@ -79,6 +81,58 @@ def _count_bad(g, v):
     for i in range(g.shape[0]):
         bad_g += (g[i] - g[i]) != 0
         bad_v += not v[i] >= 0
+    return bad_g, bad_v
+
+
+@njit
+def _adam_block_stats(w, g, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay,
+                      scale_prev, scale_new, out):
+    """Adam on one block and the statistics of its dv (without log|dv|), in one pass.
+
+    The arithmetic of :func:`_adam_block` followed by :func:`_block_stats` (log_stats off),
+    value for value and sum for sum: entry i of the block goes to lane i % 8 of each
+    float64 sum, the lanes are added in the same fixed order, so the bits are those of the
+    two passes. Fused because the statistics' float64 adds and conversions then overlap
+    the update's square roots and divisions (and, past the caches, its memory traffic)
+    instead of running after them: the second pass over v and the copy of the old v cost
+    ~0.3-0.5 ns an element, most of the update's own time (issue 26). Returns (bad_g,
+    bad_v) as :func:`_adam_block`, counted exactly in the loop (v is overwritten).
+    """
+    acc = np.zeros((4, LANES))  # dv_l1, v_l1, v_l2sq, zeros
+    bad = np.zeros(2, np.int64)
+    raw = scale_prev == 1.0 and scale_new == 1.0
+    n = w.shape[0]
+    full = n - n % LANES
+    _adam_lanes8(w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+                 decay, scale_prev, scale_new, raw, acc, bad)
+    bad_g = bad[0]
+    bad_v = bad[1]
+    for i in range(full, n):  # the tail (fewer than 8 entries): lanes 0..n-full-1
+        gi = g[i]
+        vo = v[i]
+        bad_g += (gi - gi) != 0
+        bad_v += not vo >= 0
+        mi = b1 * m[i] + c1 * gi
+        m[i] = mi
+        vi = b2 * vo + c2 * (gi * gi)
+        v[i] = vi
+        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
+        lane = i - full
+        vn = np.float64(vi)
+        vd = np.float64(vo)
+        if not raw:
+            vn *= scale_new
+            vd *= scale_prev
+        d = abs(vn - vd)
+        acc[0, lane] += d
+        acc[1, lane] += vn
+        acc[2, lane] += vn * vn
+        acc[3, lane] += 1.0 if d == 0.0 else 0.0
+    out[0] = _lanes_total(acc[0])
+    out[1] = 0.0
+    out[2] = _lanes_total(acc[3])
+    out[3] = _lanes_total(acc[1])
+    out[4] = _lanes_total(acc[2])
     return bad_g, bad_v
 
 
@@ -169,67 +223,182 @@ def _lanes8(typingctx, v, v_old, full, scale_prev, scale_new, raw, acc):
     sig = types.void(v, v_old, full, scale_prev, scale_new, raw, acc)
 
     def codegen(context, builder, signature, args):
+        av, ao, n, sp, sn, is_raw, aacc = args
+        ty = signature.args
+        lanes = _Lanes(context, builder, ty[0].dtype, sp, ty[3], sn, ty[4], is_raw, ty[5],
+                       aacc, ty[6])
+        v_ptr = context.make_array(ty[0])(context, builder, av).data
+        o_ptr = context.make_array(ty[1])(context, builder, ao).data
+
+        def body(i, accs):
+            x, y = lanes.load(v_ptr, i), lanes.load(o_ptr, i)
+            return lanes.add_stats(accs, x, y), []
+
+        lanes.loop(context.cast(builder, n, ty[2], types.int64), body, [])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+class _Lanes:
+    """LLVM IR pieces shared by :func:`_lanes8` and :func:`_adam_lanes8`: vectors of
+    LANES entries of the arrays' type, the four (LANES,) float64 rows of ``acc`` (loaded
+    before the loop, stored after it) and :meth:`add_stats`, the per-entry statistics of
+    :func:`_block_stats`. Every operation is a plain IEEE one (no fast-math flags, so no
+    contraction or reassociation): lane j does exactly what the scalar loop does to the
+    entries of lane j."""
+
+    def __init__(self, context, builder, dtype, sp, sp_ty, sn, sn_ty, is_raw, raw_ty, aacc,
+                 acc_ty):
+        from llvmlite import ir
         from numba.core import cgutils
 
-        av, ao, n, sp, sn, is_raw, aacc = args
-        elem = context.get_value_type(signature.args[0].dtype)
-        dbl, i64 = ir.DoubleType(), ir.IntType(64)
-        vec_e, vec_d = ir.VectorType(elem, LANES), ir.VectorType(dbl, LANES)
-        v_ptr = context.make_array(signature.args[0])(context, builder, av).data
-        o_ptr = context.make_array(signature.args[1])(context, builder, ao).data
-        acc_ptr = context.make_array(signature.args[6])(context, builder, aacc).data
-        acc_vp = builder.bitcast(acc_ptr, vec_d.as_pointer())
-        start = [builder.load(builder.gep(acc_vp, [ir.Constant(i64, r)]), align=8)
-                 for r in range(4)]
-        sp = context.cast(builder, sp, signature.args[3], types.float64)
-        sn = context.cast(builder, sn, signature.args[4], types.float64)
-        n = context.cast(builder, n, signature.args[2], types.int64)
-        raw_b = context.cast(builder, is_raw, signature.args[5], types.boolean)
-        raw_i1 = builder.icmp_unsigned("!=", raw_b, ir.Constant(raw_b.type, 0))
+        self.ir, self.context, self.builder = ir, context, builder
+        self.elem = context.get_value_type(dtype)
+        self.dbl, self.i64 = ir.DoubleType(), ir.IntType(64)
+        self.vec_e = ir.VectorType(self.elem, LANES)
+        self.vec_d = ir.VectorType(self.dbl, LANES)
+        self.align = context.get_abi_sizeof(self.elem)
+        acc_ptr = context.make_array(acc_ty)(context, builder, aacc).data
+        self.acc_vp = builder.bitcast(acc_ptr, self.vec_d.as_pointer())
+        self.start = [builder.load(builder.gep(self.acc_vp, [ir.Constant(self.i64, r)]),
+                                   align=8) for r in range(4)]
+        self.sp_v = self.splat(context.cast(builder, sp, sp_ty, types.float64), self.vec_d)
+        self.sn_v = self.splat(context.cast(builder, sn, sn_ty, types.float64), self.vec_d)
+        raw_b = context.cast(builder, is_raw, raw_ty, types.boolean)
+        self.raw_i1 = builder.icmp_unsigned("!=", raw_b, ir.Constant(raw_b.type, 0))
+        self.zero_d = ir.Constant(self.vec_d, [0.0] * LANES)
+        self.one_d = ir.Constant(self.vec_d, [1.0] * LANES)
+        self.fabs = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(self.vec_d, [self.vec_d]), f"llvm.fabs.v{LANES}f64")
 
-        def splat(x):
-            out = ir.Constant(vec_d, ir.Undefined)
-            for k in range(LANES):
-                out = builder.insert_element(out, x, ir.Constant(ir.IntType(32), k))
-            return out
+    def splat(self, x, vec):
+        out = self.ir.Constant(vec, self.ir.Undefined)
+        for k in range(LANES):
+            out = self.builder.insert_element(out, x, self.ir.Constant(self.ir.IntType(32), k))
+        return out
 
-        sp_v, sn_v = splat(sp), splat(sn)
-        zero_v, one_v = ir.Constant(vec_d, [0.0] * LANES), ir.Constant(vec_d, [1.0] * LANES)
-        fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec_d, [vec_d]),
-                                              f"llvm.fabs.v{LANES}f64")
-        entry = builder.block
-        head = builder.append_basic_block("lanes8.head")
-        body = builder.append_basic_block("lanes8.body")
-        done = builder.append_basic_block("lanes8.done")
-        builder.branch(head)
-        builder.position_at_end(head)
-        i = builder.phi(i64)
-        accs = [builder.phi(vec_d) for _ in range(4)]
-        i.add_incoming(ir.Constant(i64, 0), entry)
-        for a, s in zip(accs, start):
+    def load(self, ptr, i):
+        b = self.builder
+        return b.load(b.bitcast(b.gep(ptr, [i]), self.vec_e.as_pointer()), align=self.align)
+
+    def store(self, value, ptr, i):
+        b = self.builder
+        b.store(value, b.bitcast(b.gep(ptr, [i]), self.vec_e.as_pointer()), align=self.align)
+
+    def add_stats(self, accs, x, y):
+        """The four rows plus the statistics of new v ``x`` and old v ``y`` (vectors of
+        the arrays' type): vn = x (raw) or x * scale_new in float64, vo likewise; d = |vn -
+        vo|; rows d, vn, vn * vn, (d == 0)."""
+        b = self.builder
+        if self.elem != self.dbl:
+            x, y = b.fpext(x, self.vec_d), b.fpext(y, self.vec_d)
+        vn = b.select(self.raw_i1, x, b.fmul(x, self.sn_v))
+        vo = b.select(self.raw_i1, y, b.fmul(y, self.sp_v))
+        d = b.call(self.fabs, [b.fsub(vn, vo)])
+        zero = b.select(b.fcmp_ordered("==", d, self.zero_d), self.one_d, self.zero_d)
+        return [b.fadd(accs[0], d), b.fadd(accs[1], vn), b.fadd(accs[2], b.fmul(vn, vn)),
+                b.fadd(accs[3], zero)]
+
+    def loop(self, n, body, extra):
+        """for i in 0, 8, .., n - 8: accs, extra = body(i, accs, extra); accs start from
+        acc's rows and are stored back after the loop; ``extra`` are further loop-carried
+        values (initial values given), returned after the loop."""
+        ir, b = self.ir, self.builder
+        entry = b.block
+        head = b.append_basic_block("lanes8.head")
+        loop_body = b.append_basic_block("lanes8.body")
+        done = b.append_basic_block("lanes8.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(self.i64)
+        i.add_incoming(ir.Constant(self.i64, 0), entry)
+        accs = [b.phi(self.vec_d) for _ in range(4)]
+        for a, s in zip(accs, self.start):
             a.add_incoming(s, entry)
-        builder.cbranch(builder.icmp_signed("<", i, n), body, done)
-        builder.position_at_end(body)
-        align = context.get_abi_sizeof(elem)
-        x = builder.load(builder.bitcast(builder.gep(v_ptr, [i]), vec_e.as_pointer()),
-                         align=align)
-        y = builder.load(builder.bitcast(builder.gep(o_ptr, [i]), vec_e.as_pointer()),
-                         align=align)
-        if elem != dbl:
-            x, y = builder.fpext(x, vec_d), builder.fpext(y, vec_d)
-        vn = builder.select(raw_i1, x, builder.fmul(x, sn_v))
-        vo = builder.select(raw_i1, y, builder.fmul(y, sp_v))
-        d = builder.call(fabs, [builder.fsub(vn, vo)])
-        zero = builder.select(builder.fcmp_ordered("==", d, zero_v), one_v, zero_v)
-        new = [builder.fadd(accs[0], d), builder.fadd(accs[1], vn),
-               builder.fadd(accs[2], builder.fmul(vn, vn)), builder.fadd(accs[3], zero)]
-        i.add_incoming(builder.add(i, ir.Constant(i64, LANES)), builder.block)
-        for a, b in zip(accs, new):
-            a.add_incoming(b, builder.block)
-        builder.branch(head)
-        builder.position_at_end(done)
+        carried = [b.phi(x.type) for x in extra]
+        for c, x in zip(carried, extra):
+            c.add_incoming(x, entry)
+        b.cbranch(b.icmp_signed("<", i, n), loop_body, done)
+        b.position_at_end(loop_body)
+        new, new_extra = body(i, accs) if not extra else body(i, accs, carried)
+        i.add_incoming(b.add(i, ir.Constant(self.i64, LANES)), b.block)
+        for a, x in zip(accs + carried, list(new) + list(new_extra)):
+            a.add_incoming(x, b.block)
+        b.branch(head)
+        b.position_at_end(done)
         for r, a in enumerate(accs):
-            builder.store(a, builder.gep(acc_vp, [ir.Constant(i64, r)]), align=8)
+            b.store(a, b.gep(self.acc_vp, [ir.Constant(self.i64, r)]), align=8)
+        return carried
+
+
+@intrinsic
+def _adam_lanes8(typingctx, w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in,
+                 eps_out, lr, decay, scale_prev, scale_new, raw, acc, bad):
+    """:func:`_adam_block` on entries 0 .. full-1 (a multiple of 8) of contiguous w, g, m,
+    v, with :func:`_lanes8`'s statistics of (new v, old v) added into acc (4, 8) and the
+    counts of non-finite g and of old v not >= 0 added into bad (2,) int64.
+
+    LANES entries at a time as LLVM vectors: each element-wise operation is the scalar
+    loop's, in its order and type (the scalars have the arrays' dtype), so every entry gets
+    the bits the scalar loop gives it; the float64 sums are :func:`_lanes8`'s.
+    """
+    from llvmlite import ir
+
+    arrays = (w, g, m, v)
+    scalars = (b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay)
+    if not (isinstance(v, types.Array) and v.dtype in (types.float32, types.float64)
+            and all(a == v for a in arrays) and all(x == v.dtype for x in scalars)
+            and isinstance(acc, types.Array) and acc.dtype == types.float64
+            and isinstance(bad, types.Array) and bad.dtype == types.int64):
+        return None
+    sig = types.void(w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+                     decay, scale_prev, scale_new, raw, acc, bad)
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        ty = signature.args
+        (aw, ag, am, av, n, *hyper), (sp, sn, is_raw, aacc, abad) = args[:15], args[15:]
+        lanes = _Lanes(context, builder, ty[3].dtype, sp, ty[15], sn, ty[16], is_raw, ty[17],
+                       aacc, ty[18])
+        ptrs = [context.make_array(t)(context, builder, a).data
+                for t, a in zip(ty[:4], (aw, ag, am, av))]
+        b1v, c1v, b2v, c2v, ibc1, ibc2, e_in, e_out, lrv, dec = (
+            lanes.splat(x, lanes.vec_e) for x in hyper)
+        vec_e, i32v = lanes.vec_e, ir.VectorType(ir.IntType(32), LANES)
+        zero_e = ir.Constant(vec_e, [0.0] * LANES)
+        sqrt = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vec_e, [vec_e]),
+            f"llvm.sqrt.v{LANES}f{'32' if lanes.elem != lanes.dbl else '64'}")
+        no_bad = ir.Constant(i32v, [0] * LANES)
+
+        def body(i, accs, counts):
+            b = builder
+            wp, gp, mp, vp = ptrs
+            gi, vo = lanes.load(gp, i), lanes.load(vp, i)
+            bad_g = b.fcmp_unordered("!=", b.fsub(gi, gi), zero_e)  # (gi - gi) != 0
+            bad_v = b.fcmp_unordered("<", vo, zero_e)  # not vo >= 0
+            counts = [b.add(counts[0], b.zext(bad_g, i32v)),
+                      b.add(counts[1], b.zext(bad_v, i32v))]
+            mi = b.fadd(b.fmul(b1v, lanes.load(mp, i)), b.fmul(c1v, gi))
+            lanes.store(mi, mp, i)
+            vi = b.fadd(b.fmul(b2v, vo), b.fmul(c2v, b.fmul(gi, gi)))
+            lanes.store(vi, vp, i)
+            den = b.fadd(b.call(sqrt, [b.fadd(b.fmul(vi, ibc2), e_in)]), e_out)
+            step = b.fmul(lrv, b.fdiv(b.fmul(mi, ibc1), den))
+            lanes.store(b.fsub(b.fmul(lanes.load(wp, i), dec), step), wp, i)
+            return lanes.add_stats(accs, vi, vo), counts
+
+        counts = lanes.loop(context.cast(builder, n, ty[4], types.int64), body,
+                            [no_bad, no_bad])
+        bad_ptr = context.make_array(ty[19])(context, builder, abad).data
+        for r, c in enumerate(counts):  # a block has < 2**31 entries: int32 lanes suffice
+            total = builder.load(builder.gep(bad_ptr, [ir.Constant(lanes.i64, r)]))
+            for k in range(LANES):
+                lane = builder.extract_element(c, ir.Constant(ir.IntType(32), k))
+                total = builder.add(total, builder.sext(lane, lanes.i64))
+            builder.store(total, builder.gep(bad_ptr, [ir.Constant(lanes.i64, r)]))
         return context.get_dummy_value()
 
     return sig, codegen
@@ -351,13 +520,18 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
                 bad_g, bad_v = _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2,
                                                     eps_in, eps_out, lr, decay)
                 v_old = v
+            elif with_stats and not log_stats:  # update and statistics in one pass
+                bad_g, bad_v = _adam_block_stats(w, g, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2,
+                                                 eps_in, eps_out, lr, decay, scale_prev,
+                                                 scale_new, partial[b])
+                v_old = v  # unused: the statistics are taken
             else:  # v_old kept also without statistics: a flag in the loop, not two counts
                 v_old = scratch[t, : hi - lo]  # (which stopped the loop's vectorisation)
                 bad_g, bad_v = _adam_block(w, g, m, v, v_old, True, b1, c1, b2, c2,
                                            inv_bc1, inv_bc2, eps_in, eps_out, lr, decay)
             bad[b, 0] = bad_g
             bad[b, 1] = bad_v
-            if with_stats:
+            if with_stats and (freeze_v or log_stats):
                 _block_stats(v, v_old, scale_prev, scale_new, log_stats, partial[b])
     if with_stats:
         for i in range(k):
