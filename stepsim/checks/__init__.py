@@ -29,6 +29,11 @@
    report adds the stability map (error and divergence rate against the lr) and the
    switch findings.
 
+7. **Beyond the paper** (:data:`EXTRAS`, run only when named): S1, STEP among its
+   successors (:mod:`stepsim.checks.s01_successors`, PROTOCOL.md section S1, its own
+   rules block and digest, recorded in the report's ``protocol.extras``), merged into a
+   report that holds the claims.
+
 A claim module defines ``CLAIM``, ``TITLE``, ``RULE`` (the "Rule" paragraph of its
 docstring), ``jobs(budget) -> [RunSpec | Task]``, ``decide_claim(budget, results) ->
 ClaimResult`` (``results``: digest -> the run's view, ``report._view``) and
