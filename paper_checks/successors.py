@@ -10,7 +10,8 @@ non-finite, and its mask flip rate per step (``Trace.flip_rate``) go to a JSON w
 provenance, a Markdown table beside it and a figure of the flip rate vs step per recipe.
 
 Not a verdict: one learning rate for all (SR-STE's tuned rate on the problem), few seeds,
-no Holm correction. The registered comparison (issue 24, item 6) is future work.
+no Holm correction. The registered comparison (issue 24, item 6) is ``stepsim check S1``
+(PROTOCOL.md section S1: each recipe at its own tuned lr, 8 paired seeds, Holm).
 
     python paper_checks/successors.py [--quick] [--seeds 2] [--lr 3e-3] [--nm 1:8]
         [--steps 2000] [--jobs 2] [--out paper_checks/successors.json]

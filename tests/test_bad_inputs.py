@@ -921,6 +921,12 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.document_rules(
         draft=2)), ValueError, r"draft must be one of \[3, 4\], got 2",
         id="document_rules-draft"),
+    api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.document_extra(
+        "S9")), ValueError, r"extra must be one of \['S1'\], got 'S9'",
+        id="document_extra-unknown"),
+    api(_np(lambda: __import__("stepsim.checks").checks.parse_claims(["S9"])),
+        ValueError, r"unknown claim 'S9'; choose from \[.*'C12', 'S1'\]",
+        id="parse_claims-unknown-extra"),
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.draft_of(
         {"rules_version": 4, "rules_sha256": "0" * 64})), ValueError,
         r"declares draft 4 but its rules digest", id="draft_of-digest"),

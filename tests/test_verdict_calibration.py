@@ -794,3 +794,52 @@ def test_c7_flatness_and_landing(case):
     _show4(f"C7 14 parts: {case}", wrong_R=out["wrong_R_any_part"],
            wrong_NR=out["wrong_NR_any_part"], part_R=out["part_R"], part_NR=out["part_NR"])
     assert _limit(out["counts"][0]) and _limit(out["counts"][1])
+
+
+# --- S1, the successors comparison (PROTOCOL "S1"): its decision code end to end ----------
+
+SIMS_S1 = 150  # x 2 N:M families per simulation; small: the suite's budget
+
+
+def _s1_case(shift_of: dict) -> dict:
+    """S1's ``decide_claim`` (the real code) on simulated per-item views of every run of
+    its digits budget (8 seeds, 1:8 and 1:16: two Holm families of 7 parts): shift_of,
+    recipe key -> its error shift over SR-STE in points (default 0: equal)."""
+    import dataclasses
+
+    from stepsim.checks import _setup, protocol
+    from stepsim.checks import s01_successors as s1
+
+    b = _setup.Budget("full", "digits", "main", tuple(range(N_SEEDS)))
+    s1.jobs(b)
+    b = dataclasses.replace(b, lrs={k: 1e-3 for k in b.needed})
+    groups = s1.groups(b)
+    draw = _world("S1 " + json.dumps(shift_of, sort_keys=True))
+    wrong_parts = wrong_line = 0
+    for _ in range(SIMS_S1):
+        views = {}
+        for nm in s1.nms(b):
+            names = {key: (shift_of.get(key, 0.0), 0.0) for key in s1.recipes()}
+            names["dense"] = (-1.0, 0.0)
+            sim, runs = draw(names)
+            for key, group in runs.items():
+                specs = groups[(key, None if key == "dense" else nm)]
+                for spec, run in zip(specs, group):
+                    views.setdefault(spec.digest, sim[run.digest])
+        result = s1.decide_claim(b, views)
+        for label in (protocol.nm_label(nm) for nm in s1.nms(b)):
+            rows = result.numbers["table"][label]
+            wrong_parts += any(
+                row["vs_baseline"]["verdict"] != INC and shift_of.get(key, 0.0) == 0.0
+                for key, row in rows.items() if "vs_baseline" in row)
+        wrong_line += result.verdict != INC and not shift_of
+    return {"familywise": wrong_parts / (2 * SIMS_S1), "line": wrong_line / SIMS_S1,
+            "counts": (wrong_parts, wrong_line)}
+
+
+def test_s1_every_recipe_equal_to_srste():
+    """Truth: every recipe as good as SR-STE. Any "better" or "worse" reading in an N:M's
+    Holm family is wrong (family-wise <= 5%), and so is any line verdict but INCONCLUSIVE."""
+    out = _s1_case({})
+    _show4("S1 7 parts x 2 N:M, all equal", familywise=out["familywise"], line=out["line"])
+    assert _limit(out["counts"][0], 2 * SIMS_S1) and _limit(out["counts"][1], SIMS_S1)

@@ -29,6 +29,11 @@
    report adds the stability map (error and divergence rate against the lr) and the
    switch findings.
 
+7. **Beyond the paper** (:data:`EXTRAS`, run only when named): S1, STEP among its
+   successors (:mod:`stepsim.checks.s01_successors`, PROTOCOL.md section S1, its own
+   rules block and digest, recorded in the report's ``protocol.extras``), merged into a
+   report that holds the claims.
+
 A claim module defines ``CLAIM``, ``TITLE``, ``RULE`` (the "Rule" paragraph of its
 docstring), ``jobs(budget) -> [RunSpec | Task]``, ``decide_claim(budget, results) ->
 ClaimResult`` (``results``: digest -> the run's view, ``report._view``) and
@@ -55,25 +60,35 @@ CLAIMS = {
     "C11": "c11_theorem1",
     "C12": "c12_memory",
 }
+#: beyond the paper: comparisons registered in PROTOCOL.md sections of their own (their own
+#: rules block and digest), run only when named ("stepsim check S1"), reported after the
+#: claims. "all" stays the paper's claims C1-C12.
+EXTRAS = {
+    "S1": "s01_successors",
+}
+#: the report's order: the paper's claims, then the extras
+ORDER = [*CLAIMS, *EXTRAS]
 
 
 def claim_module(claim: str):
-    """The module of ``claim`` ("C1".."C12", case-insensitive)."""
+    """The module of ``claim`` ("C1".."C12", an extra such as "S1"; case-insensitive)."""
     key = str(claim).upper()
-    if key not in CLAIMS:
-        raise ValueError(f"unknown claim {claim!r}; choose from {list(CLAIMS)} or 'all'")
-    return importlib.import_module(f"stepsim.checks.{CLAIMS[key]}")
+    modules = {**CLAIMS, **EXTRAS}
+    if key not in modules:
+        raise ValueError(f"unknown claim {claim!r}; choose from {ORDER} or 'all'")
+    return importlib.import_module(f"stepsim.checks.{modules[key]}")
 
 
 def parse_claims(names) -> list[str]:
-    """["all"] or claim names -> the claims in report order (duplicates removed)."""
+    """["all"] or claim names -> the claims in report order (duplicates removed; "all" is
+    the paper's claims, an extra such as "S1" joins only when named)."""
     names = [str(n).upper() for n in (names or ["all"])]
     for n in names:  # every name is checked, "all C99" included
         if n != "ALL":
             claim_module(n)
     if "ALL" in names:
-        return list(CLAIMS)
-    return [c for c in CLAIMS if c in names]
+        return list(CLAIMS) + [c for c in EXTRAS if c in names]
+    return [c for c in ORDER if c in names]
 
 
 def __getattr__(name):  # lazy: the driver imports numpy and the claim modules
@@ -84,4 +99,4 @@ def __getattr__(name):  # lazy: the driver imports numpy and the claim modules
     raise AttributeError(name)
 
 
-__all__ = ["CLAIMS", "Report", "claim_module", "parse_claims", "run_checks"]
+__all__ = ["CLAIMS", "EXTRAS", "ORDER", "Report", "claim_module", "parse_claims", "run_checks"]

@@ -43,6 +43,9 @@ RECIPES = {
     "lw-step-a1": ("layerwise-step", {}),
     "lw-step-sr": ("layerwise-step", {"srste_lam": LAM}),
 }
+# the successors comparison (PROTOCOL "S1", issue 24): its recipes as its rules state them
+RECIPES.update({k: (name, dict(options))
+                for k, (name, options) in protocol.RULES_S1["recipes"].items()})
 STEP_KEYS = {"A1": "step-a1", "SR": "step-sr"}
 #: lr schedules of draft 4 (PROTOCOL §D4.4): name -> {"schedule", "warmup_fraction", ...}
 SCHEDULES = protocol.RULES["operating_points"]["schedules"]
@@ -154,6 +157,9 @@ class Budget:
                 f"T_w = {self.window}, T = {self.steps}; {self.mode}{point})")
 
     def applies(self, claim: str) -> bool:
+        if claim in protocol.EXTRAS:  # an extra runs on the plain settings it names
+            return (self.only is None and not self.tag and self.schedule == "constant"
+                    and extra_timescale(claim, self) == self.timescale)
         return claim in protocol.RULES["claims"][self.problem] and (
             self.only is None or claim in self.only)
 
@@ -207,6 +213,16 @@ class Budget:
     def runs(self, recipe: str, **kw) -> list:
         """``run`` at every evaluation seed (paired by position)."""
         return [self.run(recipe, s, **kw) for s in self.seeds]
+
+
+def extra_timescale(claim: str, budget) -> str | None:
+    """The timescale extra comparison ``claim`` runs at on ``budget``'s problem and mode
+    (its rules' "settings", or "quick" in quick mode), None where it does not run."""
+    rules = protocol.EXTRAS[claim]
+    if budget.mode == "quick":
+        q = rules["quick"]
+        return q["timescale"] if budget.problem == q["problem"] else None
+    return (rules["settings"].get(budget.problem) or {}).get("timescale")
 
 
 @dataclasses.dataclass(frozen=True)

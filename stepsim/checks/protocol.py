@@ -104,6 +104,32 @@ DRAFTS = {3: RULES_3, 4: {**RULES_3, **CHANGES_4}}
 CURRENT = 4
 RULES = DRAFTS[CURRENT]
 
+#: The successors comparison S1 (PROTOCOL.md, "S1", the block between the RULES S1 markers):
+#: beyond the paper, its own rules and digest; draft 4's RULES and digest are untouched.
+#: recipes: key -> [registry recipe, options] of the recipes new to S1 (tuned as a
+#: baseline, §3); "dense", "sr-ste" and STEP ("step_lr": "own": draft 4's own-lr reading,
+#: §D4.1) are the claims' runs. dense_result: recipes whose trained model is dense.
+RULES_S1 = {
+    "id": "S1",
+    "settings": {"digits": {"timescale": "main", "nms": [[1, 8], [1, 16]]},
+                 "lm": {"timescale": "fast", "nms": [[2, 4]]}},
+    "quick": {"problem": "digits", "timescale": "fast", "nms": [[1, 8]]},
+    "reference": "dense",
+    "baseline": "sr-ste",
+    "step": {"readings": ["A1", "SR"], "lr": "own"},
+    "recipes": {"s-ste": ["s-ste", {}],
+                "md-dense": ["masked-decay", {}],
+                "md-nm": ["masked-decay", {"dense_tail": 0.0}],
+                "t-sr-ste": ["sr-ste", {"lam": 2e-4, "transposable": True}],
+                "s-ste-step": ["s-ste-step", {}]},
+    "dense_result": ["md-dense"],
+    "successors": ["s-ste", "md-nm"],
+    "margin": 0.0,
+    "flip_tail": 0.1,
+}
+#: extra comparison -> its rules (a report records each one's SHA-256 beside the draft's)
+EXTRAS = {"S1": RULES_S1}
+
 #: recipe key -> the config key's recipe whose tuned lr it reuses (the paper: STEP reuses
 #: the hyper-parameters tuned for SR-STE)
 TUNED_AS = {"step-a1": "sr-ste", "step-sr": "sr-ste", "step-a1-bc": "sr-ste",
@@ -125,9 +151,12 @@ def rules_digest(rules: dict | None = None) -> str:
     return hashlib.sha256(canonical(RULES if rules is None else rules).encode()).hexdigest()
 
 
-def markers(draft: int) -> tuple[str, str]:
+def markers(draft) -> tuple[str, str]:
     """The (begin, end) markers of ``draft``'s JSON block in PROTOCOL.md (draft 3: the
-    first RULES block, its full rules; a later draft: the block of its changes)."""
+    first RULES block, its full rules; a later draft: the block of its changes; an extra
+    such as "S1": its own full rules)."""
+    if isinstance(draft, str):
+        return f"<!-- RULES {draft} BEGIN -->", f"<!-- RULES {draft} END -->"
     if draft <= 3:
         return BEGIN, END
     return f"<!-- RULES {draft} BEGIN -->", f"<!-- RULES {draft} END -->"
@@ -158,6 +187,20 @@ def document_rules(path=None, draft: int | None = None) -> dict:
     for d in range(4, draft + 1):
         rules = {**rules, **_block(text, d, where)}
     return rules
+
+
+def document_extra(name: str, path=None) -> dict:
+    """The rules of extra comparison ``name`` ("S1") as PROTOCOL.md states them."""
+    if name not in EXTRAS:
+        raise ValueError(f"extra must be one of {sorted(EXTRAS)}, got {name!r}")
+    where = path or PROTOCOL_PATH
+    return _block(Path(where).read_text(), name, where)
+
+
+def extra_record(name: str) -> dict:
+    """What a report records of extra comparison ``name``: its rules' SHA-256 and the
+    commit of PROTOCOL.md it ran under (``protocol_commit``)."""
+    return {"rules_sha256": rules_digest(EXTRAS[name]), "commit": protocol_commit()}
 
 
 def draft_of(record: dict) -> int:
@@ -259,6 +302,7 @@ def settings(mode: str, problems=None) -> list[tuple[str, str, tuple | None]]:
     return out
 
 
-__all__ = ["CURRENT", "DRAFTS", "READINGS", "RULES", "TUNED_AS", "config_key",
-           "document_rules", "draft_of", "grid", "markers", "parse_key", "problem_rules",
-           "protocol_commit", "rules_digest", "settings"]
+__all__ = ["CURRENT", "DRAFTS", "EXTRAS", "READINGS", "RULES", "RULES_S1", "TUNED_AS",
+           "config_key", "document_extra", "document_rules", "draft_of", "extra_record",
+           "grid", "markers", "parse_key", "problem_rules", "protocol_commit",
+           "rules_digest", "settings"]

@@ -30,10 +30,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import types
 import uuid
 from pathlib import Path
 
-from stepsim.checks import CLAIMS, claim_module, parse_claims
+from stepsim.checks import ORDER, claim_module, parse_claims
 
 RUNS_DIR = "runs"  # finished runs by digest (stepsim.experiments.store.RunStore)
 FIGURES_DIR = "figures"
@@ -222,7 +223,18 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         tasks, skipped, kept = {}, [], []
         for b in final:
             try:
-                jobs_of = {c: modules[c].jobs(b) for c in names if b.applies(c)}
+                jobs_of = {}
+                for c in names:
+                    if not b.applies(c):
+                        continue
+                    try:
+                        jobs_of[c] = modules[c].jobs(b)
+                    except _setup.MissingRate as exc:
+                        if c not in protocol.EXTRAS or mode != "quick":
+                            raise
+                        # an extra in quick mode without the committed run's lrs: a note
+                        skipped.append(f"{c} on {b.key}: {exc.args[0]} (quick mode reuses "
+                                       f"the committed full run's learning rates)")
             except _setup.MissingRate as exc:
                 if not b.tag and b.schedule == "constant":
                     raise  # a registered setting needs every learning rate
@@ -233,6 +245,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         final = kept
         for c, claim_tasks in free.items():
             tasks[(c, plain.key)] = claim_tasks
+        if not tasks:
+            raise ValueError("no verdict to make: " + "; ".join(skipped))
         results = execute([t for ts in tasks.values() for t in ts], "evaluation")
     decided = []
     info = versions()
@@ -270,26 +284,41 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     compute = {"runs": len(every), "tuning_runs": len(set(done) - set(results)),
                "worker_s": sum(v["seconds"] for v in every.values()),
                "step_runs_without_diagnostics": _undiagnosed(tasks, results)}
-    operating = _operating(decided, stability_table or table, skipped, extended, staging)
+    record = protocol_record(altered, names)
     if previous is not None:  # the other claims of the report in out_dir stay, with figures
         kept = [c for c in previous.claims if not _covers(covered, c)]
         for c in kept:
             _keep_figures(c, out_dir, staging)
         decided += kept
-        table = {**_numbers(previous.tuning), **table}
-        chosen = {**previous.lrs, **chosen}
+        # merged config by config: a check of other claims on a setting the report holds
+        # (S1 on digits/main) keeps the report's other configs of that setting
+        touched = set(stability_table or table)
+        table = _merge(_numbers(previous.tuning), table)
+        chosen = _merge(previous.lrs, chosen)
+        if stability_table is not None:
+            stability_table = _merge(table, stability_table)
         before = getattr(previous, "operating", None) or {}
-        operating = dict(operating, **{key: {**before.get(key, {}), **operating[key]}
-                                       for key in ("stability", "robustness")})
+        skipped = list(dict.fromkeys([*before.get("skipped", []), *skipped]))
+        record = _merge_record(previous.protocol, record)
+    # after the merge: the stability map and switch findings cover every kept claim too
+    operating = _operating(decided, stability_table or table, skipped, extended, staging,
+                           only=None if previous is None else touched)
+    if previous is not None:
+        operating["stability"] = {**before.get("stability", {}), **operating["stability"]}
+        figs = [f for f in before.get("stability_figures", [])
+                if f not in operating["stability_figures"]]
+        for f in figs:  # the untouched settings' stability figures stay
+            _keep_figures(types.SimpleNamespace(figures=(f,)), out_dir, staging)
+        operating["stability_figures"] = figs + operating["stability_figures"]
         # every run in runs/ (all the checks made here), or the old report's count if
         # larger (a report copied in without its runs): never less than either knew
         stored, old = _store_compute(out_dir / RUNS_DIR), previous.compute
         compute = dict(compute, **{key: max(stored.get(key, compute[key]), old.get(key, 0))
                                    for key in ("runs", "tuning_runs", "worker_s")})
-    decided.sort(key=lambda r: (list(CLAIMS).index(r.claim), r.setting))
+    decided.sort(key=lambda r: (ORDER.index(r.claim), r.setting))
     report = Report(mode, tuple(decided), time.perf_counter() - start,
                     None if out_dir is None else str(out_dir),
-                    protocol_record(altered), table, chosen, compute, operating)
+                    record, table, chosen, compute, operating)
     if out_dir is not None:
         write_report(report, out_dir, params={"claims": names, "mode": mode, "jobs": jobs,
                                               "scheduler": _address(scheduler),
@@ -320,7 +349,7 @@ def mergeable(out_dir, mode: str, altered: bool, covered: set) -> Report | None:
         raise ValueError(f"--out {out_dir}: its report.json cannot be read ({exc}); move it "
                          f"away or choose another --out") from None
     others = sorted({c.claim for c in old.claims if not _covers(covered, c)},
-                    key=list(CLAIMS).index)
+                    key=ORDER.index)
     if not others:
         return None
     now = protocol_record(altered)
@@ -434,11 +463,14 @@ def _undiagnosed(tasks: dict, results: dict) -> int:
     return count
 
 
-def _operating(decided, table, skipped, extended, staging) -> dict:
+def _operating(decided, table, skipped, extended, staging, only=None) -> dict:
     """The report's draft-4 record (Report.operating); the stability figures are drawn
-    into ``staging`` (None: not drawn)."""
+    into ``staging`` (None: not drawn). only: the settings whose stability map is made
+    (None: every setting of ``table``)."""
     from stepsim.checks import operating
 
+    if only is not None:
+        table = {k: v for k, v in table.items() if k in only}
     stability = operating.stability_map(table) if table else {}
     figures = []
     if staging is not None:
@@ -453,13 +485,42 @@ def _operating(decided, table, skipped, extended, staging) -> dict:
             "robustness": robustness, "skipped": skipped, "extended": bool(extended)}
 
 
-def protocol_record(altered: bool) -> dict:
+def protocol_record(altered: bool, names=()) -> dict:
     """What the report records of the protocol: the commit of PROTOCOL.md, the SHA-256 of
-    the rules in code, and whether a test altered the run lengths or learning rates."""
+    the rules in code, whether a test altered the run lengths or learning rates, and for
+    each extra comparison among ``names`` ("S1") its own rules' SHA-256 and commit
+    (``extras``)."""
     from stepsim.checks import protocol
 
-    return {"commit": protocol.protocol_commit(), "rules_sha256": protocol.rules_digest(),
-            "rules_version": protocol.RULES["version"], "altered_for_testing": bool(altered)}
+    out = {"commit": protocol.protocol_commit(), "rules_sha256": protocol.rules_digest(),
+           "rules_version": protocol.RULES["version"], "altered_for_testing": bool(altered)}
+    extras = {c: protocol.extra_record(c) for c in names if c in protocol.EXTRAS}
+    if extras:
+        out["extras"] = extras
+    return out
+
+
+def _merge(old: dict, new: dict) -> dict:
+    """setting -> config -> value tables merged config by config (``new`` wins)."""
+    out = {k: dict(v) for k, v in old.items()}
+    for setting, configs in new.items():
+        out[setting] = {**out.get(setting, {}), **configs}
+    return out
+
+
+def _merge_record(old: dict, now: dict) -> dict:
+    """The protocol record of a merged report: this check's, with the extras of both and
+    the earlier check's commit kept in ``earlier_commits`` when it differs (the claims it
+    decided name the PROTOCOL.md commit they ran under)."""
+    out = dict(now)
+    extras = {**(old.get("extras") or {}), **(now.get("extras") or {})}
+    if extras:
+        out["extras"] = extras
+    earlier = [c for c in [*(old.get("earlier_commits") or []), old.get("commit")]
+               if c and c != now.get("commit")]
+    if earlier:
+        out["earlier_commits"] = list(dict.fromkeys(earlier))
+    return out
 
 
 def _execute(tasks, store, *, label, jobs, scheduler, progress) -> dict:
@@ -585,7 +646,13 @@ def markdown(report: Report) -> str:
              f"{len(report.claims)} verdict(s) by the registered "
              f"protocol `paper_checks/PROTOCOL.md` (commit {p.get('commit') or 'unknown'}, "
              f"rules SHA-256 {str(p.get('rules_sha256', ''))[:16]}…"
-             + ("; ALTERED FOR TESTING" if p.get("altered_for_testing") else "") + ").", ""]
+             + ("; ALTERED FOR TESTING" if p.get("altered_for_testing") else "") + ")"
+             + "".join(f"; {name} by its own registered rules (PROTOCOL.md section {name}, "
+                       f"commit {e.get('commit') or 'unknown'}, rules SHA-256 "
+                       f"{str(e.get('rules_sha256', ''))[:16]}…)"
+                       for name, e in sorted((p.get("extras") or {}).items()))
+             + (f"; earlier claims under commit(s) {', '.join(p['earlier_commits'])}"
+                if p.get("earlier_commits") else "") + ".", ""]
     c = report.compute or {}
     if c:
         lines += [f"They rest on {c['runs']} runs and tasks ({c['tuning_runs']} of them tuning "
@@ -630,6 +697,9 @@ def markdown(report: Report) -> str:
                          f"{e['name']} = {float(e['estimate']):.3g} "
                          f"[{float(e['ci_low']):.3g}, {float(e['ci_high']):.3g}] {e['units']} "
                          f"at {100 * part['level']:.4g}%")
+        table = getattr(claim_module(c.claim), "markdown_table", None)
+        if table is not None:  # a comparison's own table (S1)
+            lines += [""] + table(c) + [""]
         switches = c.numbers.get("switches") if isinstance(c.numbers, dict) else None
         if switches:
             lines.append("- switch steps (k0) and causes: " + "; ".join(

@@ -9,7 +9,10 @@ HELP = "check the STEP paper's claims C1-C12: verdicts with CIs, report.json/.md
 
 def add_arguments(parser) -> None:
     parser.add_argument("claims", nargs="*", default=["all"], metavar="CLAIM",
-                        help="claims to check: C1 ... C12 or 'all' (default)")
+                        help="claims to check: C1 ... C12 or 'all' (default); S1, the "
+                             "successors comparison beyond the paper (PROTOCOL.md section "
+                             "S1: S-STE, masked decay, transposable SR-STE, ... vs SR-STE "
+                             "and STEP), runs only when named")
     parser.add_argument("--quick", action="store_true",
                         help="quick mode: digits only, 3 seeds, the fast timescale and the "
                              "learning rates of the committed full run (185 s measured on 2 "

@@ -5,7 +5,8 @@
 * :func:`z_window` — the smallest mean of Z_k = ||v_k - v_{k-1}||_1 / d over a window of
   T_w = ``criteria.window_length(beta2)`` steps, and where (what AutoSwitch compares with eps);
 * :func:`table1` — the Table 1 score at the run's switch step (``analysis.table1_score``);
-* :func:`score_curve` — the Table 1 score of ~60 log-spaced k0 (``analysis.table1_score``).
+* :func:`score_curve` — the Table 1 score of ~60 log-spaced k0 (``analysis.table1_score``);
+* :func:`flip_blocks` — the mask flip rate in ~100 block means (the successors comparison).
 
 Every value is a JSON-ready number or list (NaN where the trace has none).
 """
@@ -113,6 +114,20 @@ def switch(result) -> dict:
             "g2_over_vstar": dict((result.diagnostics or {}).get("g2_over_vstar", {}))}
 
 
+def flip_blocks(result, points: int = 100) -> dict:
+    """The mask flip rate (``Trace.flip_rate``) as means over consecutive blocks of
+    B = ceil(T / ``points``) steps (block b: steps b B + 1 .. (b + 1) B): {"block": B,
+    "rate": [...]} (None for a block without a sparse mask, e.g. a dense run)."""
+    rate = np.asarray(result.trace.flip_rate, dtype=np.float64)
+    size = max(1, math.ceil(len(rate) / points))
+    out = []
+    for lo in range(0, len(rate), size):
+        block = rate[lo:lo + size]
+        block = block[np.isfinite(block)]
+        out.append(float(sum(block.tolist()) / len(block)) if len(block) else None)
+    return {"block": size, "rate": out}
+
+
 def summary(result) -> dict:
     """What a check reads of a run: metrics, switch step, final loss, final N:M, learning
     curves and every reduction above (``v_curve``, ``z_window`` and ``v_late_ratio``
@@ -122,7 +137,8 @@ def summary(result) -> dict:
            "final_loss": float(result.trace.loss[-1]) if len(result.trace) else math.nan,
            "nm": {k: list(v) for k, v in result.nm.items()},
            "curves": {k: np.asarray(v).tolist() for k, v in result.curves.items()},
-           "v_curve": v_curve(result), "table1": table1(result), "switch": switch(result)}
+           "v_curve": v_curve(result), "table1": table1(result), "switch": switch(result),
+           "flip_blocks": flip_blocks(result)}
     if hasattr(result.recipe.optimizer, "beta2"):
         out["z_window"] = z_window(result)
         out["v_late_ratio"] = v_late_ratio(result)
@@ -131,5 +147,5 @@ def summary(result) -> dict:
     return out
 
 
-__all__ = ["PLATEAU_WINDOW", "plateau_ratio", "score_curve", "summary", "switch", "table1",
-           "v_curve", "v_late_ratio", "z_window"]
+__all__ = ["PLATEAU_WINDOW", "flip_blocks", "plateau_ratio", "score_curve", "summary",
+           "switch", "table1", "v_curve", "v_late_ratio", "z_window"]

@@ -244,16 +244,23 @@ def _srste(name, opt, *, lam=2e-4, placement="before", layerwise=False, transpos
 
 
 def _sste(name, opt, *, transposable=None, mask_every=None, dense_tail=None):
-    """S-STE (Hu, Zhu & Chen, NeurIPS 2024): forward beta * S(w), plain STE, no decay."""
+    """S-STE (Hu, Zhu & Chen, NeurIPS 2024, arXiv 2409.09099; its soft-thresholding
+    function and fixed weight rescaling): forward beta * S(w) with, per group of M,
+    S(w)_i = sign(w_i) (|w_i| - t) on the N kept entries (t: the (N+1)-th largest |w|),
+    0 elsewhere, and beta = <w, S(w)> / <S(w), S(w)> per tensor, frozen at initialisation;
+    plain STE backward, no decay (:class:`~stepsim.recipes.maskers.SoftThresholdMask`)."""
     return {"masker": _every_step(name, None, transposable, mask_every, dense_tail,
                                   SoftThresholdMask)}
 
 
 def _masked_decay(name, opt, *, decay=None, mask_every=None, dense_tail=None,
                   transposable=None):
-    """Hu et al., ICML 2024: masked decay alpha (1 - Pi) w on the gradient before Adam (so it
-    enters m and v; the SR-STE term's piece, ``SrsteTerm``), the mask refreshed every K
-    steps, the last fraction dense."""
+    """Masked decay with dense fine-tuning (Hu et al., "Accelerating Transformer Pre-training
+    with 2:4 Sparsity", ICML 2024, arXiv 2404.01847): the gradient fed to Adam is
+    g_k = grad f(Pi_k * w_k) + alpha (1 - Pi_k) * w_k (their masked decay on gradients, so it
+    enters both m and v; the SR-STE term's piece, ``SrsteTerm``), alpha = 6e-5; the mask
+    Pi is refreshed every K = 40 steps; the last 1/6 of the steps train dense (their dense
+    fine-tuning: the result is a dense model)."""
     return {"masker": _every_step(name, None, transposable,
                                   40 if mask_every is None else mask_every,
                                   1 / 6 if dense_tail is None else dense_tail),
@@ -262,8 +269,11 @@ def _masked_decay(name, opt, *, decay=None, mask_every=None, dense_tail=None,
 
 def _sste_step(name, opt, *, v_star=None, denominator=None, switch_at=None, per_module=None,
                transposable=None):
-    """S-STE's forward with STEP's precondition phase and frozen v (issue 24, item 5): does
-    STEP's gain come from its variance estimate or from hard masking's discontinuity?"""
+    """S-STE's forward beta * S(w) (Hu, Zhu & Chen, NeurIPS 2024, arXiv 2409.09099) with
+    STEP's precondition phase and frozen v (Lu et al., ICML 2023, Algorithm 1: dense Adam
+    until the switch k0, then the sparse phase with Adam's v frozen at v*; issue 24,
+    item 5): does STEP's gain come from its variance estimate or from hard masking's
+    discontinuity?"""
     fields = _step(name, opt, v_star=v_star, denominator=denominator, switch_at=switch_at,
                    per_module=per_module)
     fields["masker"] = SoftThresholdMask(transposable=bool(transposable))
