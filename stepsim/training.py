@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stepsim._validate import _show, check_int, check_nm_pair
+from stepsim._ground.validate import _show, check_int, check_nm_pair
 from stepsim.recipes.criteria import z_sample
 from stepsim.recipes.switch import plan_schedule
 from stepsim.recipes.switch import schedule_for as _schedule_for  # noqa: F401 (bench/train.py)
@@ -103,7 +103,7 @@ class Trace:
 
     @classmethod
     def load_npz(cls, path) -> Trace:
-        from stepsim._atomic import check_pair
+        from stepsim._ground.atomic import check_pair
 
         check_pair(path)  # refuses an .npz beside the JSON of another run
         with np.load(path) as data:
@@ -211,8 +211,8 @@ class FitResult:
         Returns (json path, npz path); the npz has the trace arrays, ``weights/NAME`` and
         ``curve/NAME`` (the learning curves, when recorded).
         """
-        from stepsim._atomic import arrays_digest, savez, uncommit
-        from stepsim._provenance import save_json
+        from stepsim._ground.atomic import arrays_digest, savez, uncommit
+        from stepsim._ground.provenance import save_json
 
         path = Path(path)
         npz = path.with_suffix(".npz")
@@ -226,7 +226,7 @@ class FitResult:
         arrays = dict(layer_names=np.array(self.trace.layer_names), **self.trace.arrays(),
                       flip_rate=self.trace.flip_rate, mask_size=np.int64(self.trace.mask_size),
                       **weights, **curves)
-        # the pair is tied (stepsim._atomic): the JSON records the arrays' digest; old JSON
+        # the pair is tied (stepsim._ground.atomic): the JSON records the arrays' digest; old JSON
         # out, arrays next, JSON last, so a JSON that exists commits exactly these arrays
         payload = dict(self.summary(), arrays=npz.name, arrays_sha256=arrays_digest(arrays))
         uncommit(path)
@@ -310,10 +310,10 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         ``status="non-finite"``, ``stopped_at`` (= ``diverged_at``) the step,
         ``diverged_param`` and ``message`` which parameter went non-finite first, and the lr.
     """
-    from stepsim._malloc import keep_freed_memory
-    from stepsim._portability import warn_if_not_portable
-    from stepsim._progress import Progress
-    from stepsim._threads import training_threads
+    from stepsim._ground.malloc import keep_freed_memory
+    from stepsim._ground.portability import warn_if_not_portable
+    from stepsim._ground.progress import Progress
+    from stepsim._ground.threads import training_threads
     from stepsim.core.sparsity import _with_nm
     from stepsim.recipes import Recipe
     from stepsim.recipes.lean import LeanStep
@@ -365,7 +365,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         # the same step in place on buffers owned by this run (stepsim.recipes.lean); None
         # when a piece of the recipe has no in-place form: then the recipe's pure methods
         lean = LeanStep.make(recipe, params, state, ctx)
-        keep_freed_memory()  # a step's freed temporaries stay for the next (stepsim._malloc)
+        keep_freed_memory()  # a step's freed temporaries stay for the next (stepsim._ground.malloc)
         if lean is not None:
             params = lean.params
         stepper = lean or recipe

@@ -172,7 +172,7 @@ def old_criteria_on_v():
 
 
 def record(path=FIXTURE) -> dict:
-    from stepsim._atomic import write_json
+    from stepsim._ground.atomic import write_json
 
     runs = {case[0]: digest(run_case(case)) for case in CASES}  # as the test replays them
     payload = {"steps": STEPS, "runs": runs, "criteria_on_v": old_criteria_on_v()}

@@ -1,4 +1,4 @@
-"""stepsim._atomic: whole files or none, with the permissions a plain write would give."""
+"""stepsim._ground.atomic: whole files or none, with the permissions a plain write would give."""
 
 import os
 import stat
@@ -6,7 +6,7 @@ import stat
 import numpy as np
 import pytest
 
-from stepsim import _atomic
+from stepsim._ground import atomic as _atomic
 
 
 def test_write_replaces_whole_file_and_leaves_no_temporary(tmp_path):

@@ -542,7 +542,7 @@ def test_real_process_prints_one_line_and_no_traceback(argv, want_rc, pattern, f
 def test_a_full_disk_is_one_line_before_and_after_the_work(files, monkeypatch, capsys):
     """No space left: refused by the probe before work; if the disk fills during the run,
     the write fails as one line too (and leaves no partial file)."""
-    from stepsim import _atomic
+    from stepsim._ground import atomic as _atomic
     from stepsim.cli import _args
 
     def full(*args, **kwargs):
@@ -894,7 +894,8 @@ API_CASES = [
         temperature=0.05)), ValueError, r"condition number .* raise the temperature",
         id="MarkovLanguage-too-cold"),
     # ---- files and specs of the wrong kind or shape
-    api(lambda files: __import__("stepsim._validate")._validate.load_arrays(files["fifo_npy"]),
+    api(lambda files: __import__("stepsim._ground.validate")
+        ._ground.validate.load_arrays(files["fifo_npy"]),
         ValueError, r"input file .*fifo\.npy is a FIFO", id="load_arrays-fifo"),
     api(lambda files: __import__("stepsim.experiments.sweep_spec").experiments.sweep_spec
         .read_spec_file(files["spec_list"]), TypeError, r"must hold a JSON object", id="read_spec_file-list"),
@@ -969,11 +970,11 @@ API_CASES = [
         r"problem 'lm' is not in quick mode, which runs only \['digits'\]",
         id="run_checks-quick-problem-not-in-quick-mode"),
     # ---- shared helpers the CLI and problems use
-    api(_np(lambda: __import__("stepsim._validate")._validate.check_memory(
+    api(_np(lambda: __import__("stepsim._ground.validate")._ground.validate.check_memory(
         "the activations", 8 * 10**18, available=2**30)), ValueError,
         r"the activations would need 6\.94 EiB|the activations would need .* of memory; 1 GiB",
         id="check_memory"),
-    api(_np(lambda: __import__("stepsim._validate")._validate.check_finite_array(
+    api(_np(lambda: __import__("stepsim._ground.validate")._ground.validate.check_finite_array(
         "x", np.array([1.0, np.inf]))), ValueError, r"x contains 0 NaN and 1 infinite",
         id="check_finite_array"),
     api(_np(lambda: __import__("stepsim.cli._args").cli._args.seed("-1")), ValueError,
@@ -1069,7 +1070,7 @@ def test_flush_to_zero_is_explicit_and_exact(files, tmp_path, capsys):
 
 def test_available_memory_sees_an_address_space_limit():
     """check_memory's default budget includes RLIMIT_AS (ulimit -v), not only free RAM."""
-    from stepsim._validate import available_memory, check_memory
+    from stepsim._ground.validate import available_memory, check_memory
 
     before = available_memory()
     assert before is not None and before > 0

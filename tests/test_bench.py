@@ -160,7 +160,7 @@ def test_training_threads_sets_and_restores_numba_and_blas():
     import numba
     from threadpoolctl import threadpool_info
 
-    from stepsim._threads import training_threads
+    from stepsim._ground.threads import training_threads
 
     def blas_threads():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
@@ -181,7 +181,7 @@ def test_training_threads_sets_and_restores_numba_and_blas():
 @pytest.mark.parametrize("load, cores, expected", [(9.0, 2, 1), (1.2, 2, None), (3.0, 8, None),
                                                     (50.0, 1, None)])
 def test_auto_blas_uses_one_thread_only_on_a_busy_machine(monkeypatch, load, cores, expected):
-    from stepsim import _threads
+    from stepsim._ground import threads as _threads
 
     monkeypatch.setattr(_threads.os, "getloadavg", lambda: (load, load, load))
     monkeypatch.setattr(_threads.os, "cpu_count", lambda: cores)
@@ -203,7 +203,7 @@ def test_portability_workers_run_pinned_and_unpinned_kernels(monkeypatch):
     """The portability section's two workers: the portable one runs the pinned Haswell
     kernels, the --fast one whatever OpenBLAS picks itself (here asked for Sandybridge),
     and each answers a case with seconds per step."""
-    from stepsim import _portability
+    from stepsim._ground import portability as _portability
     from stepsim.bench import portability
 
     monkeypatch.setitem(_portability._ORIGINAL, "OPENBLAS_CORETYPE", "Sandybridge")

@@ -13,7 +13,7 @@ can emulate, and every configuration must give the digests recorded in
 * ``baseline``: numba for the x86-64 baseline (SSE2, no FMA) and NumPy with every
   dispatched SIMD path off — covers older kernels on an AVX2 host;
 * ``openblas=X``: the environment asks OpenBLAS for kernel family X; stepsim must still
-  pin its Haswell kernels (stepsim._portability), for every family the host can execute.
+  pin its Haswell kernels (stepsim._ground.portability), for every family the host can execute.
 
 A negative control shows the harness can see a difference: with the pin released
 (``STEPSIM_FAST=1``) and OpenBLAS's Sandybridge kernels, the matmul-heavy runs change.

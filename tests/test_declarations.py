@@ -1,4 +1,4 @@
-"""Options declared once (stepsim._options): every recipe, optimizer, criterion and problem
+"""Options declared once (stepsim._ground.options): every recipe, optimizer, criterion and problem
 has one declaration covering exactly the options it accepts; names, the unknown-option
 error, validation and the help text come from it; N:M is checked once per run."""
 
@@ -10,8 +10,8 @@ import inspect
 import numpy as np
 import pytest
 
-from stepsim._options import Described, Option, Options
-from stepsim._validate import UnknownOptionError
+from stepsim._ground.options import Described, Option, Options
+from stepsim._ground.validate import UnknownOptionError
 from stepsim.problems.registry import PROBLEMS, problem_class, problem_declaration
 from stepsim.recipes import transforms as T
 from stepsim.recipes.criteria import CRITERIA, CRITERION_OPTIONS, make_criterion
@@ -92,7 +92,7 @@ def test_a_declared_dataclass_checks_every_field_by_its_declared_constraint(cls)
 
 
 def test_declared_gives_defaults_refuses_other_fields_and_runs_the_class_check_after():
-    from stepsim._options import Int, Real, declared
+    from stepsim._ground.options import Int, Real, declared
 
     table = Options({"a": Option(Real(minimum=0.0), 1.5, "a"), "b": Option(Int(), 2, "b")})
     seen = []

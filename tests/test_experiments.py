@@ -153,7 +153,7 @@ def test_a_crash_between_arrays_and_json_is_redone_and_the_table_is_unchanged(tm
     straight = run_sweep(TINY, tmp_path / "straight", jobs=1, progress=False)
     assert len(straight) == 8 and not straight.missing
     saves = {"n": 0}
-    from stepsim import _provenance
+    from stepsim._ground import provenance as _provenance
 
     original = _provenance.save_json
 

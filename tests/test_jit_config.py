@@ -23,12 +23,12 @@ DIRECT_JIT = re.compile(
 
 
 def _kernel_modules():
-    """Names of stepsim modules that define kernels with stepsim._jit.njit."""
+    """Names of stepsim modules that define kernels with stepsim._ground.jit.njit."""
     names = []
     for info in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="stepsim."):
         path = PACKAGE_DIR.joinpath(*info.name.split(".")[1:])
         source = path / "__init__.py" if info.ispkg else path.with_suffix(".py")
-        if source.exists() and "from stepsim._jit import njit" in source.read_text():
+        if source.exists() and "from stepsim._ground.jit import njit" in source.read_text():
             names.append(info.name)
     return names
 
@@ -36,12 +36,12 @@ def _kernel_modules():
 def test_no_module_calls_numba_jit_directly():
     offenders = []
     for path in PACKAGE_DIR.rglob("*.py"):
-        if path.name == "_jit.py":
+        if path == PACKAGE_DIR / "_ground" / "jit.py":
             continue
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             if DIRECT_JIT.search(line):
                 offenders.append(f"{path.relative_to(PACKAGE_DIR)}:{number}: {line.strip()}")
-    assert not offenders, "use stepsim._jit.njit instead:\n" + "\n".join(offenders)
+    assert not offenders, "use stepsim._ground.jit.njit instead:\n" + "\n".join(offenders)
 
 
 def test_kernels_are_cached_numba_dispatchers_compiled_lazily():
@@ -70,7 +70,7 @@ def test_kernels_are_cached_numba_dispatchers_compiled_lazily():
     for name, (n_signatures, cache_kind, error_model) in kernels.items():
         assert n_signatures == 0, f"{name} was compiled at import time"
         assert cache_kind != "NullCache", f"{name} is not cached to disk"
-        assert error_model == "numpy", f"{name} does not use stepsim._jit's flags"
+        assert error_model == "numpy", f"{name} does not use stepsim._ground.jit's flags"
 
 
 def test_public_wrappers_run_compiled_code():
@@ -97,7 +97,7 @@ def test_every_kernel_module_imports_and_defines_its_kernels_with_stepsims_njit(
                    if isinstance(obj, CPUDispatcher) and obj.__module__ == name]
         if not kernels:
             empty.append(name)
-    assert not empty, f"import stepsim._jit.njit but define no kernel with it: {empty}"
+    assert not empty, f"import stepsim._ground.jit.njit but define no kernel with it: {empty}"
 
 
 # --------------------------------------------------------------------------- no writable cache
@@ -198,7 +198,7 @@ def test_no_usable_cache_anywhere_compiles_uncached_and_says_so(monkeypatch, cap
     """numba finds no locator and the fallback directory is unusable: run uncached."""
     from numba.core import caching
 
-    from stepsim import _jit
+    from stepsim._ground import jit as _jit
 
     monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])  # numba: no locator
     monkeypatch.setattr(_jit, "_private_dir", lambda path: False)
@@ -219,7 +219,7 @@ def test_no_usable_cache_anywhere_compiles_uncached_and_says_so(monkeypatch, cap
 def test_someone_elses_fallback_directory_is_not_used(tmp_path):
     import os
 
-    from stepsim import _jit
+    from stepsim._ground import jit as _jit
 
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o777)

@@ -9,11 +9,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "stepsim"
 
 #: module, package or module inside a package -> layer (lower numbers sit lower); a module
-#: takes the layer of its longest dotted prefix listed here (core.masks: 2, core._mask_kernels: 1)
+#: takes the layer of its longest dotted prefix listed here (core.masks: 2, core._mask_kernels: 1,
+#: _ground.validate: 0)
 LAYER = {
-    "_validate": 0, "_options": 0, "_jit": 0, "_threads": 0, "_atomic": 0, "_provenance": 0, "_progress": 0,
-    "_lazy": 0, "_bits": 0, "_portability": 0, "_malloc": 0, "_switch_steps": 0,
-    "_libm": 1, "_libm_kernels": 1,
+    "_ground": 0, "_ground.libm": 1, "_ground.libm_kernels": 1,
     "core._mask_kernels": 1, "core._optim_kernels": 1, "core._step_kernels": 1,
     "core.reference": 1, "nn._kernels": 1,
     "core": 2, "core.masks": 2, "core.optim": 2, "core.sparsity": 2, "stats": 2,

@@ -383,10 +383,10 @@ def test_block_stats_lanes_give_the_bits_of_their_reference(dtype, n, raw, seed)
 def test_fit_steps_take_no_page_faults_in_steady_state():
     # a step's large temporaries (attention scores, activations: above glibc's 128 KiB
     # mmap threshold here) are freed and allocated again every step; fit keeps freed
-    # memory in the process (stepsim._malloc), so steady-state steps touch no fresh pages
+    # memory in the process (stepsim._ground.malloc), so steady-state steps touch no fresh pages
     import resource
 
-    from stepsim._malloc import keep_freed_memory
+    from stepsim._ground.malloc import keep_freed_memory
 
     if not keep_freed_memory():
         pytest.skip("not glibc: the thresholds cannot be set")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepsim._validate import NMRatio, UnknownOptionError
+from stepsim._ground.validate import NMRatio, UnknownOptionError
 from stepsim.cli._args import key_values, value
 
 

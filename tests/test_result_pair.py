@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from stepsim import _atomic, _provenance
+from stepsim._ground import atomic as _atomic, provenance as _provenance
 from stepsim.cli import main
 from stepsim.training import Trace
 

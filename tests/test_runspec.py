@@ -68,7 +68,7 @@ SWEEP_PINNED = ["b8fa82da36c6", "37115120e363", "06de9058d747", "d36f22fffd4b", 
 
 
 def test_digests_of_known_runs_and_of_a_sweeps_runs_are_unchanged():
-    from stepsim._validate import NMRatio
+    from stepsim._ground.validate import NMRatio
     from stepsim.experiments import plan_sweep
 
     assert [s.digest[:16] for s in SPECS] == PINNED
@@ -78,7 +78,7 @@ def test_digests_of_known_runs_and_of_a_sweeps_runs_are_unchanged():
 
 
 def test_the_run_nm_is_one_typed_value_from_the_cli_to_the_problem():
-    from stepsim._validate import NMRatio, check_nm_pair
+    from stepsim._ground.validate import NMRatio, check_nm_pair
     from stepsim.cli import build_parser
     from stepsim.cli.train import run_spec
 
@@ -98,7 +98,7 @@ def test_the_run_nm_is_one_typed_value_from_the_cli_to_the_problem():
 
 
 def test_fit_nm_makes_new_specs_and_never_changes_a_frozen_one():
-    from stepsim._validate import NMRatio
+    from stepsim._ground.validate import NMRatio
     from stepsim.problems import make_problem
     from stepsim.recipes import make_recipe
     from stepsim.training import fit

@@ -1,10 +1,10 @@
-"""The tqdm progress bar keeps stepsim._progress's interface and its on/off rules."""
+"""The tqdm progress bar keeps stepsim._ground.progress's interface and its on/off rules."""
 
 import io
 
 import pytest
 
-from stepsim._progress import Progress
+from stepsim._ground.progress import Progress
 
 
 class Tty(io.StringIO):

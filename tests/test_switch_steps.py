@@ -1,4 +1,4 @@
-"""When a run may switch is decided in one place (stepsim._switch_steps): the clipped
+"""When a run may switch is decided in one place (stepsim._ground.switch_steps): the clipped
 AutoSwitch criterion, the protocol and the checks' ``switch_cause`` agree on it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import pytest
 
-from stepsim._switch_steps import CLIP_BOUNDS, fraction_to_step, legal_switch_steps
+from stepsim._ground.switch_steps import CLIP_BOUNDS, fraction_to_step, legal_switch_steps
 from stepsim.checks import protocol
 from stepsim.checks._setup import switch_cause
 from stepsim.recipes.criteria import AutoSwitch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from stepsim._provenance import load_json
+from stepsim._ground.provenance import load_json
 from stepsim.cli import main
 
 

@@ -33,7 +33,7 @@ import zlib
 import numpy as np
 import pytest
 
-from stepsim._provenance import to_jsonable
+from stepsim._ground.provenance import to_jsonable
 from stepsim.checks import verdict as V
 
 N_SEEDS = 8

@@ -141,7 +141,7 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer
     opt_state = recipe.init(params, ctx)
     lean = LeanStep.make(recipe, params, opt_state, ctx)  # fit's in-place step
     if torch_peer is False:  # stepsim's own process: as fit, keep freed memory
-        from stepsim._malloc import keep_freed_memory
+        from stepsim._ground.malloc import keep_freed_memory
 
         keep_freed_memory()
     stepper = lean or recipe
@@ -198,7 +198,7 @@ def run(bench) -> None:
         if peer is not None:
             peer.build("lm", "lm", problem=options)
         # the same thread count for torch and OpenBLAS; numba's kernels on one thread, as
-        # fit runs them (stepsim._threads: under numba's OpenMP layer its spinning workers
+        # fit runs them (stepsim._ground.threads: under numba's OpenMP layer its spinning workers
         # take the cores from OpenBLAS's, measured 10x slower steps on this 2-core host);
         # quick: one thread only
         for threads in (1,) if bench.quick else (1, 2):

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         # help); return its exit status so main() reports bad options like bad input.
         return exc.code if isinstance(exc.code, int) else 2
     if args.fast:  # before anything loads NumPy (and so OpenBLAS) in this process
-        from stepsim._portability import release_blas_pin
+        from stepsim._ground.portability import release_blas_pin
 
         release_blas_pin()
     if args.version:

@@ -27,8 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._jit import num_threads
-from stepsim._validate import (
+from stepsim._ground.jit import num_threads
+from stepsim._ground.validate import (
     check_beta,
     check_c_contiguous,
     check_choice,

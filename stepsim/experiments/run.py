@@ -37,7 +37,7 @@ import functools
 import hashlib
 import json
 
-from stepsim._validate import NMRatio
+from stepsim._ground.validate import NMRatio
 from stepsim.recipes.switch import DEFAULT_CRITERION  # the one default (module docstring)
 
 DEFAULT_STEPS = 2000
@@ -138,7 +138,7 @@ class RunSpec:
     loss_scale: float = 1.0
 
     def __post_init__(self):
-        from stepsim._validate import check_int, check_nm_pair, check_real
+        from stepsim._ground.validate import check_int, check_nm_pair, check_real
 
         for field in ("problem", "recipe", "optimizer"):
             if not isinstance(getattr(self, field), str):

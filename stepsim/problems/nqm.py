@@ -45,9 +45,9 @@ import math
 
 import numpy as np
 
-from stepsim import _libm
-from stepsim._options import NM, Bool, Described, Int, Option, Options, OrNone, Real
-from stepsim._validate import (
+from stepsim._ground import libm as _libm
+from stepsim._ground.options import NM, Bool, Described, Int, Option, Options, OrNone, Real
+from stepsim._ground.validate import (
     check_beta,
     check_bool,
     check_int,
@@ -180,7 +180,7 @@ class NoisyQuadratic:
     generator).
     """
 
-    #: the options, declared once (stepsim._options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options); __init__ checks the values
     OPTIONS = Options({
         "dim": Option(Int(minimum=1), 256, "dimensions d"),
         "alpha": Option(Real(minimum=0.0), 1.0, "curvature decay: h_i ~ i^-alpha"),

@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._options import NM, Bool, Described, Int, Option, Options, OrNone, Real
-from stepsim._validate import check_bool, check_int, check_memory, check_nm_pair, check_real
+from stepsim._ground.options import NM, Bool, Described, Int, Option, Options, OrNone, Real
+from stepsim._ground.validate import check_bool, check_int, check_memory, check_nm_pair, check_real
 from stepsim.core.sparsity import ParamSpec
 
 
@@ -54,7 +54,7 @@ class SyntheticRegression:
     take the caller's generator. dtype: np.float32 or np.float64 (data and parameters).
     """
 
-    #: the options, declared once (stepsim._options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options); __init__ checks the values
     OPTIONS = Options({
         "d_in": Option(Int(minimum=1), 32, "input size"),
         "d_hidden": Option(Int(minimum=1), 16, "hidden size"),

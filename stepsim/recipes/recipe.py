@@ -46,7 +46,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from stepsim._validate import (
+from stepsim._ground.validate import (
     check_choice,
     check_float_array,
     check_fraction,

@@ -3,7 +3,7 @@ by name.
 
 * ``RECIPES``: name -> builder of the recipe's pieces; :func:`make_recipe` builds one,
   rejecting options the recipe does not use; :func:`recipe_options` lists its options.
-* ``RECIPE_OPTIONS``: name -> the recipe's options, declared once (:mod:`stepsim._options`:
+* ``RECIPE_OPTIONS``: name -> the recipe's options, declared once (:mod:`stepsim._ground.options`:
   name -> (constraint, default, help)); names, the unknown-option error, validation at
   the boundary and ``stepsim train --recipe-options`` all come from it.
 * :func:`make_optimizer`: Adam, AdamW or momentum SGD by name (``OPTIMIZERS``; their options:
@@ -12,7 +12,7 @@ by name.
 
 from __future__ import annotations
 
-from stepsim._options import (
+from stepsim._ground.options import (
     Bool,
     Choice,
     Described,
@@ -23,7 +23,7 @@ from stepsim._options import (
     Real,
     StepOrFraction,
 )
-from stepsim._validate import check_choice, check_step_or_fraction
+from stepsim._ground.validate import check_choice, check_step_or_fraction
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
 from stepsim.recipes.maskers import (

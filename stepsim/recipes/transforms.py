@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._options import Bool, Choice, Int, Option, Options, Real, declared
-from stepsim._validate import (
+from stepsim._ground.options import Bool, Choice, Int, Option, Options, Real, declared
+from stepsim._ground.validate import (
     check_choice,
     check_fraction,
     check_int,
@@ -76,7 +76,7 @@ def learning_rate(base: float, step: int, total_steps: int, schedule: str = "con
 
 
 # ------------------------------------------------------------ optimizer options, declared once
-# the declaration is the dataclass's default and check (stepsim._options.declared); the
+# the declaration is the dataclass's default and check (stepsim._ground.options.declared); the
 # registry's OPTIMIZER_OPTIONS and the help text read the same tables
 _SCHEDULE = {
     "schedule": Option(Choice(*SCHEDULES), "constant", "learning-rate schedule"),

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim import _libm
+from stepsim._ground import libm as _libm
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)

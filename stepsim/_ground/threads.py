@@ -41,7 +41,7 @@ def training_threads(kernels: int = 1, blas: int | str | None = "auto"):
     """
     import numba
 
-    from stepsim._validate import check_int
+    from stepsim._ground.validate import check_int
 
     kernels = check_int("kernels", kernels, minimum=1)
     why = "as asked"

@@ -1,9 +1,9 @@
-"""numba loops over glibc's scalar functions. Private: call :mod:`stepsim._libm`.
+"""numba loops over glibc's scalar functions. Private: call :mod:`stepsim._ground.libm`.
 
 Each kernel evaluates one function element by element, in float64, over flat arrays and
 writes into ``out`` (float32 ``out`` rounds once). The loops call libm (``math.exp`` is a
 call to glibc's ``exp``): numba has no vector library here (SVML is disabled by
-:mod:`stepsim._portability`), so LLVM cannot swap in a CPU-specific SIMD version.
+:mod:`stepsim._ground.portability`), so LLVM cannot swap in a CPU-specific SIMD version.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from stepsim._jit import njit
+from stepsim._ground.jit import njit
 
 
 @njit

@@ -2,7 +2,7 @@
 
 stepsim's own arithmetic is portable by construction: numba kernels add in a fixed order
 (no reassociation, so LLVM cannot choose an order by vector width; no fast-math, so no
-FMA contraction), and transcendental functions go through :mod:`stepsim._libm` (glibc's
+FMA contraction), and transcendental functions go through :mod:`stepsim._ground.libm` (glibc's
 scalar functions, the same code on every AVX2 and AVX-512 machine) instead of NumPy's
 SIMD loops, which take other paths on AVX-512. What stepsim does not compute itself is
 the matrix product: NumPy hands it to OpenBLAS, which picks a GEMM kernel family per CPU
@@ -31,10 +31,10 @@ the next (measured by emulating an AVX2 machine on an AVX-512 one), and each is 
 source of different bits                               what stepsim does
 =====================================================  ===================================
 numba sums that LLVM may reorder follow the vector      no fast-math anywhere
-width (AVX2 vs AVX-512)                                 (:mod:`stepsim._jit`); sums that
+width (AVX2 vs AVX-512)                                 (:mod:`stepsim._ground.jit`); sums that
                                                         must vectorise keep 8 running
                                                         lanes in a fixed order
-NumPy's ``exp``/``log``/``power``/``tanh`` take other   :mod:`stepsim._libm`: glibc's scalar
+NumPy's ``exp``/``log``/``power``/``tanh`` take other   :mod:`stepsim._ground.libm`: glibc's scalar
 SIMD paths on AVX-512                                   functions, one variant on every
                                                         AVX2+FMA CPU (a test forbids
                                                         ``np.exp`` & co. in the package)
@@ -114,7 +114,7 @@ def pin_blas_kernels() -> None:
     if fast_mode():
         return
     # numba would vectorise math.exp & co. with Intel's SVML (CPU-dispatched) if icc_rt is
-    # installed; stepsim's libm loops must call glibc's scalar functions (stepsim._libm)
+    # installed; stepsim's libm loops must call glibc's scalar functions (stepsim._ground.libm)
     os.environ.setdefault("NUMBA_DISABLE_INTEL_SVML", "1")
     if _cpu_runs_haswell_kernels():
         _ORIGINAL["OPENBLAS_CORETYPE"] = os.environ.get("OPENBLAS_CORETYPE")

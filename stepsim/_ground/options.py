@@ -5,7 +5,7 @@ Every recipe, optimizer, criterion and problem states its keyword options in one
 derived from it:
 
 * the option names, in order (``recipe_options``, ``problem_options``, ...);
-* the unknown-option error (:class:`~stepsim._validate.UnknownOptionError`), naming the
+* the unknown-option error (:class:`~stepsim._ground.validate.UnknownOptionError`), naming the
   option as the user typed it and listing the valid ones (:meth:`Options.check_known`);
 * type and range validation at the boundary (:meth:`Options.validate`), for options whose
   constructor does not already check them (``validated=False`` on the table says the
@@ -19,7 +19,7 @@ A declaration::
     SRSTE = Options({"lam": LAM, "placement": Option(Choice("before", "after"), "before",
                                                      "SR-STE term on the gradient or after")})
 
-A constraint checks a value with the :mod:`stepsim._validate` functions, under the name the
+A constraint checks a value with the :mod:`stepsim._ground.validate` functions, under the name the
 user typed, and describes itself for the help text. ``None`` given for an option means "not
 given" (its default) wherever the owner says so (``none_is_default=True``).
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from stepsim import _validate as V
+from stepsim._ground import validate as V
 
 
 # ------------------------------------------------------------------------ constraints

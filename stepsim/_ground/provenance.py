@@ -3,7 +3,7 @@
 ``save_json(path, payload, params=..., seed=...)`` writes one JSON document with the
 payload under ``"result"`` and a ``"provenance"`` block: the parameters, the seed, the
 versions of Python, NumPy, SciPy, numba and stepsim, the machine, numba's thread count,
-OpenBLAS's kernel family (and so whether the run is portable: stepsim._portability) and
+OpenBLAS's kernel family (and so whether the run is portable: stepsim._ground.portability) and
 a UTC timestamp. Every command that writes results uses it, so any number stepsim prints
 can be traced back to how it was made.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stepsim import _portability
+from stepsim._ground import portability as _portability
 
 
 def versions() -> dict:
@@ -80,7 +80,7 @@ def to_jsonable(obj):
 
 def save_json(path, payload, *, params: dict | None = None, seed=None) -> Path:
     """Atomically write ``{"result": payload, "provenance": ...}`` to ``path`` (parents created)."""
-    from stepsim._atomic import write_json
+    from stepsim._ground.atomic import write_json
 
     document = {"result": to_jsonable(payload), "provenance": provenance(params, seed)}
     return write_json(path, document)

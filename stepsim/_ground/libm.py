@@ -5,7 +5,7 @@ machine ``np.exp``, ``np.log``, ``np.power``, ``np.tanh`` (float32 and float64) 
 paths that round differently, in the last bit, from the AVX2 machine's paths (measured:
 six replay digests change when NumPy's AVX-512 dispatch is disabled). stepsim computes
 every transcendental function that can reach a result through this module instead: glibc's
-scalar functions, in float64, element by element (:mod:`stepsim._libm_kernels`). glibc
+scalar functions, in float64, element by element (:mod:`stepsim._ground.libm_kernels`). glibc
 picks one variant of each for every CPU with AVX2 and FMA, so the bits are the same on
 all of them. The cost is speed (a scalar call, ~2-10 ns an element): hot float32 paths of
 the transformer use stepsim's own vectorised exp instead (:mod:`stepsim.nn._kernels`).
@@ -24,7 +24,7 @@ import numpy as np
 def _apply(name: str, *arrays):
     """Run kernel ``name`` over broadcast float arrays; the result's dtype: float32 when
     every input is float32, else float64."""
-    from stepsim import _libm_kernels as K
+    from stepsim._ground import libm_kernels as K
 
     arrays = [np.asarray(a) for a in arrays]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
