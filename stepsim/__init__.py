@@ -3,7 +3,7 @@
 The public API is loaded lazily (PEP 562): ``import stepsim`` is cheap and imports
 neither numba nor the kernels; ``stepsim.nm_mask`` imports its module on first use.
 
-Layers (a module imports only its own layer and lower ones; ``tests/test_layers.py``):
+Layers (a module imports only its own layer and lower ones; ``tests/package/test_layers.py``):
 
 ====  =========================  ==========================================================
 0     ``_ground/``               private utilities: argument checks, option declarations

@@ -1,7 +1,7 @@
 """The one place that holds numba's jit flags.
 
 Every kernel module decorates with :func:`njit` from here, never with ``numba.njit``
-directly (``tests/test_jit_config.py`` checks this), so caching and fast-math are
+directly (``tests/ground/test_jit_config.py`` checks this), so caching and fast-math are
 decided once:
 
 * ``cache=True``: compiled machine code is kept next to the source, so a warm process

@@ -64,7 +64,7 @@ against NumPy's 0.5, about 0.6 ms a step on that transformer's logits (under 1% 
 76 ms step). On AVX2 machines OpenBLAS picks Haswell/Zen kernels anyway. The committed
 evidence (``figures/``) is produced without ``--fast``.
 
-How it is guarded: ``tests/test_cpu_portability.py`` runs short recorded runs (dense,
+How it is guarded: ``tests/package/test_cpu_portability.py`` runs short recorded runs (dense,
 SR-STE and STEP with AutoSwitch on the regression, the digits MLP, the transformer, a
 Theorem 1 run) in subprocesses under every CPU the host can emulate — numba compiled for
 an AVX2 CPU and for the x86-64 baseline (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``),

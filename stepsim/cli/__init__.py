@@ -5,7 +5,7 @@ Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` an
 when Ctrl-C stops it (what was kept and how to resume; exit status 130, no traceback).
 Subcommand modules import only the standard library at module
 level — NumPy, numba and matplotlib are imported inside ``run`` — so ``stepsim --help``
-and ``stepsim SUBCOMMAND --help`` stay instant (``tests/test_cli.py`` checks that building
+and ``stepsim SUBCOMMAND --help`` stay instant (``tests/cli/test_cli.py`` checks that building
 the parser imports neither numba nor numpy). String options are parsed here, in the CLI,
 and the Python API receives typed values.
 """

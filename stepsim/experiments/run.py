@@ -253,7 +253,7 @@ class RunSpec:
         options (keyed by the problem's name and the canonical JSON of its options as
         given, N:M and data seed among them; the 8 most recent are kept,
         :func:`problem_cache_info`). Sharing one is safe because ``fit`` never changes a
-        problem (its batches come from ``fit``'s own generator; tests/test_workers.py
+        problem (its batches come from ``fit``'s own generator; tests/experiments/test_workers.py
         checks every registered problem's state and that a run on a cached problem has the
         bits of a run on a fresh one)."""
         problem = _problem(self.problem, self.problem_options, self.nm)

@@ -35,7 +35,7 @@ Hence the mean mu and covariance S of (w, m) per coordinate follow
 
 and E[L(p w_k)] = 1/2 sum_i h_i (p_i (S_ww + mu_w^2) - 2 p_i w*_i mu_w + w*_i^2): a 2x2
 recursion per coordinate, exact for any noise distribution with this variance.
-:func:`expected_loss` evaluates it; ``tests/test_nqm.py`` checks it against seed-averaged
+:func:`expected_loss` evaluates it; ``tests/problems/test_nqm.py`` checks it against seed-averaged
 simulations run through ``adam_step(freeze_v=True)`` and through STEP's recipe.
 """
 

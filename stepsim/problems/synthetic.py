@@ -16,7 +16,7 @@ groups run along the input axis:
 w1 and w2 are sparsified (``nm``, default 2:4), biases are dense. Gradient noise is set by
 the minibatch size (sampled with replacement), the label noise and ``grad_noise`` (the std
 of Gaussian noise added to every gradient entry, drawn in ``sample_batch``); its scale by
-``scale``. Gradients are hand-written (``tests/test_training.py`` checks them against
+``scale``. Gradients are hand-written (``tests/training/test_training.py`` checks them against
 central finite differences in float64).
 """
 

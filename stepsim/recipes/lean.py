@@ -6,7 +6,7 @@ before the in-place kernel runs, and its pieces build masked arrays with ``np.wh
 :func:`stepsim.training.fit` nobody else holds those arrays, and the copies are most of
 what a small model's update costs. :class:`LeanStep` runs the same step — the same
 pieces, in the same order, through each piece's own in-place form (below), so the same
-bits (tests/test_lean_step.py checks every registered recipe against the pure step) — on
+bits (tests/recipes/test_lean_step.py checks every registered recipe against the pure step) — on
 buffers allocated once per run. LeanStep knows no piece type: it calls the protocol.
 
 **The in-place protocol** (what a piece must have beside its pure form; a recipe with a

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "stepsim"
+ROOT = Path(__file__).resolve().parents[2] / "stepsim"
 
 #: module, package or module inside a package -> layer (lower numbers sit lower); a module
 #: takes the layer of its longest dotted prefix listed here (core.masks: 2, core._mask_kernels: 1,

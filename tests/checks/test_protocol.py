@@ -23,7 +23,7 @@ import pytest
 
 from stepsim.checks import protocol, tuning
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "figures" / "check" / "report.json"
 
 

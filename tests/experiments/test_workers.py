@@ -16,7 +16,7 @@ from stepsim.experiments import executors
 from stepsim.experiments.run import RunSpec, problem_cache_info
 from stepsim.problems import make_problem
 from stepsim.training import fit
-from tests.test_problems import SMALL
+from tests.problems.test_problems import SMALL
 
 
 def _bits(result) -> str:

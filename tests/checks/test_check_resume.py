@@ -22,7 +22,7 @@ import pytest
 
 from stepsim.checks import protocol, run_checks, tuning
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = ["C3", "C12"]  # full mode, digits: 30 tuning runs, 24 evaluation runs, one count
 #: the same call as the test's straight run, in a process of its own (to be killed)
 SCRIPT = ("import sys; from stepsim.checks import run_checks; "

@@ -9,7 +9,7 @@ from stepsim.core.sparsity import check_specs
 from stepsim.problems import PROBLEMS, Problem, make_problem, problem_options
 from stepsim.problems.digits import Digits
 from stepsim.problems.teacher import TeacherStudent
-from tests.test_nn_layers import numeric_grad
+from tests.gradcheck import numeric_grad
 
 SMALL = {  # fast instances of every registered problem
     "regression": {},

@@ -11,27 +11,18 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "figures"))
 
 import regenerate
 
-from tests.test_check_rules import (
-    base,
-    budget_for,
-    c1_scenario,
-    c2_scenario,
-    c4_scenario,
-    c7_scenario,
-    c8_scenario,
-    c9_scenario,
-    decided,
-    gap_scenario,
-)
+from tests.checks.fake_views import base, budget_for, decided
+from tests.checks.test_rules_c1_c6 import c1_scenario, c2_scenario, c4_scenario, gap_scenario
+from tests.checks.test_rules_c7_c12 import c7_scenario, c8_scenario, c9_scenario
 
 PNG = b"\x89PNG\r\n\x1a\n"
 GAPS = {"asp": 100, "sr-ste": 100, "step-a1": 250, "step-sr": 5}
-#: claim -> (problem, timescale, only, scenario) of a fake check (tests/test_check_rules.py)
+#: claim -> (problem, timescale, only, scenario) of a fake check (tests/checks/test_rules_*.py)
 FAKE = {
     "C1": ("digits", "main", None, c1_scenario(90, 10)),
     "C2": ("digits", "main", None, c2_scenario(0.01, 0.5)),

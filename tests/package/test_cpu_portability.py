@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: cpu_digests.py and data/
 SCRIPT = HERE / "cpu_digests.py"
 RECORDED = json.loads((HERE / "data" / "cpu_digests.json").read_text())
 MATMUL_RUNS = ("digits/dense", "lm/sr-ste")

@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from stepsim._ground import libm as _libm
 
-PACKAGE = Path(__file__).resolve().parents[1] / "stepsim"
+PACKAGE = Path(__file__).resolve().parents[2] / "stepsim"
 FUNCTIONS = {"exp": math.exp, "tanh": math.tanh, "sin": math.sin, "cos": math.cos}
 
 

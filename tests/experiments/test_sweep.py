@@ -15,7 +15,7 @@ import pytest
 from stepsim.experiments import load_table, run_sweep
 from tests.tables import stable_rows
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"steps": 100, "seeds": 2, "nm": ["2:4", "1:8"], "criterion": "autoswitch",
         "problem": {"name": "regression", "options": {"d_in": 16, "d_hidden": 8}},
         "recipes": ["sr-ste", "step"]}

@@ -147,7 +147,7 @@ def test_plateau_ratio_compares_the_loss_at_k0_with_its_start():
 
 
 def _c5_budget(**kw):
-    from test_check_rules import budget_for
+    from tests.checks.fake_views import budget_for
 
     from stepsim.checks import claim_module
 
@@ -161,7 +161,7 @@ def _dataclass_replace(b, **kw):
 
 
 def test_a_part_whose_step_switched_on_the_plateau_is_inconclusive():
-    from test_check_rules import R, base, views
+    from tests.checks.fake_views import R, base, views
 
     module, b = _c5_budget()
     gaps = {"asp": 100, "sr-ste": 100, "step-a1": 5, "step-sr": 5}
@@ -216,7 +216,7 @@ def test_fixed_fraction_operating_point_switches_step_and_only_step():
 
 
 def _views(module, b):
-    from test_check_rules import base, views
+    from tests.checks.fake_views import base, views
 
     return views(module, b, lambda job, i: {"wrong": base(i) + 50,
                                             "switch_step": 1500 if job["key"].startswith(
@@ -351,7 +351,7 @@ def test_extended_seeds_join_the_stability_map_only():
 
 
 def test_c4_decides_eq10_with_bias_corrected_vstar_and_reports_raw_beside():
-    from test_check_rules import base, budget_for, classify, views
+    from tests.checks.fake_views import base, budget_for, classify, views
 
     from stepsim.checks import claim_module
 

@@ -22,7 +22,7 @@ import pytest
 from stepsim.experiments import executors, load_table, plan_sweep, run_sweep, store, sweep_dir
 from tests.tables import stable_rows
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"steps": 100, "seeds": 2, "nm": ["2:4", "1:8"], "criterion": "autoswitch",
         "problem": {"name": "regression", "options": {"d_in": 16, "d_hidden": 8}},
         "recipes": ["sr-ste", "step"]}

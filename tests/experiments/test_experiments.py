@@ -365,7 +365,7 @@ def test_diverged_runs_are_counted_per_condition_and_marked_not_averaged(tmp_pat
     assert np.count_nonzero(blue.any(axis=1)) > 100  # the error bar spans the axis height
 
 
-LEGACY = Path(__file__).parent / "data" / "legacy_sweep"  # written by commit aeb0e34's code
+LEGACY = Path(__file__).parents[1] / "data" / "legacy_sweep"  # written by commit aeb0e34's code
 LEGACY_SPEC = {"name": "legacy", "steps": 5, "seeds": 1, "nm": ["2:4"], "criterion": "autoswitch",
                "problem": {"name": "regression", "options": {"d_in": 16, "d_hidden": 8}},
                "recipes": ["dense", "step"]}

@@ -372,7 +372,7 @@ def test_lean_step_gives_the_pure_bits_for_the_new_mask_pieces(monkeypatch, name
 
 def test_sste_owns_an_in_place_forward_and_a_piece_without_one_is_refused():
     """S-STE's forward is not Pi * w: the lean step runs it through the masker's
-    ``forward_into`` (tests/test_lean_step.py checks its bits against the pure step); a
+    ``forward_into`` (tests/recipes/test_lean_step.py checks its bits against the pure step); a
     masker that overrides ``forward_weights`` without ``forward_into`` is refused."""
     import dataclasses
 
@@ -419,7 +419,7 @@ def test_successors_script_quick_mode(tmp_path):
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "paper_checks" / "successors.py"
+    path = Path(__file__).resolve().parents[2] / "paper_checks" / "successors.py"
     spec = importlib.util.spec_from_file_location("successors_script", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

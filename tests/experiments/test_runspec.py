@@ -14,7 +14,7 @@ import pytest
 
 from stepsim.experiments.run import DEFAULT_CRITERION, RunSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SPECS = [
     RunSpec(),

@@ -207,7 +207,7 @@ def test_verification_script_quick(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).parents[1] / "paper_checks" / "theorem1_bounds.py"
+    path = Path(__file__).parents[2] / "paper_checks" / "theorem1_bounds.py"
     spec = importlib.util.spec_from_file_location("theorem1_bounds", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

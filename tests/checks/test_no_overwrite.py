@@ -105,7 +105,7 @@ def test_checking_one_claim_into_the_committed_draft_3_report_is_refused(tmp_pat
     import shutil
     from pathlib import Path
 
-    committed = Path(__file__).resolve().parents[1] / "figures" / "check"
+    committed = Path(__file__).resolve().parents[2] / "figures" / "check"
     out = tmp_path / "full"
     shutil.copytree(committed, out)
     before = (out / "report.json").read_bytes()
