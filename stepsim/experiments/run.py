@@ -19,7 +19,7 @@ The defaults a run takes when a field is not given are stated here and nowhere e
   Recipes that need no criterion get none (``criterion=None`` also says "none" for STEP
   when its ``switch_at`` is given);
 * an optimizer's learning rate and other options: the optimizer's own defaults (Adam
-  lr 1e-3, momentum SGD lr 1e-2, :mod:`stepsim.recipes.transforms`); a RunSpec holds only
+  lr 1e-3, momentum SGD lr 1e-2, :mod:`stepsim.recipes.optimizers`); a RunSpec holds only
   the options given;
 * N:M: the problem's own (every registered problem: 2:4). The run's N:M enters through
   one door, the ``nm`` field, which sets the problem's ``nm`` option (the problem's

@@ -17,8 +17,8 @@ silent fall-back to the pure step):
 optimizer              ``update_into(opt_state, params, grads, step, total_steps, ws, *,
                        stats_on, log_stats) -> name -> stats`` — :meth:`update` with w and
                        the moments of ``opt_state`` updated in place (``params`` are the
-                       step's own arrays). ``transforms.Adam`` (frozen v and decoupled
-                       decay included), ``transforms.SGDM``.
+                       step's own arrays). ``optimizers.Adam`` (frozen v and decoupled
+                       decay included), ``optimizers.SGDM``.
 gradient piece         ``apply_into(grads, view, ws) -> grads`` — :meth:`apply`, writing
                        each changed gradient into ``ws.like("grad", name, w)`` (the
                        problem's gradient arrays are read, never written; the buffer may

@@ -223,7 +223,7 @@ def plan_schedule(recipe, criterion, steps: int):
     eps must be its Adam's. Raises what ``fit`` raises for the pair, without training
     (``stepsim.experiments.RunSpec.check`` calls it; ``fit`` too).
     """
-    from stepsim.recipes.transforms import SGDM
+    from stepsim.recipes.optimizers import SGDM
 
     schedule, observed = schedule_for(recipe, criterion, steps)
     watched = [s for s in (schedule, observed) if hasattr(s, "criterion")]

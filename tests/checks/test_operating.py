@@ -315,7 +315,7 @@ def test_robustness_labels_the_registered_verdict_by_its_tie_set():
 # ----------------------------------------------------------------------------- diagnostics
 def test_fit_records_g2_over_vstar_after_the_switch_without_changing_the_run():
     from stepsim.experiments.run import RunSpec
-    from stepsim.recipes.transforms import freeze_second_moment  # noqa: F401
+    from stepsim.recipes.optimizers import freeze_second_moment  # noqa: F401
 
     spec = RunSpec(problem="regression", recipe="step", optimizer="adam",
                    recipe_options={"lr": 1e-2, "beta2": 0.99}, criterion="fixed-step",

@@ -16,6 +16,7 @@ from stepsim.problems.registry import PROBLEMS, problem_class, problem_declarati
 from stepsim.recipes import transforms as T
 from stepsim.recipes.criteria import CRITERIA, CRITERION_OPTIONS, make_criterion
 from stepsim.recipes.domino import DominoSearch
+from stepsim.recipes.optimizers import SGDM, Adam
 from stepsim.recipes.registry import (
     _DOMINO_KEYS,
     OPTIMIZER_OPTIONS,
@@ -77,7 +78,7 @@ def test_domino_options_map_onto_dominosearch_fields_with_their_defaults():
         assert RECIPE_OPTIONS["ste"][option].default == fields[field], option
 
 
-DECLARED = [T.Adam, T.SGDM, *(CRITERIA[c] for c in ("autoswitch", "agarwal", "tang"))]
+DECLARED = [Adam, SGDM, *(CRITERIA[c] for c in ("autoswitch", "agarwal", "tang"))]
 
 
 @pytest.mark.parametrize("cls", DECLARED, ids=lambda c: c.__name__)

@@ -353,16 +353,16 @@ def test_a_run_that_does_not_diverge_reports_nothing_diverged():
 def test_the_learning_rate_is_computed_once_a_step(recipe, options, monkeypatch):
     """lr_at runs once per step of fit (the optimizer, the pieces after it and the trace
     share it), and the trace holds the schedule's value."""
-    from stepsim.recipes import transforms
+    from stepsim.recipes import optimizers
 
     calls = []
-    real = transforms.learning_rate
+    real = optimizers.learning_rate
 
     def counting(*args):
         calls.append(args[1])
         return real(*args)
 
-    monkeypatch.setattr(transforms, "learning_rate", counting)
+    monkeypatch.setattr(optimizers, "learning_rate", counting)
     result = fit(SyntheticRegression(), make_recipe(recipe, **options), 12, rng=0,
                  criterion=None, progress=False)
     assert calls == list(range(1, 13))
