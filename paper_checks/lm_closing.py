@@ -126,8 +126,8 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown optimizer(s)/ratio(s) {unknown}")
     grid = cells(optimizers, ratios)
-    from stepsim._atomic import write_text
-    from stepsim._provenance import save_json
+    from stepsim._ground.atomic import write_text
+    from stepsim._ground.provenance import save_json
     from stepsim.experiments import executors
     from stepsim.experiments.store import RunStore
     from stepsim.problems.markov import MarkovLanguage

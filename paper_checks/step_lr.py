@@ -63,8 +63,8 @@ def table(rows) -> str:
 
 def main(argv=None) -> int:
     import stepsim  # noqa: F401  (portable BLAS before NumPy)
-    from stepsim._atomic import write_text
-    from stepsim._provenance import save_json
+    from stepsim._ground.atomic import write_text
+    from stepsim._ground.provenance import save_json
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2)

@@ -136,8 +136,8 @@ def figure(rows, path, note: str) -> Path:
 
 def main(argv=None) -> int:
     import stepsim  # noqa: F401  (portable BLAS before NumPy)
-    from stepsim._atomic import write_text
-    from stepsim._provenance import save_json
+    from stepsim._ground.atomic import write_text
+    from stepsim._ground.provenance import save_json
     from stepsim.cli._args import nm as parse_nm
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

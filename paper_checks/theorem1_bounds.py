@@ -53,7 +53,7 @@ def figure(results, path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from stepsim._atomic import atomic_path
+    from stepsim._ground.atomic import atomic_path
 
     n = len(results)
     cols = min(4, n)
@@ -97,8 +97,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", help="comma-separated labels (default: all)")
     args = parser.parse_args(argv)
-    from stepsim._atomic import write_text
-    from stepsim._provenance import save_json
+    from stepsim._ground.atomic import write_text
+    from stepsim._ground.provenance import save_json
     from stepsim.theorem1.verify import default_specs, verify_one
 
     size = QUICK if args.quick else FULL

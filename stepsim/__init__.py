@@ -3,16 +3,16 @@
 The public API is loaded lazily (PEP 562): ``import stepsim`` is cheap and imports
 neither numba nor the kernels; ``stepsim.nm_mask`` imports its module on first use.
 
-Layers (a module imports only its own layer and lower ones; ``tests/test_layers.py``):
+Layers (a module imports only its own layer and lower ones; ``tests/package/test_layers.py``):
 
 ====  =========================  ==========================================================
-0     ``stepsim/_*.py``          private utilities: argument checks, option declarations
-      (but ``_libm*``)           (``_options``), numba flags (``_jit``), threads, atomic
-                                 writes, provenance, lazy exports, BLAS pin
+0     ``_ground/``               private utilities: argument checks, option declarations
+      (but ``_ground/libm*``)    (``options``), numba flags (``jit``), threads, atomic
+                                 writes, provenance, lazy exports, BLAS pin, switch steps
 1     ``core/_*_kernels.py``,    numba kernels (masks, optimizers, lean step; NN layers),
       ``nn/_kernels.py``,        the NumPy references they match bit for bit, glibc
       ``core/reference.py``,     exp/log
-      ``_libm*.py``
+      ``_ground/libm*.py``
 2     ``core/``, ``stats.py``    masks, optim (validating wrappers), sparsity (ParamSpec);
                                  CIs and paired comparisons
 3     ``nn/``, ``theorem1/``,    forward/backward layers and models; Theorem 1's
@@ -30,12 +30,12 @@ Layers (a module imports only its own layer and lower ones; ``tests/test_layers.
 from __future__ import annotations
 
 # First, before anything can load NumPy: pin OpenBLAS's kernel family so that matrix
-# products give the same bits on every AVX2/AVX-512 CPU (stepsim._portability).
-from stepsim._portability import pin_blas_kernels as _pin_blas_kernels
+# products give the same bits on every AVX2/AVX-512 CPU (stepsim._ground.portability).
+from stepsim._ground.portability import pin_blas_kernels as _pin_blas_kernels
 
 _pin_blas_kernels()
 
-from stepsim._lazy import lazy_exports
+from stepsim._ground.lazy import lazy_exports
 
 __version__ = "0.1.0"
 

@@ -91,7 +91,7 @@ class Trace:
 
     @classmethod
     def load_npz(cls, path) -> Trace:
-        from stepsim._atomic import check_pair
+        from stepsim._ground.atomic import check_pair
 
         check_pair(path)  # refuses an .npz beside the JSON of another run
         with np.load(path) as data:
@@ -199,8 +199,8 @@ class FitResult:
         Returns (json path, npz path); the npz has the trace arrays, ``weights/NAME`` and
         ``curve/NAME`` (the learning curves, when recorded).
         """
-        from stepsim._atomic import arrays_digest, savez, uncommit
-        from stepsim._provenance import save_json
+        from stepsim._ground.atomic import arrays_digest, savez, uncommit
+        from stepsim._ground.provenance import save_json
 
         path = Path(path)
         npz = path.with_suffix(".npz")
@@ -214,7 +214,7 @@ class FitResult:
         arrays = dict(layer_names=np.array(self.trace.layer_names), **self.trace.arrays(),
                       flip_rate=self.trace.flip_rate, mask_size=np.int64(self.trace.mask_size),
                       **weights, **curves)
-        # the pair is tied (stepsim._atomic): the JSON records the arrays' digest; old JSON
+        # the pair is tied (stepsim._ground.atomic): the JSON records the arrays' digest; old JSON
         # out, arrays next, JSON last, so a JSON that exists commits exactly these arrays
         payload = dict(self.summary(), arrays=npz.name, arrays_sha256=arrays_digest(arrays))
         uncommit(path)

@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from stepsim._validate import check_choice, check_open_unit, check_real
+from stepsim._ground.validate import check_choice, check_open_unit, check_real
 
 CI_METHODS = ("t", "bootstrap")
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from stepsim._validate import _show, check_int, check_nm_pair
+from stepsim._ground.validate import _show, check_int, check_nm_pair
 from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Trace etc.)
     STATUS_COMPLETED,
     STATUS_NON_FINITE,
@@ -108,9 +108,9 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         ``status="non-finite"``, ``stopped_at`` (= ``diverged_at``) the step,
         ``diverged_param`` and ``message`` which parameter went non-finite first, and the lr.
     """
-    from stepsim._portability import warn_if_not_portable
-    from stepsim._progress import Progress
-    from stepsim._threads import training_threads
+    from stepsim._ground.portability import warn_if_not_portable
+    from stepsim._ground.progress import Progress
+    from stepsim._ground.threads import training_threads
     from stepsim.recipes import Recipe
 
     _check_problem(problem)
@@ -149,7 +149,7 @@ class _Run:
     screen."""
 
     def __init__(self, problem, recipe, steps, rng, criterion, nm, log_stats, eval_every):
-        from stepsim._malloc import keep_freed_memory
+        from stepsim._ground.malloc import keep_freed_memory
         from stepsim.core.sparsity import _with_nm
         from stepsim.recipes.lean import LeanStep
         from stepsim.recipes.recipe import RunContext
@@ -185,7 +185,7 @@ class _Run:
         # the same step in place on buffers owned by this run (stepsim.recipes.lean); None
         # when a piece of the recipe has no in-place form: then the recipe's pure methods
         self.lean = LeanStep.make(recipe, params, state, ctx)
-        keep_freed_memory()  # a step's freed temporaries stay for the next (stepsim._malloc)
+        keep_freed_memory()  # a step's freed temporaries stay for the next (stepsim._ground.malloc)
         self.params = self.lean.params if self.lean is not None else params
         self.stepper = self.lean or recipe
         self.state = state

@@ -5,14 +5,14 @@ import os
 import sys
 
 # Before any test module imports NumPy: importing stepsim pins OpenBLAS's kernel family
-# (stepsim._portability), which only works if OpenBLAS has not been loaded yet. If a
+# (stepsim._ground.portability), which only works if OpenBLAS has not been loaded yet. If a
 # plugin loaded NumPy first, the replay fixtures would be compared against CPU-specific
 # matmul bits: say so loudly instead of failing obscurely.
 _numpy_first = "numpy" in sys.modules
 import stepsim
 
 if _numpy_first:
-    from stepsim import _portability
+    from stepsim._ground import portability as _portability
 
     if not _portability.portable():
         sys.stderr.write("conftest: NumPy was loaded before stepsim (by a pytest plugin?): "

@@ -6,7 +6,7 @@ OpenBLAS kernel family that ran. ``python tests/cpu_digests.py --record`` writes
 digests into ``tests/data/cpu_digests.json``. The runs cover every kind of arithmetic a
 result depends on: float64 and float32 matrix products (OpenBLAS), stepsim's numba
 kernels (Adam with its statistics, N:M masks, LayerNorm/softmax/GELU), glibc's libm
-through stepsim._libm (softmax cross-entropy, the Markov language, log statistics), and
+through stepsim._ground.libm (softmax cross-entropy, the Markov language, log statistics), and
 the Theorem 1 engine. Each takes about a second.
 """
 
@@ -85,7 +85,7 @@ def runs() -> dict:
 
 
 def digests() -> dict:
-    from stepsim import _portability
+    from stepsim._ground import portability as _portability
 
     out = {name: run() for name, run in runs().items()}
     out["_blas_kernel"] = _portability.blas_kernel()
@@ -95,7 +95,7 @@ def digests() -> dict:
 if __name__ == "__main__":
     data = digests()
     if "--record" in sys.argv[1:]:
-        from stepsim._atomic import write_json
+        from stepsim._ground.atomic import write_json
 
         write_json(FIXTURE, {k: v for k, v in data.items() if not k.startswith("_")})
         print(f"recorded {len(data) - 1} digests into {FIXTURE}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Replay cases: every recipe and criterion as it ran before the recipe-core rebuild (issue 11).
 
 ``python tests/replay_cases.py`` (from the repository root) records each case's digest into
-``tests/data/replay_recipes.json``; ``tests/test_replay.py`` replays the cases and asserts
+``tests/data/replay_recipes.json``; ``tests/package/test_replay.py`` replays the cases and asserts
 the same bits. First recorded on the old core; re-recorded (new options included) when
 issue 16 made every result CPU-independent, which changed last bits on purpose. A case is
 (label, recipe name, make_recipe options, criterion or None, fit options, new_options):
@@ -172,7 +172,7 @@ def old_criteria_on_v():
 
 
 def record(path=FIXTURE) -> dict:
-    from stepsim._atomic import write_json
+    from stepsim._ground.atomic import write_json
 
     runs = {case[0]: digest(run_case(case)) for case in CASES}  # as the test replays them
     payload = {"steps": STEPS, "runs": runs, "criteria_on_v": old_criteria_on_v()}

@@ -21,10 +21,10 @@ peers when torch is installed):
 * ``layout`` — 2:4 compression and the reference mma.sp matmul.
 * ``train`` — digits MLP steps per second beside PyTorch (wall and single-thread CPU time),
   where a step's time goes, and ``fit`` with and without the thread policy
-  (:func:`stepsim._threads.training_threads`: numba kernels on one thread, BLAS on every
+  (:func:`stepsim._ground.threads.training_threads`: numba kernels on one thread, BLAS on every
   core, or on one when the machine is busy).
 * ``lm`` — the transformer's training steps beside the same model in PyTorch.
-* ``portability`` — what "same bits on every CPU" costs (:mod:`stepsim._portability`).
+* ``portability`` — what "same bits on every CPU" costs (:mod:`stepsim._ground.portability`).
 * ``workers`` — a pool worker's start-up and seeds per second of a check's job mix.
 
 Rows whose samples spread too widely, or that claim more than 100% of their probe's
@@ -196,7 +196,7 @@ def choose_threading_layer(torch_peers: bool) -> str:
 def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
               torch_peers: bool = False) -> Bench:
     """Run every section (or those in ``only``), print the table, optionally save JSON."""
-    from stepsim._provenance import save_json, versions
+    from stepsim._ground.provenance import save_json, versions
 
     if json_path is not None and not str(json_path).strip():  # never read as "do not save"
         raise ValueError("json_path: empty path; give a file name (None: do not save)")
@@ -205,7 +205,7 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
         raise ValueError(f"unknown bench section(s) {sorted(unknown)}; "
                          f"choose from {list(SECTIONS)}")
     bench = Bench(quick, stream, torch_peers)
-    from stepsim._jit import num_threads
+    from stepsim._ground.jit import num_threads
 
     layer = choose_threading_layer(torch_peers)
     v = versions()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from numba import prange
 
-from stepsim._jit import njit
+from stepsim._ground.jit import njit
 
 
 @njit(parallel=True)

@@ -1,4 +1,4 @@
-"""What "same bits on every CPU" costs (stepsim._portability, stepsim._libm).
+"""What "same bits on every CPU" costs (stepsim._ground.portability, stepsim._ground.libm).
 
 Two prices are measured:
 
@@ -10,7 +10,7 @@ Two prices are measured:
   longer a --fast step takes (above 1: the pin costs nothing; below 1: its price). The
   kernel family can only be chosen when a process loads OpenBLAS, hence two processes. On
   an AVX2 machine both run Haswell/Zen kernels.
-* **glibc's scalar exp** (:mod:`stepsim._libm`) against NumPy's SIMD ``np.exp``, on a
+* **glibc's scalar exp** (:mod:`stepsim._ground.libm`) against NumPy's SIMD ``np.exp``, on a
   float32 array the size of the LM's logits: the softmax cross-entropy pays it each step.
 """
 
@@ -34,7 +34,7 @@ QUICK_STEPS = {"digits 64-256-256-10 SR-STE": 30, "lm (bench model) SR-STE": 3}
 
 
 def _worker_env(fast: bool) -> dict:
-    from stepsim import _portability
+    from stepsim._ground import portability as _portability
 
     env = dict(os.environ)
     env.pop(_portability.FAST_ENV, None)
@@ -65,7 +65,7 @@ def _ask(worker, case: str) -> float:
 def run(bench) -> None:
     import numpy as np
 
-    from stepsim import _libm
+    from stepsim._ground import libm as _libm
     from stepsim.bench import Timing
 
     workers = {"portable": _start(False, bench.quick), "fast": _start(True, bench.quick)}
@@ -91,7 +91,7 @@ def run(bench) -> None:
 
     x = -np.random.default_rng(0).random(32 * 64 * 64).astype(np.float32) * 10
     t = bench.compare({"libm": lambda: _libm.exp(x), "numpy": lambda: np.exp(x)})
-    bench.emit("portability", f"exp float32, {x.size} entries", "stepsim._libm",
+    bench.emit("portability", f"exp float32, {x.size} entries", "stepsim._ground.libm",
                t["libm"], units=x.size, partner=t["numpy"],
                ratio=f"{t['numpy'] / t['libm']:.2f}x np.exp")
 
@@ -102,7 +102,7 @@ def _worker(quick: bool) -> None:
     so set-up and the final evaluation cancel."""
     import time
 
-    from stepsim import _portability
+    from stepsim._ground import portability as _portability
     from stepsim.problems import make_problem
     from stepsim.recipes import make_recipe
     from stepsim.training import fit

@@ -21,7 +21,7 @@ timed on its own in the same run:
 and masked weights; ~0 when dense), ``batch`` (sampling), and ``python`` (the step minus
 those parts: dispatch, dicts, bookkeeping).
 
-Threads: stepsim rows run under :func:`stepsim._threads.training_threads` (numba kernels on
+Threads: stepsim rows run under :func:`stepsim._ground.threads.training_threads` (numba kernels on
 one thread, BLAS as the policy decides); the policy's effect is the last table: full
 ``fit`` runs with and without it. Without ``--quick`` a 5,000-step dense ``fit`` on digits
 is timed (the target is under 30 s on 2 cores).
@@ -105,7 +105,7 @@ def _matmuls(params, batch, layers):
 
 
 def run(bench) -> None:
-    from stepsim._threads import training_threads
+    from stepsim._ground.threads import training_threads
     from stepsim.problems.registry import make_problem
 
     _ratio_rows(bench)
@@ -181,7 +181,7 @@ class FitSteps:
                 params, state = recipe.switch(state, params, 0, self.ctx,
                                               schedule.at_start(sstate))
         lean = LeanStep.make(recipe, params, state, self.ctx)
-        from stepsim._malloc import keep_freed_memory
+        from stepsim._ground.malloc import keep_freed_memory
 
         keep_freed_memory()  # as fit does
         self.params = lean.params if lean is not None else params
@@ -226,7 +226,7 @@ def _ratio_rows(bench) -> None:
     spread. Both sides run on their calling thread only, so each is timed by that thread's
     CPU time (on a shared machine, wall time also counts the time a process waited for a
     core). Without ``--torch`` only stepsim's steps/s."""
-    from stepsim._threads import training_threads
+    from stepsim._ground.threads import training_threads
     from stepsim.bench._torch_peer import start_or_none
     from stepsim.problems.registry import make_problem
     from stepsim.recipes import make_recipe

@@ -2,7 +2,7 @@
 
 Every figure is readable on its own: a title naming the claim and its verdict, labelled
 axes with units, a legend, and a footer with the problem, the seeds and what the error
-bars are. Files are written atomically (``stepsim._atomic``).
+bars are. Files are written atomically (``stepsim._ground.atomic``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
 
 def save(fig, path) -> Path:
     """Write ``fig`` as PNG to ``path`` atomically and close it."""
-    from stepsim._atomic import atomic_path
+    from stepsim._ground.atomic import atomic_path
 
     plt = _pyplot()
     path = Path(path)

@@ -332,8 +332,8 @@ def switch_cause(k0, steps: int, window: int, *, clip: bool, bounds=None) -> str
     the test was already passing, the criterion did not choose the step), else "fired".
 
     ``bounds``: the clip's (t_min, t_max) (default: the protocol's, ``RULES["clip"]``); the
-    steps are the criterion's own (``stepsim._switch_steps.legal_switch_steps``)."""
-    from stepsim._switch_steps import legal_switch_steps
+    steps are the criterion's own (``stepsim._ground.switch_steps.legal_switch_steps``)."""
+    from stepsim._ground.switch_steps import legal_switch_steps
 
     if k0 is None:
         return "never"

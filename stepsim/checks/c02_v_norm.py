@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import sys
 
-from stepsim import _libm
+from stepsim._ground import libm as _libm
 from stepsim.checks import _parts, _plots
 from stepsim.checks.verdict import decide_parts, effect_from, rule_of
 

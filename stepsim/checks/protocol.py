@@ -30,7 +30,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from stepsim._switch_steps import CLIP_BOUNDS
+from stepsim._ground.switch_steps import CLIP_BOUNDS
 
 #: Draft 3's numbers (PROTOCOL.md, the JSON block between the first RULES markers): the
 #: rules of the committed report figures/check/report.json, kept unchanged.
@@ -57,7 +57,7 @@ RULES_3 = {
     "srste_lam": 2e-4,
     "timescales": {"main": {"beta2": 0.999, "steps": 5000},
                    "fast": {"beta2": 0.99, "steps": 2000}},
-    "clip": list(CLIP_BOUNDS),  # AutoSwitch's clip, defined once (stepsim._switch_steps)
+    "clip": list(CLIP_BOUNDS),  # AutoSwitch's clip, defined once (stepsim._ground.switch_steps)
     "eval_points": 10,
     "alpha": 0.05,
     "claims": {"digits": ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10"],

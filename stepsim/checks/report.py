@@ -11,7 +11,7 @@ writes, in this order (a kill never leaves new figures beside an old report.json
 * ``report.md``: the verdict table (one line of evidence each), then per claim its rule,
   effect, numbers in brief and figure links;
 * ``report.json`` last: ``{"result": {"mode", "claims": [ClaimResult...], "runtime_s",
-  "run_id"}, "provenance": {...}}`` (``stepsim._provenance.save_json``).
+  "run_id"}, "provenance": {...}}`` (``stepsim._ground.provenance.save_json``).
 
 A claim's ``runtime_s`` is the wall time of its own jobs when they ran (shared jobs count
 for each claim that uses them) plus its decision and figures.
@@ -132,8 +132,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     """
     import tempfile
 
-    from stepsim._atomic import _umask
-    from stepsim._provenance import versions
+    from stepsim._ground.atomic import _umask
+    from stepsim._ground.provenance import versions
     from stepsim.checks import _setup, protocol, tuning
     from stepsim.experiments.store import RunStore
 
@@ -605,8 +605,8 @@ def write_report(report: Report, out_dir, *, params: dict, figures=None,
     """
     import shutil
 
-    from stepsim._atomic import write_text
-    from stepsim._provenance import save_json
+    from stepsim._ground.atomic import write_text
+    from stepsim._ground.provenance import save_json
 
     out_dir = Path(out_dir)
     json_target = out_dir / "report.json"

@@ -130,7 +130,7 @@ def committed() -> dict:
 def write_committed(chosen: dict, path=None, *, source: str) -> Path:
     """Write ``chosen`` (setting -> config -> lr) as the committed choices, with the
     report they came from (``source``) and the rules digest they were tuned under."""
-    from stepsim._atomic import write_text
+    from stepsim._ground.atomic import write_text
 
     doc = {"source": source, "rules_sha256": protocol.rules_digest(), "lrs": chosen}
     return write_text(Path(path or COMMITTED), json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -37,13 +37,13 @@ The rules (PROTOCOL.md §6):
   REPRODUCED if every part is, else INCONCLUSIVE.
 
 Every part reports the interval at the level it was judged at (``Part.level``, also
-``Part.effect.ci_level``). ``tests/test_verdict_calibration.py`` checks by simulation, with
+``Part.effect.ci_level``). ``tests/checks/test_verdict_calibration.py`` checks by simulation, with
 n = 8 seeds and one shared test set, that each rule gives at most 5% wrong verdicts
 (REPRODUCED with a true effect <= 0, NOT REPRODUCED with a true effect >= margin); its
 draft-4 section simulates per-item 0/100 errors and divergence and feeds them through
 ``_setup.effect`` and these functions (PROTOCOL.md, "Draft 4: statistics").
 Everything here is plain data: frozen dataclasses that serialise to JSON with
-:func:`stepsim._provenance.to_jsonable`.
+:func:`stepsim._ground.provenance.to_jsonable`.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class Part:
     name: the part; effect: its :class:`Effect` with the interval at ``level``; verdict: one
     of ``VERDICTS``; reason: one line; level: the two-sided coverage the part was judged at
     (its Holm-adjusted level, e.g. 0.975); premise: the premise's Effect (None: no premise);
-    premise_text: what the premise says. JSON-ready via ``stepsim._provenance.to_jsonable``.
+    premise_text: what the premise says. JSON-ready via ``stepsim._ground.provenance.to_jsonable``.
     """
 
     name: str
@@ -227,7 +227,7 @@ def premise_present(premise: Effect, alpha: float = 0.05) -> bool:
     """The premise gate (PROTOCOL §6): True iff the premise's one-sided lower bound at
     ``alpha`` (the lower end of its (1 - 2 alpha) two-sided t interval, se =
     sqrt(se_seeds^2 + se_test^2), df = n - 1) is > 0. False when no bound exists (n < 2)."""
-    from stepsim._validate import check_open_unit
+    from stepsim._ground.validate import check_open_unit
 
     alpha = check_open_unit("alpha", alpha)
     lb = _estimate_of(premise).lower_bound(alpha)
@@ -316,7 +316,7 @@ def decide_parts(parts, *, alpha: float = 0.05) -> dict:
        REPRODUCED, lower end > 0 -> REPRODUCED; else INCONCLUSIVE ("both diverged" /
        "diverged" when too few finite pairs were left).
     """
-    from stepsim._validate import check_open_unit
+    from stepsim._ground.validate import check_open_unit
 
     alpha = check_open_unit("alpha", alpha)
     if not hasattr(parts, "items"):
@@ -484,7 +484,7 @@ def decide_equivalence(parts, margin: float, *, alpha: float = 0.05, others=None
     Draft 3 judged NOT REPRODUCED at the level the TOST ranking gave, so the most extreme
     deviation was judged at the unadjusted 95%. The claim is :func:`combine` of the parts.
     """
-    from stepsim._validate import check_open_unit, check_real
+    from stepsim._ground.validate import check_open_unit, check_real
 
     alpha = check_open_unit("alpha", alpha)
     if alpha >= 0.5:
@@ -588,7 +588,7 @@ class ClaimResult:
     exact table match); problem: where it was measured; seeds: the seeds used; mode:
     "quick" or "full"; numbers: every number behind the verdict (JSON-ready dict);
     figures: paths of the figures made; runtime_s: wall seconds; versions: of the
-    interpreter and packages (``stepsim._provenance.versions``).
+    interpreter and packages (``stepsim._ground.provenance.versions``).
     """
 
     claim: str
@@ -619,7 +619,7 @@ class ClaimResult:
         return f"{self.claim:<4} {self.verdict:<15}{effect} {self.reason}"
 
     def to_dict(self) -> dict:
-        from stepsim._provenance import to_jsonable
+        from stepsim._ground.provenance import to_jsonable
 
         return to_jsonable(self)
 

@@ -5,7 +5,7 @@ Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` an
 when Ctrl-C stops it (what was kept and how to resume; exit status 130, no traceback).
 Subcommand modules import only the standard library at module
 level — NumPy, numba and matplotlib are imported inside ``run`` — so ``stepsim --help``
-and ``stepsim SUBCOMMAND --help`` stay instant (``tests/test_cli.py`` checks that building
+and ``stepsim SUBCOMMAND --help`` stay instant (``tests/cli/test_cli.py`` checks that building
 the parser imports neither numba nor numpy). String options are parsed here, in the CLI,
 and the Python API receives typed values.
 """
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         # help); return its exit status so main() reports bad options like bad input.
         return exc.code if isinstance(exc.code, int) else 2
     if args.fast:  # before anything loads NumPy (and so OpenBLAS) in this process
-        from stepsim._portability import release_blas_pin
+        from stepsim._ground.portability import release_blas_pin
 
         release_blas_pin()
     if args.version:

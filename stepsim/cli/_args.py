@@ -28,15 +28,15 @@ class OptionError(argparse.ArgumentTypeError, ValueError):
 
 
 def nm(text: str):
-    """"N:M" (e.g. "2:4") -> :class:`~stepsim._validate.NMRatio` (n, m), 1 <= n <= m; usable as
-    argparse ``type=``.
+    """"N:M" (e.g. "2:4") -> :class:`~stepsim._ground.validate.NMRatio` (n, m), 1 <= n <= m;
+    usable as argparse ``type=``.
 
     Raises :class:`OptionError` (a ValueError); argparse names the option in its message.
     """
     parts = text.split(":")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
         raise OptionError(f"must look like N:M (e.g. 2:4), got {text!r}")
-    from stepsim._validate import NMRatio
+    from stepsim._ground.validate import NMRatio
 
     try:  # the run's N:M from here to the kernel: one typed value, checked once, here
         return NMRatio(*(int(p) for p in parts))

@@ -42,8 +42,8 @@ def add_arguments(parser) -> None:
 
 
 def _load_inputs(path):
-    from stepsim._atomic import check_pair
-    from stepsim._validate import load_arrays
+    from stepsim._ground.atomic import check_pair
+    from stepsim._ground.validate import load_arrays
 
     inputs = load_arrays(path, what="input file")
     check_pair(path, inputs)  # a `stepsim train` .npz must be the one its JSON commits
@@ -170,7 +170,7 @@ def _transposable_note(array, n, m) -> str:
 def run(args) -> int:
     import numpy as np
 
-    from stepsim._validate import check_finite_array
+    from stepsim._ground.validate import check_finite_array
     from stepsim.sparse24.io import save_compressed
     from stepsim.sparse24.layout import Compressed24
     from stepsim.sparse24.nm_storage import compress_nm

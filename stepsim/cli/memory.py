@@ -51,7 +51,7 @@ def run(args) -> int:
               f"stepsim {cell.stepsim_mb:8.3f} MB"
               f"  {verdict:<15} (chosen accounting: {mine:.2f} MB)")
     if json_path is not None:
-        from stepsim._provenance import save_json
+        from stepsim._ground.provenance import save_json
 
         save_json(json_path, {"table": table, "paper_accounting": paper_view,
                               "comparison": comparison},

@@ -27,7 +27,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from stepsim._atomic import write_text
+    from stepsim._ground.atomic import write_text
     from stepsim.cli._args import output_path
     from stepsim.experiments import load_table, plot_vs_sparsity, report_markdown
 

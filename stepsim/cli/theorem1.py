@@ -65,7 +65,7 @@ _PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 def _check_memory(args) -> None:
     """Refuse sizes whose statistics cannot fit in memory, before simulating anything."""
-    from stepsim._validate import check_int
+    from stepsim._ground.validate import check_int
     from stepsim.theorem1.check import check_statistics_memory
     from stepsim.theorem1.engine import lag_grid
 
@@ -100,12 +100,12 @@ def run(args) -> int:
     )
     print(result.summary())
     if json_path is not None:
-        from stepsim._provenance import save_json
+        from stepsim._ground.provenance import save_json
 
         save_json(json_path, result, params=run_params(args), seed=args.seed)
         print(f"saved {json_path}")
     if plot_path is not None:
-        from stepsim._atomic import atomic_path
+        from stepsim._ground.atomic import atomic_path
         from stepsim.theorem1.plot import plot_result
 
         with atomic_path(plot_path) as tmp:  # the figure appears whole or not at all

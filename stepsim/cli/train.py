@@ -5,7 +5,7 @@ The problem comes from the registry (``--problem``: every name of
 options are its constructor's keyword options, given as repeatable ``-p KEY=VALUE``.
 ``--problem-options``, ``--recipe-options`` and ``--criterion-options`` list the chosen
 problem's, recipe's (with its optimizer's) and criterion's options with their defaults
-and one line of help each, from the one declaration of each (:mod:`stepsim._options`).
+and one line of help each, from the one declaration of each (:mod:`stepsim._ground.options`).
 The synthetic regression flags of earlier versions (``--d-in``, ``--d-hidden``, ...) still
 work, for the regression problem; ``--nm``, ``--batch-size``, ``--dtype``, ``--data-seed``,
 ``--teacher-nm``, ``--noise`` apply to every problem that takes the matching option.
@@ -20,7 +20,7 @@ lr; the command still prints the rest of the summary and exits 0.
 
 ``--json PATH`` writes two files, PATH and the trace and weights in an .npz beside it:
 the .npz first, the JSON last, and the JSON records the digest of the arrays it commits
-(``stepsim._atomic``), so a kill between the two writes can never leave a pair that
+(``stepsim._ground.atomic``), so a kill between the two writes can never leave a pair that
 passes for one run; readers (``stepsim compress``, ``Trace.load_npz``) refuse a mismatch.
 """
 
@@ -145,7 +145,7 @@ def _print_problem_options(name: str) -> None:
 
 
 def _print_recipe_options(name: str, optimizer: str) -> None:
-    from stepsim._validate import check_choice
+    from stepsim._ground.validate import check_choice
     from stepsim.recipes.registry import (
         OPTIMIZER_OPTIONS,
         OPTIMIZERS,
@@ -162,7 +162,7 @@ def _print_recipe_options(name: str, optimizer: str) -> None:
 
 
 def _print_criterion_options(name: str | None) -> None:
-    from stepsim._validate import check_choice
+    from stepsim._ground.validate import check_choice
     from stepsim.experiments.run import DEFAULT_CRITERION
     from stepsim.recipes.criteria import CRITERIA, CRITERION_OPTIONS
 

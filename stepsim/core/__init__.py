@@ -8,7 +8,7 @@
 * ``_mask_kernels``, ``_optim_kernels``, ``_step_kernels`` — the numba kernels (private:
   loaded lazily by the public wrappers at call time, never at import).
 
-It imports only the package's private utilities (``stepsim._validate``, ``stepsim._jit``,
-``stepsim._libm``, ...), never a higher layer. This ``__init__`` imports nothing, so
-``import stepsim`` stays cheap.
+It imports only the package's private utilities (``stepsim._ground.validate``,
+``stepsim._ground.jit``, ``stepsim._ground.libm``, ...), never a higher layer. This
+``__init__`` imports nothing, so ``import stepsim`` stays cheap.
 """

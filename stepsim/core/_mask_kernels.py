@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from stepsim._jit import njit
-from stepsim._threads import serial_twin
+from stepsim._ground.jit import njit
+from stepsim._ground.threads import serial_twin
 
 GROUPS_PER_BLOCK = 2048  # groups of 4 a parallel task handles (32 KiB of float32)
 

@@ -25,8 +25,8 @@ import numpy as np
 from numba import carray, prange, types
 from numba.extending import intrinsic
 
-from stepsim._jit import njit
-from stepsim._threads import serial_twin
+from stepsim._ground.jit import njit
+from stepsim._ground.threads import serial_twin
 
 BLOCK = 4096  # elements a block: 4 arrays x 16 KiB stay in L1/L2 while reduced
 N_STATS = 5  # dv_l1, dv_log_sum, dv_zeros, v_l1, v_l2sq
@@ -193,7 +193,7 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
         acc[2, lane] += vn * vn
         acc[3, lane] += 1.0 if d == 0.0 else 0.0
     dv_log = 0.0
-    if log_stats:  # glibc's scalar log, in index order (no vector log here: stepsim._libm)
+    if log_stats:  # glibc's scalar log, in index order (no vector log here: stepsim._ground.libm)
         for i in range(n):
             d = abs(np.float64(v[i]) * scale_new - np.float64(v_old[i]) * scale_prev)
             if d != 0.0:

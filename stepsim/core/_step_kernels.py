@@ -13,7 +13,7 @@ be ``x`` itself. A select, not a multiply by the mask: ``-w * 0`` would give -0 
 
 from __future__ import annotations
 
-from stepsim._jit import njit
+from stepsim._ground.jit import njit
 
 
 @njit

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim._bits import MAGNITUDE_BITS, unsigned_view
-from stepsim._jit import num_threads
-from stepsim._validate import check_float_array, check_memory, check_nm, normalize_axis
+from stepsim._ground.bits import MAGNITUDE_BITS, unsigned_view
+from stepsim._ground.jit import num_threads
+from stepsim._ground.validate import check_float_array, check_memory, check_nm, normalize_axis
 
 _CHECKED_ABOVE = 64 << 20  # bytes: smaller masks are made without asking the system
 

@@ -27,8 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._jit import num_threads
-from stepsim._validate import (
+from stepsim._ground.jit import num_threads
+from stepsim._ground.validate import (
     check_beta,
     check_c_contiguous,
     check_choice,
@@ -147,7 +147,7 @@ def adam_hyper(*, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, eps_mode="inside",
 def adam_hyper_checked(step, lr, beta1, beta2, eps, eps_mode, weight_decay, freeze_v,
                        bias_correction2, stats, log_stats, stats_on) -> AdamHyper:
     """:func:`adam_hyper` for values its checks have already passed (positional, in its
-    order): for a caller that validated them once per run (``transforms.Adam`` does at
+    order): for a caller that validated them once per run (``optimizers.Adam`` does at
     construction, ``fit`` the step numbers), so a step skips a dozen checks. The same
     arithmetic, so the same hyper."""
     if bias_correction2 is None:

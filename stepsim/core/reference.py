@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim import _libm
+from stepsim._ground import libm as _libm
 
 
 def nm_mask_groups(groups: np.ndarray, n: int) -> np.ndarray:

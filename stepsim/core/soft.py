@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim._validate import check_float_array, check_real
+from stepsim._ground.validate import check_float_array, check_real
 
 SOFT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -84,7 +84,7 @@ def sste_beta(w: np.ndarray, s: np.ndarray) -> float:
     -------
     float
     """
-    from stepsim._validate import check_same_layout
+    from stepsim._ground.validate import check_same_layout
     from stepsim.core import _soft_kernels as k
 
     check_float_array("w", w, dtypes=SOFT_DTYPES)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from stepsim._validate import check_int, check_nm, normalize_axis
+from stepsim._ground.validate import check_int, check_nm, normalize_axis
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +79,7 @@ def with_nm(specs: Mapping[str, ParamSpec], n: int, m: int) -> dict[str, ParamSp
 
 
 def _with_nm(specs: Mapping[str, ParamSpec], n: int, m: int) -> dict[str, ParamSpec]:
-    """:func:`with_nm` for ``fit(nm=)``, whose N:M is an :class:`~stepsim._validate.NMRatio`
+    """:func:`with_nm` for ``fit(nm=)``, whose N:M is an :class:`~stepsim._ground.validate.NMRatio`
     (checked once, when it was made): new specs by :meth:`ParamSpec.with_nm`, never a
     frozen spec changed in place."""
     return {name: spec.with_nm(n, m) for name, spec in specs.items()}

@@ -30,7 +30,7 @@ import itertools
 
 import numpy as np
 
-from stepsim._validate import check_float_array, check_nm
+from stepsim._ground.validate import check_float_array, check_nm
 
 
 @functools.lru_cache(maxsize=None)

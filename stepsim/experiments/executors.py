@@ -78,7 +78,7 @@ def worker_count(jobs: int | None, pending: int) -> int:
     Each worker runs one numba and one BLAS thread, so workers <= cores keeps
     workers x threads <= cores; a larger ``jobs`` is lowered with a warning.
     """
-    from stepsim._validate import check_int
+    from stepsim._ground.validate import check_int
 
     cores = usable_cores()
     if jobs is None:
@@ -113,7 +113,7 @@ def run(tasks, on_done=None, *, jobs: int | None = None, scheduler=None, store=N
     (``wait_note`` printed once: who is waiting). None: run every task, save nothing.
     progress: a bar (None: when stderr is a terminal); label: its text.
     """
-    from stepsim._progress import Progress
+    from stepsim._ground.progress import Progress
 
     tasks = list({task.digest: task for task in tasks}.values())
     pending = tasks if store is None else [t for t in tasks if not store.is_finished(t)]

@@ -208,7 +208,7 @@ def plot_vs_sparsity(table, metric: str, path, *, confidence: float = 0.95,
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from stepsim._atomic import atomic_path
+    from stepsim._ground.atomic import atomic_path
 
     summary = summarize(table, metric, confidence=confidence, method=method, rng=rng)
     label_cols = [c for c in summary[0] if c not in ("nm", "sparsity", "n", "mean", "low",

@@ -19,7 +19,7 @@ The defaults a run takes when a field is not given are stated here and nowhere e
   Recipes that need no criterion get none (``criterion=None`` also says "none" for STEP
   when its ``switch_at`` is given);
 * an optimizer's learning rate and other options: the optimizer's own defaults (Adam
-  lr 1e-3, momentum SGD lr 1e-2, :mod:`stepsim.recipes.transforms`); a RunSpec holds only
+  lr 1e-3, momentum SGD lr 1e-2, :mod:`stepsim.recipes.optimizers`); a RunSpec holds only
   the options given;
 * N:M: the problem's own (every registered problem: 2:4). The run's N:M enters through
   one door, the ``nm`` field, which sets the problem's ``nm`` option (the problem's
@@ -37,7 +37,7 @@ import functools
 import hashlib
 import json
 
-from stepsim._validate import NMRatio
+from stepsim._ground.validate import NMRatio
 from stepsim.recipes.switch import DEFAULT_CRITERION  # the one default (module docstring)
 
 DEFAULT_STEPS = 2000
@@ -138,7 +138,7 @@ class RunSpec:
     loss_scale: float = 1.0
 
     def __post_init__(self):
-        from stepsim._validate import check_int, check_nm_pair, check_real
+        from stepsim._ground.validate import check_int, check_nm_pair, check_real
 
         for field in ("problem", "recipe", "optimizer"):
             if not isinstance(getattr(self, field), str):
@@ -253,7 +253,7 @@ class RunSpec:
         options (keyed by the problem's name and the canonical JSON of its options as
         given, N:M and data seed among them; the 8 most recent are kept,
         :func:`problem_cache_info`). Sharing one is safe because ``fit`` never changes a
-        problem (its batches come from ``fit``'s own generator; tests/test_workers.py
+        problem (its batches come from ``fit``'s own generator; tests/experiments/test_workers.py
         checks every registered problem's state and that a run on a cached problem has the
         bits of a run on a fresh one)."""
         problem = _problem(self.problem, self.problem_options, self.nm)

@@ -2,7 +2,7 @@
 locks — what a sweep (``--out DIR/runs/``), ``stepsim check`` (``--out DIR/runs/``) and the
 paper_checks scripts resume from, through :func:`stepsim.experiments.executors.run`.
 
-Every file is written atomically (``stepsim._atomic``). A run is finished exactly when its
+Every file is written atomically (``stepsim._ground.atomic``). A run is finished exactly when its
 JSON exists and names its digest, so a process killed at any moment — between the .npz and
 the JSON included — loses at most the runs in flight.
 
@@ -200,8 +200,8 @@ class RunStore:
                       "runtime_s": output.runtime_s, "final_sparsity": output.final_sparsity}
             output.result.save(path, params=params)
         else:  # NaN and inf kept as JSON's NaN / Infinity: the output loads back equal
-            from stepsim._atomic import write_text
-            from stepsim._provenance import provenance
+            from stepsim._ground.atomic import write_text
+            from stepsim._ground.provenance import provenance
 
             doc = {"result": {"output": output.output},
                    "provenance": provenance({"digest": task.digest, "task": task.fn,

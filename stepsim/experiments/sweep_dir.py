@@ -46,7 +46,7 @@ def sweep_store(out_dir) -> RunStore:
 def write_plan(out_dir, spec_dict: dict, grid: list[tuple]) -> Path:
     """Record the spec and its runs ((RunSpec, seed index) pairs, grid order) in
     ``out_dir/sweep.json``."""
-    from stepsim._provenance import save_json
+    from stepsim._ground.provenance import save_json
 
     plan = {"spec": spec_dict,
             "runs": [{"digest": run.digest, "seed_index": index, "run": run.to_dict()}
@@ -80,7 +80,7 @@ def read_plan(out_dir) -> list[tuple]:
 
 
 def _plan_entries(out_dir):
-    from stepsim._validate import check_input_file
+    from stepsim._ground.validate import check_input_file
 
     path = Path(out_dir) / SWEEP_FILE
     if not path.exists():
@@ -120,7 +120,7 @@ def convert_legacy(out_dir) -> int:
     done again. An unfinished run's leftovers (its .npz, a killed writer's temporaries) are
     removed: it is redone under its digest.
     """
-    from stepsim._atomic import write_text
+    from stepsim._ground.atomic import write_text
 
     out_dir = Path(out_dir)
     if not (out_dir / SWEEP_FILE).exists():
@@ -222,8 +222,8 @@ class Table:
 
         Non-finite values stay numbers: ``nan``/``inf`` cells in the CSV, JSON's ``NaN`` /
         ``Infinity`` in table.json (as Python's json and pandas read them), never text."""
-        from stepsim._atomic import write_text
-        from stepsim._provenance import provenance
+        from stepsim._ground.atomic import write_text
+        from stepsim._ground.provenance import provenance
 
         out_dir = Path(out_dir)
         csv_path = write_text(out_dir / TABLE_CSV, self.to_csv())

@@ -50,7 +50,7 @@ import json
 import math
 from pathlib import Path
 
-from stepsim._validate import _show, check_input_file, check_int
+from stepsim._ground.validate import _show, check_input_file, check_int
 from stepsim.experiments.run import canonical_json
 
 SPEC_KEYS = ("name", "steps", "seeds", "nm", "problem", "problems", "criterion", "recipes",
@@ -326,8 +326,9 @@ def _recipe_out(entry: dict) -> dict:
 
 
 def _nm(where: str, value):
-    """'N:M' or [N, M] -> :class:`~stepsim._validate.NMRatio` (the runs' N:M, checked here once)."""
-    from stepsim._validate import NMRatio, check_nm_pair
+    """'N:M' or [N, M] -> :class:`~stepsim._ground.validate.NMRatio` (the runs' N:M, checked
+    here once)."""
+    from stepsim._ground.validate import NMRatio, check_nm_pair
 
     try:
         if isinstance(value, str):
@@ -353,7 +354,7 @@ def _variants(entries) -> int:
 def _check_grid_fits(runs: int) -> None:
     """Refuse, before any run is planned, a grid whose plan alone cannot fit in memory
     (``seeds = 1000000000``)."""
-    from stepsim._validate import check_memory
+    from stepsim._ground.validate import check_memory
 
     check_memory(f"spec: the grid's {runs:,} runs (at least {PLAN_BYTES_PER_RUN} B each to "
                  f"plan)", runs * PLAN_BYTES_PER_RUN)

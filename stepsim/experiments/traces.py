@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from stepsim import _libm
+from stepsim._ground import libm as _libm
 
 
 def v_curve(result, points: int = 200) -> dict:

@@ -16,7 +16,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from stepsim._jit import njit
+from stepsim._ground.jit import njit
 
 # --------------------------------------------------------------------------- exp (float32)
 # numba has no vectorised exp here (no SVML): math.exp is a scalar libm call per entry,
@@ -123,7 +123,7 @@ def scatter_add_rows(index, rows, out):
 # --------------------------------------------------------------------------- LayerNorm
 # Row sums in a fixed order, the same bits on every CPU: eight running lanes (lane l adds
 # entries l, l + 8, l + 16, ... in turn), then the lanes pairwise, then the tail (n % 8
-# entries, in order). No reassociation is allowed (stepsim._jit), so LLVM cannot pick an
+# entries, in order). No reassociation is allowed (stepsim._ground.jit), so LLVM cannot pick an
 # order by vector width; :func:`_lane_sum` writes the eight lanes as one 8-wide vector.
 @njit
 def _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7):
@@ -375,7 +375,7 @@ def softmax_xent(logits, labels, scale, probs, logs, picked):
     Writes probs (R, C) = (softmax - onehot) * scale (scale = 1/R in logits' dtype), logs
     (R,) = log(sum_j exp(shifted)) and picked (R,) = shifted[label], with shifted = row -
     max(row) (the caller sums logs and picked in float64). exp and log are glibc's, in
-    float64, rounded once to the dtype (stepsim._libm). Returns how many labels lie
+    float64, rounded once to the dtype (stepsim._ground.libm). Returns how many labels lie
     outside [0, C) (then nothing is meaningful; the caller raises).
     """
     rows, c = logits.shape

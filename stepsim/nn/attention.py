@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim import _libm
+from stepsim._ground import libm as _libm
 from stepsim.nn.layers import LinearCache, linear_backward, linear_forward
 
 ATTENTION_WEIGHTS = ("wq", "wk", "wv", "wo")

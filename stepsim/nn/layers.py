@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from stepsim import _libm
+from stepsim._ground import libm as _libm
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -276,7 +276,7 @@ def softmax_cross_entropy(logits: np.ndarray, labels: np.ndarray):
         raise ValueError(f"labels must lie in [0, {c}), got values in "
                          f"[{flat_labels.min()}, {flat_labels.max()}]")
     shifted = logits.reshape(rows, c) - logits.reshape(rows, c).max(axis=1, keepdims=True)
-    probs = _libm.exp(shifted)  # not np.exp: its bits depend on the CPU (stepsim._libm)
+    probs = _libm.exp(shifted)  # not np.exp: its bits depend on the CPU (stepsim._ground.libm)
     total = probs.sum(axis=1, keepdims=True)
     picked = shifted[np.arange(rows), flat_labels]
     # per-row loss log(sum exp) - shifted[label], accumulated in float64

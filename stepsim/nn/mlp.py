@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_bool, check_choice, check_int, check_nm_pair
+from stepsim._ground.validate import check_bool, check_choice, check_int, check_nm_pair
 from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import _fused
 from stepsim.nn import layers as L

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_int, check_real
+from stepsim._ground.validate import check_int, check_real
 from stepsim.nn import _fused
 from stepsim.nn import layers as L
 from stepsim.nn.attention import self_attention_backward, self_attention_forward

@@ -23,7 +23,7 @@ takes them by name:
   predictor's loss, next-token accuracy beside the Bayes predictor's.
 
 A problem's options are its constructor's keyword arguments, declared once in the class's
-``OPTIONS`` (:mod:`stepsim._options`: name -> (constraint, default, help); ``-p KEY=VALUE``
+``OPTIONS`` (:mod:`stepsim._ground.options`: name -> (constraint, default, help); ``-p KEY=VALUE``
 on the command line; ``stepsim train --problem digits --problem-options`` lists them with
 their defaults and help)::
 

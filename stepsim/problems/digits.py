@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._options import NM, Bool, Choice, Described, Int, Option, Options, Real, Widths
-from stepsim._validate import check_int, check_memory, check_real, check_widths
+from stepsim._ground.options import NM, Bool, Choice, Described, Int, Option, Options, Real, Widths
+from stepsim._ground.validate import check_int, check_memory, check_real, check_widths
 from stepsim.nn import _fused
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
@@ -60,7 +60,7 @@ class Digits:
     and ``sample_batch`` take the caller's generator).
     """
 
-    #: the options, declared once (stepsim._options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options); __init__ checks the values
     OPTIONS = Options({
         "hidden": Option(Widths(), (256, 256), "hidden layer widths"),
         "activation": Option(Choice(*ACTIVATIONS), "relu", "hidden activation"),

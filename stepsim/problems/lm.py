@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._options import NM, Bool, Described, Int, Option, Options, Real
-from stepsim._validate import check_int, check_nm_pair
+from stepsim._ground.options import NM, Bool, Described, Int, Option, Options, Real
+from stepsim._ground.validate import check_int, check_nm_pair
 from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import transformer as tr
 from stepsim.problems.markov import MarkovLanguage
@@ -53,7 +53,7 @@ class LanguageModel:
         threads are set by ``fit`` (``blas_threads``, default 1), not by the problem.
     """
 
-    #: the options, declared once (stepsim._options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options); __init__ checks the values
     OPTIONS = Options({
         "vocab": Option(Int(minimum=2), 16, "tokens V"),
         "order": Option(Int(minimum=1), 2, "order k of the Markov language"),

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim import _libm
-from stepsim._validate import check_int, check_real
+from stepsim._ground import libm as _libm
+from stepsim._ground.validate import check_int, check_real
 
 MAX_CONTEXTS = 1 << 20
 DIRECT_CONTEXTS = 1024  # up to here the stationary law is solved directly (O(n^3) / 3)

@@ -35,7 +35,7 @@ Hence the mean mu and covariance S of (w, m) per coordinate follow
 
 and E[L(p w_k)] = 1/2 sum_i h_i (p_i (S_ww + mu_w^2) - 2 p_i w*_i mu_w + w*_i^2): a 2x2
 recursion per coordinate, exact for any noise distribution with this variance.
-:func:`expected_loss` evaluates it; ``tests/test_nqm.py`` checks it against seed-averaged
+:func:`expected_loss` evaluates it; ``tests/problems/test_nqm.py`` checks it against seed-averaged
 simulations run through ``adam_step(freeze_v=True)`` and through STEP's recipe.
 """
 
@@ -45,9 +45,9 @@ import math
 
 import numpy as np
 
-from stepsim import _libm
-from stepsim._options import NM, Bool, Described, Int, Option, Options, OrNone, Real
-from stepsim._validate import (
+from stepsim._ground import libm as _libm
+from stepsim._ground.options import NM, Bool, Described, Int, Option, Options, OrNone, Real
+from stepsim._ground.validate import (
     check_beta,
     check_bool,
     check_int,
@@ -180,7 +180,7 @@ class NoisyQuadratic:
     generator).
     """
 
-    #: the options, declared once (stepsim._options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options); __init__ checks the values
     OPTIONS = Options({
         "dim": Option(Int(minimum=1), 256, "dimensions d"),
         "alpha": Option(Real(minimum=0.0), 1.0, "curvature decay: h_i ~ i^-alpha"),

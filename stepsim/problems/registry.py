@@ -2,7 +2,7 @@
 
 The registry maps a short name to the class that implements it (imported on first use, so
 listing names costs nothing). A problem's options are its constructor's keyword arguments,
-declared once in the class's ``OPTIONS`` table (:mod:`stepsim._options`: name ->
+declared once in the class's ``OPTIONS`` table (:mod:`stepsim._ground.options`: name ->
 (constraint, default, help)); an option the problem does not take is an
 ``UnknownOptionError`` (a ``ValueError``) naming it and listing the valid ones.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from stepsim._validate import check_choice
+from stepsim._ground.validate import check_choice
 
 # name -> "module:Class"; add a problem here and every front end (train, sweep, check) has it
 PROBLEMS = {
@@ -31,12 +31,12 @@ def problem_class(name: str):
 
 
 def problem_declaration(name: str):
-    """The :class:`~stepsim._options.Options` table of problem ``name`` (its ``OPTIONS``)."""
+    """The :class:`~stepsim._ground.options.Options` table of problem ``name`` (its ``OPTIONS``)."""
     cls = problem_class(name)
     declared = getattr(cls, "OPTIONS", None)
     if declared is None:
         raise TypeError(f"problem {name!r} ({cls.__module__}.{cls.__name__}) declares no "
-                        "OPTIONS (stepsim._options.Options: name -> (constraint, default, "
+                        "OPTIONS (stepsim._ground.options.Options: name -> (constraint, default, "
                         "help) of its keyword options)")
     return declared
 

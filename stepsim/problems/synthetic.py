@@ -16,7 +16,7 @@ groups run along the input axis:
 w1 and w2 are sparsified (``nm``, default 2:4), biases are dense. Gradient noise is set by
 the minibatch size (sampled with replacement), the label noise and ``grad_noise`` (the std
 of Gaussian noise added to every gradient entry, drawn in ``sample_batch``); its scale by
-``scale``. Gradients are hand-written (``tests/test_training.py`` checks them against
+``scale``. Gradients are hand-written (``tests/training/test_training.py`` checks them against
 central finite differences in float64).
 """
 
@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._options import NM, Bool, Described, Int, Option, Options, OrNone, Real
-from stepsim._validate import check_bool, check_int, check_memory, check_nm_pair, check_real
+from stepsim._ground.options import NM, Bool, Described, Int, Option, Options, OrNone, Real
+from stepsim._ground.validate import check_bool, check_int, check_memory, check_nm_pair, check_real
 from stepsim.core.sparsity import ParamSpec
 
 
@@ -54,7 +54,7 @@ class SyntheticRegression:
     take the caller's generator. dtype: np.float32 or np.float64 (data and parameters).
     """
 
-    #: the options, declared once (stepsim._options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options); __init__ checks the values
     OPTIONS = Options({
         "d_in": Option(Int(minimum=1), 32, "input size"),
         "d_hidden": Option(Int(minimum=1), 16, "hidden size"),

@@ -30,8 +30,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._options import NM, Choice, Described, Int, Option, Options, OrNone, Real, Widths
-from stepsim._validate import (
+from stepsim._ground.options import (
+    NM, Choice, Described, Int, Option, Options, OrNone, Real, Widths,
+)
+from stepsim._ground.validate import (
     check_choice,
     check_int,
     check_memory,
@@ -64,7 +66,7 @@ class TeacherStudent:
     generator).
     """
 
-    #: the options, declared once (stepsim._options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options); __init__ checks the values
     OPTIONS = Options({
         "d_in": Option(Int(minimum=1), 64, "input size"),
         "hidden": Option(Widths(), (256,), "hidden layer widths (student and teacher)"),

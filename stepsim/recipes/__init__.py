@@ -2,8 +2,10 @@
 
 * :class:`~stepsim.core.sparsity.ParamSpec` (in :mod:`stepsim.core.sparsity`): which
   parameter is sparsified.
-* :mod:`~stepsim.recipes.transforms`: the pieces (Adam/SGDM, masks, SR-STE term, ASP
-  masking, frozen v, decaying schedule, greedy layer-wise allocation).
+* :mod:`~stepsim.recipes.transforms`: the pieces (masks, SR-STE term, ASP masking,
+  decaying schedule).
+* :mod:`~stepsim.recipes.optimizers`: Adam (frozen v) and momentum SGD, the learning rate.
+* :mod:`~stepsim.recipes.allocation`: greedy layer-wise N:M allocation.
 * :mod:`~stepsim.recipes.maskers`: the mask point (:class:`EveryStepMask`,
   :class:`FixedMask`, :class:`DecayingMask`, :class:`DynamicLayerwise`) and the
   :class:`MaskView` they read.
@@ -19,6 +21,7 @@
 """
 
 from stepsim.core.sparsity import ParamSpec, check_specs, sparsity, with_nm
+from stepsim.recipes.allocation import allocate_layerwise
 from stepsim.recipes.domino import DominoSearch
 from stepsim.recipes.maskers import (
     DecayingMask,
@@ -35,21 +38,16 @@ from stepsim.recipes.recipe import (
     RecipeState,
     RunContext,
 )
+from stepsim.recipes.optimizers import SGDM, Adam, AdamState, SGDMState, freeze_second_moment
 from stepsim.recipes.registry import RECIPES, make_optimizer, make_recipe, recipe_options
 from stepsim.recipes.switch import Schedule, StepStats, SwitchAt, SwitchWhen
 from stepsim.recipes.transforms import (
-    SGDM,
-    Adam,
-    AdamState,
     DecaySchedule,
     MaskGradients,
     MaskWeights,
-    SGDMState,
     SrsteDecoupled,
     SrsteTerm,
-    allocate_layerwise,
     decay_sequence,
-    freeze_second_moment,
 )
 
 __all__ = [

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from stepsim._validate import check_int, check_open_unit
+from stepsim._ground.validate import check_int, check_open_unit
 
 # ------------------------------------------------------------------------- Table 1
 

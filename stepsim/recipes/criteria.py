@@ -30,7 +30,7 @@ Criteria (registered in ``CRITERIA``; build one with :func:`make_criterion`):
 * ``"fixed-step"``, ``"fixed-fraction"`` — :class:`FixedStep`, :class:`FixedFraction`.
 
 Also here: :func:`window_length` (T_w from beta2) and :func:`z_sample` (the sample Z_k);
-``fraction_to_step`` and the clip bounds (``CLIP_BOUNDS``) are :mod:`stepsim._switch_steps`'s
+``fraction_to_step`` and the clip bounds (``CLIP_BOUNDS``) are :mod:`stepsim._ground.switch_steps`'s
 (imported here too). The paper's Table 1 metric and criteria over a
 hand-made v trajectory are analysis: :mod:`stepsim.recipes.analysis`.
 """
@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._options import (
+from stepsim._ground.options import (
     Bool,
     Choice,
     Fraction,
@@ -56,8 +56,8 @@ from stepsim._options import (
     StepOrFraction,
     declared,
 )
-from stepsim._switch_steps import CLIP_BOUNDS, clip_steps, fraction_to_step, robust_floor
-from stepsim._validate import (
+from stepsim._ground.switch_steps import CLIP_BOUNDS, clip_steps, fraction_to_step, robust_floor
+from stepsim._ground.validate import (
     check_choice,
     check_fraction,
     check_int,
@@ -242,7 +242,7 @@ class FixedFraction:
 
 
 # ---------------------------------------------------------- options, declared once
-# a criterion's options (stepsim._options): AutoSwitch, Agarwal and Tang read their
+# a criterion's options (stepsim._ground.options): AutoSwitch, Agarwal and Tang read their
 # defaults and checks from these (declared); the fixed criteria check their one field
 _STATS_ON = Option(Choice("v", "vhat"), "v", "watch raw v (paper) or bias-corrected v-hat")
 _WINDOW_LENGTH = Option(OrNone(Int(minimum=1)), None,
@@ -561,7 +561,7 @@ CRITERIA = {
     "fixed-fraction": FixedFraction,
 }
 
-# name -> the criterion's options, declared once (stepsim._options)
+# name -> the criterion's options, declared once (stepsim._ground.options)
 CRITERION_OPTIONS = {
     "autoswitch": AUTOSWITCH_OPTIONS,
     "agarwal": AGARWAL_OPTIONS,

@@ -59,7 +59,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._validate import check_fraction, check_int, check_real
+from stepsim._ground.validate import check_fraction, check_int, check_real
 from stepsim.core.sparsity import check_divides
 
 DECAY_DOUBLING = (30_000, 40_000, 50_000, 60_000, 70_000, 80_000)

@@ -6,7 +6,7 @@ before the in-place kernel runs, and its pieces build masked arrays with ``np.wh
 :func:`stepsim.training.fit` nobody else holds those arrays, and the copies are most of
 what a small model's update costs. :class:`LeanStep` runs the same step — the same
 pieces, in the same order, through each piece's own in-place form (below), so the same
-bits (tests/test_lean_step.py checks every registered recipe against the pure step) — on
+bits (tests/recipes/test_lean_step.py checks every registered recipe against the pure step) — on
 buffers allocated once per run. LeanStep knows no piece type: it calls the protocol.
 
 **The in-place protocol** (what a piece must have beside its pure form; a recipe with a
@@ -17,8 +17,8 @@ silent fall-back to the pure step):
 optimizer              ``update_into(opt_state, params, grads, step, total_steps, ws, *,
                        stats_on, log_stats) -> name -> stats`` — :meth:`update` with w and
                        the moments of ``opt_state`` updated in place (``params`` are the
-                       step's own arrays). ``transforms.Adam`` (frozen v and decoupled
-                       decay included), ``transforms.SGDM``.
+                       step's own arrays). ``optimizers.Adam`` (frozen v and decoupled
+                       decay included), ``optimizers.SGDM``.
 gradient piece         ``apply_into(grads, view, ws) -> grads`` — :meth:`apply`, writing
                        each changed gradient into ``ws.like("grad", name, w)`` (the
                        problem's gradient arrays are read, never written; the buffer may

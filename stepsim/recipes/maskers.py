@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from stepsim._validate import check_bool, check_choice, check_fraction, check_int, check_real
+from stepsim._ground.validate import check_bool, check_choice, check_fraction, check_int, check_real
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
 

@@ -20,7 +20,7 @@ mask            ``masker`` (:mod:`~stepsim.recipes.maskers`): :class:`EveryStepM
                 :class:`~stepsim.recipes.domino.DominoSearch`
 gradient        :class:`~transforms.SrsteTerm` (SR-STE), :class:`~transforms.MaskGradients`
                 (ASP); DominoSearch's per-layer penalty (its masker's ``penalize``)
-optimizer       :class:`~transforms.Adam` or :class:`~transforms.SGDM`
+optimizer       :class:`~optimizers.Adam` or :class:`~optimizers.SGDM`
 after update    :class:`~transforms.SrsteDecoupled` (SR-STE after Adam),
                 :class:`~transforms.MaskWeights` (ASP)
 switch          :class:`FreezeV` (STEP), :class:`AllocateGreedy` / :class:`AllocateFixed`
@@ -46,7 +46,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from stepsim._validate import (
+from stepsim._ground.validate import (
     check_choice,
     check_float_array,
     check_fraction,
@@ -54,7 +54,9 @@ from stepsim._validate import (
 )
 from stepsim.core.sparsity import check_divides, check_specs, sparsity
 from stepsim.recipes import transforms as T
+from stepsim.recipes.allocation import allocate_layerwise
 from stepsim.recipes.maskers import MaskView, _Masker
+from stepsim.recipes.optimizers import DENOMINATORS, SGDM, V_STAR, Adam, freeze_second_moment
 from stepsim.recipes.switch import Schedule
 
 
@@ -116,11 +118,11 @@ class FreezeV:
     denominator: str = "paper"
 
     def __post_init__(self):
-        check_choice("v_star", self.v_star, T.V_STAR)
-        check_choice("denominator", self.denominator, T.DENOMINATORS)
+        check_choice("v_star", self.v_star, V_STAR)
+        check_choice("denominator", self.denominator, DENOMINATORS)
 
     def apply(self, sw: SwitchView, specs) -> SwitchView:
-        opt = T.freeze_second_moment(sw.opt, sw.k0, self.beta2, self.eps, self.eps_mode,
+        opt = freeze_second_moment(sw.opt, sw.k0, self.beta2, self.eps, self.eps_mode,
                                      v_star=self.v_star, denominator=self.denominator,
                                      names=sw.names)
         return sw._replace(opt=opt)
@@ -128,7 +130,7 @@ class FreezeV:
 
 @dataclasses.dataclass(frozen=True)
 class AllocateGreedy:
-    """One-shot layer-wise N at the first switch: :func:`~transforms.allocate_layerwise`.
+    """One-shot layer-wise N at the first switch: :func:`~allocation.allocate_layerwise`.
 
     target: global sparsity of the sparse layers (None: the one the specs' N:M give);
     m: the fixed M (None: each spec's M).
@@ -147,7 +149,7 @@ class AllocateGreedy:
         target = self.target
         if target is None:
             target = sparsity(specs, {k: w.shape for k, w in params.items()})
-        return T.allocate_layerwise(params, specs, target, m=self.m)
+        return allocate_layerwise(params, specs, target, m=self.m)
 
     def apply(self, sw: SwitchView, specs) -> SwitchView:
         return sw._replace(nm=self.allocate(sw.params, specs)) if sw.first else sw
@@ -227,7 +229,7 @@ class Recipe:
     """
 
     name: str
-    optimizer: T.Adam | T.SGDM
+    optimizer: Adam | SGDM
     masker: _Masker | None = None
     schedule: Schedule = dataclasses.field(default_factory=Schedule)
     gradient: tuple = ()
@@ -244,7 +246,7 @@ class Recipe:
         if freezes and switch_at is not None and switch_at == 0:
             raise ValueError(f"recipe {self.name!r} with switch_at={switch_at!r} would freeze "
                              "v_0 = 0 (no precondition phase); use a switch step >= 1")
-        if freezes and not isinstance(self.optimizer, T.Adam):
+        if freezes and not isinstance(self.optimizer, Adam):
             raise ValueError(f"recipe {self.name!r} freezes Adam's second moment; it needs "
                              f"optimizer='adam' or 'adamw', got {type(self.optimizer).__name__}")
 

@@ -3,7 +3,7 @@ by name.
 
 * ``RECIPES``: name -> builder of the recipe's pieces; :func:`make_recipe` builds one,
   rejecting options the recipe does not use; :func:`recipe_options` lists its options.
-* ``RECIPE_OPTIONS``: name -> the recipe's options, declared once (:mod:`stepsim._options`:
+* ``RECIPE_OPTIONS``: name -> the recipe's options, declared once (:mod:`stepsim._ground.options`:
   name -> (constraint, default, help)); names, the unknown-option error, validation at
   the boundary and ``stepsim train --recipe-options`` all come from it.
 * :func:`make_optimizer`: Adam, AdamW or momentum SGD by name (``OPTIMIZERS``; their options:
@@ -12,7 +12,7 @@ by name.
 
 from __future__ import annotations
 
-from stepsim._options import (
+from stepsim._ground.options import (
     Bool,
     Choice,
     Described,
@@ -23,7 +23,7 @@ from stepsim._options import (
     Real,
     StepOrFraction,
 )
-from stepsim._validate import check_choice, check_step_or_fraction
+from stepsim._ground.validate import check_choice, check_step_or_fraction
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
 from stepsim.recipes.maskers import (
@@ -33,6 +33,7 @@ from stepsim.recipes.maskers import (
     FixedMask,
     SoftThresholdMask,
 )
+from stepsim.recipes.optimizers import ADAM_OPTIONS, DENOMINATORS, SGDM, SGDM_OPTIONS, V_STAR, Adam
 from stepsim.recipes.recipe import AllocateFixed, AllocateGreedy, FreezeV, Recipe
 from stepsim.recipes.switch import Schedule
 
@@ -44,11 +45,11 @@ SRSTE_PLACEMENTS = ("before", "after")
 # ------------------------------------------------------------ options, declared once
 # An optimizer's options: declared beside its dataclass, which reads them (transforms).
 OPTIMIZER_OPTIONS = {
-    "adam": T.ADAM_OPTIONS,
-    "adamw": Options({**T.ADAM_OPTIONS.options, "weight_decay": Option(
+    "adam": ADAM_OPTIONS,
+    "adamw": Options({**ADAM_OPTIONS.options, "weight_decay": Option(
         Real(minimum=0.0), 1e-2, "decoupled weight decay (AdamW's default 0.01)")},
         validated=False),
-    "sgdm": T.SGDM_OPTIONS,
+    "sgdm": SGDM_OPTIONS,
 }
 
 # A recipe's options: checked here at the boundary (None = not given: the default).
@@ -85,8 +86,8 @@ _STEP_SRSTE = Options({
 _STEP = Options({
     "freeze_v": Option(Bool(), True, "freeze Adam's v at the switch (false: Fig. 8's "
                                      "v-updated)"),
-    "v_star": Option(Choice(*T.V_STAR), "raw", "the frozen v*: raw v or bias-corrected"),
-    "denominator": Option(Choice(*T.DENOMINATORS), "paper",
+    "v_star": Option(Choice(*V_STAR), "raw", "the frozen v*: raw v or bias-corrected"),
+    "denominator": Option(Choice(*DENOMINATORS), "paper",
                           "phase-2 denominator: the paper's or the public code's"),
 }) | _STEP_SRSTE | Options({
     "switch_at": Option(StepOrFraction(), None, "a fixed switch (none: a criterion decides)"),
@@ -166,10 +167,10 @@ def make_optimizer(optimizer: str = "adam", **options):
     declared.check_known(options, _unknown_message(f"optimizer {optimizer!r}"))
     declared.validate(options)
     if optimizer == "sgdm":
-        return T.SGDM(**options)
+        return SGDM(**options)
     if optimizer == "adamw":
         options.setdefault("weight_decay", declared["weight_decay"].default)
-    return T.Adam(**options)
+    return Adam(**options)
 
 
 def _unused(recipe, given: dict, why: str):
@@ -298,7 +299,7 @@ def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=
         _unused(name, {"srste_placement": srste_placement}, "no SR-STE term (srste_lam=None)")
     masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw}, transposable)
     if freeze_v:
-        if not isinstance(opt, T.Adam):
+        if not isinstance(opt, Adam):
             raise ValueError(f"recipe {name!r} freezes Adam's second moment; it needs "
                              f"optimizer='adam' or 'adamw', got {type(opt).__name__}")
         freeze = FreezeV(opt.beta2, opt.eps, opt.eps_mode, v_star or "raw",

@@ -25,7 +25,7 @@ module -> step (None: not yet). A module is one parameter array.
 Also the one place that decides when a run switches: :data:`DEFAULT_CRITERION` (what a
 recipe that needs a criterion gets when none is named), :func:`plan_schedule` (which
 schedule ``fit`` switches on, given a recipe and a criterion or schedule), and the step
-arithmetic and clip bounds of :mod:`stepsim._switch_steps` (re-exported here).
+arithmetic and clip bounds of :mod:`stepsim._ground.switch_steps` (re-exported here).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from stepsim._switch_steps import (  # noqa: F401 (re-exported: the one definition)
+from stepsim._ground.switch_steps import (  # noqa: F401 (re-exported: the one definition)
     CLIP_BOUNDS,
     clip_steps,
     fraction_to_step,
     legal_switch_steps,
 )
-from stepsim._validate import check_int, check_step_or_fraction
+from stepsim._ground.validate import check_int, check_step_or_fraction
 
 #: The switch criterion of a recipe that needs one and names none: AutoSwitch (Algorithm 2)
 #: clipped to (0.1 T, 0.5 T] (``CLIP_BOUNDS``), so that a default run always switches and
@@ -223,7 +223,7 @@ def plan_schedule(recipe, criterion, steps: int):
     eps must be its Adam's. Raises what ``fit`` raises for the pair, without training
     (``stepsim.experiments.RunSpec.check`` calls it; ``fit`` too).
     """
-    from stepsim.recipes.transforms import SGDM
+    from stepsim.recipes.optimizers import SGDM
 
     schedule, observed = schedule_for(recipe, criterion, steps)
     watched = [s for s in (schedule, observed) if hasattr(s, "criterion")]

@@ -34,7 +34,7 @@ From a trained run to the hardware layout, and the paper's Table 5::
 
 from __future__ import annotations
 
-from stepsim._lazy import lazy_exports
+from stepsim._ground.lazy import lazy_exports
 
 _EXPORTS = {
     "compress_2to4": "layout",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim._jit import njit
+from stepsim._ground.jit import njit
 
 
 @njit

@@ -62,7 +62,7 @@ def cast_values(array: np.ndarray, dtype, *, saturate: bool = False,
     -------
     numpy.ndarray of ``dtype`` (``array`` itself when it already has it).
     """
-    from stepsim._validate import check_finite_array
+    from stepsim._ground.validate import check_finite_array
 
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(array).__name__}")

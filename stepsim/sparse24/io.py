@@ -5,12 +5,12 @@ File layout (``format: "stepsim.sparse/1"``):
 * ``__stepsim__``: a JSON string with, per array name, its storage format
   (``"cutlass-2:4"`` or ``"nm"``), dtype name (``"bfloat16"`` for ml_dtypes' bfloat16),
   dense shape, n, m and axis, plus a ``provenance`` block (params, versions, time) from
-  :mod:`stepsim._provenance`.
+  :mod:`stepsim._ground.provenance`.
 * ``NAME.values``: the stored values as their raw bits (uint8/16/32/64), because .npy
   cannot describe bfloat16 portably; the recorded dtype restores the view on load.
 * ``NAME.meta`` (2:4: CUTLASS's reordered words) or ``NAME.indices`` (N:M: packed bits).
 
-Files are written atomically (:mod:`stepsim._atomic`) and loaded with
+Files are written atomically (:mod:`stepsim._ground.atomic`) and loaded with
 ``allow_pickle=False``; a truncated, corrupt or foreign file, or one missing an array its
 header lists, is a one-line ValueError naming the file.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stepsim._bits import unsigned_view
+from stepsim._ground.bits import unsigned_view
 from stepsim.sparse24.layout import Compressed24, layout_spec
 from stepsim.sparse24.nm_storage import NMCompressed
 
@@ -46,7 +46,7 @@ def save_compressed(path, tensors: dict, *, params: dict | None = None, seed=Non
     params/seed: recorded in the provenance block (e.g. the command line's options).
     Returns the path written (``.npz`` is appended by NumPy when missing).
     """
-    from stepsim._provenance import provenance, to_jsonable
+    from stepsim._ground.provenance import provenance, to_jsonable
 
     if not isinstance(tensors, dict) or not tensors:
         raise TypeError("tensors must be a non-empty dict of name -> compressed tensor")
@@ -71,7 +71,7 @@ def save_compressed(path, tensors: dict, *, params: dict | None = None, seed=Non
         else:
             raise TypeError(f"tensors[{name!r}] must be Compressed24, (values, meta) or "
                             f"NMCompressed, got {type(t).__name__}")
-    from stepsim._atomic import savez
+    from stepsim._ground.atomic import savez
 
     header = {"format": FORMAT, "tensors": info, "provenance": provenance(params, seed)}
     arrays["__stepsim__"] = np.array(json.dumps(to_jsonable(header)))
@@ -83,7 +83,7 @@ def save_compressed(path, tensors: dict, *, params: dict | None = None, seed=Non
 
 def _read(path) -> tuple[dict, dict]:
     """(header, arrays) of a compressed file, every failure a ValueError naming ``path``."""
-    from stepsim._validate import load_arrays
+    from stepsim._ground.validate import load_arrays
 
     if Path(path).suffix != ".npz":
         raise ValueError(f"compressed file must be a .npz file, got {Path(path).name}")

@@ -314,7 +314,7 @@ def compress_2to4(dense: np.ndarray, *, truncate: bool = False, impl: str = "num
     impl: "numba" (one parallel pass) or "numpy" (the vectorised reference); same bytes.
     Returns (values (m, k/2) of dense's dtype, meta (m, ncols) uint16 or uint32 (int8)).
     """
-    from stepsim._validate import check_choice
+    from stepsim._ground.validate import check_choice
 
     spec = _check_dense(dense)
     check_choice("impl", impl, ("numba", "numpy"))
@@ -421,7 +421,7 @@ def decompress_2to4(values: np.ndarray, meta: np.ndarray, *, impl: str = "numba"
     Raises ValueError on mismatched shapes and on nibbles PTX does not allow.
     impl: "numba" (one parallel pass) or "numpy" (the vectorised reference).
     """
-    from stepsim._validate import check_choice
+    from stepsim._ground.validate import check_choice
 
     spec = _check_operands(values, meta)
     check_choice("impl", impl, ("numba", "numpy"))

@@ -122,7 +122,7 @@ MODELS = {"bert-base": _bert_base, "gpt2": _gpt2}
 
 def model_layers(model: str) -> tuple:
     """Every parameter tensor of ``model`` ("bert-base" or "gpt2") as :class:`Param` s."""
-    from stepsim._validate import check_choice
+    from stepsim._ground.validate import check_choice
 
     check_choice("model", model, MODELS)
     return MODELS[model]()
@@ -196,7 +196,7 @@ def memory_table(params, nms=((2, 4), (1, 4), (1, 16)), *, value_bytes: int = 2,
     A sparse tensor keeps size*n/m values (its size along the grouped axis is a multiple of
     m for every built-in model); dense tensors keep every value.
     """
-    from stepsim._validate import check_choice, check_int, check_nm
+    from stepsim._ground.validate import check_choice, check_int, check_nm
     from stepsim.sparse24.nm_storage import index_bits
 
     if isinstance(params, str):
@@ -271,7 +271,7 @@ class Table5Cell:
 def table5_cells(model: str, *, counted: str = "paper", metadata: str = "none",
                  value_bytes: int = 2) -> tuple:
     """Every cell of the paper's Table 5 row of ``model`` as :class:`Table5Cell` s."""
-    from stepsim._validate import check_choice
+    from stepsim._ground.validate import check_choice
 
     check_choice("model", model, PAPER_TABLE5)
     paper = PAPER_TABLE5[model]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepsim._bits import UNSIGNED_BY_ITEMSIZE, unsigned_view
+from stepsim._ground.bits import UNSIGNED_BY_ITEMSIZE, unsigned_view
 
 __all__ = ["NMCompressed", "compress_nm", "decompress_nm", "index_bits"]
 
@@ -95,7 +95,7 @@ def compress_nm(dense: np.ndarray, n: int, m: int, axis: int = -1) -> NMCompress
     divisible by m. Raises ValueError naming the first group with more than n non-zeros
     (make valid input with ``stepsim.apply_nm``).
     """
-    from stepsim._validate import check_nm, normalize_axis
+    from stepsim._ground.validate import check_nm, normalize_axis
 
     if not isinstance(dense, np.ndarray):
         raise TypeError(f"dense must be a numpy.ndarray, got {type(dense).__name__}")

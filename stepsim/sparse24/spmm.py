@@ -59,7 +59,7 @@ def round_tf32(x: np.ndarray, mode: str = "rna") -> np.ndarray:
     mode "rna": to nearest, ties away from zero (``cvt.rna.tf32.f32``); "rz": toward zero
     (drop the 13 low bits); "none": unchanged. Inf and NaN pass through unchanged.
     """
-    from stepsim._validate import check_choice
+    from stepsim._ground.validate import check_choice
 
     check_choice("tf32", mode, _TF32_MODES)
     x = np.asarray(x)
@@ -176,7 +176,7 @@ def spmm_2to4(values: np.ndarray, meta: np.ndarray, b: np.ndarray, *, tf32: str 
     Raises ValueError on metadata nibbles PTX does not define (naming row, group, value),
     like :func:`decompress_2to4`.
     """
-    from stepsim._validate import check_choice
+    from stepsim._ground.validate import check_choice
 
     spec = _check_operands(values, meta)
     _check_b(values, b, spec)
@@ -304,7 +304,7 @@ def explain_tile(values: np.ndarray, meta: np.ndarray, row_block: int,
     k_step: the meta column pair p = one mma.sp k-step (32 dense cols fp16/bf16, 64 int8,
     16 tf32). Returns a :class:`TileExplanation`; ``print()`` it for the table.
     """
-    from stepsim._validate import check_int
+    from stepsim._ground.validate import check_int
     from stepsim.sparse24.layout import column_indices
 
     spec = _check_operands(values, meta)
@@ -395,7 +395,7 @@ class ElementLocation:
 
 def locate_element(values: np.ndarray, meta: np.ndarray, row: int, col: int) -> ElementLocation:
     """Follow dense element (row, col) through values, meta words, offsets and lanes."""
-    from stepsim._validate import check_int
+    from stepsim._ground.validate import check_int
     from stepsim.sparse24.layout import meta_rowmajor, nibbles_2to4
 
     spec = _check_operands(values, meta)

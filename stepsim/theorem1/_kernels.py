@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import prange
 
-from stepsim._jit import njit
+from stepsim._ground.jit import njit
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)

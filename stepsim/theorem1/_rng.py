@@ -21,7 +21,7 @@ chunked, or on the order work is done in: the same seed gives the same bits.
   with ``a`` before the full round and with ``b`` before the half round. So streams are
   not time-shifted copies of one sequence (their Weyl steps differ), and two streams
   share their first round only if both ``mul`` and ``a`` (63 bits) coincide.
-  ``tests/test_theorem1.py`` checks uniformity, 32 fair bits, serial and cross-stream
+  ``tests/theorem1/test_theorem1.py`` checks uniformity, 32 fair bits, serial and cross-stream
   correlations and that neighbouring streams share no more values than chance.
 * ``uniform``: ``(x ^ 2^31) / 2^32``, computed as ``(int32(x) + 2^31) * 2^-32`` (exact),
   a multiple of 2^-32 in [0, 1). 32 bits are enough here: g^2 = G u is averaged over
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim import _libm
+from stepsim._ground import libm as _libm
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -37,8 +37,8 @@ import math
 
 import numpy as np
 
-from stepsim import _libm
-from stepsim._validate import check_choice, check_int, check_real
+from stepsim._ground import libm as _libm
+from stepsim._ground.validate import check_choice, check_int, check_real
 from stepsim.theorem1.corrected import autocovariance, weights
 
 KINDS = ("paper", "chebyshev", "gaussian", "markov", "plugin")

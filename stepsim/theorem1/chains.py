@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from stepsim._validate import check_real
+from stepsim._ground.validate import check_real
 
 
 class _Chain:

@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from stepsim._validate import check_int, check_real
+from stepsim._ground.validate import check_int, check_real
 from stepsim.theorem1.engine import (
     _check_beta2,
     check_lags,
@@ -488,7 +488,7 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     check_statistics_memory(trials, dim, len(lags))
     bar = None
     if progress:
-        from stepsim._progress import Progress
+        from stepsim._ground.progress import Progress
 
         bar = Progress(trials, f"theorem1 {process_name(process)}")
     with bar if bar is not None else _Null():
@@ -510,7 +510,7 @@ def check_statistics_memory(trials: int, dim: int, n_lags: int, *,
     """Refuse, before simulating, statistics that cannot fit in memory: float64 (trials,
     dim, lags), their sorted copy for the quantiles, and the per-coordinate largest g^2.
     names: how the two sizes are called in the message (the CLI passes its option names)."""
-    from stepsim._validate import check_memory
+    from stepsim._ground.validate import check_memory
 
     nbytes = 8 * trials * dim * (2 * n_lags + 1)
     check_memory(f"{names[0]} {trials} x {names[1]} {dim} x {n_lags} lags (float64 "

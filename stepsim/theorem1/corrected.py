@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from stepsim import _libm
+from stepsim._ground import libm as _libm
 
 
 def autocovariance(process, max_lag: int) -> np.ndarray:

@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim import _libm
-from stepsim._validate import check_choice, check_int, check_real
+from stepsim._ground import libm as _libm
+from stepsim._ground.validate import check_choice, check_int, check_real
 from stepsim.theorem1._rng import MAX_STEP
 from stepsim.theorem1.processes import BuiltinProcess, check_process, make_process, process_name
 

@@ -58,7 +58,7 @@ def plot_result(result, path, *, dpi: int = 90) -> Path:
                   f"coord {result.coord_overall}, inf {result.inf_overall}", fontsize=9)
     ax2.legend(fontsize=7)
     fig.tight_layout()
-    from stepsim._atomic import atomic_path
+    from stepsim._ground.atomic import atomic_path
 
     path = Path(path)
     with atomic_path(path) as tmp:  # whole file or none; PNG whatever the name's suffix

@@ -45,8 +45,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from stepsim import _libm
-from stepsim._validate import check_real
+from stepsim._ground import libm as _libm
+from stepsim._ground.validate import check_real
 from stepsim.theorem1 import _rng
 
 

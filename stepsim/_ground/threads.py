@@ -1,0 +1,104 @@
+"""Who gets the cores during training: BLAS matmuls, not numba's kernels.
+
+A training step alternates NumPy matmuls (OpenBLAS, one thread per core) with numba kernels
+(Adam, masks). Both keep their idle worker threads spinning for a while after each call,
+and on a small machine the spinning workers of one library take the cores the other one
+needs next (measured on 2 cores, 1024-1024-32 MLP, batch 256: matmuls 14.4 ms instead of
+7.2 and Adam 10.5 ms instead of 2.8 — PERF_NOTES "Threads: numba vs BLAS").
+
+The policy, :func:`training_threads`:
+
+* numba kernels run on **one thread**, the calling one. numba's parallel kernels then
+  wake no worker, so none spins while BLAS works; and the worker BLAS leaves spinning
+  sits on the other core, not on the kernel's. A step's element-wise work is small next to
+  its matmuls (Adam on 1M float32 parameters is ~0.5 ms on one thread), so little is lost.
+* BLAS keeps every core (or ``blas`` threads if given): matmuls are most of a step.
+
+Results do not depend on it: every stepsim kernel gives the same bits for any thread count.
+``OMP_WAIT_POLICY=PASSIVE`` would also stop the spinning, but only if set before the
+OpenMP runtime starts, which a library cannot promise; this policy works at any time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import types
+
+
+@contextlib.contextmanager
+def training_threads(kernels: int = 1, blas: int | str | None = "auto"):
+    """Run the block with numba on ``kernels`` threads and BLAS on ``blas`` threads.
+
+    blas: an int; None to leave BLAS as it is; or "auto" (default): every core, unless the
+    machine is busy (1-minute load average, less this process, leaves under 1.5 cores
+    free), then one thread. A multi-threaded matmul waits for its slowest thread, and on
+    an oversubscribed machine that thread is often descheduled: with load ~10 on 2 cores
+    a 1024-1024-32 step measured 3.3x faster with BLAS on 1 thread than on 2.
+    Both settings are restored on exit. BLAS limits go through threadpoolctl (installed
+    with scikit-learn); without it only numba's setting changes. Yields what was set:
+    ``{"numba": 1, "blas": 2 or None, "why": "..."}``.
+    """
+    import numba
+
+    from stepsim._ground.validate import check_int
+
+    kernels = check_int("kernels", kernels, minimum=1)
+    why = "as asked"
+    if isinstance(blas, str):
+        if blas != "auto":
+            raise ValueError(f"blas must be an int >= 1, None or 'auto', got {blas!r}")
+        blas, why = auto_blas_threads()
+    elif blas is not None:
+        blas = check_int("blas", blas, minimum=1)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(kernels, numba.config.NUMBA_NUM_THREADS))
+    try:
+        with _blas_limit(blas):
+            yield {"numba": numba.get_num_threads(), "blas": blas, "why": why}
+    finally:
+        numba.set_num_threads(before)
+
+
+def auto_blas_threads() -> tuple[int | None, str]:
+    """(BLAS threads, reason) for "auto": None (all cores) on a quiet machine, 1 on a busy one."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on every platform
+        return None, "load average unknown: BLAS left as is"
+    free = cores - max(load - 1.0, 0.0)  # this process counts in the load: discount it
+    if cores > 1 and free < 1.5:
+        return 1, f"busy machine: load {load:.1f} on {cores} cores"
+    return None, f"load {load:.1f} on {cores} cores: BLAS on every core"
+
+
+@contextlib.contextmanager
+def _blas_limit(blas: int | None):
+    if blas is None:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn (a dependency) brings it
+        yield
+        return
+    with threadpool_limits(limits=blas, user_api="blas"):
+        yield
+
+
+def serial_twin(parallel_kernel, name: str):
+    """The Python function of a ``parallel=True`` kernel, as a new function called ``name``,
+    for compiling without ``parallel`` (its ``prange`` then runs as ``range``).
+
+    With one thread, a serial kernel runs inline: no parallel launch, which costs a few
+    microseconds with OpenMP and, with numba's workqueue layer (chosen beside PyTorch), a
+    hand-over to a worker thread that measured ~1 ms a call on a busy machine. The new name
+    gives the twin its own on-disk cache entry (numba names cache files after the function).
+    """
+    func = parallel_kernel.py_func
+    twin = types.FunctionType(func.__code__, func.__globals__, name, func.__defaults__,
+                              func.__closure__)
+    twin.__qualname__ = name
+    twin.__doc__ = f"{func.__name__}, compiled without parallel=True (one thread, inline)."
+    return twin

@@ -1,0 +1,291 @@
+"""stepsim bench's machinery: timings with their spread, rows flagged unreliable instead of
+printed as results, warm-up outside the timings, the threading layer beside torch peers,
+the train section, and the training thread policy."""
+
+import io
+import itertools
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from stepsim.bench import SPREAD_LIMIT, Bench, Timing, unreliable_because
+
+
+def _bench():
+    return Bench(quick=True, stream=io.StringIO())
+
+
+def test_timing_is_the_median_with_its_interquartile_spread():
+    t = Timing.of([4.0, 1.0, 2.0, 3.0, 100.0])
+    assert float(t) == 3.0 and t.samples == 5
+    assert t.spread == pytest.approx((4.0 - 2.0) / 3.0)
+    assert Timing.of([2.0]).spread == 0.0
+
+
+def test_wide_spread_or_impossible_bandwidth_is_flagged_not_printed_as_a_result():
+    bench = _bench()
+    steady = Timing.of([1.0, 1.0, 1.01, 1.0])
+    noisy = Timing.of([1.0, 3.0, 0.5, 2.0])
+    assert noisy.spread > SPREAD_LIMIT and unreliable_because(steady) == ""
+    ok = bench.emit("s", "case a", "numba", steady, units=10, ratio="2.0x numpy")
+    bad = bench.emit("s", "case b", "numba", noisy, units=10, ratio="2.0x numpy")
+    fast = bench.emit("s", "case c", "numba", steady, units=10, ratio="9.0x numpy",
+                      fraction_of_probe_bw=10.43)
+    assert ok["reliable"] and not bad["reliable"] and not fast["reliable"]
+    assert "interquartile range" in bad["unreliable_because"]
+    assert "1043% of its probe's bandwidth is impossible" in fast["unreliable_because"]
+    printed = bench.stream.getvalue().splitlines()
+    assert "2.0x numpy" in printed[0] and "UNRELIABLE" not in printed[0]
+    for line in printed[1:]:
+        assert "UNRELIABLE" in line and "x numpy" not in line
+
+
+def test_compare_keeps_warm_up_out_of_the_timings():
+    calls = itertools.count()
+
+    def slow_first_two():  # e.g. a JIT compile, then a thread pool starting
+        if next(calls) < 2:
+            import time
+
+            time.sleep(0.05)
+
+    t = _bench().compare({"f": slow_first_two}, repeats=3)
+    assert t["f"] < 0.01 and next(calls) == 5
+
+
+def test_compare_until_stable_repeats_until_the_spread_settles():
+    # a fake clock: every call of the watched function takes 1 s except in the first
+    # attempt, whose samples are 1, 5, 1, 5, ... seconds
+    durations = iter([1.0, 5.0, 1.0, 5.0, 1.0] + [1.0] * 100)
+    now = [0.0]
+    ticking = [False]
+
+    def clock():
+        if ticking[0]:
+            now[0] += next(durations)
+        ticking[0] = not ticking[0]
+        return now[0]
+
+    bench = _bench()
+    attempts = []
+    original = bench.compare
+
+    def counting(impls, **kw):
+        attempts.append(kw["repeats"])
+        return original(impls, **kw)
+
+    bench.compare = counting
+    t = bench.compare_until_stable({"dense": lambda: None}, "dense", repeats=5, clock=clock)
+    assert attempts == [5, 10] and t["dense"].spread == 0.0
+
+
+def test_torch_peers_leave_numba_its_default_threading_layer():
+    # torch peers run in a child process (stepsim.bench._torch_peer), so the bench measures
+    # stepsim under the layer a user's run gets, never workqueue-because-of-torch
+    code = ("import numba, numpy as np\n"
+            "from stepsim.bench import choose_threading_layer\n"
+            "print(choose_threading_layer(True))\n"
+            "import stepsim\n"
+            "stepsim.nm_mask(np.ones(64, np.float32), 2, 4)\n"
+            "import sys\n"
+            "print('torch' in sys.modules)\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_THREADING_LAYER"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.splitlines()
+    assert "separate process" in out[0] and "workqueue" not in out[0]
+    assert out[1] == "False"
+
+
+def test_torch_peer_process_times_steps_out_of_process():
+    pytest.importorskip("torch")
+    from stepsim.bench._torch_peer import TorchPeer
+
+    with TorchPeer(threads=1) as peer:
+        peer.build("r", "regression", problem={"d_in": 8, "d_hidden": 4, "d_out": 2})
+        assert peer.time("r", 3) > 0
+        with pytest.raises(RuntimeError, match="torch peer failed on 'time'"):
+            peer.time("missing", 1)
+
+
+def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
+    from stepsim.bench import train
+
+    monkeypatch.setattr(train, "PROBLEM_OPTIONS", {"hidden": (16,), "batch_size": 8})
+    monkeypatch.setattr(train, "SWITCH_AFTER", 2)
+    bench = _bench()
+    bench.compare = _fast_compare(bench.compare)
+    train.run(bench)
+    rows = {(r["case"], r["impl"]): r for r in bench.rows if "impl" in r}
+    assert ("dense step", "stepsim (wall)") in rows
+    for case in ("digits dense", "digits SR-STE 2:4", "lm (lm.md) 2x32 ctx32 b32",
+                 "lm 2x128 ctx64 b32", "regression"):  # fit's steps, the targets' rows
+        assert rows[(f"fit step {case}", "stepsim fit")]["seconds"] > 0
+    assert ("STEP sparse-phase step", "stepsim (wall)") in rows
+    parts = [r for r in bench.rows if r["case"].endswith("step parts")]
+    assert {tuple(sorted(p["parts_seconds"])) for p in parts} == {
+        ("batch", "element-wise", "masks", "matmul", "optimizer", "python")}
+    fits = [r for r in bench.rows if r["case"].startswith("fit dense")]
+    assert [r["impl"] for r in fits] == ["thread policy", "all cores for numba and BLAS"]
+    assert fits[0]["test_accuracy"] > 0.5  # 300 steps of a real run, not a stub
+
+
+def _fast_compare(compare):
+    def fast(impls, **kw):
+        kw["repeats"], kw["number"] = 2, 1
+        return compare(impls, **kw)
+    return fast
+
+
+def test_sparse_loop_trains_on_exactly_nm_weights():
+    from stepsim.bench.train import _Loop
+    from stepsim.problems.registry import make_problem
+
+    loop = _Loop(make_problem("digits", hidden=(16,), batch_size=8), "step", 100, switch_at=2)
+    loop.step()
+    loop.step()
+    loop.switch()
+    loop.step()
+    fwd, _ = loop.part_masks()
+    for name in ("w1", "w2"):
+        groups = fwd[name].reshape(-1, 4)
+        assert (np.count_nonzero(groups, axis=1) <= 2).all()
+
+
+# --- the training thread policy -----------------------------------------------------------
+
+def test_training_threads_sets_and_restores_numba_and_blas():
+    import numba
+    from threadpoolctl import threadpool_info
+
+    from stepsim._ground.threads import training_threads
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    numba_before, blas_before = numba.get_num_threads(), blas_threads()
+    with training_threads(kernels=1, blas=1) as got:
+        assert numba.get_num_threads() == 1 and got["numba"] == 1 and got["blas"] == 1
+        assert set(blas_threads()) <= {1}
+    assert numba.get_num_threads() == numba_before and blas_threads() == blas_before
+    with pytest.raises(ValueError, match="kernels must be >= 1, got 0"):
+        with training_threads(kernels=0):
+            pass
+    with pytest.raises(ValueError, match="blas must be an int >= 1, None or 'auto'"):
+        with training_threads(blas="many"):
+            pass
+
+
+@pytest.mark.parametrize("load, cores, expected", [(9.0, 2, 1), (1.2, 2, None), (3.0, 8, None),
+                                                    (50.0, 1, None)])
+def test_auto_blas_uses_one_thread_only_on_a_busy_machine(monkeypatch, load, cores, expected):
+    from stepsim._ground import threads as _threads
+
+    monkeypatch.setattr(_threads.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(_threads.os, "cpu_count", lambda: cores)
+    threads, why = _threads.auto_blas_threads()
+    assert threads == expected and f"load {load:.1f}" in why
+
+
+def test_a_ratio_is_unreliable_when_its_peer_timing_is():
+    bench = _bench()
+    steady = Timing.of([1.0, 1.0, 1.0])
+    noisy = Timing.of([1.0, 3.0, 0.5, 2.0])
+    row = bench.emit("s", "case", "torch", steady, units=1, ratio="stepsim is 9x torch",
+                     partner=noisy)
+    assert not row["reliable"] and "its peer's interquartile range" in row["unreliable_because"]
+    assert bench.emit("s", "case", "torch", steady, units=1, partner=steady)["reliable"]
+
+
+def test_portability_workers_run_pinned_and_unpinned_kernels(monkeypatch):
+    """The portability section's two workers: the portable one runs the pinned Haswell
+    kernels, the --fast one whatever OpenBLAS picks itself (here asked for Sandybridge),
+    and each answers a case with seconds per step."""
+    from stepsim._ground import portability as _portability
+    from stepsim.bench import portability
+
+    monkeypatch.setitem(_portability._ORIGINAL, "OPENBLAS_CORETYPE", "Sandybridge")
+    workers = {fast: portability._start(fast, quick=True) for fast in (False, True)}
+    try:
+        kernels = {fast: w.stdout.readline().strip() for fast, w in workers.items()}
+        assert kernels == {False: "Haswell", True: "Sandybridge"}
+        case = "digits 64-256-256-10 SR-STE"
+        # a difference of two timings: finite, but on a loaded machine not always > 0
+        assert all(np.isfinite(portability._ask(w, case)) for w in workers.values())
+    finally:
+        for w in workers.values():
+            w.stdin.close()
+            w.wait(timeout=60)
+
+
+def test_every_bench_section_is_registered_and_has_a_title_and_a_runner():
+    """SECTIONS lists exactly the section modules of stepsim.bench, each with TITLE and run
+    (the slow tests run them: test_cli's bench smoke tests)."""
+    import importlib
+    import pkgutil
+
+    import stepsim.bench as bench_pkg
+    from stepsim.bench import SECTIONS
+
+    modules = {m.name for m in pkgutil.iter_modules(bench_pkg.__path__)
+               if not m.name.startswith("_")}
+    assert set(SECTIONS) == modules
+    for name in SECTIONS:
+        module = importlib.import_module(f"stepsim.bench.{name}")
+        assert isinstance(module.TITLE, str) and module.TITLE and callable(module.run)
+
+
+@pytest.mark.slow
+def test_workers_section_times_a_new_worker_the_cache_and_a_job_mix(monkeypatch):
+    from stepsim.bench import workers
+    from stepsim.experiments.run import RunSpec
+
+    mix = [RunSpec(recipe="dense", steps=5, seed=s) for s in range(3)]
+    monkeypatch.setattr(workers, "_mix", lambda quick: ("tiny mix", mix))
+    monkeypatch.setattr(workers, "CACHED", (("regression", "regression", {}),))
+    bench = _bench()
+    workers.run(bench)
+    rows = {(r["case"], r["impl"]): r for r in bench.rows}
+    new = rows[("tiny RunSpec in a worker", "new worker")]
+    assert new["startup_s"] > 0 and new["seconds"] > rows[("tiny RunSpec in a worker",
+                                                            "warm worker")]["seconds"]
+    assert rows[("build regression", "cache hit")]["seconds"] > 0
+    mixed = [r for r in bench.rows if r["case"] == "tiny mix: 3 runs"]
+    assert len(mixed) == 2 and mixed[0]["impl"] == "--jobs 1"
+    assert mixed[1]["impl"].startswith("pool of") and all(r["seeds_per_s"] > 0 for r in mixed)
+
+
+def test_the_workers_sections_job_mixes_are_the_checks_real_runspecs():
+    """The mix the workers section times, built by the real code (no monkeypatch): an
+    import or a Budget it can no longer make fails here, not after 44 s of `stepsim bench`
+    (issue 28). C1 --quick's mix is part of the whole quick check's."""
+    from stepsim.bench import workers
+    from stepsim.experiments.run import RunSpec
+
+    label, c1 = workers._mix(True)
+    whole_label, whole = workers._mix(False)
+    assert (label, whole_label) == ("check C1 --quick", "check --quick")
+    assert c1 and all(isinstance(s, RunSpec) for s in c1)
+    assert {s.digest for s in c1} < {s.digest for s in whole}
+    for spec in c1[:2]:
+        spec.check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", ["kernels", "theorem1", "layout", "train", "lm",
+                                     "portability", "workers"])
+def test_every_bench_section_runs_from_the_cli_in_quick_mode(section, tmp_path, capsys):
+    """`stepsim bench --quick --only SECTION` for every section, as a user runs it (issue
+    28: an import error made every bench crash while the suite stayed green)."""
+    from stepsim.bench import SECTIONS
+    from stepsim.cli import main
+
+    assert section in SECTIONS
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--quick", "--only", section, "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())["result"]["rows"]
+    assert rows and {r["section"] for r in rows} == {section}
+    assert all(r.get("seconds", r.get("step_seconds", 0)) > 0 for r in rows)
+    assert "Traceback" not in capsys.readouterr().err

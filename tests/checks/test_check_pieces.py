@@ -1,0 +1,190 @@
+"""The registered protocol's small pieces: ``switch_cause``, ``tuning.choose``, config
+keys, ``settings``, the tuned learning rates of a budget, and what a diverged run's view
+is (one tiny run that diverges on purpose).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from stepsim.checks import CLAIMS, claim_module, parse_claims, protocol, tuning
+from stepsim.checks._setup import Budget, switch_cause
+from stepsim.checks.verdict import rule_of
+from tests.checks.fake_views import N_DIGITS, SEEDS, digit_items, make_view
+
+
+# --- the rules and the small pieces ------------------------------------------------------
+
+
+def test_every_claim_module_states_its_registered_rule_and_parse_claims():
+    for claim in CLAIMS:
+        module = claim_module(claim)
+        assert module.CLAIM == claim and module.RULE.startswith("Rule (PROTOCOL"), claim
+        assert module.RULE == rule_of(module.__doc__)
+    assert parse_claims(["all"]) == list(CLAIMS)
+    assert parse_claims(None) == list(CLAIMS)
+    assert parse_claims(["c12", "C1", "C1"]) == ["C1", "C12"]
+    with pytest.raises(ValueError, match="unknown claim 'C13'"):
+        parse_claims(["C13"])
+    with pytest.raises(ValueError, match="unknown claim 'C99'"):
+        parse_claims(["all", "C99"])
+
+
+def test_switch_cause_names_why_a_run_switched_when_it_did():
+    T, w = 5000, 1000  # main timescale: T_w = 1000 > 0.1 T
+    assert switch_cause(None, T, w, clip=True) == "never"
+    assert switch_cause(2501, T, w, clip=True) == "clip"  # floor(0.5 T) + 1
+    assert switch_cause(2501, T, w, clip=False) == "fired"  # unclipped: no forced step
+    assert switch_cause(2500, T, w, clip=True) == "fired"
+    assert switch_cause(1000, T, w, clip=True) == "window"  # max(T_w, floor(0.1 T) + 1)
+    assert switch_cause(1000, T, w, clip=False) == "window"  # T_w unclipped
+    assert switch_cause(1001, T, w, clip=True) == "fired"
+    T, w = 2000, 100  # fast timescale: the lower clip is later than the window
+    assert switch_cause(201, T, w, clip=True) == "window"
+    assert switch_cause(100, T, w, clip=False) == "window"
+    assert switch_cause(201, T, w, clip=False) == "fired"
+    assert switch_cause(1001, T, w, clip=True) == "clip"
+    assert switch_cause(1001, T, w, clip=False) == "fired"
+
+
+def test_config_keys_round_trip_and_step_reuses_srste():
+    for args in [("adam", "sr-ste", (1, 8), None), ("sgdm", "dense", None, None),
+                 ("adam", "lw-sr-ste", None, 16), ("adam", "decay-nodense", (2, 4), None)]:
+        assert protocol.parse_key(protocol.config_key(*args)) == args
+    assert protocol.config_key("sgdm", "dense") == "sgdm|dense|-"
+    assert protocol.config_key("adam", "lw-sr-ste", m=8) == "adam|lw-sr-ste|M8"
+    for step, tuned in protocol.TUNED_AS.items():
+        assert protocol.config_key("adam", step, (1, 8)) == protocol.config_key("adam", tuned,
+                                                                               (1, 8))
+    assert protocol.config_key("adam", "step-sr", (1, 8)) == "adam|sr-ste|1:8"
+    assert protocol.config_key("adam", "lw-step-a1", m=16) == "adam|lw-sr-ste|M16"
+    # the others are tuned each: the decaying mask's two variants, ASP
+    assert protocol.config_key("adam", "decay-dense", (1, 8)) != protocol.config_key(
+        "adam", "decay-nodense", (1, 8))
+
+
+def test_settings_of_full_and_quick_mode():
+    assert protocol.settings("full") == [("digits", "main", None), ("digits", "fast", ("C5",)),
+                                         ("lm", "fast", None)]
+    assert protocol.settings("quick") == [("digits", "fast", None)]
+    assert protocol.settings("full", ["lm"]) == [("lm", "fast", None)]
+    assert protocol.settings("full", ["digits"]) == [("digits", "main", None),
+                                                     ("digits", "fast", ("C5",))]
+    with pytest.raises(ValueError, match=r"problem 'lm' is not in quick mode, which runs only "
+                       r"\['digits'\]; check it in full mode"):
+        protocol.settings("quick", ["lm"])  # refused, not an empty check
+    with pytest.raises(ValueError, match="problem must be one of"):
+        protocol.settings("full", ["regression"])
+
+
+def test_budget_runs_use_the_tuned_lr_of_their_config_and_the_timescale():
+    lrs = {"adam|sr-ste|1:8": 0.003, "adam|dense|-": 0.01, "sgdm|dense|-": 0.3}
+    b = Budget("full", "digits", "main", SEEDS, lrs=lrs)
+    assert (b.steps, b.beta2, b.window, b.margin) == (5000, 0.999, 1000, 0.5)
+    for key in ("sr-ste", "step-a1", "step-sr", "step-sr-vupd"):
+        spec = b.run(key, 0, nm=(1, 8))
+        assert dict(spec.recipe_options)["lr"] == 0.003 and dict(spec.recipe_options)[
+            "beta2"] == 0.999
+    sgdm = dict(b.run("dense", 0, optimizer="sgdm").recipe_options)
+    assert sgdm["lr"] == 0.3 and sgdm["momentum"] == 0.9 and "beta2" not in sgdm
+    assert b.run("dense", 3).eval_every == 500 and b.run("dense", 3).seed == 3
+    with pytest.raises(KeyError, match=re.escape("no tuned learning rate for adam|asp|1:8")):
+        b.run("asp", 0, nm=(1, 8))
+    fast = Budget("quick", "digits", "fast", (0, 1, 2), lrs={})
+    assert (fast.steps, fast.beta2, fast.window) == (2000, 0.99, 100)
+    lm = Budget("full", "lm", "fast", SEEDS)
+    assert lm.margin == 0.02 and lm.nms == ((2, 4), (1, 8))
+    assert Budget("full", "digits", "main", SEEDS, steps=200).steps == 200
+
+
+# --- tuning -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def five_point_grid(monkeypatch):
+    """The tuning rule on a fixed 5-value grid (the protocol's grid may grow by its edge rule)."""
+    monkeypatch.setitem(protocol.RULES["grids"]["digits"], "adam", [3e-4, 1e-3, 3e-3, 1e-2, 3e-2])
+
+
+def tuning_case(means_by_lr, diverged=()):
+    """tuning.jobs for one config on digits/main and fake results whose tuning-seed mean
+    error at grid value j is means_by_lr[j] (wrong images: 9 per point, to the image)."""
+    probe = Budget("full", "digits", "main", SEEDS, steps=200)
+    groups = tuning.jobs({"digits/main": (probe, {"adam|sr-ste|1:8"})})
+    (key, group), = groups.items()
+    assert key == ("digits/main", "adam|sr-ste|1:8")
+    grid = protocol.grid("digits", "adam")
+    assert group["grid"] == grid and group["seeds"] == 3 and len(group["tasks"]) == 15
+    results = {}
+    for j, lr in enumerate(grid):
+        tasks = group["tasks"][3 * j:3 * j + 3]
+        assert [t.seed for t in tasks] == protocol.RULES["seeds"]["tuning"]
+        for k, t in enumerate(tasks):
+            assert dict(t.recipe_options)["lr"] == lr and t.eval_every is None
+            assert t.steps == 200 and t.nm == (1, 8) and t.recipe == "sr-ste"
+            wrong = int(means_by_lr[j]) + (k - 1)  # seeds around the mean
+            results[t.digest] = make_view(digit_items(wrong),
+                                          diverged=(j, k) in diverged)
+    return groups, results
+
+
+def test_tuning_chooses_the_lowest_mean_and_flags_the_grid_edges(five_point_grid):
+    groups, results = tuning_case([50, 40, 30, 60, 70])
+    chosen, table = tuning.choose(groups, results)
+    assert chosen == {"digits/main": {"adam|sr-ste|1:8": 3e-3}}
+    row = table["digits/main"]["adam|sr-ste|1:8"]
+    assert row["choice"] == 3e-3 and row["edge"] is None and row["grid"] == [3e-4, 1e-3, 3e-3,
+                                                                            1e-2, 3e-2]
+    assert row["means"] == pytest.approx([100 * w / N_DIGITS for w in (50, 40, 30, 60, 70)])
+    chosen, table = tuning.choose(*tuning_case([20, 40, 30, 60, 70]))
+    assert table["digits/main"]["adam|sr-ste|1:8"]["edge"] == "low"
+    assert chosen["digits/main"]["adam|sr-ste|1:8"] == 3e-4
+    chosen, table = tuning.choose(*tuning_case([80, 40, 30, 60, 20]))
+    assert table["digits/main"]["adam|sr-ste|1:8"]["edge"] == "high"
+
+
+def test_tuning_ties_go_to_the_smaller_lr_and_a_diverged_run_is_infinite(five_point_grid):
+    chosen, _ = tuning.choose(*tuning_case([50, 30, 30, 60, 30]))
+    assert chosen["digits/main"]["adam|sr-ste|1:8"] == 1e-3
+    # one diverged tuning seed makes its grid value +inf, however low its error reads
+    chosen, table = tuning.choose(*tuning_case([50, 10, 30, 60, 70], diverged={(1, 2)}))
+    row = table["digits/main"]["adam|sr-ste|1:8"]
+    assert row["means"][1] == math.inf and row["choice"] == 3e-3
+    assert chosen["digits/main"]["adam|sr-ste|1:8"] == 3e-3
+
+
+def test_a_missing_committed_file_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(tuning, "COMMITTED", tmp_path / "tuned_lrs.json")
+    with pytest.raises(FileNotFoundError, match="tuned_lrs.json is missing: quick mode reuses"):
+        tuning.committed()
+    path = tuning.write_committed({"digits/fast": {"adam|dense|-": 0.01}},
+                                  tmp_path / "tuned_lrs.json", source="a test")
+    assert path.exists() and tuning.committed() == {"digits/fast": {"adam|dense|-": 0.01}}
+
+
+# --- a diverged run ---------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the diverging run's overflow
+def test_a_diverged_runs_view_counts_as_predicting_nothing(tmp_path):
+    from stepsim.checks.report import _view
+    from stepsim.experiments import executors
+    from stepsim.experiments.store import RunStore
+
+    b = Budget("full", "digits", "main", SEEDS, lrs={"adam|dense|-": 1e-3}, steps=200)
+    ok = b.run("dense", 0)
+    bad = b.run("dense", 0, optimizer="sgdm", lr=1e6)  # non-finite within a few steps
+    store = RunStore(tmp_path)
+    executors.run_serial([ok, bad], store.save)
+    good, lost = _view(store, ok), _view(store, bad)
+    assert not good["diverged"] and good["items"].shape == (N_DIGITS,)
+    assert set(np.unique(good["items"])) <= {0.0, 100.0}
+    assert good["error"] == pytest.approx(np.mean(good["items"]))
+    assert good["error"] < 50 and good["seconds"] >= 0
+    assert lost["diverged"] and lost["stopped_at"] is not None
+    assert np.all(lost["items"] == 100.0) and lost["error"] == 100.0
+    assert lost["metrics"]["test_accuracy"] > 0.05  # chance-level guesses: not credited

@@ -1,0 +1,157 @@
+"""The registered protocol, its code and its evidence agree (PROTOCOL.md, issues 19 and 23).
+
+* the rules in code equal PROTOCOL.md for every draft (``protocol.DRAFTS``: draft 3's JSON
+  block, and each later draft's block of changes over it); the code runs the current draft;
+* the committed full report (``figures/check/report.json``) declares its draft and was made
+  under exactly that draft's rules (same digest), from a committed protocol, not altered
+  for testing, with that draft's seeds; quick mode's learning rates
+  (``stepsim/checks/tuned_lrs.json``) are that report's, tuned under the same draft;
+* in a git checkout: the protocol commit the report names precedes the commit of the
+  evidence, and PROTOCOL.md has only grown since — the file at that commit is a byte
+  prefix of today's (later drafts are appended), so the report's draft reads the same;
+* claims.md names the committed report's draft.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stepsim.checks import protocol, tuning
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "figures" / "check" / "report.json"
+
+
+def _report() -> dict:
+    return json.loads(REPORT.read_text())["result"]
+
+
+def test_rules_in_code_equal_the_registered_block():
+    assert protocol.CURRENT == 4 and protocol.RULES is protocol.DRAFTS[protocol.CURRENT]
+    assert protocol.RULES["version"] == protocol.CURRENT
+    for draft, rules in protocol.DRAFTS.items():
+        assert rules["version"] == draft
+        assert protocol.document_rules(draft=draft) == rules, draft
+    assert protocol.document_rules() == protocol.RULES
+    assert len(protocol.rules_digest()) == 64
+
+
+def test_draft_3_is_kept_unchanged_inside_draft_4():
+    # the committed report's digest is draft 3's, and draft 4 only adds or replaces keys
+    draft3, draft4 = protocol.DRAFTS[3], protocol.DRAFTS[4]
+    assert protocol.rules_digest(draft3) == (
+        "38ecae303b6df465015d6998201d6da995cb6bf272ffbd8159ebbc831cbe1c5f")
+    assert protocol.rules_digest(draft4) != protocol.rules_digest(draft3)
+    changed = {k for k in draft4 if draft3.get(k) != draft4[k]}
+    assert changed == set(protocol.CHANGES_4)
+    assert {k: draft4[k] for k in draft3 if k not in changed} == {
+        k: v for k, v in draft3.items() if k not in changed}
+
+
+def test_a_report_is_checked_against_exactly_its_declared_draft():
+    good3 = {"rules_version": 3, "rules_sha256": protocol.rules_digest(protocol.DRAFTS[3])}
+    good4 = {"rules_version": 4, "rules_sha256": protocol.rules_digest(protocol.DRAFTS[4])}
+    assert protocol.draft_of(good3) == 3 and protocol.draft_of(good4) == 4
+    with pytest.raises(ValueError, match="not draft 4's"):  # draft-3 digest, says draft 4
+        protocol.draft_of({"rules_version": 4, "rules_sha256": good3["rules_sha256"]})
+    with pytest.raises(ValueError, match="not draft 3's"):
+        protocol.draft_of({"rules_version": 3, "rules_sha256": good4["rules_sha256"]})
+    with pytest.raises(ValueError, match="known drafts"):
+        protocol.draft_of({"rules_sha256": good3["rules_sha256"]})  # no draft declared
+
+
+def test_a_changed_rule_changes_the_digest_and_breaks_the_match(tmp_path):
+    text = protocol.PROTOCOL_PATH.read_text().replace('"alpha": 0.05', '"alpha": 0.1')
+    changed = tmp_path / "PROTOCOL.md"
+    changed.write_text(text)
+    rules = protocol.document_rules(changed)
+    assert rules != protocol.RULES
+    assert protocol.rules_digest(rules) != protocol.rules_digest()
+    # a change inside draft 4's block moves draft 4 only; draft 3 reads as before
+    text = protocol.PROTOCOL_PATH.read_text().replace('"max_ratio": 0.9', '"max_ratio": 0.8')
+    changed.write_text(text)
+    assert protocol.document_rules(changed, draft=3) == protocol.DRAFTS[3]
+    assert protocol.document_rules(changed, draft=4) != protocol.DRAFTS[4]
+    with pytest.raises(ValueError, match="draft must be one of"):
+        protocol.document_rules(changed, draft=5)
+
+
+def test_committed_report_was_made_under_these_rules():
+    report = _report()
+    record = report["protocol"]
+    assert report["mode"] == "full"
+    draft = protocol.draft_of(record)  # its digest is exactly its declared draft's
+    rules = protocol.DRAFTS[draft]
+    assert record["rules_sha256"] == protocol.rules_digest(rules)
+    assert record["commit"] and not record["altered_for_testing"]
+    tuning_seeds = set(rules["seeds"]["tuning"])
+    settings = {c["setting"] for c in report["claims"]}
+    base = {"digits/main", "digits/fast", "lm/fast", "none"}
+    if draft == 3:
+        assert settings == base
+    else:  # draft 4 adds operating points ("digits/main@own-lr", "digits/main-cosine", ...)
+        assert base <= settings and {s.split("@")[0] for s in settings} <= base | {
+            "digits/main-cosine"}
+    for claim in report["claims"]:
+        if claim["setting"] == "none":
+            continue
+        assert list(claim["seeds"]) == rules["seeds"]["full"]
+        assert not tuning_seeds & set(claim["seeds"])  # tuning seeds never reported
+        assert claim["parts"], claim["claim"]
+        for part in claim["parts"]:
+            assert part["verdict"] in ("REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE")
+    # every config a claim used has a tuned choice shown with its grid
+    for setting, configs in report["lrs"].items():
+        for key, lr in configs.items():
+            row = report["tuning"][setting][key]
+            assert row["choice"] == lr and lr in row["grid"]
+
+
+def test_quick_mode_reuses_the_committed_full_runs_learning_rates():
+    committed = json.loads(tuning.COMMITTED.read_text())
+    record = _report()["protocol"]
+    assert committed["lrs"] == _report()["lrs"]
+    # tuned under the committed report's draft (draft 3 until the draft-4 run is committed)
+    assert committed["rules_sha256"] == record["rules_sha256"]
+    assert committed["rules_sha256"] == protocol.rules_digest(
+        protocol.DRAFTS[protocol.draft_of(record)])
+
+
+def test_claims_md_names_the_committed_reports_draft():
+    draft = protocol.draft_of(_report()["protocol"])
+    claims = (ROOT / "paper_checks" / "claims.md").read_text()
+    assert f"[`PROTOCOL.md`](PROTOCOL.md) draft {draft} " in claims[:1000]
+
+
+def _git(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists() or shutil.which("git") is None,
+                    reason="not a git checkout")
+def test_protocol_commit_precedes_the_evidence_and_is_unchanged():
+    commit = _report()["protocol"]["commit"]
+    if _git("cat-file", "-e", f"{commit}^{{commit}}").returncode:
+        pytest.skip("shallow clone: the protocol commit is not in this history")
+    assert _git("merge-base", "--is-ancestor", commit, "HEAD").returncode == 0
+    then = _git("show", f"{commit}:paper_checks/PROTOCOL.md")
+    assert then.returncode == 0
+    now = protocol.PROTOCOL_PATH.read_text()
+    # later drafts are appended: the text the evidence was registered under is unchanged
+    assert now.startswith(then.stdout), (
+        "PROTOCOL.md changed (not only appended to) after the evidence's protocol commit")
+    if now != then.stdout:  # a later draft was appended: it must be a new RULES block
+        later = now[len(then.stdout):]
+        draft = protocol.draft_of(_report()["protocol"])
+        # (or an extra comparison's own block, e.g. S1, which leaves the draft unchanged)
+        assert protocol.markers(draft + 1)[0] in later or any(
+            protocol.markers(name)[0] in later for name in protocol.EXTRAS)
+    evidence = _git("log", "-1", "--format=%H", "--", "figures/check/report.json").stdout.strip()
+    if evidence:  # committed: strictly after the protocol
+        assert evidence != commit
+        assert _git("merge-base", "--is-ancestor", commit, evidence).returncode == 0

@@ -1,0 +1,259 @@
+"""Options declared once (stepsim._ground.options): every recipe, optimizer, criterion and problem
+has one declaration covering exactly the options it accepts; names, the unknown-option
+error, validation and the help text come from it; N:M is checked once per run."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import numpy as np
+import pytest
+
+from stepsim._ground.options import Described, Option, Options
+from stepsim._ground.validate import UnknownOptionError
+from stepsim.problems.registry import PROBLEMS, problem_class, problem_declaration
+from stepsim.recipes import transforms as T
+from stepsim.recipes.criteria import CRITERIA, CRITERION_OPTIONS, make_criterion
+from stepsim.recipes.domino import DominoSearch
+from stepsim.recipes.optimizers import SGDM, Adam
+from stepsim.recipes.registry import (
+    _DOMINO_KEYS,
+    OPTIMIZER_OPTIONS,
+    RECIPE_OPTIONS,
+    RECIPES,
+    make_optimizer,
+    make_recipe,
+    recipe_options,
+)
+
+# what _layerwise reads from a builder's **lw (besides the domino_* options)
+LAYERWISE_KEYS = {"layerwise_rule", "layerwise_target", "layerwise_m", "layerwise_allocation"}
+
+
+def _builder_accepts(name: str) -> set:
+    """The options recipe ``name``'s builder takes, read from its signature (the preset's
+    fixed ones excluded)."""
+    build = RECIPES[name]
+    inner = getattr(build, "builder", build)
+    params = list(inspect.signature(inner).parameters.values())[2:]  # (name, optimizer, ...)
+    accepted = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        accepted |= LAYERWISE_KEYS | set(_DOMINO_KEYS)
+    return accepted - set(getattr(build, "fixed", {}))
+
+
+def test_every_declaration_is_a_table_of_options():
+    tables = [*RECIPE_OPTIONS.values(), *OPTIMIZER_OPTIONS.values(),
+              *CRITERION_OPTIONS.values(), *(problem_declaration(p) for p in PROBLEMS)]
+    for table in tables:
+        assert isinstance(table, Options)
+        for name, option in table.items():
+            assert isinstance(option, Option) and option.help and str(option.constraint), name
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_every_recipe_declares_exactly_the_options_its_builder_takes(name):
+    assert set(RECIPE_OPTIONS) == set(RECIPES)
+    assert set(recipe_options(name)) == _builder_accepts(name)
+    assert recipe_options(name) == RECIPE_OPTIONS[name].names()
+
+
+def test_recipe_options_keep_their_order():
+    assert recipe_options("sr-ste")[:3] == ["lam", "placement", "layerwise"]
+    assert recipe_options("step")[:8] == ["freeze_v", "v_star", "denominator", "srste_lam",
+                                          "srste_placement", "switch_at", "per_module",
+                                          "layerwise"]
+    assert recipe_options("step-v-updated")[0] == "v_star"
+    assert recipe_options("decaying-mask") == ["dense_fraction", "decay_rate", "alpha_clock",
+                                               "srste_lam", "srste_placement", "transposable"]
+    assert recipe_options("masked-decay") == ["decay", "mask_every", "dense_tail",
+                                              "transposable"]
+    assert recipe_options("dense") == []
+
+
+def test_domino_options_map_onto_dominosearch_fields_with_their_defaults():
+    fields = {f.name: f.default for f in dataclasses.fields(DominoSearch)}
+    for option, field in _DOMINO_KEYS.items():
+        assert RECIPE_OPTIONS["ste"][option].default == fields[field], option
+
+
+DECLARED = [Adam, SGDM, *(CRITERIA[c] for c in ("autoswitch", "agarwal", "tang"))]
+
+
+@pytest.mark.parametrize("cls", DECLARED, ids=lambda c: c.__name__)
+def test_a_declared_dataclass_checks_every_field_by_its_declared_constraint(cls):
+    """The declaration is the validator: each field's bad value is refused by the
+    constructor under the option's name (no separate check_* copy in __post_init__)."""
+    assert cls.OPTIONS in [*OPTIMIZER_OPTIONS.values(), *CRITERION_OPTIONS.values()]
+    for name in cls.OPTIONS.names():
+        with pytest.raises((TypeError, ValueError)) as err:
+            cls(**{name: object()})
+        assert str(err.value).startswith(f"{name} "), str(err.value)
+
+
+def test_declared_gives_defaults_refuses_other_fields_and_runs_the_class_check_after():
+    from stepsim._ground.options import Int, Real, declared
+
+    table = Options({"a": Option(Real(minimum=0.0), 1.5, "a"), "b": Option(Int(), 2, "b")})
+    seen = []
+
+    @dataclasses.dataclass(frozen=True)
+    @declared(table)
+    class Right:
+        a: float
+        b: int
+
+        def __post_init__(self):  # runs after the declared checks
+            seen.append((self.a, self.b))
+
+    assert Right() == Right(1.5, 2) and seen == [(1.5, 2), (1.5, 2)]
+    with pytest.raises(ValueError, match=r"^a must be in \[0\.0, inf\), got -1\.0$"):
+        Right(a=-1.0)
+    with pytest.raises(ValueError, match=r"^a must be finite, got nan$"):
+        Right(a=float("nan"))
+    assert len(seen) == 2  # the class's own check never saw the bad values
+    with pytest.raises(TypeError, match=r"fields \['b', 'a'\] must be its declared options"):
+        @dataclasses.dataclass(frozen=True)
+        @declared(table)
+        class Reordered:
+            b: int
+            a: float
+    with pytest.raises(TypeError, match=r"Repeated\.a: the default is the declaration's"):
+        @dataclasses.dataclass(frozen=True)
+        @declared(table)
+        class Repeated:
+            a: float = 1.5
+            b: int
+
+
+@pytest.mark.parametrize("name", ["fixed-step", "fixed-fraction"])
+def test_every_undeclared_criterion_declares_its_dataclass_fields_and_defaults(name):
+    assert set(CRITERION_OPTIONS) == set(CRITERIA)
+    fields = dataclasses.fields(CRITERIA[name])
+    assert CRITERION_OPTIONS[name].names() == [f.name for f in fields]
+    for f in fields:
+        default = None if f.default is dataclasses.MISSING else f.default  # required: None
+        assert CRITERION_OPTIONS[name][f.name].default == default, f.name
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_every_problem_declares_its_keyword_options_and_defaults(name):
+    params = [p for p in inspect.signature(problem_class(name)).parameters.values()
+              if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    declared = problem_declaration(name)
+    assert declared.names() == [p.name for p in params]
+    for p in params:
+        default = declared[p.name].default
+        if p.name == "dtype":
+            assert np.dtype(default) == np.dtype(p.default)
+        else:
+            assert default == p.default, p.name
+
+
+def _bad_value_cases():
+    for name in sorted(RECIPES):
+        for option, declared in RECIPE_OPTIONS[name].items():
+            if not isinstance(declared.constraint, Described):
+                yield name, option
+
+
+@pytest.mark.parametrize("recipe, option", list(_bad_value_cases()))
+def test_a_bad_recipe_option_value_is_named_as_typed(recipe, option):
+    """One name per option: the error names the option the user typed (sr-ste's ``lam``,
+    never STEP's ``srste_lam``), whatever piece would have checked it."""
+    with pytest.raises((TypeError, ValueError)) as err:
+        make_recipe(recipe, **{option: object()})
+    assert str(err.value).startswith(f"{option} "), str(err.value)
+
+
+def test_the_renamed_options_errors_say_what_the_user_typed():
+    for recipe in ("sr-ste", "layerwise-sr-ste"):
+        with pytest.raises(ValueError, match=r"^lam must be in \[0\.0, inf\), got -1\.0$"):
+            make_recipe(recipe, lam=-1)
+        with pytest.raises(ValueError, match=r"^unknown placement 'middle'"):
+            make_recipe(recipe, placement="middle")
+    for recipe in ("step", "step-v-updated", "layerwise-step", "decaying-mask"):
+        with pytest.raises(ValueError, match=r"^srste_lam must be in"):
+            make_recipe(recipe, srste_lam=-1)
+        with pytest.raises(ValueError, match=r"^unknown srste_placement 'middle'"):
+            make_recipe(recipe, srste_lam=1e-3, srste_placement="middle")
+    with pytest.raises(TypeError, match=r"^layerwise must be True or False, got 'yes'"):
+        make_recipe("ste", layerwise="yes")  # was silently truthy
+
+
+def test_an_unknown_option_is_named_as_typed_with_the_valid_ones():
+    with pytest.raises(UnknownOptionError) as err:
+        make_recipe("step", srste_lamb=1e-3)
+    text = str(err.value)
+    assert "['srste_lamb']" in text and "'srste_lam'" in text and "'lr'" in text
+    with pytest.raises(UnknownOptionError, match=r"\['lam'\].*'srste_lam'"):
+        make_recipe("step", lam=1e-3)  # sr-ste's name on STEP: refused, pointing at STEP's
+    with pytest.raises(UnknownOptionError, match=r"\['thresh'\]; its options are \[.*'threshold'"):
+        make_criterion("agarwal", thresh=0.5)
+    with pytest.raises(UnknownOptionError, match=r"\['momentum'\].*choose from \[.*'lr'"):
+        make_optimizer("adam", momentum=0.9)
+
+
+def _printed(capsys, *argv) -> str:
+    from stepsim.cli import main
+
+    assert main(["train", *argv]) == 0
+    return capsys.readouterr().out
+
+
+def test_help_text_comes_from_the_declarations(capsys, monkeypatch):
+    out = _printed(capsys, "--recipe", "step", "--recipe-options")
+    for name, option in [*RECIPE_OPTIONS["step"].items(), *OPTIMIZER_OPTIONS["adam"].items()]:
+        assert f"-o {name}=" in out and option.help in out, name
+    out = _printed(capsys, "--criterion", "tang", "--criterion-options")
+    for name, option in CRITERION_OPTIONS["tang"].items():
+        assert f"-c {name}=" in out and option.help in out, name
+    out = _printed(capsys, "--problem", "nqm", "--problem-options")
+    for name, option in problem_declaration("nqm").items():
+        assert f"-p {name}=" in out and option.help in out, name
+    assert "-p nm=2:4" in out and "-p dtype=float64" in out
+
+    # change the declaration: the help follows
+    table = RECIPE_OPTIONS["asp"]
+    edited = Options({"prune_at": table["prune_at"]._replace(help="HELP FROM THE TABLE")})
+    monkeypatch.setitem(RECIPE_OPTIONS, "asp", edited)
+    assert "-o prune_at=0.5  HELP FROM THE TABLE" in _printed(capsys, "--recipe", "asp",
+                                                              "--recipe-options")
+    assert recipe_options("asp") == ["prune_at"]
+
+
+def test_fit_checks_nm_once_and_not_per_step(monkeypatch):
+    """Masks in the training loop go through the trusted entry; the public nm_mask still
+    validates."""
+    from stepsim import make_problem
+    from stepsim.core import masks
+    from stepsim.training import fit
+
+    calls = []
+
+    def counting(n, m, **kw):
+        calls.append((n, m))
+        return (n, m)
+
+    monkeypatch.setattr(masks, "check_nm", counting)
+    fit(make_problem("regression"), make_recipe("sr-ste"), 20, rng=0, nm=(2, 4), progress=False)
+    assert calls == []
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="n must be <= m"):
+        masks.nm_mask(np.ones((2, 4)), 3, 2)
+    with pytest.raises(TypeError, match="nm must be an"):
+        fit(make_problem("regression"), make_recipe("ste"), 2, nm="2:4", progress=False)
+    from stepsim.recipes.recipe import RunContext
+
+    with pytest.raises(TypeError, match=r"parameter 'w1' must have dtype in"):
+        RunContext.make({"w1": np.ones((1, 4), dtype=np.int64)}, {"w1": T.ParamSpec(2, 4)}, 10)
+
+
+def test_trusted_masks_are_the_public_masks():
+    from stepsim.core.masks import _nm_mask, nm_mask
+
+    rng = np.random.default_rng(0)
+    for shape, n, m, axis in [((8, 16), 2, 4, -1), ((4, 8, 3), 1, 8, 1), ((6, 12), 5, 6, -1)]:
+        w = rng.standard_normal(shape).astype(np.float32)
+        assert np.array_equal(_nm_mask(w, n, m, axis), nm_mask(w, n, m, axis))
