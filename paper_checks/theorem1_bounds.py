@@ -10,9 +10,12 @@ bound of ``stepsim.theorem1.bounds`` whose assumptions the process meets, at del
 per lag), bound / empirical (1 - delta)-quantile and bound / trivial bound over lags, and
 bound / Chebyshev for A, A+ and B+ (A / Chebyshev is the issue's "done when"), and for
 the corrected bound the share of the lags where the paper's bound fails (CP lower end >
-delta) at which it is below the trivial bound (C11 part (c)'s measure). Writes ``theorem1_bounds.json`` (with provenance), ``theorem1_bounds.md``
-(the table) and ``theorem1_bounds.png`` (the figure) into --out. Full: 500 trials x 100
-coordinates per process (~10-20 min on 2 busy cores); --quick: 40 x 4, lags to 300 (s).
+delta) at which it is below the trivial bound (C11 part (c)'s measure). Writes
+``theorem1_bounds.json`` (with provenance), ``theorem1_bounds.md`` (the table) and
+``theorem1_bounds.png`` (the figure) into --out. Full: 500 trials x 100 coordinates per
+process (~30 min on 2 busy cores; far more on an overloaded machine: ``--update --only
+LABELS`` re-runs some processes and keeps the rest); --quick: 40 x 4, lags to 300 (~2 min
+under load).
 """
 
 from __future__ import annotations
