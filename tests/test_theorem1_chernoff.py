@@ -216,3 +216,31 @@ def test_bad_inputs_raise_clear_errors():
         bound("markov-chernoff", make_process("ar1"), beta2=B2, k0=K0, lags=LAGS, delta=0.1)
     with pytest.raises(ValueError, match="Statement A\\+ does not apply"):
         bound("gaussian-chernoff", p, beta2=B2, k0=K0, lags=LAGS, delta=0.1)
+
+
+def test_chernoff_tightness_script_quick(tmp_path):
+    """paper_checks/theorem1_chernoff.py --quick rescoring the committed verification JSON:
+    rows for B+ and the corrected bound, which is never above the previous corrected one."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "paper_checks" / "theorem1_chernoff.py"
+    spec = importlib.util.spec_from_file_location("theorem1_chernoff", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--quick", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "theorem1_chernoff_quick.json").read_text())["result"]["rows"]
+    assert {r["bound"] for r in rows} == {"markov-chernoff", "corrected"}
+    assert {(r["d"], r["delta"]) for r in rows} == {(1, 0.05), (100, 0.05), (1, 0.01),
+                                                    (100, 0.01)}
+    source = json.loads((path.parent / "theorem1_bounds.json").read_text())["result"]
+    regime = next(r for r in source["results"] if r["label"] == "regime q=1e-3")
+    for row in rows:
+        case = next(c for c in regime["cases"]
+                    if c["d"] == row["d"] and c["delta"] == row["delta"])
+        old = case["bounds"]["corrected"]["bound"][:6]
+        if row["bound"] == "corrected":
+            assert all(b <= o for b, o in zip(row["bound_values"], old))
+    assert "| regime q=1e-3 | markov-chernoff |" in (
+        tmp_path / "theorem1_chernoff_quick.md").read_text()
