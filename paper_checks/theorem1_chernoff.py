@@ -136,21 +136,30 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(Path(__file__).parent), help="output folder")
     parser.add_argument("--source", default=str(Path(__file__).parent / "theorem1_bounds.json"),
                         help="the verification JSON to rescore")
+    parser.add_argument("--only", help="comma-separated labels (default: every covered one)")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the rows of other processes already in --out's JSON")
     args = parser.parse_args(argv)
     from stepsim._atomic import write_text
     from stepsim._provenance import save_json
 
     source = json.loads(Path(args.source).read_text())
     results = source["result"]["results"]
-    labels = ["regime q=1e-3"] if args.quick else [r["label"] for r in results]
+    labels = (["regime q=1e-3"] if args.quick else args.only.split(",") if args.only
+              else [r["label"] for r in results])
+    out = Path(args.out)
+    stem = "theorem1_chernoff" + ("_quick" if args.quick else "")
     rows = []
+    if args.append and (out / f"{stem}.json").exists():
+        rows = [r for r in json.loads((out / f"{stem}.json").read_text())["result"]["rows"]
+                if r["process"] not in labels]
     for r in results:
         if r["label"] in labels:
             print(f"{r['label']} ...", flush=True)
             rows += rescore(r, 6 if args.quick else None)
-    out = Path(args.out)
+    order = [r["label"] for r in results]
+    rows.sort(key=lambda r: order.index(r["process"]))
     out.mkdir(parents=True, exist_ok=True)
-    stem = "theorem1_chernoff" + ("_quick" if args.quick else "")
     made = source["provenance"].get("created_utc")
     save_json(out / f"{stem}.json", {"rows": rows, "source": str(args.source),
                                      "source_created_utc": made},

@@ -197,6 +197,9 @@ class StateModel:
         for law in self.laws:
             terms = [math.log(p) + t * lo + (_log_phi(t * (hi - lo)) if hi > lo else 0.0)
                      for p, lo, hi in law if p > 0.0]
+            if len(terms) == 1:  # log-sum-exp of one term is the term
+                out.append(np.broadcast_to(terms[0], t.shape))
+                continue
             top = np.max(terms, axis=0)
             out.append(top + _libm.log(np.sum([_libm.exp(x - top) for x in terms], axis=0)))
         return np.array(out)
