@@ -32,6 +32,11 @@ evidence: exact Chernoff A+ / B+ added), per coordinate (d = 1) and for the inf-
 over d), HOLDS (Clopper-Pearson, Bonferroni over lags) and is below the trivial bound at
 >= 90% of the lags where the paper's bound is VIOLATED in that form: MET; NOT MET if any
 such process fails either; INCONCLUSIVE if none fails but some is not HOLDS.
+
+Part (c)'s coverage (paper_checks/theorem1.md §5.10): the exact Chernoff bound B+ covers
+``regime`` and ``regime shared`` (finite-state modulation) and takes them below the trivial
+bound at every lag; ``ar1`` (continuous-state Gaussian copula) has only A' and B, which stay
+at the trivial bound at most of the failing lags for rho >= 0.99: part (c) NOT MET there.
 """
 
 from __future__ import annotations
