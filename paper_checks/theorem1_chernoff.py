@@ -166,8 +166,8 @@ def main(argv=None) -> int:
               params={"quick": args.quick, "source": str(args.source)}, seed=0)
     text = (f"# Theorem 1: exact Chernoff bounds A+ / B+ against the committed simulation"
             f"{' (QUICK)' if args.quick else ''}\n\nMade by `python paper_checks/"
-            f"theorem1_chernoff.py{' --quick' if args.quick else ''}` from `{Path(args.source).name}` "
-            f"(simulated {made}); numbers in `{stem}.json`. Violation rates are not here (they "
+            f"theorem1_chernoff.py{' --quick' if args.quick else ''}` from "
+            f"`{Path(args.source).name}` (simulated {made}); numbers in `{stem}.json`. Violation rates are not here (they "
             "need the raw sample): see the engine tests and theorem1.md §5.10.\n\n" + table(rows))
     write_text(out / f"{stem}.md", text)
     _figure(results, rows, out / f"{stem}.png")
