@@ -27,10 +27,16 @@ bound is never violated by construction, so what it is reported by is its tightn
 share of lags where it equals the trivial worst-case bound (vacuous). Part (c) (PROTOCOL.md,
 "C11 part (c) (issue 25)"), reported beside the verdict: on every stationary process that
 meets the assumptions of Statement A or B (``stepsim.theorem1.bounds``), the corrected
-bound min(A or B, Chebyshev, trivial), per coordinate (d = 1) and for the inf-norm (union
+bound min(Chebyshev, A, A+, B, B+ where each applies, trivial) (amended before its
+evidence: exact Chernoff A+ / B+ added), per coordinate (d = 1) and for the inf-norm (union
 over d), HOLDS (Clopper-Pearson, Bonferroni over lags) and is below the trivial bound at
 >= 90% of the lags where the paper's bound is VIOLATED in that form: MET; NOT MET if any
 such process fails either; INCONCLUSIVE if none fails but some is not HOLDS.
+
+Part (c)'s coverage (paper_checks/theorem1.md §5.10): the exact Chernoff bound B+ covers
+``regime`` and ``regime shared`` (finite-state modulation) and takes them below the trivial
+bound at every lag; ``ar1`` (continuous-state Gaussian copula) has only A' and B, which stay
+at the trivial bound at most of the failing lags for rho >= 0.99: part (c) NOT MET there.
 """
 
 from __future__ import annotations
@@ -142,9 +148,11 @@ def process_job(*, process: str, params: dict, trials: int, dim: int, per_decade
 
 
 def _part_c(proc, paper, coord, inf, lags, k0, dim) -> dict | None:
-    """Part (c): the corrected bound min(A or B, Chebyshev, trivial) against simulation.
+    """Part (c): the corrected bound min(Chebyshev, A, A+, B, B+, trivial) against simulation
+    (``bounds.corrected_bound``: every proved statement whose assumptions the process meets).
 
-    None when neither Statement A nor B applies to the process (then (c) makes no claim).
+    None when neither Statement A nor B (nor A+ / B+, whose processes B or A also cover)
+    applies to the process (then (c) makes no claim).
     Per form (coordinate: d = 1; inf-norm: d = dim): the bound, its violations (|X| > b),
     Clopper-Pearson verdicts (Bonferroni overall) and the share of the lags where the
     paper's bound is VIOLATED (in that form) at which the corrected bound is below the
@@ -258,7 +266,8 @@ def decide_claim(budget, results) -> ClaimResult:
         reason += "; the sub-Gaussian bound (heuristic, not proved) fails for " + ", ".join(
             gauss_fail)
     part_c, part_c_reason, part_c_table = decide_part_c(per)
-    reason += f"; (c) corrected bound min(A or B, Chebyshev): {part_c}: {part_c_reason}"
+    reason += (f"; (c) corrected bound min(Chebyshev, A, A+, B, B+): {part_c}: "
+               f"{part_c_reason}")
     table = {label: {
         "stationary": v["stationary"], "paper_coord": v["paper"]["coord_overall"],
         "paper_inf": v["paper"]["inf_overall"], "inflation_coord": v["inflation"]["coord"],

@@ -41,11 +41,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--engine", choices=("numba", "numpy"), default="numba",
                         help="numba (default) or the NumPy reference (slow)")
     parser.add_argument("--bound", choices=("paper", "chebyshev", "gaussian", "markov",
+                                             "gaussian-chernoff", "markov-chernoff",
                                              "plugin"), default="paper",
                         help="also score this bound on the same simulation: chebyshev "
                              "(proved, any stationary g^2), gaussian (proved: Gaussian g or "
                              "g^2 = F(Gaussian), e.g. ar1), markov (proved: chain with a "
-                             "spectral gap, e.g. ar1, regime, i.i.d.), plugin (heuristic); "
+                             "spectral gap, e.g. ar1, regime, i.i.d.), gaussian-chernoff "
+                             "(proved, exact m.g.f.: Gaussian g, e.g. gauss_ar1), "
+                             "markov-chernoff (proved, exact m.g.f.: finite-state chain, "
+                             "e.g. regime, twostate, i.i.d. uniform), plugin (heuristic); "
                              "default paper only. Assumptions: paper_checks/theorem1.md §5")
     parser.add_argument("--json", metavar="PATH", help="save the result with provenance")
     parser.add_argument("--plot", metavar="PATH", help="save the figure (.png, .pdf or .svg)")

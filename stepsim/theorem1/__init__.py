@@ -6,8 +6,9 @@ confidence intervals and verdicts; ``stepsim theorem1`` is its command line. Mod
 ``processes`` (gradient processes and the plug-in protocol), ``engine`` (numba engine and
 NumPy reference), ``check`` (bounds, intervals, verdicts, result), ``plot`` (the figure),
 ``bounds`` (the corrected bounds: Chebyshev, Statement A for Gaussian g, Statement B for
-Markov chains with a spectral gap, a heuristic plug-in; ``check_theorem1(..., bound=KIND)``
-and ``stepsim theorem1 --bound KIND`` score one), ``chains`` (Gaussian, sticky and two-state
+Markov chains with a spectral gap, a heuristic plug-in; ``chernoff``: exact Chernoff
+bounds A+ for Gaussian g and B+ for finite-state Markov modulation;
+``check_theorem1(..., bound=KIND)`` and ``stepsim theorem1 --bound KIND`` score one), ``chains`` (Gaussian, sticky and two-state
 processes), ``verify`` (the verification behind ``paper_checks/theorem1_bounds.py``).
 Importing this package imports neither numba nor matplotlib.
 

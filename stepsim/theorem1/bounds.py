@@ -21,13 +21,20 @@ gaussian    A: |E D| + 2 ||a||_2 sqrt(L) + 2 ||a||_inf L, a the   g stationary G
 markov      Chernoff with the Jiang-Sun-Fan (2018) m.g.f. bound   Y = h(X), X stationary
             for time-varying bounded f_j = w_j (h - E h)          Markov, abs. spectral gap
                                                                   1 - lambda (proved, §5.4)
+gaussian-   A+: |E D| + exact Chernoff radius of D - E D from the  g stationary Gaussian
+chernoff    exact m.g.f. prod_j (1 - 2 lam a_j)^-1/2              (proved, §5.9)
+markov-     B+: |E D| + exact Chernoff radius, m.g.f. =           Y_j | state path indep.,
+chernoff    pi' M_1 P M_2 ... P M_k 1, M_j = diag E[e^{lam w_j Y}|s]  law given S_j known;
+                                                                  S finite-state stationary
+                                                                  Markov (proved, §5.9)
 plugin      sqrt(2 Var^ L), Var^ from a Sokal-windowed estimate   HEURISTIC (coverage
             of gamma_Y on the k0 steps before the switch          measured, not claimed)
 =========== ===================================================== ========================
 
 Each proved bound is also valid capped at the trivial bound G (1-b2^n)/(1-b2^k) (any
-[0, G] sequence) and at the other proved bounds: each is a fixed number, so their minimum
-holds at the same level (``corrected_bound``).
+[0, G] sequence) and at the other proved bounds: each is a fixed number (a function of the
+process's known law, b2, k0, the lag, d and delta, never of the sample), so at each lag
+their minimum is one of them and holds at the same level (``corrected_bound``).
 """
 
 from __future__ import annotations
@@ -41,9 +48,12 @@ from stepsim._ground import libm as _libm
 from stepsim._ground.validate import check_choice, check_int, check_real
 from stepsim.theorem1.corrected import autocovariance, weights
 
-KINDS = ("paper", "chebyshev", "gaussian", "markov", "plugin")
+KINDS = ("paper", "chebyshev", "gaussian", "markov", "gaussian-chernoff", "markov-chernoff",
+         "plugin")
 PROVED = {"paper": False, "chebyshev": True, "gaussian": True, "markov": True,
-          "plugin": False}
+          "gaussian-chernoff": True, "markov-chernoff": True, "plugin": False}
+#: the proved bounds that enter the corrected bound where their assumptions hold
+CORRECTED_TERMS = ("chebyshev", "gaussian", "markov", "gaussian-chernoff", "markov-chernoff")
 SOKAL_C = 5.0  # Sokal's automatic window: smallest M with M >= c tau(M)
 
 
@@ -299,6 +309,17 @@ def applicable(kind: str, process) -> str | None:
             return None
         return (f"process {name!r} is neither Gaussian (g) nor a Lipschitz function of a "
                 "Gaussian process: Statement A does not apply")
+    if kind == "gaussian-chernoff":
+        if hasattr(process, "gaussian_autocovariance"):
+            return None
+        return f"process {name!r} has no Gaussian g: Statement A+ does not apply"
+    if kind == "markov-chernoff":
+        from stepsim.theorem1.chernoff import state_model
+
+        if state_model(process) is not None:
+            return None
+        return (f"process {name!r} is not a finite-state Markov modulation with known "
+                "conditional laws: Statement B+ does not apply")
     if getattr(process, "gaussian_autocovariance", None) is not None:
         return f"process {name!r} has unbounded g^2: Statement B does not apply"
     if markov_lambda(process) is None:
@@ -335,6 +356,9 @@ def bound(kind: str, process, *, beta2: float, k0: int, lags, delta: float, dim:
     gamma_y = autocovariance(process, k0 + int(lags[-1]))
     if kind == "chebyshev":
         return np.sqrt(dim * exact_variance(gamma_y, beta2, k0, lags) / delta)
+    if kind.endswith("-chernoff"):
+        L = math.log(2.0 * dim / delta)
+        return np.array([chernoff_bound(kind, process, beta2, k0, int(n), L) for n in lags])
     out = []
     for n in lags:
         w = weights(beta2, k0, int(n))
@@ -362,23 +386,84 @@ def bound(kind: str, process, *, beta2: float, k0: int, lags, delta: float, dim:
 
 def corrected_bound(process, *, beta2: float, k0: int, lags, delta: float,
                     dim: int = 1) -> tuple[np.ndarray, str]:
-    """min(A or B, Chebyshev, trivial) at each lag and which of A/B entered ("gaussian",
-    "markov" or "" if neither applies). Valid at level delta: each is a fixed number."""
+    """min(Chebyshev, A, A+, B, B+ where they apply, trivial) at each lag, and which of the
+    statements entered ("+"-joined kinds besides Chebyshev, e.g. "markov+markov-chernoff";
+    "" if none applies).
+
+    Valid at level delta: every term is a fixed number (the process's known law, b2, k0,
+    the lag, dim and delta decide it; nothing depends on the sample), so at each lag the
+    minimum equals one term b* and P(stat > min) = P(stat > b*) <= delta.
+    """
     from stepsim.theorem1.check import worst_case
 
     best = bound("chebyshev", process, beta2=beta2, k0=k0, lags=lags, delta=delta, dim=dim)
-    used = ""
-    for kind in ("gaussian", "markov"):
+    used = []
+    for kind in CORRECTED_TERMS[1:]:
         if applicable(kind, process) is None:
             best = np.minimum(best, bound(kind, process, beta2=beta2, k0=k0, lags=lags,
                                           delta=delta, dim=dim))
-            used = used or kind
+            used.append(kind)
     if getattr(process, "gaussian_autocovariance", None) is None:
         best = np.minimum(best, worst_case(float(process.G), beta2, k0, lags))
-    return best, used
+    return best, "+".join(used)
 
 
-__all__ = ["KINDS", "PROVED", "applicable", "bound", "corrected_bound", "exact_mean",
+# --- Statements A+ / B+: exact Chernoff -------------------------------------------------------
+
+def _process_key(process) -> tuple:
+    params = tuple(sorted(getattr(process, "params", {}).items()))
+    return (getattr(process, "name", type(process).__name__), params, float(process.G))
+
+
+_PSI_CACHE: dict = {}
+
+
+def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
+    """(lams, psi(lams), psi(-lams)) of D at lag n: the centred log-m.g.f. of D on the
+    Chernoff grid, for the upper and the lower tail; cached (it depends on neither delta
+    nor d) for the built-in and chain processes, keyed by name, parameters and G."""
+    from stepsim.theorem1 import chernoff
+
+    key = (kind, _process_key(process), float(beta2), int(k0), int(n))
+    if key in _PSI_CACHE:
+        return _PSI_CACHE[key]
+    w = weights(beta2, k0, n)
+    gamma_y = autocovariance(process, w.size - 1)
+    sd = math.sqrt(max(toeplitz_quadratic_form(w, gamma_y), 0.0))
+    if sd == 0.0:
+        out = (None, None, None)
+    else:
+        lams = chernoff.lam_grid(sd)
+        if kind == "gaussian-chernoff":
+            gam = process.gaussian_autocovariance(w.size - 1)
+            rho = process.params.get("rho") if process.name == "gauss_ar1" else None
+            opts = {"ar1": (float(gam[0]), float(rho))} if rho is not None else {"gamma_g": gam}
+            f = functools.partial(chernoff.gaussian_log_mgf, w, **opts)
+        else:
+            f = functools.partial(chernoff.markov_log_mgf, w, model=chernoff.state_model(process))
+        out = (lams, f(lams), f(-lams))
+    if len(_PSI_CACHE) > 4096:
+        _PSI_CACHE.clear()
+    _PSI_CACHE[key] = out
+    return out
+
+
+def chernoff_bound(kind: str, process, beta2: float, k0: int, n: int, L: float) -> float:
+    """Statement A+ ("gaussian-chernoff") or B+ ("markov-chernoff") at lag n: |E D| + the
+    larger of the two exact Chernoff radii at e^{-L} each (P(|D| > b) <= 2 e^{-L})."""
+    from stepsim.theorem1.chernoff import chernoff_radius, state_model
+
+    lams, up, down = chernoff_psi(kind, process, beta2, k0, n)
+    if lams is None:  # Var D = 0: D = E D almost surely
+        return 0.0
+    w = weights(beta2, k0, n)
+    mean = (float(process.gaussian_autocovariance(0)[0]) if kind == "gaussian-chernoff"
+            else state_model(process).mean()) * float(np.sum(w))
+    return abs(mean) + max(chernoff_radius(lams, up, L)[0], chernoff_radius(lams, down, L)[0])
+
+
+__all__ = ["CORRECTED_TERMS", "KINDS", "PROVED", "applicable", "bound", "chernoff_bound",
+           "chernoff_psi", "corrected_bound", "exact_mean",
            "exact_variance", "gaussian_chi2_bound", "gaussian_eigen_norms",
            "gaussian_lipschitz_bound", "markov_bernstein_bound", "markov_lambda", "mean_g2",
            "plugin_bound", "sokal_autocovariance", "toeplitz_quadratic_form",

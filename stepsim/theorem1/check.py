@@ -315,6 +315,11 @@ ASSUMPTIONS = {
                 "Gaussian and F Lipschitz",
     "markov": "g^2 = h(X), X a stationary Markov chain with absolute spectral gap "
               "1 - lambda, h bounded",
+    "gaussian-chernoff": "g stationary Gaussian with known autocovariance (exact m.g.f. "
+                         "of the quadratic form, Chernoff)",
+    "markov-chernoff": "g^2 | state path independent with a known law given the current "
+                       "state, the state a stationary finite-state Markov chain (exact "
+                       "m.g.f. by transfer matrices, Chernoff)",
     "plugin": "nothing proved: autocovariance estimated (Sokal window) on the k0 steps "
               "before the switch, Gaussian tail",
 }
@@ -453,6 +458,9 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     autocovariance), "gaussian" (proved, Statement A: Gaussian g, or g^2 a Lipschitz
     function of a stationary Gaussian process), "markov" (proved, Statement B: g^2 a
     bounded function of a stationary Markov chain with absolute spectral gap 1 - lambda),
+    "gaussian-chernoff" (proved, Statement A+: Gaussian g, exact m.g.f. and Chernoff),
+    "markov-chernoff" (proved, Statement B+: g^2 modulated by a finite-state stationary
+    Markov chain with known conditional laws, exact m.g.f. and Chernoff),
     "plugin" (heuristic: estimated autocovariance). A process outside the chosen bound's
     assumptions raises ValueError before simulating.
     """

@@ -227,6 +227,13 @@ API_CASES = [
         r"bound 'nope'", id="bound-kind"),
     api(_np(lambda: _bound("plugin")), ValueError, r"the plug-in bound needs y_pre",
         id="bound-plugin-no-data"),
+    api(_np(lambda: _bound("markov-chernoff", delta=1.5, process="regime")), ValueError,
+        r"delta must be in", id="bound-chernoff-delta"),
+    api(_np(lambda: _bound("markov-chernoff", dim=0, process="regime")), ValueError,
+        r"dim must be >= 1", id="bound-chernoff-dim"),
+    api(_np(lambda: __import__("stepsim.theorem1.chernoff").theorem1.chernoff.gaussian_log_mgf(
+        np.ones(3), np.ones(1), gamma_g=np.array([1.0, 2.0, 0.0]))), ValueError,
+        r"gamma_g is not positive semi-definite", id="chernoff-gaussian-not-psd"),
     api(_np(lambda: _bound("markov", process="sine")), ValueError,
         r"process 'sine' is not a function of a chain", id="bound-markov-sine"),
     api(_np(lambda: __import__("stepsim.theorem1").theorem1.check_theorem1(
