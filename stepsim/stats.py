@@ -117,7 +117,7 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
     elif std == 0.0:  # every seed gave the same value: no spread, the interval is a point
         low = high = mean
     elif method == "t":
-        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * std / math.sqrt(n)
+        half = _t_ppf(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)  # t.ppf's bits
         low, high = mean - half, mean + half
     else:
         rng = np.random.default_rng(rng)

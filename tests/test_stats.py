@@ -297,6 +297,12 @@ def test_t_tail_is_scipys():
         assert np.array_equal(got, want, equal_nan=True), df
         assert [math.copysign(1, g) for g in got if g == 0] == [
             math.copysign(1, w) for w in want if w == 0]
+    # mean_ci's t interval takes its quantile from _t_ppf: the bits of t.ppf's interval
+    for n in (2, 3, 8, 30):
+        x = rng.normal(size=n)
+        est = stats.mean_ci(x, confidence=0.9)
+        half = float(sps.t.ppf(0.95, n - 1)) * float(np.std(x, ddof=1)) / math.sqrt(n)
+        assert (est.low, est.high) == (est.mean - half, est.mean + half)
 
 
 # --- draft 4 (issue 23 items 4, 9) -------------------------------------------------------
