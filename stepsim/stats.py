@@ -117,7 +117,7 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
     elif std == 0.0:  # every seed gave the same value: no spread, the interval is a point
         low = high = mean
     elif method == "t":
-        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * std / math.sqrt(n)
+        half = _t_ppf(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)  # t.ppf's bits
         low, high = mean - half, mean + half
     else:
         rng = np.random.default_rng(rng)
@@ -212,9 +212,17 @@ def _t_sf(t: float, df: int) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _t_ppf(q: float, df: int) -> float:
-    """The ``q`` quantile of Student's t with ``df`` degrees of freedom
-    (``scipy.stats.t.ppf``; cached: the same few (level, df) pairs recur in every claim)."""
+def _t_ppf(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom: for 0 < q < 1 and
+    df > 0, ``scipy.special.stdtrit(df, q)``, the very function ``scipy.stats.t.ppf``
+    evaluates there (same bits: ppf returns it times scale 1 plus loc 0, and so does this),
+    without the ~1 ms of argument handling per call of the distribution method (a
+    Welch-Satterthwaite df is a new float in nearly every call, so the cache rarely hits);
+    elsewhere ``scipy.stats.t.ppf`` itself. Cached: integer dfs recur in every claim."""
+    if 0.0 < q < 1.0 and df > 0.0:
+        from scipy import special
+
+        return float(special.stdtrit(df, q) * 1.0 + 0.0)
     from scipy import stats
 
     return float(stats.t.ppf(q, df))
@@ -426,9 +434,10 @@ def _ordered_sum(x: np.ndarray, width: int = 128) -> float:
     if pad:
         x = np.concatenate([x, np.zeros(pad)])
     rows = x.reshape(-1, width)
-    acc = rows[0].copy()
-    for row in rows[1:]:
-        acc += row
+    # acc = rows[0] + rows[1] + ... one row after the other: ``accumulate`` is defined as
+    # that sequence of elementwise sums (out[i] = out[i-1] + rows[i]), so its last row has
+    # the bits of the explicit loop without a Python iteration per row
+    acc = np.add.accumulate(rows, axis=0)[-1]
     return math.fsum(acc.tolist())
 
 

@@ -237,26 +237,6 @@ def test_every_bench_section_is_registered_and_has_a_title_and_a_runner():
         assert isinstance(module.TITLE, str) and module.TITLE and callable(module.run)
 
 
-@pytest.mark.slow
-def test_workers_section_times_a_new_worker_the_cache_and_a_job_mix(monkeypatch):
-    from stepsim.bench import workers
-    from stepsim.experiments.run import RunSpec
-
-    mix = [RunSpec(recipe="dense", steps=5, seed=s) for s in range(3)]
-    monkeypatch.setattr(workers, "_mix", lambda quick: ("tiny mix", mix))
-    monkeypatch.setattr(workers, "CACHED", (("regression", "regression", {}),))
-    bench = _bench()
-    workers.run(bench)
-    rows = {(r["case"], r["impl"]): r for r in bench.rows}
-    new = rows[("tiny RunSpec in a worker", "new worker")]
-    assert new["startup_s"] > 0 and new["seconds"] > rows[("tiny RunSpec in a worker",
-                                                            "warm worker")]["seconds"]
-    assert rows[("build regression", "cache hit")]["seconds"] > 0
-    mixed = [r for r in bench.rows if r["case"] == "tiny mix: 3 runs"]
-    assert len(mixed) == 2 and mixed[0]["impl"] == "--jobs 1"
-    assert mixed[1]["impl"].startswith("pool of") and all(r["seeds_per_s"] > 0 for r in mixed)
-
-
 def test_the_workers_sections_job_mixes_are_the_checks_real_runspecs():
     """The mix the workers section times, built by the real code (no monkeypatch): an
     import or a Budget it can no longer make fails here, not after 44 s of `stepsim bench`
@@ -273,12 +253,17 @@ def test_the_workers_sections_job_mixes_are_the_checks_real_runspecs():
         spec.check()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("section", ["kernels", "theorem1", "layout", "train", "lm",
-                                     "portability", "workers"])
-def test_every_bench_section_runs_from_the_cli_in_quick_mode(section, tmp_path, capsys):
-    """`stepsim bench --quick --only SECTION` for every section, as a user runs it (issue
-    28: an import error made every bench crash while the suite stayed green)."""
+#: sections whose `stepsim bench --quick --only ...` run is a test of its own (with more
+#: checks), so it is not run a second time by the every-section test
+_ONCE = "test_cli.py::test_bench_quick_other_sections_print_each_row_once"
+CLI_TESTED_ELSEWHERE = {"kernels": "test_cli.py::test_bench_quick_kernels_smoke",
+                        "theorem1": _ONCE, "layout": _ONCE,
+                        "workers": "test_workers_section_from_the_cli_times_a_new_worker_"
+                                   "the_cache_and_the_check_mix"}
+
+
+def _bench_cli(section: str, tmp_path, capsys) -> list[dict]:
+    """`stepsim bench --quick --only SECTION --json PATH` as a user runs it: its rows."""
     from stepsim.bench import SECTIONS
     from stepsim.cli import main
 
@@ -289,3 +274,39 @@ def test_every_bench_section_runs_from_the_cli_in_quick_mode(section, tmp_path, 
     assert rows and {r["section"] for r in rows} == {section}
     assert all(r.get("seconds", r.get("step_seconds", 0)) > 0 for r in rows)
     assert "Traceback" not in capsys.readouterr().err
+    return rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", ["train", "lm", "portability"])
+def test_every_bench_section_runs_from_the_cli_in_quick_mode(section, tmp_path, capsys):
+    """`stepsim bench --quick --only SECTION` for every section, as a user runs it (issue
+    28: an import error made every bench crash while the suite stayed green). Together with
+    the tests of ``CLI_TESTED_ELSEWHERE``, every section of SECTIONS."""
+    from stepsim.bench import SECTIONS
+
+    assert set(SECTIONS) == {"train", "lm", "portability"} | set(CLI_TESTED_ELSEWHERE)
+    _bench_cli(section, tmp_path, capsys)
+
+
+@pytest.mark.slow
+def test_workers_section_from_the_cli_times_a_new_worker_the_cache_and_the_check_mix(
+        tmp_path, capsys):
+    """`stepsim bench --quick --only workers` from the CLI, with the real job mix (check C1
+    --quick's RunSpecs) and the real cached problems: a new worker's start-up, the build
+    cache, and the mix with --jobs 1 and on the default pool. (One run of the section
+    serves both checks; before, a second in-process run on a tiny monkeypatched mix made
+    the row checks.)"""
+    from stepsim.bench import workers
+
+    rows = _bench_cli("workers", tmp_path, capsys)
+    by = {(r["case"], r["impl"]): r for r in rows}
+    new = by[("tiny RunSpec in a worker", "new worker")]
+    assert new["startup_s"] > 0 and new["seconds"] > by[("tiny RunSpec in a worker",
+                                                          "warm worker")]["seconds"]
+    for label, _, _ in workers.CACHED:
+        assert by[(f"build {label}", "cache hit")]["seconds"] > 0
+    label, specs = workers._mix(True)
+    mixed = [r for r in rows if r["case"] == f"{label}: {len(specs)} runs"]
+    assert len(mixed) == 2 and mixed[0]["impl"] == "--jobs 1"
+    assert mixed[1]["impl"].startswith("pool of") and all(r["seeds_per_s"] > 0 for r in mixed)

@@ -526,15 +526,15 @@ def _world(case: str):
             p = q[None, :] * (1 + shift / (100 * MU)) * (1 + common + own)
             u = np.where(rng.random((N_SEEDS, N_ITEMS)) < RHO, shared_u,
                          rng.random((N_SEEDS, N_ITEMS)))
-            items = 100.0 * (u < p)
             lost = rng.random(N_SEEDS) < rate
-            runs[name] = []
-            for s in range(N_SEEDS):
-                run = _Run(f"{name}/{s}")
-                x = np.full(N_ITEMS, 100.0) if lost[s] else items[s]
-                views[run.digest] = {"items": x, "error": float(np.mean(x)),
+            items = np.where(lost[:, None], 100.0, 100.0 * (u < p))
+            # a run's error, the mean of its items: sums of 0/100 values are exact in any
+            # order, so this has the bits of np.mean per run
+            error = (items.sum(axis=1) / N_ITEMS).tolist()
+            runs[name] = [_Run(f"{name}/{s}") for s in range(N_SEEDS)]
+            for s, run in enumerate(runs[name]):
+                views[run.digest] = {"items": items[s], "error": error[s],
                                      "diverged": bool(lost[s])}
-                runs[name].append(run)
         return views, runs
     return draw
 
@@ -595,26 +595,41 @@ PAIR_CASES = {
 }
 
 
-@functools.cache
+#: the cases whose simulations also go through draft 2's estimate (the negative controls):
+#: both estimates on the same draws (a paired comparison, and the draws are made once)
+WITH_DRAFT2 = ("truth 0", "truth delta, both diverge 97%")
+
+
 def _pair(case: str, estimate: str = "production") -> dict:
+    return _pair_estimates(case)[estimate]
+
+
+@functools.cache
+def _pair_estimates(case: str) -> dict:
+    """estimate ("production", and "draft 2" for the cases of WITH_DRAFT2) -> rates."""
     truth, rate_a, rate_b, _ = PAIR_CASES[case]
-    draw = _world(f"pair {case}")  # the same stream for both estimates: paired comparison
-    make = _prod_effect if estimate == "production" else _draft2_effect
-    counts = {R: 0, NR: 0, INC: 0, "both diverged": 0}
-    estimates, variances = [], []
+    draw = _world(f"pair {case}")
+    makes = {"production": _prod_effect}
+    if case in WITH_DRAFT2:
+        makes["draft 2"] = _draft2_effect
+    counts = {k: {R: 0, NR: 0, INC: 0, "both diverged": 0} for k in makes}
+    estimates, variances = {k: [] for k in makes}, {k: [] for k in makes}
     for _ in range(SIMS4):
         views, runs = draw({"A": (truth, rate_a), "B": (0.0, rate_b)})
-        e = make(views, [(1, runs["A"]), (-1, runs["B"])])
-        part = V.decide_parts({"e": (e, None, "")})["e"]
-        counts[part.verdict] += 1
-        counts["both diverged"] += part.reason.startswith("both diverged")
-        if e.n == N_SEEDS:
-            estimates.append(e.estimate)
-            variances.append(e.se_seeds ** 2 + e.se_test ** 2)
-    out = {k: v / SIMS4 for k, v in counts.items()}
-    out["counts"] = counts
-    if len(estimates) > 100:
-        out["se_ratio"] = float(np.mean(variances) / np.var(estimates, ddof=1))
+        for k, make in makes.items():
+            e = make(views, [(1, runs["A"]), (-1, runs["B"])])
+            part = V.decide_parts({"e": (e, None, "")})["e"]
+            counts[k][part.verdict] += 1
+            counts[k]["both diverged"] += part.reason.startswith("both diverged")
+            if e.n == N_SEEDS:
+                estimates[k].append(e.estimate)
+                variances[k].append(e.se_seeds ** 2 + e.se_test ** 2)
+    out = {}
+    for k in makes:
+        out[k] = {c: v / SIMS4 for c, v in counts[k].items()}
+        out[k]["counts"] = counts[k]
+        if len(estimates[k]) > 100:
+            out[k]["se_ratio"] = float(np.mean(variances[k]) / np.var(estimates[k], ddof=1))
     return out
 
 

@@ -47,12 +47,18 @@ def test_bad_bench_section_is_a_one_line_error(capsys):
 
 @pytest.mark.slow
 def test_bench_quick_kernels_smoke(tmp_path, capsys):
+    """`stepsim bench --quick --only kernels` from the CLI, as a user runs it (this is
+    test_bench's every-section-from-the-CLI test for the kernels section, with more checks:
+    it is not run twice)."""
     path = tmp_path / "bench.json"
     assert main(["bench", "--quick", "--only", "kernels", "--json", str(path)]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "Traceback" not in captured.err
     assert "nm_mask 2:4 n=2^16" in printed and "adam_step frozen v" in printed
     doc = json.loads(path.read_text())
     rows = doc["result"]["rows"]
+    assert rows and {r["section"] for r in rows} == {"kernels"}
     cases = {(r["case"], r["impl"]) for r in rows}
     for case in ("nm_mask 2:4 n=2^20", "adam_step n=2^20", "sgdm_step n=2^16"):
         assert (case, "numba") in cases and (case, "numpy") in cases
@@ -127,14 +133,21 @@ def test_bad_nm_option_is_a_one_line_error_naming_the_option(argv, option, capsy
 
 
 @pytest.mark.slow
-def test_bench_quick_other_sections_print_each_row_once(capsys):
-    from stepsim.bench import run_bench
-
-    bench = run_bench(quick=True, only=["theorem1", "layout"])
-    printed = capsys.readouterr().out
-    sections = {row["section"] for row in bench.rows}
-    assert sections == {"theorem1", "layout"}
-    for row in bench.rows:
+def test_bench_quick_other_sections_print_each_row_once(tmp_path, capsys):
+    """`stepsim bench --quick --only theorem1 --only layout` from the CLI (these sections'
+    every-section-from-the-CLI test in test_bench, with more checks: each section's rows
+    are printed once and saved under that section's name)."""
+    path = tmp_path / "bench.json"
+    argv = ["bench", "--quick", "--only", "theorem1", "--only", "layout", "--json", str(path)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "Traceback" not in captured.err
+    rows = json.loads(path.read_text())["result"]["rows"]
+    for section in ("theorem1", "layout"):  # which section lost its rows, if one did
+        assert [r for r in rows if r["section"] == section], section
+    assert {row["section"] for row in rows} == {"theorem1", "layout"}
+    for row in rows:
         assert row["seconds"] > 0
         line = f"{row['case']:<26} {row['impl']:<22}"
         assert printed.count(line) == 1, line

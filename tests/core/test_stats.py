@@ -284,9 +284,54 @@ def test_t_tail_is_scipys():
         assert [stats._t_sf(x, df) for x in t] == sps.t.sf(t, df).tolist()
         for q in (0.5, 0.9, 0.975, 1 - 0.05 / 6):
             assert stats._t_ppf(q, df) == sps.t.ppf(q, df)
+    # the quantile's fast path (scipy.special.stdtrit) gives scipy.stats.t.ppf's bits, also
+    # at the Welch-Satterthwaite dfs the verdicts use (new floats), and at the edges
+    rng = np.random.default_rng(3)
+    dfs = np.concatenate([rng.uniform(1.0, 900.0, 300), rng.uniform(0.05, 3.0, 100),
+                          [0.5, 7.0, 898.0, 1e6, math.inf, 0.0, -1.0, math.nan]])
+    qs = np.concatenate([rng.uniform(0.0, 1.0, 100), [0.5, 0.95, 0.975, 0.99, 1 - 0.05 / 14,
+                                                      1 - 0.0025, 0.0, 1.0, 1e-300]])
+    for df in dfs.tolist():
+        got = [stats._t_ppf(q, df) for q in qs.tolist()]
+        want = sps.t.ppf(qs, df).tolist()
+        assert np.array_equal(got, want, equal_nan=True), df
+        assert [math.copysign(1, g) for g in got if g == 0] == [
+            math.copysign(1, w) for w in want if w == 0]
+    # mean_ci's t interval takes its quantile from _t_ppf: the bits of t.ppf's interval
+    for n in (2, 3, 8, 30):
+        x = rng.normal(size=n)
+        est = stats.mean_ci(x, confidence=0.9)
+        half = float(sps.t.ppf(0.95, n - 1)) * float(np.std(x, ddof=1)) / math.sqrt(n)
+        assert (est.low, est.high) == (est.mean - half, est.mean + half)
 
 
 # --- draft 4 (issue 23 items 4, 9) -------------------------------------------------------
+
+def _ordered_sum_reference(x, width=128):
+    """The fixed order ``stats._ordered_sum`` promises, as a plain loop: blocks of ``width``
+    added elementwise one after the other, then fsum of the partial sums."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    x = np.concatenate([x, np.zeros((-x.size) % width)])
+    acc = x[:width].copy()
+    for start in range(width, x.size, width):
+        acc += x[start:start + width]
+    return math.fsum(acc.tolist())
+
+
+def test_ordered_sum_has_the_bits_of_its_fixed_order():
+    rng = np.random.default_rng(11)
+    sums = set()
+    for size in (1, 5, 127, 128, 129, 899, 2 * 899, 8 * 899, 10_000):
+        # magnitudes spread over 16 decades: every other order of the additions rounds
+        # differently somewhere, so only the promised order matches the reference
+        x = rng.standard_normal(size) * 10.0 ** rng.integers(-8, 8, size)
+        for width in (128, 7):
+            got = stats._ordered_sum(x, width)
+            assert got == _ordered_sum_reference(x, width), (size, width)
+            sums.add(got == math.fsum(x.tolist()))
+    assert False in sums  # the cases do tell orders apart
+    assert stats._ordered_sum(np.array([1e16, 1.0, -1e16]), 2) == 1.0  # (1e16 - 1e16) + 1
+
 
 def test_shared_test_variance_is_the_item_part_of_a_seeds_by_items_decomposition():
     rng = np.random.default_rng(7)
