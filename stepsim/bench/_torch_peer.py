@@ -13,7 +13,7 @@ Peers (``build``): ``digits`` (the digits MLP, nn.Linear + ReLU, cross-entropy, 
 ``digits-srste`` (the same with SR-STE: N:M masks of every sparse weight by topk + scatter
 each step, the masked weights in the forward pass, the straight-through gradient plus
 lam (1 - mask) w, fused Adam), ``regression`` (two nn.Linear, 0.5 sum of squares / B), ``lm``
-(:func:`stepsim.bench.lm_steps.torch_model`), ``adam`` (one fused Adam step on n float32) and
+(:func:`stepsim.bench._lm_steps.torch_model`), ``adam`` (one fused Adam step on n float32) and
 ``mask`` (an N:M mask of n float32 by topk + scatter).
 """
 
@@ -172,7 +172,7 @@ def _regression_peer(torch, options):
 
 
 def _lm_peer(torch, options):
-    from stepsim.bench.lm_steps import step_functions
+    from stepsim.bench._lm_steps import step_functions
 
     _, step = step_functions(options["problem"], lr=options.get("lr", 1e-3))
     return step

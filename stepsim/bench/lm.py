@@ -7,7 +7,7 @@ fused=True)`` (torch's fastest CPU Adam; attention through
 ``F.scaled_dot_product_attention(is_causal=True)``). Both are timed interleaved in one
 run (:meth:`Bench.compare`), at the same number of BLAS/torch threads.
 
-The two steps are :mod:`stepsim.bench.lm_steps`'s. torch is optional: it is imported only
+The two steps are :mod:`stepsim.bench._lm_steps`'s. torch is optional: it is imported only
 in the peer process.
 """
 
@@ -35,7 +35,7 @@ def run(bench) -> None:
 
     from stepsim.bench import Timing
     from stepsim.bench._torch_peer import start_or_none
-    from stepsim.bench.lm_steps import step_functions
+    from stepsim.bench._lm_steps import step_functions
 
     options = QUICK_MODEL if bench.quick else BENCH_MODEL
     case = (f"{options['blocks']}x{options['width']} ctx{options['context']} "

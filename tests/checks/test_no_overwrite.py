@@ -98,16 +98,27 @@ def test_an_unreachable_scheduler_leaves_no_folder_or_claim(tmp_path, capsys):
 
 
 def test_checking_one_claim_into_the_committed_draft_3_report_is_refused(tmp_path, capsys):
-    """The reproduction of issue 28 on the committed full report (copied): it is draft-3
-    evidence and this code runs protocol draft 4, so `check C12 --out DIR` would mix the
+    """The reproduction of issue 28 on the committed full report (copied, declared draft 3
+    as the report before it was): draft-3 evidence while this code runs protocol draft 4, so `check C12 --out DIR` would mix the
     evidence of two drafts: refused in one line before any work, the report and its figures
     untouched. (A check of another claim under the same rules merges: the slow test above.)"""
     import shutil
     from pathlib import Path
 
+    import json
+
+    from stepsim._ground.atomic import write_text
+    from stepsim.checks import protocol
+
     committed = Path(__file__).resolve().parents[2] / "figures" / "check"
     out = tmp_path / "full"
     shutil.copytree(committed, out)
+    # the committed report is draft-4 evidence now: declare the copy draft 3's (its exact
+    # digest), as the draft-3 report committed before it was
+    doc = json.loads((out / "report.json").read_text())
+    doc["result"]["protocol"].update(rules_version=3,
+                                     rules_sha256=protocol.rules_digest(protocol.DRAFTS[3]))
+    write_text(out / "report.json", json.dumps(doc))
     before = (out / "report.json").read_bytes()
     figures = sorted(p.name for p in (out / "figures").iterdir())
     assert main(["check", "C12", "--out", str(out)]) == 2

@@ -97,7 +97,7 @@ def test_bad_config_names_the_argument(kwargs, word):
 @pytest.mark.parametrize("tied", [False, True])
 def test_model_matches_torch_autograd(tied):
     torch = pytest.importorskip("torch")
-    from stepsim.bench.lm_steps import params_as_torch, torch_model, torch_parameters
+    from stepsim.bench._lm_steps import params_as_torch, torch_model, torch_parameters
 
     cfg = tr.TransformerConfig(vocab=7, context=6, width=8, blocks=2, heads=2, tied=tied)
     params = perturbed_params(cfg, 4)
