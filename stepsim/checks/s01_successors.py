@@ -165,7 +165,10 @@ def decide_claim(budget, results):
                "rules_sha256": protocol.rules_digest(RULES)}
     verdict, reason = _verdict(per_successor, table)
     first = next(iter(parts.values())).effect if parts else None
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, first, budget.label,
+    # S1 runs STEP at its own lr (RULES_S1 "step"), whatever the plain setting's label says
+    problem = budget.label.replace("STEP at SR-STE's tuned lr", "STEP and every recipe at "
+                                   "its own tuned lr")
+    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, first, problem,
                        tuple(budget.seeds), budget.mode, numbers, parts=tuple(parts.values()))
 
 

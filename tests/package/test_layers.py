@@ -21,6 +21,7 @@ LAYER = {
     "problems": 4,
     "recipes": 5,
     "training": 6,
+    "fit_result": 6,  # Trace, FitResult and their saving: what fit (training) returns
     "experiments": 7,
     "checks": 8, "bench": 8,
     "cli": 9,
