@@ -13,7 +13,7 @@ peers when torch is installed):
 * ``kernels`` — N:M masks, Adam and momentum SGD beside NumPy and a bandwidth probe. ``nm_mask``
   with M = 4 or 8 runs an unrolled kernel vectorised across groups; other M (16, 32, ...)
   transpose each block so every loop runs across groups (ranks, or rounds of selection when
-  N or M - N is small). :func:`stepsim.core.optim.adam_apply_many` updates every parameter of a
+  N or M - N is small). :func:`stepsim.core.optim_many.adam_apply_many` updates every parameter of a
   model in one validated call (one kernel over a table of the arrays' addresses, compiled
   once per dtype whatever the number of layers), with the same bits as ``adam_apply`` per
   array followed by ``AdamStats.combine``.

@@ -477,7 +477,8 @@ def _breakdown(bench, loop, label, step_seconds, reps, clock):
 def _optimizer_rows(bench, params, reps, clock):
     """One Adam step on the model's arrays: one multi-tensor call and one call per array,
     in place on copies, statistics on (torch's fused Adam: the kernels section)."""
-    from stepsim.core.optim import AdamStats, adam_apply, adam_apply_many, adam_hyper
+    from stepsim.core.optim import AdamStats, adam_apply, adam_hyper
+    from stepsim.core.optim_many import adam_apply_many
 
     rng = np.random.default_rng(0)
     ws = [w.copy() for w in params.values()]

@@ -21,7 +21,7 @@
    about STEP is REPRODUCED if either reading of STEP (Algorithm 1, STEP on SR-STE) is.
 5. **Report**: ``report.md``, ``figures/`` and ``report.json`` last, recording the protocol
    commit, the rules' draft and SHA-256, every grid, tuning mean and choice, and each STEP
-   run's switch step and cause (:mod:`stepsim.checks.report`).
+   run's switch step and cause (:mod:`stepsim.checks.report_files`).
 6. **Operating points** (draft 4, :mod:`stepsim.checks.operating`): C5 and C6 are also
    decided at STEP's own tuned lr, at fixed switch fractions, under cosine with warm-up
    and at every lr tied with SR-STE's choice (the registered verdict is then "robust" or

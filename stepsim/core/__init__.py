@@ -3,6 +3,8 @@
 * :mod:`~stepsim.core.masks` — N:M masks (``nm_mask``, ``apply_nm``, conv layouts).
 * :mod:`~stepsim.core.optim` — Adam(W) and momentum SGD steps, with the statistics of v
   (``adam_step``, ``sgdm_step``, ``AdamStats``).
+* :mod:`~stepsim.core.optim_many` — the same steps on every parameter of a model in one call
+  (``adam_apply_many``, ``AdamArrays``, ``sgdm_apply_many``).
 * :mod:`~stepsim.core.sparsity` — ``ParamSpec``: which parameter is sparsified, and how.
 * :mod:`~stepsim.core.reference` — plain NumPy definitions the kernels must match bit for bit.
 * ``_mask_kernels``, ``_optim_kernels``, ``_step_kernels`` — the numba kernels (private:

@@ -43,7 +43,7 @@ switch pieces          run on the pure path (``recipe.switch``) between steps; n
 ``ws`` is the step's :class:`Workspace`: ``ws.like(key, name, array)`` returns a buffer
 shaped and typed like ``array``, made on first request and the same array at every later
 step; ``ws.bound(key, sources, make)`` keeps an object (e.g. Adam's validated
-:class:`~stepsim.core.optim.AdamArrays`) as long as ``sources`` are the same objects.
+:class:`~stepsim.core.optim_many.AdamArrays`) as long as ``sources`` are the same objects.
 Masks are applied by select kernels (:mod:`stepsim.core._step_kernels`), not ``np.where``;
 each has the NumPy expression of the pure piece as its reference.
 

@@ -191,7 +191,7 @@ class Adam:
                     log_stats: bool = False, lr: float | None = None) -> dict:
         """:meth:`update` without its copies (the in-place protocol, :mod:`stepsim.recipes.lean`):
         w (``params``, arrays the caller owns), m and v are updated in place. ``ws``: the
-        step's Workspace, which keeps the validated :class:`~stepsim.core.optim.AdamArrays`
+        step's Workspace, which keeps the validated :class:`~stepsim.core.optim_many.AdamArrays`
         (one per dtype) while ``params`` and the state's m and v dicts are the same
         objects. Returns name -> AdamStats (the same bits as :meth:`update`'s)."""
         groups = ws.bound("adam", (params, state.m, state.v),
@@ -215,7 +215,7 @@ class Adam:
 
 def _adam_arrays_by_dtype(params: Mapping, m: Mapping, v: Mapping) -> list:
     """[(AdamArrays, names)] over ``params`` and their moments, one per dtype (in order)."""
-    from stepsim.core.optim import AdamArrays
+    from stepsim.core.optim_many import AdamArrays
 
     out = []
     for names in _by_dtype(params).values():
@@ -240,7 +240,7 @@ def adam_arrays(params: Mapping, grads: Mapping, m: Mapping, v: Mapping, hypers:
     multi-tensor kernel call per distinct hyper, with each array's own statistics (the same
     bits as one :func:`stepsim.core.optim.adam_apply` per array).
     """
-    from stepsim.core.optim import adam_apply_many
+    from stepsim.core.optim_many import adam_apply_many
 
     new_w, new_m, new_v = {}, {}, {}
     groups = {}  # one multi-tensor call per distinct (hyper, dtype): one for a global switch
@@ -323,7 +323,7 @@ class SGDM:
                lr: float | None = None):
         """One step. Returns (new params, new state, name -> None): SGD-M has no v to report.
         lr: this step's ``lr_at(step, total_steps)`` when the caller has it (None: computed)."""
-        from stepsim.core.optim import sgdm_apply_many
+        from stepsim.core.optim_many import sgdm_apply_many
 
         new_w = {name: w.copy() for name, w in params.items()}
         new_buf = {name: state.buf[name].copy() for name in params}
@@ -336,7 +336,7 @@ class SGDM:
         """:meth:`update` in place on w (``params``) and the state's buffers (the in-place
         protocol, :mod:`stepsim.recipes.lean`); one call per dtype (a model may mix float32
         and float64 parameters; each entry's arithmetic is its own). Returns name -> None."""
-        from stepsim.core.optim import sgdm_apply_many
+        from stepsim.core.optim_many import sgdm_apply_many
 
         lr = self.lr_at(step, total_steps) if lr is None else lr
         for names in _by_dtype(params).values():

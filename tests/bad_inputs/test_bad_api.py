@@ -289,16 +289,16 @@ API_CASES = [
         r"w: smallest nonzero \|value\| 1e-09 underflows to 0 in float16",
         id="cast_values-underflow"),
     # ---- lists where arrays or objects are expected
-    api(_np(lambda: __import__("stepsim.core.optim").core.optim.adam_apply_many(
+    api(_np(lambda: __import__("stepsim.core.optim_many").core.optim_many.adam_apply_many(
         [[1.0] * 4, [1.0] * 4], *([np.ones(4, np.float32)] * 2 for _ in range(3)),
         __import__("stepsim.core.optim").core.optim.adam_hyper(step=1, lr=0.1))),
         TypeError, r"ws\[0\] must be a numpy\.ndarray, got list", id="adam_apply_many-lists"),
-    api(_np(lambda: __import__("stepsim.core.optim").core.optim.adam_apply_many(
+    api(_np(lambda: __import__("stepsim.core.optim_many").core.optim_many.adam_apply_many(
         (w for w in [np.ones(4, np.float32)]), [np.ones(4, np.float32)], [np.ones(4, np.float32)],
         [np.ones(4, np.float32)],
         __import__("stepsim.core.optim").core.optim.adam_hyper(step=1, lr=0.1))),
         TypeError, r"ws must be a list or tuple of arrays", id="adam_apply_many-generator"),
-    api(_np(lambda: __import__("stepsim.core.optim").core.optim.sgdm_apply_many(
+    api(_np(lambda: __import__("stepsim.core.optim_many").core.optim_many.sgdm_apply_many(
         [[1.0] * 4, [1.0] * 4], *([np.ones(4, np.float32)] * 2 for _ in range(2)), lr=0.1)),
         TypeError, r"ws\[0\] must be a numpy\.ndarray, got list", id="sgdm_apply_many-lists"),
     api(_np(lambda: __import__("stepsim.stats").stats.mean_ci(["1.5", "2"])), TypeError,

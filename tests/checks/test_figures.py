@@ -1,6 +1,6 @@
 """Figures: the committed ones record their command, and re-running it gives the same
 result; every paper check draws its figure from a report's ClaimResult, also one read back
-from report.json (``report.redraw_figures``)."""
+from report.json (``report_files.redraw_figures``)."""
 
 import dataclasses
 import json
@@ -66,7 +66,8 @@ def fake_claims() -> list:
 def drawn(tmp_path_factory):
     """Every claim's figures drawn into out/figures, and the report written beside them."""
     from stepsim.checks import claim_module
-    from stepsim.checks.report import FIGURES_DIR, Report, _draw, write_report
+    from stepsim.checks.report import FIGURES_DIR, Report, _draw
+    from stepsim.checks.report_files import write_report
 
     out = tmp_path_factory.mktemp("report")
     staging = out / ".figures-test"
@@ -100,7 +101,7 @@ def test_every_claim_draws_its_figures_from_its_result(drawn):
 
 
 def test_redraw_figures_draws_them_again_from_report_json(drawn):
-    from stepsim.checks.report import load_report, redraw_figures
+    from stepsim.checks.report_files import load_report, redraw_figures
 
     out, report = drawn
     figures = out / "figures"

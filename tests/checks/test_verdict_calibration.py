@@ -311,7 +311,7 @@ def test_effect_from_and_its_json_round_trip():
     assert (e.se_seeds, e.se_test) == pytest.approx((math.sqrt(0.5), math.sqrt(0.1)))
     half = 2.7764451051977987 * math.sqrt(0.6)  # t_{0.975, 4} * se
     assert (e.ci_low, e.ci_high) == pytest.approx((3 - half, 3 + half), rel=1e-12)
-    # JSON (NaN as "nan") and back with Effect(**dict), as report.load_report does
+    # JSON (NaN as "nan") and back with Effect(**dict), as report_files.load_report does
     old = _old_effect([1.0, 2.0], name="old", units="", margin=1.0)
     for effect in (e, old, V.effect_from([1.0], None, name="one", units="", margin=0.0)):
         d = json.loads(json.dumps(to_jsonable(effect)))

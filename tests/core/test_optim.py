@@ -295,7 +295,8 @@ def _same_stats(a, b):
 def test_adam_apply_many_is_per_array_then_combine_bit_for_bit(case, threads):
     import numba
 
-    from stepsim.core.optim import adam_apply, adam_apply_many, adam_hyper
+    from stepsim.core.optim import adam_apply, adam_hyper
+    from stepsim.core.optim_many import adam_apply_many
 
     params, kwargs = case
     hyper = adam_hyper(**kwargs)
@@ -316,7 +317,8 @@ def test_adam_apply_many_is_per_array_then_combine_bit_for_bit(case, threads):
 
 
 def test_adam_apply_many_without_stats_and_without_parameters():
-    from stepsim.core.optim import adam_apply_many, adam_hyper
+    from stepsim.core.optim import adam_hyper
+    from stepsim.core.optim_many import adam_apply_many
 
     assert adam_apply_many([], [], [], [], adam_hyper(step=1, lr=0.1)) == AdamStats.combine([])
     assert adam_apply_many([], [], [], [], adam_hyper(step=1, lr=0.1, stats=False)) is None
@@ -325,7 +327,8 @@ def test_adam_apply_many_without_stats_and_without_parameters():
 
 
 def test_adam_apply_many_bad_input_names_the_parameter():
-    from stepsim.core.optim import adam_apply_many, adam_hyper
+    from stepsim.core.optim import adam_hyper
+    from stepsim.core.optim_many import adam_apply_many
 
     hyper = adam_hyper(step=1, lr=0.1)
     a, b = _state(), _state(n=6)
@@ -381,7 +384,7 @@ def test_read_only_or_strided_g_is_accepted_and_never_written():
 @settings(max_examples=20)
 @given(_model_state(), st.booleans())
 def test_sgdm_apply_many_is_per_array_bit_for_bit(case, nesterov):
-    from stepsim.core.optim import sgdm_apply_many
+    from stepsim.core.optim_many import sgdm_apply_many
 
     params, hyper = case
     kwargs = {"lr": hyper["lr"], "momentum": 0.9, "weight_decay": hyper["weight_decay"],

@@ -1,6 +1,6 @@
 """fit's lean step (stepsim.recipes.lean): the same bits as the recipes' pure step, on a
 workspace allocated once per run; its kernels (stepsim.core._step_kernels) against np.where;
-stepsim.core.optim.AdamArrays against adam_apply_many."""
+stepsim.core.optim_many.AdamArrays against adam_apply_many."""
 
 import tracemalloc
 
@@ -297,7 +297,8 @@ def test_select_kernels_give_the_bits_of_np_where(case):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("log_stats, stats_on", [(False, "v"), (True, "vhat")])
 def test_adam_arrays_gives_the_bits_of_adam_apply_many(dtype, log_stats, stats_on):
-    from stepsim.core.optim import AdamArrays, adam_apply_many, adam_hyper
+    from stepsim.core.optim import adam_hyper
+    from stepsim.core.optim_many import AdamArrays, adam_apply_many
 
     rng = np.random.default_rng(1)
     shapes = [(7, 5), (4100,), (3,), (2, 3, 4)]
@@ -324,7 +325,8 @@ def test_adam_arrays_gives_the_bits_of_adam_apply_many(dtype, log_stats, stats_o
 
 
 def test_adam_arrays_refuses_what_adam_apply_many_refuses():
-    from stepsim.core.optim import AdamArrays, adam_hyper
+    from stepsim.core.optim import adam_hyper
+    from stepsim.core.optim_many import AdamArrays
 
     w = np.zeros(8, np.float32)
     big = np.zeros(16, np.float32)
