@@ -1,4 +1,4 @@
-"""exp, log, tanh, sin, cos and power with the same bits on every CPU.
+"""exp, expm1, log, tanh, sin, cos and power with the same bits on every CPU.
 
 NumPy's ufuncs for these functions dispatch on the CPU at run time: on an AVX-512
 machine ``np.exp``, ``np.log``, ``np.power``, ``np.tanh`` (float32 and float64) take SIMD
@@ -44,6 +44,11 @@ def _is_scalar(x) -> bool:
 def exp(x):
     """e**x element-wise."""
     return math.exp(x) if _is_scalar(x) else _apply("exp", x)
+
+
+def expm1(x):
+    """e**x - 1 element-wise, accurate near 0."""
+    return math.expm1(x) if _is_scalar(x) else _apply("expm1", x)
 
 
 def log(x):

@@ -29,6 +29,12 @@ def log(x, out):
 
 
 @njit
+def expm1(x, out):
+    for i in range(x.shape[0]):
+        out[i] = math.expm1(np.float64(x[i]))
+
+
+@njit
 def tanh(x, out):
     for i in range(x.shape[0]):
         out[i] = math.tanh(np.float64(x[i]))

@@ -124,7 +124,7 @@ def gaussian_log_mgf(w: np.ndarray, lams: np.ndarray, *, gamma_g: np.ndarray | N
     out = np.empty(lams.size)
     for i, lam in enumerate(lams):
         z = 1.0 - 2.0 * lam * a
-        out[i] = (-0.5 * float(np.sum(np.log(z))) - lam * float(np.sum(a))
+        out[i] = (-0.5 * float(np.sum(_libm.log(z))) - lam * float(np.sum(a))
                   if np.all(z > 0.0) else np.inf)
     return out
 
@@ -211,7 +211,7 @@ def _log_phi(s: np.ndarray) -> np.ndarray:
     small = np.abs(s) < 1e-4
     mag = np.where(small, 1.0, np.abs(s))
     # expm1(s)/s = e^{max(s,0)} (1 - e^{-|s|}) / |s| for either sign of s
-    big = np.maximum(s, 0.0) + np.log(-np.expm1(-mag)) - np.log(mag)
+    big = np.maximum(s, 0.0) + _libm.log(-_libm.expm1(-mag)) - _libm.log(mag)
     return np.where(small, s / 2.0 + s * s / 24.0, big)
 
 

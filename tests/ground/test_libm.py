@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from stepsim._ground import libm as _libm
 
 PACKAGE = Path(__file__).resolve().parents[2] / "stepsim"
-FUNCTIONS = {"exp": math.exp, "tanh": math.tanh, "sin": math.sin, "cos": math.cos}
+FUNCTIONS = {"exp": math.exp, "expm1": math.expm1, "tanh": math.tanh, "sin": math.sin, "cos": math.cos}
 
 
 def _finite(dtype, low, high):

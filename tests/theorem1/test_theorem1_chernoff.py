@@ -225,7 +225,7 @@ def test_chernoff_tightness_script_quick(tmp_path):
     import json
     from pathlib import Path
 
-    path = Path(__file__).parents[1] / "paper_checks" / "theorem1_chernoff.py"
+    path = Path(__file__).parents[2] / "paper_checks" / "theorem1_chernoff.py"
     spec = importlib.util.spec_from_file_location("theorem1_chernoff", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
