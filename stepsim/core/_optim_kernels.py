@@ -33,6 +33,21 @@ N_STATS = 5  # dv_l1, dv_log_sum, dv_zeros, v_l1, v_l2sq
 
 
 @njit
+def _adam_element(w, g, m, v, i, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay):
+    """Adam on entry i, in place, in the order of :func:`stepsim.core.reference.adam_step`;
+    returns the new v[i]. The one copy of the element-wise update: every block loop calls
+    it (numba compiles callee and caller into one LLVM module, which inlines it, so the
+    loops still vectorise; the same bits as when it was written out in each loop)."""
+    gi = g[i]
+    mi = b1 * m[i] + c1 * gi
+    m[i] = mi
+    vi = b2 * v[i] + c2 * (gi * gi)
+    v[i] = vi
+    w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
+    return vi
+
+
+@njit
 def _adam_block(w, g, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out,
                 lr, decay):
     """Adam on one block; v_old receives v before the update if keep_old (for statistics).
@@ -51,12 +66,8 @@ def _adam_block(w, g, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2, e
             vo = v[i]
             bad |= ((gi - gi) != 0) | (not vo >= 0)
             v_old[i] = vo
-            mi = b1 * m[i] + c1 * gi
-            m[i] = mi
-            vi = b2 * vo + c2 * (gi * gi)
-            v[i] = vi
-            w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in)
-                                                          + eps_out))
+            _adam_element(w, g, m, v, i, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+                          decay)
         return _count_bad(g, v_old) if bad else (0, 0)
     bad_g = 0
     bad_v = 0
@@ -65,11 +76,7 @@ def _adam_block(w, g, m, v, v_old, keep_old, b1, c1, b2, c2, inv_bc1, inv_bc2, e
         vo = v[i]
         bad_g += (gi - gi) != 0
         bad_v += not vo >= 0
-        mi = b1 * m[i] + c1 * gi
-        m[i] = mi
-        vi = b2 * vo + c2 * (gi * gi)
-        v[i] = vi
-        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
+        _adam_element(w, g, m, v, i, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay)
     return bad_g, bad_v
 
 
@@ -112,11 +119,8 @@ def _adam_block_stats(w, g, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_
         vo = v[i]
         bad_g += (gi - gi) != 0
         bad_v += not vo >= 0
-        mi = b1 * m[i] + c1 * gi
-        m[i] = mi
-        vi = b2 * vo + c2 * (gi * gi)
-        v[i] = vi
-        w[i] = w[i] * decay - lr * ((mi * inv_bc1) / (np.sqrt(vi * inv_bc2 + eps_in) + eps_out))
+        vi = _adam_element(w, g, m, v, i, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+                           decay)
         lane = i - full
         vn = np.float64(vi)
         vd = np.float64(vo)
