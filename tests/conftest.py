@@ -18,6 +18,7 @@ if _numpy_first:
         sys.stderr.write("conftest: NumPy was loaded before stepsim (by a pytest plugin?): "
                          "OpenBLAS is not pinned, and bit-for-bit replays may fail\n")
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("dev", max_examples=60, deadline=None)
@@ -58,17 +59,36 @@ def pytest_collection_modifyitems(config, items):
 NOT_IMPORTED_IN_PROCESS = {"stepsim.__main__", "stepsim.cli.__main__"}
 
 
+def _imported_stepsim_modules() -> set:
+    return {name for name in sys.modules if name == "stepsim" or name.startswith("stepsim.")}
+
+
+#: under pytest-xdist (README's test command), the modules each worker imported, gathered by
+#: the controller as workers finish (the controller itself runs no test)
+_WORKER_MODULES: set = set()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_MODULES.update(getattr(node, "workeroutput", {}).get("stepsim_modules", ()))
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """After a whole default run (no paths, -k or -m): every stepsim module was imported."""
+    """After a whole default run (no paths, -k or -m): every stepsim module was imported
+    (in this process, or, under pytest-xdist, in one of the workers)."""
     import pkgutil
-    import sys
 
     config = session.config
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: report to the controller, which checks
+        workeroutput["stepsim_modules"] = sorted(_imported_stepsim_modules())
+        return
     whole = not config.args or [str(a) for a in config.args] == ["tests"]
     if exitstatus != 0 or not whole or config.getoption("-k") or config.getoption("-m"):
         return
     modules = {m.name for m in pkgutil.walk_packages(stepsim.__path__, "stepsim.")}
-    missing = sorted(modules - set(sys.modules) - NOT_IMPORTED_IN_PROCESS)
+    imported = _imported_stepsim_modules() | _WORKER_MODULES
+    missing = sorted(modules - imported - NOT_IMPORTED_IN_PROCESS)
     if missing:
         print(f"\nthe test selection never imports {missing}: give each a fast test",
               file=sys.stderr)

@@ -49,7 +49,7 @@ def test_setup_commands_are_what_ci_runs():
     setup = _blocks("bash")[0]
     ci = (README.parent / ".ci" / "run").read_text()
     assert "python -m venv" in setup
-    for command in ('pip install -e ".[test]"', "python -m pytest -q --runslow"):
+    for command in ('pip install -e ".[test]"', "python -m pytest -q --runslow -n auto --dist loadfile"):
         assert command in setup, command
         assert command in ci, command
 
