@@ -38,6 +38,8 @@ normalisations)::
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import NamedTuple
 
 from stepsim._ground import validate as V
@@ -45,13 +47,14 @@ from stepsim._ground import validate as V
 
 # ------------------------------------------------------------------------ constraints
 class Constraint:
-    """A kind of value: ``check(name, value)`` raises TypeError/ValueError naming ``name``;
-    ``str(constraint)`` describes it for help text."""
+    """A kind of value: ``check(name, value)`` returns the value normalised (a float as
+    ``float``, an N:M as :class:`~stepsim._ground.validate.NMRatio`, ...) or raises
+    TypeError/ValueError naming ``name``; ``str(constraint)`` describes it for help text."""
 
     text = "any"
 
-    def check(self, name: str, value) -> None:
-        pass
+    def check(self, name: str, value):
+        return value
 
     def __str__(self) -> str:
         return self.text
@@ -73,7 +76,7 @@ class Real(Constraint):
                          f"{hi}{')' if max_open or maximum is None else ']'}")
 
     def check(self, name, value):
-        V.check_real(name, value, **self.kw)
+        return V.check_real(name, value, **self.kw)
 
 
 class Int(Constraint):
@@ -83,14 +86,14 @@ class Int(Constraint):
             f" <= {maximum}" if maximum is not None else "")
 
     def check(self, name, value):
-        V.check_int(name, value, **self.kw)
+        return V.check_int(name, value, **self.kw)
 
 
 class Bool(Constraint):
     text = "true|false"
 
     def check(self, name, value):
-        V.check_bool(name, value)
+        return V.check_bool(name, value)
 
 
 class Choice(Constraint):
@@ -99,35 +102,35 @@ class Choice(Constraint):
         self.text = "|".join(choices)
 
     def check(self, name, value):
-        V.check_choice(name, value, self.choices)
+        return V.check_choice(name, value, self.choices)
 
 
 class StepOrFraction(Constraint):
     text = "step (int >= 0) or fraction of the run (float in [0, 1])"
 
     def check(self, name, value):
-        V.check_step_or_fraction(name, value)
+        return V.check_step_or_fraction(name, value)
 
 
 class Fraction(Constraint):
     text = "fraction in [0, 1]"
 
     def check(self, name, value):
-        V.check_fraction(name, value)
+        return V.check_fraction(name, value)
 
 
 class NM(Constraint):
     text = "N:M"
 
     def check(self, name, value):
-        V.check_nm_pair(name, value)
+        return V.check_nm_pair(name, value)
 
 
 class Widths(Constraint):
     text = "int or ints (e.g. 256,256)"
 
     def check(self, name, value):
-        V.check_widths(name, value)
+        return V.check_widths(name, value)
 
 
 class Described(Constraint):
@@ -145,8 +148,7 @@ class OrNone(Constraint):
         self.text = f"{inner} or none"
 
     def check(self, name, value):
-        if value is not None:
-            self.inner.check(name, value)
+        return None if value is None else self.inner.check(name, value)
 
 
 # ------------------------------------------------------------------------ declarations
@@ -241,6 +243,20 @@ class Options:
                 continue
             option.constraint.check(name, value)
 
+    def resolve(self, given) -> dict:
+        """Every declared option's value: the given one, else the default (also for a given
+        None when ``none_is_default``), checked and normalised by its constraint under its
+        own name. A None whose declared default is None means "absent" and is kept unchecked.
+        Names ``given`` holds beyond the table are left out (:meth:`check_known`'s)."""
+        out = {}
+        for name, option in self.options.items():
+            value = given.get(name, option.default)
+            if value is None and self.none_is_default:
+                value = option.default
+            absent = value is None and option.default is None
+            out[name] = None if absent else option.constraint.check(name, value)
+        return out
+
     def check_fields(self, obj) -> None:
         """Check every declared option's value on ``obj`` (its attribute of that name)
         against the declared constraint: the one check of a :func:`declared` dataclass."""
@@ -261,7 +277,9 @@ def declared(table: Options):
     """Class decorator (under ``@dataclasses.dataclass``): the class's annotated fields are
     exactly ``table``'s options, in its order (a TypeError at import otherwise); each gets
     the declared default, and ``__post_init__`` first checks every field against its
-    declared constraint (:meth:`Options.check_fields`), then runs the class's own."""
+    declared constraint (:meth:`Options.check_fields`), then runs the class's own.
+    An option declared with default None whose constraint does not take None (``Int()``,
+    not ``OrNone(Int())``) is required: its field gets no default (e.g. FixedStep's k0)."""
 
     def decorate(cls):
         fields = list(cls.__dict__.get("__annotations__", {}))
@@ -272,7 +290,8 @@ def declared(table: Options):
             if name in cls.__dict__:
                 raise TypeError(f"{cls.__name__}.{name}: the default is the declaration's "
                                 f"({option.default!r}); do not repeat it")
-            setattr(cls, name, option.default)
+            if option.default is not None or isinstance(option.constraint, OrNone):
+                setattr(cls, name, option.default)
         own = cls.__dict__.get("__post_init__")
 
         def __post_init__(self):
@@ -283,6 +302,40 @@ def declared(table: Options):
         cls.__post_init__ = __post_init__
         cls.OPTIONS = table
         return cls
+
+    return decorate
+
+
+def declared_keywords(table: Options):
+    """Function decorator (a problem's ``__init__``): its keyword-only parameters are exactly
+    ``table``'s options, in its order, written without defaults (a TypeError at import
+    otherwise). They get the declared defaults (``__kwdefaults__``: ``help()`` and
+    ``inspect.signature`` show them), and every call passes the body each option's value
+    checked and normalised by its declared constraint (:meth:`Options.resolve`), so the
+    body keeps only checks across options. A keyword the table does not declare reaches
+    the body unchanged (Python's own "unexpected keyword argument" TypeError)."""
+
+    def decorate(function):
+        params = [p for p in inspect.signature(function).parameters.values()
+                  if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        if [p.name for p in params] != table.names():
+            raise TypeError(f"{function.__qualname__}'s keyword-only parameters "
+                            f"{[p.name for p in params]} must be its declared options "
+                            f"{table.names()}, in that order")
+        for p in params:
+            if p.default is not inspect.Parameter.empty:
+                raise TypeError(f"{function.__qualname__}: {p.name}'s default is the "
+                                f"declaration's ({table[p.name].default!r}); do not repeat it")
+        function.__kwdefaults__ = table.defaults()
+
+        @functools.wraps(function)
+        def checked(*args, **given):
+            values = table.resolve(given)
+            extra = {k: v for k, v in given.items() if k not in values}
+            return function(*args, **values, **extra)
+
+        checked.OPTIONS = table
+        return checked
 
     return decorate
 
@@ -302,4 +355,5 @@ __all__ = [
     "StepOrFraction",
     "Widths",
     "declared",
+    "declared_keywords",
 ]
