@@ -117,10 +117,15 @@ def add_arguments(parser) -> None:
 
 
 def problem_options_from(args) -> dict:
-    """The problem's keyword options from the flags that were given and ``-p KEY=VALUE``."""
-    from stepsim.problems import problem_options
+    """The problem's keyword options from the flags that were given and ``-p KEY=VALUE``.
 
-    allowed = set(problem_options(args.problem))
+    A flag's value goes through the problem's declared constraint of its option, under the
+    flag's name (``--batch-size must be >= 1, got 0``, ``--noise must be finite, got nan``);
+    ``-p`` values are checked by the problem itself, under their keys."""
+    from stepsim.problems.registry import problem_declaration
+
+    declared = problem_declaration(args.problem)
+    allowed = set(declared)
     opts = key_values(args.problem_option, "--problem-option", _value)
     for dest, option in _PROBLEM_FLAGS.items():
         value = getattr(args, dest)
@@ -132,7 +137,7 @@ def problem_options_from(args) -> dict:
                              f"option {option!r}); its options: {sorted(allowed)}")
         if option in opts:
             raise ValueError(f"{flag} and -p {option}=... both given; use one")
-        opts[option] = value
+        opts[option] = declared[option].constraint.check(flag, value)
     return opts
 
 
@@ -188,9 +193,14 @@ def run_spec(args):
     nm = problem_opts.pop("nm", None)  # --nm and -p nm=N:M: the run's N:M (one door)
     recipe_opts = key_values(args.option, "--option", _value)
     if args.lr is not None:
+        from stepsim._ground.validate import check_choice
+        from stepsim.recipes.registry import OPTIMIZER_OPTIONS, OPTIMIZERS
+
         if "lr" in recipe_opts:
             raise ValueError("--lr and -o lr=... both given; use one")
-        recipe_opts["lr"] = args.lr
+        check_choice("optimizer", args.optimizer, OPTIMIZERS)  # whose declared lr
+        recipe_opts["lr"] = OPTIMIZER_OPTIONS[args.optimizer]["lr"].constraint.check(
+            "--lr", args.lr)
     crit_opts = key_values(args.criterion_option, "--criterion-option", _value)
     name = args.criterion
     if name is not None and name.lower() == "none":

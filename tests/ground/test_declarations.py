@@ -36,7 +36,7 @@ def _builder_accepts(name: str) -> set:
     fixed ones excluded)."""
     build = RECIPES[name]
     inner = getattr(build, "builder", build)
-    params = list(inspect.signature(inner).parameters.values())[2:]  # (name, optimizer, ...)
+    params = list(inspect.signature(inner).parameters.values())[3:]  # (name, opt, given, ...)
     accepted = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         accepted |= LAYERWISE_KEYS | set(_DOMINO_KEYS)
