@@ -7,9 +7,11 @@ derived from it:
 * the option names, in order (``recipe_options``, ``problem_options``, ...);
 * the unknown-option error (:class:`~stepsim._ground.validate.UnknownOptionError`), naming the
   option as the user typed it and listing the valid ones (:meth:`Options.check_known`);
-* type and range validation at the boundary (:meth:`Options.validate`), for options whose
-  constructor does not already check them (``validated=False`` on the table says the
-  constructor does: a dataclass's ``__post_init__`` or a problem's ``__init__``);
+* the defaults and the checks: the declaration *is* the validator. A frozen dataclass reads
+  it with :func:`declared` (optimizers, criteria), a problem's ``__init__`` with
+  :func:`declared_keywords`, a registry with :meth:`Options.resolve` (the recipes); each
+  value is checked by its declared constraint under the name the user typed, so no
+  ``check_*`` copy and no default is written anywhere else;
 * the help text ``stepsim train --recipe-options`` / ``--criterion-options`` /
   ``--problem-options`` print (:meth:`Options.help_lines`).
 
@@ -172,18 +174,14 @@ def _show_default(name: str, value) -> str:
 class Options:
     """An ordered table name -> :class:`Option` (module docstring).
 
-    validated: True when :meth:`validate` checks the values at the boundary; False when
-    the owner's constructor checks them (the table then names and documents them).
-    none_is_default: a value of None means "not given" (skipped by :meth:`validate`).
+    none_is_default: a value of None means "not given": :meth:`resolve` gives the default.
     """
 
-    def __init__(self, options: dict, *, validated: bool = True,
-                 none_is_default: bool = True):
+    def __init__(self, options: dict, *, none_is_default: bool = True):
         for name, option in options.items():
             if not isinstance(option, Option):
                 raise TypeError(f"option {name!r} must be declared as an Option, got {option!r}")
         self.options = dict(options)
-        self.validated = validated
         self.none_is_default = none_is_default
 
     # mapping-like
@@ -210,13 +208,13 @@ class Options:
 
     def __or__(self, other: Options) -> Options:
         """Both tables (``other`` after ``self``); the first table's flags."""
-        return Options({**self.options, **other.options}, validated=self.validated,
+        return Options({**self.options, **other.options},
                        none_is_default=self.none_is_default)
 
     def without(self, *names) -> Options:
         """The table without ``names`` (e.g. an option a preset fixes)."""
         return Options({k: v for k, v in self.options.items() if k not in names},
-                       validated=self.validated, none_is_default=self.none_is_default)
+                       none_is_default=self.none_is_default)
 
     # derived
     def unknown(self, given) -> list[str]:
@@ -231,17 +229,6 @@ class Options:
         unknown = self.unknown(given)
         if unknown:
             raise V.UnknownOptionError(message(unknown, sorted(self.options)))
-
-    def validate(self, given) -> None:
-        """Check each given value against its constraint, under its own name (when
-        ``validated``; unknown names are :meth:`check_known`'s)."""
-        if not self.validated:
-            return
-        for name, value in given.items():
-            option = self.options.get(name)
-            if option is None or (value is None and self.none_is_default):
-                continue
-            option.constraint.check(name, value)
 
     def resolve(self, given) -> dict:
         """Every declared option's value: the given one, else the default (also for a given

@@ -84,7 +84,7 @@ class Digits:
         "bias": Option(Bool(), True, "Linear layers have biases"),
         "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of the train/test split"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
     def __init__(self, *, hidden, activation, sparsify, nm, batch_size, test_fraction, bias,

@@ -83,7 +83,7 @@ class LanguageModel:
         "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
         "kernels": Option(Bool(), True, "numba element-wise kernels (else NumPy layers)"),
         "seed": Option(Int(minimum=0), 0, "seed of the language and the test set"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
     def __init__(self, *, vocab, order, temperature, context, width, blocks, heads, mlp_ratio,

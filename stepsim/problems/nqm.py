@@ -200,7 +200,7 @@ class NoisyQuadratic:
         "w_star_nm": Option(OrNone(NM()), None, "make w* N:M sparse"),
         "dtype": Option(Described("float32|float64"), np.float64, "parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of w*"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
     def __init__(self, *, dim, alpha, h_max, c_scale, c_power, batch_size, w_star_scale,

@@ -82,7 +82,7 @@ class SyntheticRegression:
         "bias": Option(Bool(), True, "Linear layers have biases"),
         "dtype": Option(Described("float32|float64"), np.float64, "data and parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of the data"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
     def __init__(self, *, d_in, d_hidden, d_out, n_samples, n_test, batch_size, noise,

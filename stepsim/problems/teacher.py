@@ -86,7 +86,7 @@ class TeacherStudent:
         "batch_size": Option(Int(minimum=1), 128, "minibatch size"),
         "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of the teacher and the data"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
     def __init__(self, *, d_in, hidden, d_out, activation, sparsify, nm, teacher_nm, task,

@@ -195,10 +195,10 @@ class RingMean(NamedTuple):
 
 FIXED_STEP_OPTIONS = Options({
     "k0": Option(Int(minimum=1), None, "the switch step (required)"),
-}, validated=False, none_is_default=False)
+}, none_is_default=False)
 FIXED_FRACTION_OPTIONS = Options({
     "fraction": Option(Fraction(), None, "the switch step as a fraction of the run (required)"),
-}, validated=False, none_is_default=False)
+}, none_is_default=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,14 +271,14 @@ AUTOSWITCH_OPTIONS = Options({
                     f"clip: earliest switch (none: {CLIP_BOUNDS[0]})"),
     "t_max": Option(OrNone(StepOrFraction()), None,
                     f"clip: latest switch (none: {CLIP_BOUNDS[1]})"),
-}, validated=False, none_is_default=False)
+}, none_is_default=False)
 
 AGARWAL_OPTIONS = Options({
     "threshold": Option(Real(minimum=0.0, min_open=True), 0.5,
                         "fire when the relative change of ||v|| is below this"),
     "norm": Option(Choice("l1", "l2"), "l2", "the norm of v"),
     "stats_on": _STATS_ON,
-}, validated=False, none_is_default=False)
+}, none_is_default=False)
 
 TANG_OPTIONS = Options({
     "threshold": Option(Real(minimum=0.0, min_open=True), 0.96,
@@ -287,7 +287,7 @@ TANG_OPTIONS = Options({
                     "Adam's beta2 (sets T_w; default: the watched Adam's)"),
     "window_length": _WINDOW_LENGTH,
     "stats_on": _STATS_ON,
-}, validated=False, none_is_default=False)
+}, none_is_default=False)
 
 
 # ------------------------------------------------------------------------- AutoSwitch

@@ -47,8 +47,7 @@ SRSTE_PLACEMENTS = ("before", "after")
 OPTIMIZER_OPTIONS = {
     "adam": ADAM_OPTIONS,
     "adamw": Options({**ADAM_OPTIONS.options, "weight_decay": Option(
-        Real(minimum=0.0), 1e-2, "decoupled weight decay (AdamW's default 0.01)")},
-        validated=False),
+        Real(minimum=0.0), 1e-2, "decoupled weight decay (AdamW's default 0.01)")}),
     "sgdm": SGDM_OPTIONS,
 }
 
@@ -165,7 +164,6 @@ def make_optimizer(optimizer: str = "adam", **options):
     check_choice("optimizer", optimizer, OPTIMIZERS)
     declared = OPTIMIZER_OPTIONS[optimizer]
     declared.check_known(options, _unknown_message(f"optimizer {optimizer!r}"))
-    declared.validate(options)
     if optimizer == "sgdm":
         return SGDM(**options)
     if optimizer == "adamw":
