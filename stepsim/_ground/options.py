@@ -244,6 +244,15 @@ class Options:
             out[name] = None if absent else option.constraint.check(name, value)
         return out
 
+    def check_values(self, **values) -> None:
+        """Check ``values`` (option name -> value) by their declared constraints, each under
+        its name: for a piece whose fields are some of the table's options. A None whose
+        declared default is None means "absent" and passes."""
+        for name, value in values.items():
+            option = self.options[name]
+            if not (value is None and option.default is None):
+                option.constraint.check(name, value)
+
     def check_fields(self, obj) -> None:
         """Check every declared option's value on ``obj`` (its attribute of that name)
         against the declared constraint: the one check of a :func:`declared` dataclass."""

@@ -87,8 +87,9 @@ class Digits:
     }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
-    def __init__(self, *, hidden, activation, sparsify, nm, batch_size, test_fraction, bias,
-                 dtype, seed):
+    def __init__(self, *, hidden: tuple[int, ...], activation: str, sparsify: str,
+                 nm: tuple[int, int], batch_size: int, test_fraction: float, bias: bool, dtype,
+                 seed: int):
         self.mlp = MLP((64, *hidden, 10), activation=activation, sparsify=sparsify, nm=nm,
                        bias=bias)
         self.batch_size, self.test_fraction = batch_size, test_fraction

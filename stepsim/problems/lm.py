@@ -86,8 +86,10 @@ class LanguageModel:
     }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
-    def __init__(self, *, vocab, order, temperature, context, width, blocks, heads, mlp_ratio,
-                 tied, bias, sparse, nm, batch_size, n_test, dtype, kernels, seed):
+    def __init__(self, *, vocab: int, order: int, temperature: float, context: int,
+                 width: int, blocks: int, heads: int, mlp_ratio: int, tied: bool, bias: bool,
+                 sparse: tuple[str, ...] | None, nm: tuple[int, int], batch_size: int,
+                 n_test: int, dtype, kernels: bool, seed: int):
         self.language = MarkovLanguage(vocab=vocab, order=order, temperature=temperature,
                                        seed=seed)
         self.model = tr.TransformerConfig(vocab=vocab, context=context, width=width,

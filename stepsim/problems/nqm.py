@@ -203,8 +203,10 @@ class NoisyQuadratic:
     }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
-    def __init__(self, *, dim, alpha, h_max, c_scale, c_power, batch_size, w_star_scale,
-                 init_scale, nm, sparse, replicas, w_star_nm, dtype, seed):
+    def __init__(self, *, dim: int, alpha: float, h_max: float, c_scale: float,
+                 c_power: float, batch_size: int, w_star_scale: float, init_scale: float,
+                 nm: tuple[int, int], sparse: bool, replicas: int,
+                 w_star_nm: tuple[int, int] | None, dtype, seed: int):
         self.dim, self.alpha, self.h_max = dim, alpha, h_max
         self.c_scale, self.c_power, self.batch_size = c_scale, c_power, batch_size
         self.w_star_scale, self.init_scale = w_star_scale, init_scale

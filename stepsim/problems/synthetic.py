@@ -85,8 +85,10 @@ class SyntheticRegression:
     }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
-    def __init__(self, *, d_in, d_hidden, d_out, n_samples, n_test, batch_size, noise,
-                 grad_noise, scale, condition, teacher_nm, nm, bias, dtype, seed):
+    def __init__(self, *, d_in: int, d_hidden: int, d_out: int, n_samples: int, n_test: int,
+                 batch_size: int, noise: float, grad_noise: float, scale: float,
+                 condition: float, teacher_nm: tuple[int, int] | None, nm: tuple[int, int],
+                 bias: bool, dtype, seed: int):
         self.d_in, self.d_hidden, self.d_out = d_in, d_hidden, d_out
         self.n_samples, self.n_test, self.batch_size = n_samples, n_test, batch_size
         self.noise, self.grad_noise, self.scale = noise, grad_noise, scale

@@ -89,8 +89,10 @@ class TeacherStudent:
     }, none_is_default=False)
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
-    def __init__(self, *, d_in, hidden, d_out, activation, sparsify, nm, teacher_nm, task,
-                 noise, n_train, n_test, batch_size, dtype, seed):
+    def __init__(self, *, d_in: int, hidden: tuple[int, ...], d_out: int, activation: str,
+                 sparsify: str, nm: tuple[int, int], teacher_nm: tuple[int, int] | None,
+                 task: str, noise: float, n_train: int | None, n_test: int, batch_size: int,
+                 dtype, seed: int):
         self.mlp = MLP((d_in, *hidden, d_out), activation=activation, sparsify=sparsify, nm=nm)
         self.task = task
         if self.task == "classification" and d_out < 2:

@@ -46,6 +46,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from stepsim._ground.options import Choice, Option, Options
 from stepsim._ground.validate import (
     check_choice,
     check_float_array,
@@ -107,19 +108,28 @@ class SwitchView(NamedTuple):
     first: bool
 
 
+# STEP's precondition settings as a recipe takes them (-o KEY=VALUE), declared once: the
+# registry's STEP recipes include this table, FreezeV reads its defaults and checks
+FREEZE_V_OPTIONS = Options({
+    "v_star": Option(Choice(*V_STAR), "raw", "the frozen v*: raw v or bias-corrected"),
+    "denominator": Option(Choice(*DENOMINATORS), "paper",
+                          "phase-2 denominator: the paper's or the public code's"),
+})
+
+
 @dataclasses.dataclass(frozen=True)
 class FreezeV:
-    """STEP: v* = v_{k0} of the switching modules is frozen (``freeze_second_moment``)."""
+    """STEP: v* = v_{k0} of the switching modules is frozen (``freeze_second_moment``).
+    v_star, denominator: FREEZE_V_OPTIONS (their defaults and checks)."""
 
     beta2: float
     eps: float
     eps_mode: str
-    v_star: str = "raw"
-    denominator: str = "paper"
+    v_star: str = FREEZE_V_OPTIONS["v_star"].default
+    denominator: str = FREEZE_V_OPTIONS["denominator"].default
 
     def __post_init__(self):
-        check_choice("v_star", self.v_star, V_STAR)
-        check_choice("denominator", self.denominator, DENOMINATORS)
+        FREEZE_V_OPTIONS.check_values(v_star=self.v_star, denominator=self.denominator)
 
     def apply(self, sw: SwitchView, specs) -> SwitchView:
         opt = freeze_second_moment(sw.opt, sw.k0, self.beta2, self.eps, self.eps_mode,

@@ -25,16 +25,19 @@ from stepsim._ground.options import (
 )
 from stepsim._ground.validate import check_choice
 from stepsim.recipes import transforms as T
-from stepsim.recipes.domino import DominoSearch
+from stepsim.recipes.domino import DOMINO_FIELDS, DOMINO_OPTIONS, DominoSearch
 from stepsim.recipes.maskers import (
+    DECAYING_OPTIONS,
+    MASKING_OPTIONS,
+    TRANSPOSABLE_OPTIONS,
     DecayingMask,
     DynamicLayerwise,
     EveryStepMask,
     FixedMask,
     SoftThresholdMask,
 )
-from stepsim.recipes.optimizers import ADAM_OPTIONS, DENOMINATORS, SGDM, SGDM_OPTIONS, V_STAR, Adam
-from stepsim.recipes.recipe import AllocateFixed, AllocateGreedy, FreezeV, Recipe
+from stepsim.recipes.optimizers import ADAM_OPTIONS, SGDM, SGDM_OPTIONS, Adam
+from stepsim.recipes.recipe import FREEZE_V_OPTIONS, AllocateFixed, AllocateGreedy, FreezeV, Recipe
 from stepsim.recipes.switch import Schedule
 
 # --------------------------------------------------------------------------- registry
@@ -62,16 +65,7 @@ _LAYERWISE = Options({
     "layerwise_m": Option(Int(minimum=1), None, "the M of every layer (none: each spec's)"),
     "layerwise_allocation": Option(Described("table {parameter: N}"), None,
                                    "every sparse layer's N, fixed (no search)"),
-    "domino_vote_ratio": Option(Fraction(), 0.75, "DominoSearch: share of groups that vote"),
-    "domino_check_every": Option(Int(minimum=1), 100, "DominoSearch: steps between N checks"),
-    "domino_penalty_every": Option(Int(minimum=1), 5,
-                                   "DominoSearch: steps between penalty updates"),
-    "domino_decay": Option(Real(minimum=0.0), 2e-4, "DominoSearch: penalty decay"),
-    "domino_erk_weight": Option(Fraction(), 0.5,
-                                "DominoSearch: weight of the ERK share in the penalty"),
-    "domino_deadline": Option(Fraction(), 0.5,
-                              "DominoSearch: share of a layer's sparse phase to search in"),
-})
+}) | DOMINO_OPTIONS  # declared beside DominoSearch, which reads them
 _SRSTE = Options({
     "lam": Option(Real(minimum=0.0), 2e-4, "SR-STE decay lambda on the pruned weights"),
     "placement": Option(_SRSTE_PLACEMENT, "before",
@@ -85,10 +79,7 @@ _STEP_SRSTE = Options({
 _STEP = Options({
     "freeze_v": Option(Bool(), True, "freeze Adam's v at the switch (false: Fig. 8's "
                                      "v-updated)"),
-    "v_star": Option(Choice(*V_STAR), "raw", "the frozen v*: raw v or bias-corrected"),
-    "denominator": Option(Choice(*DENOMINATORS), "paper",
-                          "phase-2 denominator: the paper's or the public code's"),
-}) | _STEP_SRSTE | Options({
+}) | FREEZE_V_OPTIONS | _STEP_SRSTE | Options({
     "switch_at": Option(StepOrFraction(), None, "a fixed switch (none: a criterion decides)"),
     "per_module": Option(Bool(), None, "each module switches on its own criterion (default: "
                                        "true for layer-wise N without switch_at)"),
@@ -96,21 +87,17 @@ _STEP = Options({
 
 # the mask pieces of issue 24 (maskers.EveryStepMask): each a separate option
 MASKED_DECAY = 6e-5  # Hu et al. 2024's alpha for GPT-2 124M (their repo's nanoGPT runs)
-_TRANSPOSABLE = Options({
-    "transposable": Option(Bool(), False, "rows and columns both N:M, for each 2-D weight "
-                                          "M tiles (2:4 exact, other N:M approximate)"),
-})
-_MASKING = _TRANSPOSABLE | Options({
-    "mask_every": Option(Int(minimum=1), 1, "recompute the mask every K steps (reuse between)"),
-    "dense_tail": Option(Fraction(), 0.0, "last fraction of the run trained dense (a dense "
-                                          "result: dense fine-tuning)"),
-})
+_TRANSPOSABLE = TRANSPOSABLE_OPTIONS  # declared beside the maskers, which read them
+_MASKING = _TRANSPOSABLE | MASKING_OPTIONS
 _MASKED_DECAY = Options({
     "decay": Option(Real(minimum=0.0), MASKED_DECAY,
                     "alpha of the masked decay alpha (1 - Pi) w on the gradient, before Adam"),
-    "mask_every": Option(Int(minimum=1), 40, "recompute the mask every K steps (Hu et al.: 40)"),
-    "dense_tail": Option(Fraction(), 1 / 6, "last fraction of the run trained dense "
-                                            "(Hu et al.: 1/6; the result is dense)"),
+    # the masking pieces' constraints, with Hu et al.'s defaults
+    "mask_every": MASKING_OPTIONS["mask_every"]._replace(
+        default=40, help="recompute the mask every K steps (Hu et al.: 40)"),
+    "dense_tail": MASKING_OPTIONS["dense_tail"]._replace(
+        default=1 / 6, help="last fraction of the run trained dense (Hu et al.: 1/6; the "
+                            "result is dense)"),
 }) | _TRANSPOSABLE
 _SSTE_STEP = _STEP.without("freeze_v", "srste_lam", "srste_placement", "layerwise",
                            *_LAYERWISE.names()) | _TRANSPOSABLE
@@ -129,17 +116,11 @@ RECIPE_OPTIONS = {
     "s-ste-step": _SSTE_STEP,
     "decaying-mask": Options({
         "dense_fraction": Option(StepOrFraction(), 0.1, "length of the dense phase"),
-        "decay_rate": Option(Real(minimum=0.0), None,
-                             "c of the pruned weights' scale max(0, 1 - c t) (none: 0)"),
-        "alpha_clock": Option(Choice(*T.ALPHA_CLOCKS), "phase",
-                              "what t counts: steps of the phase or of the frame"),
-    }) | _STEP_SRSTE | _TRANSPOSABLE,
+    }) | DECAYING_OPTIONS | _STEP_SRSTE | _TRANSPOSABLE,
     "layerwise-sr-ste": (_SRSTE | _LAYERWISE).without("layerwise") | _TRANSPOSABLE,
     "layerwise-step": _STEP.without("layerwise") | _TRANSPOSABLE,
 }
-_DOMINO_KEYS = {"domino_vote_ratio": "vote_ratio", "domino_check_every": "check_every",
-                "domino_penalty_every": "penalty_every", "domino_decay": "decay",
-                "domino_erk_weight": "erk_weight", "domino_deadline": "deadline"}
+_DOMINO_KEYS = {option: field for field, option in DOMINO_FIELDS.items()}
 
 
 def _unknown_message(what):

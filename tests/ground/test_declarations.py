@@ -72,10 +72,21 @@ def test_recipe_options_keep_their_order():
     assert recipe_options("dense") == []
 
 
-def test_domino_options_map_onto_dominosearch_fields_with_their_defaults():
-    fields = {f.name: f.default for f in dataclasses.fields(DominoSearch)}
-    for option, field in _DOMINO_KEYS.items():
-        assert RECIPE_OPTIONS["ste"][option].default == fields[field], option
+def test_dominosearch_checks_its_fields_by_the_domino_options_declaration():
+    """DominoSearch's fields read DOMINO_OPTIONS (the recipes' domino_* options): a bad
+    value is refused under the option's name, directly and through make_recipe."""
+    from stepsim.recipes.domino import DOMINO_FIELDS, DOMINO_OPTIONS
+
+    assert {k: RECIPE_OPTIONS["ste"][k] for k in DOMINO_OPTIONS} == DOMINO_OPTIONS.options
+    assert set(_DOMINO_KEYS) == set(DOMINO_OPTIONS)
+    for field, option in DOMINO_FIELDS.items():
+        with pytest.raises((TypeError, ValueError)) as err:
+            DominoSearch(**{field: object()})
+        assert str(err.value).startswith(f"{option} "), str(err.value)
+        if not str(DOMINO_OPTIONS[option].constraint).startswith("int"):
+            with pytest.raises(ValueError, match=rf"^{option} must be finite, got nan$"):
+                make_recipe("ste", layerwise=True, **{option: float("nan")})
+    assert DominoSearch(deadline=None).deadline is None  # the API may search to the end
 
 
 DECLARED = [Adam, SGDM, *CRITERIA.values()]
@@ -125,6 +136,41 @@ def test_declared_gives_defaults_refuses_other_fields_and_runs_the_class_check_a
         class Repeated:
             a: float = 1.5
             b: int
+
+
+def test_the_recipe_pieces_check_their_fields_by_the_declarations_the_recipes_take():
+    """The maskers and FreezeV read the tables the registry composes the recipes from
+    (the masking pieces, the decaying mask, STEP's precondition settings): a bad field is
+    refused under the recipe option's name, and the recipes' tables hold those very
+    declarations."""
+    from stepsim.recipes.maskers import (
+        DECAYING_OPTIONS,
+        MASKING_OPTIONS,
+        TRANSPOSABLE_OPTIONS,
+        DecayingMask,
+        EveryStepMask,
+        SoftThresholdMask,
+    )
+    from stepsim.recipes.recipe import FREEZE_V_OPTIONS, FreezeV
+
+    for recipe, table in (("ste", MASKING_OPTIONS | TRANSPOSABLE_OPTIONS),
+                          ("decaying-mask", DECAYING_OPTIONS), ("step", FREEZE_V_OPTIONS),
+                          ("s-ste-step", FREEZE_V_OPTIONS)):
+        assert all(RECIPE_OPTIONS[recipe][k] is table[k] for k in table), recipe
+    cases = [(EveryStepMask, "every", "mask_every"), (EveryStepMask, "dense_tail", None),
+             (SoftThresholdMask, "every", "mask_every"), (EveryStepMask, "transposable", None),
+             (DecayingMask, "decay_rate", None), (DecayingMask, "alpha_clock", None),
+             (lambda **kw: FreezeV(0.999, 1e-8, "inside", **kw), "v_star", None),
+             (lambda **kw: FreezeV(0.999, 1e-8, "inside", **kw), "denominator", None)]
+    for build, field, option in cases:
+        with pytest.raises((TypeError, ValueError)) as err:
+            build(**{field: object()})
+        assert str(err.value).startswith(f"{option or field} "), str(err.value)
+    with pytest.raises(ValueError, match=r"^dense_tail must be finite, got nan$"):
+        EveryStepMask(dense_tail=float("nan"))
+    # the masked-decay recipe keeps the masking constraints with Hu et al.'s defaults
+    for key in ("mask_every", "dense_tail"):
+        assert RECIPE_OPTIONS["masked-decay"][key].constraint is MASKING_OPTIONS[key].constraint
 
 
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
