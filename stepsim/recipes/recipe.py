@@ -46,11 +46,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from stepsim._ground.options import Choice, Option, Options
+from stepsim._ground.options import Choice, Fraction, Int, Option, Options
 from stepsim._ground.validate import (
     check_choice,
     check_float_array,
-    check_fraction,
     check_int,
 )
 from stepsim.core.sparsity import check_divides, check_specs, sparsity
@@ -138,22 +137,28 @@ class FreezeV:
         return sw._replace(opt=opt)
 
 
+# a layer-wise allocation's target and M as a recipe takes them, declared once: the
+# registry's layer-wise options include this table, AllocateGreedy reads it
+ALLOCATION_OPTIONS = Options({
+    "layerwise_target": Option(Fraction(), None,
+                               "global sparsity of the sparse layers (none: the N:M's)"),
+    "layerwise_m": Option(Int(minimum=1), None, "the M of every layer (none: each spec's)"),
+})
+
+
 @dataclasses.dataclass(frozen=True)
 class AllocateGreedy:
     """One-shot layer-wise N at the first switch: :func:`~allocation.allocate_layerwise`.
 
     target: global sparsity of the sparse layers (None: the one the specs' N:M give);
-    m: the fixed M (None: each spec's M).
+    m: the fixed M (None: each spec's M). Defaults and checks: ALLOCATION_OPTIONS.
     """
 
-    target: float | None = None
-    m: int | None = None
+    target: float | None = ALLOCATION_OPTIONS["layerwise_target"].default
+    m: int | None = ALLOCATION_OPTIONS["layerwise_m"].default
 
-    def __post_init__(self):
-        if self.target is not None:
-            check_fraction("layerwise_target", self.target)
-        if self.m is not None:
-            check_int("layerwise_m", self.m, minimum=1)
+    def __post_init__(self):  # the declared checks, under the recipe options' names
+        ALLOCATION_OPTIONS.check_values(layerwise_target=self.target, layerwise_m=self.m)
 
     def allocate(self, params, specs) -> dict:
         target = self.target

@@ -16,8 +16,6 @@ from stepsim._ground.options import (
     Bool,
     Choice,
     Described,
-    Fraction,
-    Int,
     Option,
     Options,
     Real,
@@ -37,7 +35,14 @@ from stepsim.recipes.maskers import (
     SoftThresholdMask,
 )
 from stepsim.recipes.optimizers import ADAM_OPTIONS, SGDM, SGDM_OPTIONS, Adam
-from stepsim.recipes.recipe import FREEZE_V_OPTIONS, AllocateFixed, AllocateGreedy, FreezeV, Recipe
+from stepsim.recipes.recipe import (
+    ALLOCATION_OPTIONS,
+    FREEZE_V_OPTIONS,
+    AllocateFixed,
+    AllocateGreedy,
+    FreezeV,
+    Recipe,
+)
 from stepsim.recipes.switch import Schedule
 
 # --------------------------------------------------------------------------- registry
@@ -54,18 +59,18 @@ OPTIMIZER_OPTIONS = {
     "sgdm": SGDM_OPTIONS,
 }
 
-# A recipe's options: checked here at the boundary (None = not given: the default).
+# A recipe's options: resolved and checked by make_recipe (None = not given: the default).
+# Tables of a piece's options are declared beside the piece, which reads them (maskers,
+# FreezeV, AllocateGreedy, DominoSearch); the registry composes the recipes' tables.
 _SRSTE_PLACEMENT = Choice(*SRSTE_PLACEMENTS)
 _LAYERWISE = Options({
     "layerwise": Option(Bool(), False, "layer-wise N (each sparse layer its own N:M)"),
     "layerwise_rule": Option(Choice(*LAYERWISE_RULES), "domino",
                              "how layer-wise N is chosen: DominoSearch or one-shot greedy"),
-    "layerwise_target": Option(Fraction(), None,
-                               "global sparsity of the sparse layers (none: the N:M's)"),
-    "layerwise_m": Option(Int(minimum=1), None, "the M of every layer (none: each spec's)"),
+}) | ALLOCATION_OPTIONS | Options({
     "layerwise_allocation": Option(Described("table {parameter: N}"), None,
                                    "every sparse layer's N, fixed (no search)"),
-}) | DOMINO_OPTIONS  # declared beside DominoSearch, which reads them
+}) | DOMINO_OPTIONS
 _SRSTE = Options({
     "lam": Option(Real(minimum=0.0), 2e-4, "SR-STE decay lambda on the pruned weights"),
     "placement": Option(_SRSTE_PLACEMENT, "before",

@@ -151,17 +151,18 @@ def test_the_recipe_pieces_check_their_fields_by_the_declarations_the_recipes_ta
         EveryStepMask,
         SoftThresholdMask,
     )
-    from stepsim.recipes.recipe import FREEZE_V_OPTIONS, FreezeV
+    from stepsim.recipes.recipe import ALLOCATION_OPTIONS, FREEZE_V_OPTIONS, AllocateGreedy, FreezeV
 
     for recipe, table in (("ste", MASKING_OPTIONS | TRANSPOSABLE_OPTIONS),
                           ("decaying-mask", DECAYING_OPTIONS), ("step", FREEZE_V_OPTIONS),
-                          ("s-ste-step", FREEZE_V_OPTIONS)):
+                          ("s-ste-step", FREEZE_V_OPTIONS), ("ste", ALLOCATION_OPTIONS)):
         assert all(RECIPE_OPTIONS[recipe][k] is table[k] for k in table), recipe
     cases = [(EveryStepMask, "every", "mask_every"), (EveryStepMask, "dense_tail", None),
              (SoftThresholdMask, "every", "mask_every"), (EveryStepMask, "transposable", None),
              (DecayingMask, "decay_rate", None), (DecayingMask, "alpha_clock", None),
              (lambda **kw: FreezeV(0.999, 1e-8, "inside", **kw), "v_star", None),
-             (lambda **kw: FreezeV(0.999, 1e-8, "inside", **kw), "denominator", None)]
+             (lambda **kw: FreezeV(0.999, 1e-8, "inside", **kw), "denominator", None),
+             (AllocateGreedy, "target", "layerwise_target"), (AllocateGreedy, "m", "layerwise_m")]
     for build, field, option in cases:
         with pytest.raises((TypeError, ValueError)) as err:
             build(**{field: object()})
