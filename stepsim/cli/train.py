@@ -83,11 +83,12 @@ def add_arguments(parser) -> None:
                         help=choices_text("stepsim.recipes.registry", "OPTIMIZERS")
                              + " (default adam)")
     parser.add_argument("--nm", type=nm, default=None, metavar="N:M",
-                        help="N:M of the sparse layers (default: the problem's, 2:4)")
+                        help="N:M of the sparse layers (default: the problem's nm)")
     parser.add_argument("--steps", type=positive_int, default=None,
                         help="training steps (default 2000)")
     parser.add_argument("--lr", type=float, default=None,
-                        help="learning rate (default: the optimizer's, Adam 1e-3, SGD-M 1e-2)")
+                        help="learning rate (default: the optimizer's declared lr; see "
+                             "--recipe-options)")
     parser.add_argument("--seed", type=seed, default=None,
                         help="seed of init and batches (default 0)")
     parser.add_argument("--eval-every", type=positive_int, default=None, metavar="K",
@@ -105,10 +106,13 @@ def add_arguments(parser) -> None:
     common.add_argument("--teacher-nm", type=nm, default=None, metavar="N:M",
                         help="make the teacher N:M sparse (regression, teacher)")
     common.add_argument("--noise", type=float, default=None, help="label noise std")
-    prob = parser.add_argument_group("synthetic regression problem (--problem regression)")
-    prob.add_argument("--d-in", type=int, default=None, help="input size (default 32)")
-    prob.add_argument("--d-hidden", type=int, default=None, help="hidden size (default 16)")
-    prob.add_argument("--d-out", type=int, default=None, help="output size (default 4)")
+    prob = parser.add_argument_group(
+        "synthetic regression problem (--problem regression)",
+        "each flag is an option of the problem: its default and constraint are the "
+        "problem's declaration (--problem-options)")
+    prob.add_argument("--d-in", type=int, default=None, help="input size")
+    prob.add_argument("--d-hidden", type=int, default=None, help="hidden size")
+    prob.add_argument("--d-out", type=int, default=None, help="output size")
     prob.add_argument("--grad-noise", type=float, default=None,
                       help="std of Gaussian noise added to every gradient entry")
     prob.add_argument("--scale", type=float, default=None, help="input (hence gradient) scale")
