@@ -174,6 +174,51 @@ def test_the_recipe_pieces_check_their_fields_by_the_declarations_the_recipes_ta
         assert RECIPE_OPTIONS["masked-decay"][key].constraint is MASKING_OPTIONS[key].constraint
 
 
+def test_declared_keywords_gives_defaults_checks_and_refuses_a_repeated_default():
+    from stepsim._ground.options import NM, Int, OrNone, Real, declared_keywords
+    from stepsim._ground.validate import NMRatio
+
+    table = Options({"a": Option(Real(minimum=0.0), 1.5, "a"), "nm": Option(NM(), (2, 4), "n"),
+                     "k": Option(OrNone(Int(minimum=1)), None, "k")}, none_is_default=False)
+    seen = []
+
+    class Right:
+        @declared_keywords(table)
+        def __init__(self, *, a, nm, k):
+            seen.append((a, nm, k))
+
+    Right()
+    Right(a=2, nm=[1, 4], k=3)
+    assert seen == [(1.5, (2, 4), None), (2.0, (1, 4), 3)]
+    assert type(seen[1][0]) is float and type(seen[1][1]) is NMRatio  # normalised
+    assert str(inspect.signature(Right)) == "(*, a=1.5, nm=(2, 4), k=None)"
+    with pytest.raises(ValueError, match=r"^a must be finite, got inf$"):
+        Right(a=float("inf"))
+    with pytest.raises(TypeError, match=r"^k must be an integer, got 'x'"):
+        Right(k="x")
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'b'"):
+        Right(b=1)
+    assert len(seen) == 2  # the body never saw a bad value
+    with pytest.raises(TypeError, match=r"keyword-only parameters \['nm', 'a', 'k'\] must be"):
+        declared_keywords(table)(lambda *, nm, a, k: None)
+    with pytest.raises(TypeError, match=r"a's default is the declaration's \(1\.5\); do not"):
+        declared_keywords(table)(lambda *, a=1.5, nm, k: None)
+
+
+def test_resolve_and_check_values_apply_the_declared_constraints():
+    from stepsim._ground.options import Int, Real
+
+    table = Options({"a": Option(Real(minimum=0.0), 1.5, "a"),
+                     "m": Option(Int(minimum=1), None, "m (none: absent)")})
+    assert table.resolve({}) == {"a": 1.5, "m": None}
+    assert table.resolve({"a": None, "m": 2, "other": 0}) == {"a": 1.5, "m": 2}
+    with pytest.raises(ValueError, match=r"^m must be >= 1, got 0$"):
+        table.resolve({"m": 0})
+    table.check_values(a=0.0, m=None)
+    with pytest.raises(ValueError, match=r"^a must be finite, got nan$"):
+        table.check_values(a=float("nan"))
+
+
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
 def test_a_problem_checks_every_option_by_its_declared_constraint(name):
     """The declaration is the problem's validator (stepsim._ground.options.declared_keywords):
