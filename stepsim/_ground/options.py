@@ -7,9 +7,11 @@ derived from it:
 * the option names, in order (``recipe_options``, ``problem_options``, ...);
 * the unknown-option error (:class:`~stepsim._ground.validate.UnknownOptionError`), naming the
   option as the user typed it and listing the valid ones (:meth:`Options.check_known`);
-* type and range validation at the boundary (:meth:`Options.validate`), for options whose
-  constructor does not already check them (``validated=False`` on the table says the
-  constructor does: a dataclass's ``__post_init__`` or a problem's ``__init__``);
+* the defaults and the checks: the declaration *is* the validator. A frozen dataclass reads
+  it with :func:`declared` (optimizers, criteria), a problem's ``__init__`` with
+  :func:`declared_keywords`, a registry with :meth:`Options.resolve` (the recipes); each
+  value is checked by its declared constraint under the name the user typed, so no
+  ``check_*`` copy and no default is written anywhere else;
 * the help text ``stepsim train --recipe-options`` / ``--criterion-options`` /
   ``--problem-options`` print (:meth:`Options.help_lines`).
 
@@ -38,6 +40,8 @@ normalisations)::
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import NamedTuple
 
 from stepsim._ground import validate as V
@@ -45,13 +49,14 @@ from stepsim._ground import validate as V
 
 # ------------------------------------------------------------------------ constraints
 class Constraint:
-    """A kind of value: ``check(name, value)`` raises TypeError/ValueError naming ``name``;
-    ``str(constraint)`` describes it for help text."""
+    """A kind of value: ``check(name, value)`` returns the value normalised (a float as
+    ``float``, an N:M as :class:`~stepsim._ground.validate.NMRatio`, ...) or raises
+    TypeError/ValueError naming ``name``; ``str(constraint)`` describes it for help text."""
 
     text = "any"
 
-    def check(self, name: str, value) -> None:
-        pass
+    def check(self, name: str, value):
+        return value
 
     def __str__(self) -> str:
         return self.text
@@ -73,7 +78,7 @@ class Real(Constraint):
                          f"{hi}{')' if max_open or maximum is None else ']'}")
 
     def check(self, name, value):
-        V.check_real(name, value, **self.kw)
+        return V.check_real(name, value, **self.kw)
 
 
 class Int(Constraint):
@@ -83,14 +88,14 @@ class Int(Constraint):
             f" <= {maximum}" if maximum is not None else "")
 
     def check(self, name, value):
-        V.check_int(name, value, **self.kw)
+        return V.check_int(name, value, **self.kw)
 
 
 class Bool(Constraint):
     text = "true|false"
 
     def check(self, name, value):
-        V.check_bool(name, value)
+        return V.check_bool(name, value)
 
 
 class Choice(Constraint):
@@ -99,35 +104,35 @@ class Choice(Constraint):
         self.text = "|".join(choices)
 
     def check(self, name, value):
-        V.check_choice(name, value, self.choices)
+        return V.check_choice(name, value, self.choices)
 
 
 class StepOrFraction(Constraint):
     text = "step (int >= 0) or fraction of the run (float in [0, 1])"
 
     def check(self, name, value):
-        V.check_step_or_fraction(name, value)
+        return V.check_step_or_fraction(name, value)
 
 
 class Fraction(Constraint):
     text = "fraction in [0, 1]"
 
     def check(self, name, value):
-        V.check_fraction(name, value)
+        return V.check_fraction(name, value)
 
 
 class NM(Constraint):
     text = "N:M"
 
     def check(self, name, value):
-        V.check_nm_pair(name, value)
+        return V.check_nm_pair(name, value)
 
 
 class Widths(Constraint):
     text = "int or ints (e.g. 256,256)"
 
     def check(self, name, value):
-        V.check_widths(name, value)
+        return V.check_widths(name, value)
 
 
 class Described(Constraint):
@@ -145,8 +150,7 @@ class OrNone(Constraint):
         self.text = f"{inner} or none"
 
     def check(self, name, value):
-        if value is not None:
-            self.inner.check(name, value)
+        return None if value is None else self.inner.check(name, value)
 
 
 # ------------------------------------------------------------------------ declarations
@@ -170,18 +174,14 @@ def _show_default(name: str, value) -> str:
 class Options:
     """An ordered table name -> :class:`Option` (module docstring).
 
-    validated: True when :meth:`validate` checks the values at the boundary; False when
-    the owner's constructor checks them (the table then names and documents them).
-    none_is_default: a value of None means "not given" (skipped by :meth:`validate`).
+    none_is_default: a value of None means "not given": :meth:`resolve` gives the default.
     """
 
-    def __init__(self, options: dict, *, validated: bool = True,
-                 none_is_default: bool = True):
+    def __init__(self, options: dict, *, none_is_default: bool = True):
         for name, option in options.items():
             if not isinstance(option, Option):
                 raise TypeError(f"option {name!r} must be declared as an Option, got {option!r}")
         self.options = dict(options)
-        self.validated = validated
         self.none_is_default = none_is_default
 
     # mapping-like
@@ -208,13 +208,13 @@ class Options:
 
     def __or__(self, other: Options) -> Options:
         """Both tables (``other`` after ``self``); the first table's flags."""
-        return Options({**self.options, **other.options}, validated=self.validated,
+        return Options({**self.options, **other.options},
                        none_is_default=self.none_is_default)
 
     def without(self, *names) -> Options:
         """The table without ``names`` (e.g. an option a preset fixes)."""
         return Options({k: v for k, v in self.options.items() if k not in names},
-                       validated=self.validated, none_is_default=self.none_is_default)
+                       none_is_default=self.none_is_default)
 
     # derived
     def unknown(self, given) -> list[str]:
@@ -230,16 +230,28 @@ class Options:
         if unknown:
             raise V.UnknownOptionError(message(unknown, sorted(self.options)))
 
-    def validate(self, given) -> None:
-        """Check each given value against its constraint, under its own name (when
-        ``validated``; unknown names are :meth:`check_known`'s)."""
-        if not self.validated:
-            return
-        for name, value in given.items():
-            option = self.options.get(name)
-            if option is None or (value is None and self.none_is_default):
-                continue
-            option.constraint.check(name, value)
+    def resolve(self, given) -> dict:
+        """Every declared option's value: the given one, else the default (also for a given
+        None when ``none_is_default``), checked and normalised by its constraint under its
+        own name. A None whose declared default is None means "absent" and is kept unchecked.
+        Names ``given`` holds beyond the table are left out (:meth:`check_known`'s)."""
+        out = {}
+        for name, option in self.options.items():
+            value = given.get(name, option.default)
+            if value is None and self.none_is_default:
+                value = option.default
+            absent = value is None and option.default is None
+            out[name] = None if absent else option.constraint.check(name, value)
+        return out
+
+    def check_values(self, **values) -> None:
+        """Check ``values`` (option name -> value) by their declared constraints, each under
+        its name: for a piece whose fields are some of the table's options. A None whose
+        declared default is None means "absent" and passes."""
+        for name, value in values.items():
+            option = self.options[name]
+            if not (value is None and option.default is None):
+                option.constraint.check(name, value)
 
     def check_fields(self, obj) -> None:
         """Check every declared option's value on ``obj`` (its attribute of that name)
@@ -261,7 +273,9 @@ def declared(table: Options):
     """Class decorator (under ``@dataclasses.dataclass``): the class's annotated fields are
     exactly ``table``'s options, in its order (a TypeError at import otherwise); each gets
     the declared default, and ``__post_init__`` first checks every field against its
-    declared constraint (:meth:`Options.check_fields`), then runs the class's own."""
+    declared constraint (:meth:`Options.check_fields`), then runs the class's own.
+    An option declared with default None whose constraint does not take None (``Int()``,
+    not ``OrNone(Int())``) is required: its field gets no default (e.g. FixedStep's k0)."""
 
     def decorate(cls):
         fields = list(cls.__dict__.get("__annotations__", {}))
@@ -272,7 +286,8 @@ def declared(table: Options):
             if name in cls.__dict__:
                 raise TypeError(f"{cls.__name__}.{name}: the default is the declaration's "
                                 f"({option.default!r}); do not repeat it")
-            setattr(cls, name, option.default)
+            if option.default is not None or isinstance(option.constraint, OrNone):
+                setattr(cls, name, option.default)
         own = cls.__dict__.get("__post_init__")
 
         def __post_init__(self):
@@ -283,6 +298,40 @@ def declared(table: Options):
         cls.__post_init__ = __post_init__
         cls.OPTIONS = table
         return cls
+
+    return decorate
+
+
+def declared_keywords(table: Options):
+    """Function decorator (a problem's ``__init__``): its keyword-only parameters are exactly
+    ``table``'s options, in its order, written without defaults (a TypeError at import
+    otherwise). They get the declared defaults (``__kwdefaults__``: ``help()`` and
+    ``inspect.signature`` show them), and every call passes the body each option's value
+    checked and normalised by its declared constraint (:meth:`Options.resolve`), so the
+    body keeps only checks across options. A keyword the table does not declare reaches
+    the body unchanged (Python's own "unexpected keyword argument" TypeError)."""
+
+    def decorate(function):
+        params = [p for p in inspect.signature(function).parameters.values()
+                  if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        if [p.name for p in params] != table.names():
+            raise TypeError(f"{function.__qualname__}'s keyword-only parameters "
+                            f"{[p.name for p in params]} must be its declared options "
+                            f"{table.names()}, in that order")
+        for p in params:
+            if p.default is not inspect.Parameter.empty:
+                raise TypeError(f"{function.__qualname__}: {p.name}'s default is the "
+                                f"declaration's ({table[p.name].default!r}); do not repeat it")
+        function.__kwdefaults__ = table.defaults()
+
+        @functools.wraps(function)
+        def checked(*args, **given):
+            values = table.resolve(given)
+            extra = {k: v for k, v in given.items() if k not in values}
+            return function(*args, **values, **extra)
+
+        checked.OPTIONS = table
+        return checked
 
     return decorate
 
@@ -302,4 +351,5 @@ __all__ = [
     "StepOrFraction",
     "Widths",
     "declared",
+    "declared_keywords",
 ]

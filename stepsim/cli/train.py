@@ -83,11 +83,12 @@ def add_arguments(parser) -> None:
                         help=choices_text("stepsim.recipes.registry", "OPTIMIZERS")
                              + " (default adam)")
     parser.add_argument("--nm", type=nm, default=None, metavar="N:M",
-                        help="N:M of the sparse layers (default: the problem's, 2:4)")
+                        help="N:M of the sparse layers (default: the problem's nm)")
     parser.add_argument("--steps", type=positive_int, default=None,
                         help="training steps (default 2000)")
     parser.add_argument("--lr", type=float, default=None,
-                        help="learning rate (default: the optimizer's, Adam 1e-3, SGD-M 1e-2)")
+                        help="learning rate (default: the optimizer's declared lr; see "
+                             "--recipe-options)")
     parser.add_argument("--seed", type=seed, default=None,
                         help="seed of init and batches (default 0)")
     parser.add_argument("--eval-every", type=positive_int, default=None, metavar="K",
@@ -105,10 +106,13 @@ def add_arguments(parser) -> None:
     common.add_argument("--teacher-nm", type=nm, default=None, metavar="N:M",
                         help="make the teacher N:M sparse (regression, teacher)")
     common.add_argument("--noise", type=float, default=None, help="label noise std")
-    prob = parser.add_argument_group("synthetic regression problem (--problem regression)")
-    prob.add_argument("--d-in", type=int, default=None, help="input size (default 32)")
-    prob.add_argument("--d-hidden", type=int, default=None, help="hidden size (default 16)")
-    prob.add_argument("--d-out", type=int, default=None, help="output size (default 4)")
+    prob = parser.add_argument_group(
+        "synthetic regression problem (--problem regression)",
+        "each flag is an option of the problem: its default and constraint are the "
+        "problem's declaration (--problem-options)")
+    prob.add_argument("--d-in", type=int, default=None, help="input size")
+    prob.add_argument("--d-hidden", type=int, default=None, help="hidden size")
+    prob.add_argument("--d-out", type=int, default=None, help="output size")
     prob.add_argument("--grad-noise", type=float, default=None,
                       help="std of Gaussian noise added to every gradient entry")
     prob.add_argument("--scale", type=float, default=None, help="input (hence gradient) scale")
@@ -117,10 +121,15 @@ def add_arguments(parser) -> None:
 
 
 def problem_options_from(args) -> dict:
-    """The problem's keyword options from the flags that were given and ``-p KEY=VALUE``."""
-    from stepsim.problems import problem_options
+    """The problem's keyword options from the flags that were given and ``-p KEY=VALUE``.
 
-    allowed = set(problem_options(args.problem))
+    A flag's value goes through the problem's declared constraint of its option, under the
+    flag's name (``--batch-size must be >= 1, got 0``, ``--noise must be finite, got nan``);
+    ``-p`` values are checked by the problem itself, under their keys."""
+    from stepsim.problems.registry import problem_declaration
+
+    declared = problem_declaration(args.problem)
+    allowed = set(declared)
     opts = key_values(args.problem_option, "--problem-option", _value)
     for dest, option in _PROBLEM_FLAGS.items():
         value = getattr(args, dest)
@@ -132,7 +141,7 @@ def problem_options_from(args) -> dict:
                              f"option {option!r}); its options: {sorted(allowed)}")
         if option in opts:
             raise ValueError(f"{flag} and -p {option}=... both given; use one")
-        opts[option] = value
+        opts[option] = declared[option].constraint.check(flag, value)
     return opts
 
 
@@ -188,9 +197,14 @@ def run_spec(args):
     nm = problem_opts.pop("nm", None)  # --nm and -p nm=N:M: the run's N:M (one door)
     recipe_opts = key_values(args.option, "--option", _value)
     if args.lr is not None:
+        from stepsim._ground.validate import check_choice
+        from stepsim.recipes.registry import OPTIMIZER_OPTIONS, OPTIMIZERS
+
         if "lr" in recipe_opts:
             raise ValueError("--lr and -o lr=... both given; use one")
-        recipe_opts["lr"] = args.lr
+        check_choice("optimizer", args.optimizer, OPTIMIZERS)  # whose declared lr
+        recipe_opts["lr"] = OPTIMIZER_OPTIONS[args.optimizer]["lr"].constraint.check(
+            "--lr", args.lr)
     crit_opts = key_values(args.criterion_option, "--criterion-option", _value)
     name = args.criterion
     if name is not None and name.lower() == "none":

@@ -18,8 +18,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._ground.options import NM, Bool, Choice, Described, Int, Option, Options, Real, Widths
-from stepsim._ground.validate import check_int, check_memory, check_real, check_widths
+from stepsim._ground.options import (
+    NM,
+    Bool,
+    Choice,
+    Described,
+    Int,
+    Option,
+    Options,
+    Real,
+    Widths,
+    declared_keywords,
+)
+from stepsim._ground.validate import check_memory
 from stepsim.nn import _fused
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
@@ -60,7 +71,8 @@ class Digits:
     and ``sample_batch`` take the caller's generator).
     """
 
-    #: the options, declared once (stepsim._ground.options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options): the defaults and checks of
+    #: __init__'s keywords
     OPTIONS = Options({
         "hidden": Option(Widths(), (256, 256), "hidden layer widths"),
         "activation": Option(Choice(*ACTIVATIONS), "relu", "hidden activation"),
@@ -72,20 +84,17 @@ class Digits:
         "bias": Option(Bool(), True, "Linear layers have biases"),
         "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of the train/test split"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
-    def __init__(self, *, hidden: tuple[int, ...] = (256, 256), activation: str = "relu",
-                 sparsify: str = "all", nm: tuple[int, int] = (2, 4), batch_size: int = 128,
-                 test_fraction: float = 0.2, bias: bool = True, dtype=np.float32,
-                 seed: int = 0):
-        hidden = check_widths("hidden", hidden)
+    @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
+    def __init__(self, *, hidden: tuple[int, ...], activation: str, sparsify: str,
+                 nm: tuple[int, int], batch_size: int, test_fraction: float, bias: bool, dtype,
+                 seed: int):
         self.mlp = MLP((64, *hidden, 10), activation=activation, sparsify=sparsify, nm=nm,
                        bias=bias)
-        self.batch_size = check_int("batch_size", batch_size, minimum=1)
-        self.test_fraction = check_real("test_fraction", test_fraction, minimum=0.0,
-                                        maximum=1.0, min_open=True, max_open=True)
+        self.batch_size, self.test_fraction = batch_size, test_fraction
         self.dtype = _float_dtype(dtype)
-        self.seed = check_int("seed", seed, minimum=0)
+        self.seed = seed
         self.specs = self.mlp.specs()
         # parameters with Adam's m, v and copies, plus activations of the largest evaluation
         check_memory(f"digits MLP {self.mlp.sizes}", self.dtype.itemsize * (

@@ -22,8 +22,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._ground.options import NM, Bool, Described, Int, Option, Options, Real
-from stepsim._ground.validate import check_int, check_nm_pair
+from stepsim._ground.options import (
+    NM,
+    Bool,
+    Described,
+    Int,
+    Option,
+    Options,
+    Real,
+    declared_keywords,
+)
 from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import transformer as tr
 from stepsim.problems.markov import MarkovLanguage
@@ -53,7 +61,8 @@ class LanguageModel:
         threads are set by ``fit`` (``blas_threads``, default 1), not by the problem.
     """
 
-    #: the options, declared once (stepsim._ground.options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options): the defaults and checks of
+    #: __init__'s keywords
     OPTIONS = Options({
         "vocab": Option(Int(minimum=2), 16, "tokens V"),
         "order": Option(Int(minimum=1), 2, "order k of the Markov language"),
@@ -74,32 +83,27 @@ class LanguageModel:
         "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
         "kernels": Option(Bool(), True, "numba element-wise kernels (else NumPy layers)"),
         "seed": Option(Int(minimum=0), 0, "seed of the language and the test set"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
-    def __init__(self, *, vocab: int = 16, order: int = 2, temperature: float = 0.5,
-                 context: int = 32, width: int = 64, blocks: int = 2, heads: int = 4,
-                 mlp_ratio: int = 4, tied: bool = False, bias: bool = True,
-                 sparse: tuple[str, ...] | None = None, nm: tuple[int, int] = (2, 4),
-                 batch_size: int = 32, n_test: int = 512, dtype=np.float32,
-                 kernels: bool = True, seed: int = 0):
-        for name, flag in (("tied", tied), ("bias", bias), ("kernels", kernels)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise TypeError(f"{name} must be True or False, got {flag!r}")
+    @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
+    def __init__(self, *, vocab: int, order: int, temperature: float, context: int,
+                 width: int, blocks: int, heads: int, mlp_ratio: int, tied: bool, bias: bool,
+                 sparse: tuple[str, ...] | None, nm: tuple[int, int], batch_size: int,
+                 n_test: int, dtype, kernels: bool, seed: int):
         self.language = MarkovLanguage(vocab=vocab, order=order, temperature=temperature,
                                        seed=seed)
         self.model = tr.TransformerConfig(vocab=vocab, context=context, width=width,
                                           blocks=blocks, heads=heads, mlp_ratio=mlp_ratio,
-                                          tied=bool(tied), bias=bool(bias))
+                                          tied=tied, bias=bias)
         if context < order:
             raise ValueError(f"context = {context} must be >= order = {order}")
-        self.batch_size = check_int("batch_size", batch_size, minimum=1)
-        self.n_test = check_int("n_test", n_test, minimum=1)
+        self.batch_size, self.n_test = batch_size, n_test
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")
-        self.kernels = bool(kernels)
+        self.kernels = kernels
         self.seed = seed
-        self.nm = check_nm_pair("nm", nm)
+        self.nm = nm
         names = tr.linear_names(self.model)
         if isinstance(sparse, str):  # one kind, or "wq,wk" as the command line gives it
             kinds = tuple(kind.strip() for kind in sparse.split(",") if kind.strip())

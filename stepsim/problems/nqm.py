@@ -46,15 +46,18 @@ import math
 import numpy as np
 
 from stepsim._ground import libm as _libm
-from stepsim._ground.options import NM, Bool, Described, Int, Option, Options, OrNone, Real
-from stepsim._ground.validate import (
-    check_beta,
-    check_bool,
-    check_int,
-    check_memory,
-    check_nm_pair,
-    check_real,
+from stepsim._ground.options import (
+    NM,
+    Bool,
+    Described,
+    Int,
+    Option,
+    Options,
+    OrNone,
+    Real,
+    declared_keywords,
 )
+from stepsim._ground.validate import check_beta, check_int, check_memory, check_real
 from stepsim.core.sparsity import ParamSpec
 
 
@@ -180,7 +183,8 @@ class NoisyQuadratic:
     generator).
     """
 
-    #: the options, declared once (stepsim._ground.options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options); the defaults and checks
+    #: of __init__'s keywords
     OPTIONS = Options({
         "dim": Option(Int(minimum=1), 256, "dimensions d"),
         "alpha": Option(Real(minimum=0.0), 1.0, "curvature decay: h_i ~ i^-alpha"),
@@ -196,29 +200,21 @@ class NoisyQuadratic:
         "w_star_nm": Option(OrNone(NM()), None, "make w* N:M sparse"),
         "dtype": Option(Described("float32|float64"), np.float64, "parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of w*"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
-    def __init__(self, *, dim: int = 256, alpha: float = 1.0, h_max: float = 1.0,
-                 c_scale: float = 1.0, c_power: float = 1.0, batch_size: int = 1,
-                 w_star_scale: float = 1.0, init_scale: float = 1.0,
-                 nm: tuple[int, int] = (2, 4), sparse: bool = True, replicas: int = 1,
-                 w_star_nm: tuple[int, int] | None = None, dtype=np.float64, seed: int = 0):
-        self.dim = check_int("dim", dim, minimum=1)
-        self.alpha = check_real("alpha", alpha, minimum=0.0)
-        self.h_max = check_real("h_max", h_max, minimum=0.0, min_open=True)
-        self.c_scale = check_real("c_scale", c_scale, minimum=0.0)
-        self.c_power = check_real("c_power", c_power)
-        self.batch_size = check_int("batch_size", batch_size, minimum=1)
-        self.w_star_scale = check_real("w_star_scale", w_star_scale, minimum=0.0)
-        self.init_scale = check_real("init_scale", init_scale, minimum=0.0)
-        self.nm = check_nm_pair("nm", nm)
-        self.sparse = check_bool("sparse", sparse)
-        self.replicas = check_int("replicas", replicas, minimum=1)
-        self.w_star_nm = None if w_star_nm is None else check_nm_pair("w_star_nm", w_star_nm)
+    @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
+    def __init__(self, *, dim: int, alpha: float, h_max: float, c_scale: float,
+                 c_power: float, batch_size: int, w_star_scale: float, init_scale: float,
+                 nm: tuple[int, int], sparse: bool, replicas: int,
+                 w_star_nm: tuple[int, int] | None, dtype, seed: int):
+        self.dim, self.alpha, self.h_max = dim, alpha, h_max
+        self.c_scale, self.c_power, self.batch_size = c_scale, c_power, batch_size
+        self.w_star_scale, self.init_scale = w_star_scale, init_scale
+        self.nm, self.sparse, self.replicas, self.w_star_nm = nm, sparse, replicas, w_star_nm
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")
-        self.seed = check_int("seed", seed, minimum=0)
+        self.seed = seed
         self.shape = (self.replicas, self.dim)
         if self.sparse and self.dim % self.nm[1]:
             raise ValueError(f"dim = {self.dim} must be divisible by M = {self.nm[1]} "

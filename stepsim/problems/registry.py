@@ -48,9 +48,9 @@ def problem_options(name: str) -> list[str]:
 
 def make_problem(name: str, **options):
     """Build problem ``name`` with ``options``; unknown options raise UnknownOptionError
-    (a ValueError) naming them."""
+    (a ValueError) naming them; a bad value, a TypeError/ValueError from its declared
+    constraint (the problem's ``OPTIONS``, applied by its constructor) naming it."""
     declared = problem_declaration(name)
     declared.check_known(options, lambda unknown, valid: (
         f"unknown option(s) {unknown} for problem {name!r}; choose from {valid}"))
-    declared.validate(options)
     return problem_class(name)(**options)

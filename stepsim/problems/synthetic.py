@@ -26,8 +26,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim._ground.options import NM, Bool, Described, Int, Option, Options, OrNone, Real
-from stepsim._ground.validate import check_bool, check_int, check_memory, check_nm_pair, check_real
+from stepsim._ground.options import (
+    NM,
+    Bool,
+    Described,
+    Int,
+    Option,
+    Options,
+    OrNone,
+    Real,
+    declared_keywords,
+)
+from stepsim._ground.validate import check_memory
 from stepsim.core.sparsity import ParamSpec
 
 
@@ -54,7 +64,8 @@ class SyntheticRegression:
     take the caller's generator. dtype: np.float32 or np.float64 (data and parameters).
     """
 
-    #: the options, declared once (stepsim._ground.options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options): the defaults and checks of
+    #: __init__'s keywords
     OPTIONS = Options({
         "d_in": Option(Int(minimum=1), 32, "input size"),
         "d_hidden": Option(Int(minimum=1), 16, "hidden size"),
@@ -71,31 +82,24 @@ class SyntheticRegression:
         "bias": Option(Bool(), True, "Linear layers have biases"),
         "dtype": Option(Described("float32|float64"), np.float64, "data and parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of the data"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
-    def __init__(self, *, d_in: int = 32, d_hidden: int = 16, d_out: int = 4,
-                 n_samples: int = 512, n_test: int = 256, batch_size: int = 16,
-                 noise: float = 0.1, grad_noise: float = 0.0, scale: float = 1.0,
-                 condition: float = 10.0, teacher_nm: tuple[int, int] | None = None,
-                 nm: tuple[int, int] = (2, 4), bias: bool = True, dtype=np.float64,
-                 seed: int = 0):
-        self.d_in = check_int("d_in", d_in, minimum=1)
-        self.d_hidden = check_int("d_hidden", d_hidden, minimum=1)
-        self.d_out = check_int("d_out", d_out, minimum=1)
-        self.n_samples = check_int("n_samples", n_samples, minimum=1)
-        self.n_test = check_int("n_test", n_test, minimum=1)
-        self.batch_size = check_int("batch_size", batch_size, minimum=1)
-        self.noise = check_real("noise", noise, minimum=0.0)
-        self.grad_noise = check_real("grad_noise", grad_noise, minimum=0.0)
-        self.scale = check_real("scale", scale, minimum=0.0, min_open=True)
-        self.condition = check_real("condition", condition, minimum=1.0)
+    @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
+    def __init__(self, *, d_in: int, d_hidden: int, d_out: int, n_samples: int, n_test: int,
+                 batch_size: int, noise: float, grad_noise: float, scale: float,
+                 condition: float, teacher_nm: tuple[int, int] | None, nm: tuple[int, int],
+                 bias: bool, dtype, seed: int):
+        self.d_in, self.d_hidden, self.d_out = d_in, d_hidden, d_out
+        self.n_samples, self.n_test, self.batch_size = n_samples, n_test, batch_size
+        self.noise, self.grad_noise, self.scale = noise, grad_noise, scale
+        self.condition = condition
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")
-        self.bias = check_bool("bias", bias)
-        n, m = check_nm_pair("nm", nm)
+        self.bias = bias
+        n, m = nm
         self.nm = (n, m)
-        self.teacher_nm = None if teacher_nm is None else check_nm_pair("teacher_nm", teacher_nm)
+        self.teacher_nm = teacher_nm
         self.seed = seed
         sparse = ParamSpec(n, m, axis=-1)
         self.specs = {"w1": sparse, "w2": sparse}

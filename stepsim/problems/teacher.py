@@ -31,16 +31,18 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._ground.options import (
-    NM, Choice, Described, Int, Option, Options, OrNone, Real, Widths,
+    NM,
+    Choice,
+    Described,
+    Int,
+    Option,
+    Options,
+    OrNone,
+    Real,
+    Widths,
+    declared_keywords,
 )
-from stepsim._ground.validate import (
-    check_choice,
-    check_int,
-    check_memory,
-    check_nm_pair,
-    check_real,
-    check_widths,
-)
+from stepsim._ground.validate import check_memory
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
 
@@ -66,7 +68,8 @@ class TeacherStudent:
     generator).
     """
 
-    #: the options, declared once (stepsim._ground.options); __init__ checks the values
+    #: the options, declared once (stepsim._ground.options): the defaults and checks of
+    #: __init__'s keywords
     OPTIONS = Options({
         "d_in": Option(Int(minimum=1), 64, "input size"),
         "hidden": Option(Widths(), (256,), "hidden layer widths (student and teacher)"),
@@ -83,28 +86,22 @@ class TeacherStudent:
         "batch_size": Option(Int(minimum=1), 128, "minibatch size"),
         "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of the teacher and the data"),
-    }, validated=False, none_is_default=False)
+    }, none_is_default=False)
 
-    def __init__(self, *, d_in: int = 64, hidden: tuple[int, ...] = (256,), d_out: int = 10,
-                 activation: str = "relu", sparsify: str = "all",
-                 nm: tuple[int, int] = (2, 4), teacher_nm: tuple[int, int] | None = (2, 4),
-                 task: str = "classification", noise: float = 0.0,
-                 n_train: int | None = None, n_test: int = 2048, batch_size: int = 128,
-                 dtype=np.float32, seed: int = 0):
-        hidden = check_widths("hidden", hidden)
-        self.mlp = MLP((check_int("d_in", d_in, minimum=1), *hidden,
-                        check_int("d_out", d_out, minimum=1)),
-                       activation=activation, sparsify=sparsify, nm=nm)
-        self.task = check_choice("task", task, TASKS)
+    @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
+    def __init__(self, *, d_in: int, hidden: tuple[int, ...], d_out: int, activation: str,
+                 sparsify: str, nm: tuple[int, int], teacher_nm: tuple[int, int] | None,
+                 task: str, noise: float, n_train: int | None, n_test: int, batch_size: int,
+                 dtype, seed: int):
+        self.mlp = MLP((d_in, *hidden, d_out), activation=activation, sparsify=sparsify, nm=nm)
+        self.task = task
         if self.task == "classification" and d_out < 2:
             raise ValueError(f"classification needs d_out >= 2 classes, got {d_out}")
-        self.noise = check_real("noise", noise, minimum=0.0)
-        self.n_train = None if n_train is None else check_int("n_train", n_train, minimum=1)
-        self.n_test = check_int("n_test", n_test, minimum=1)
-        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.noise, self.n_train, self.n_test = noise, n_train, n_test
+        self.batch_size = batch_size
         self.dtype = _float_dtype(dtype)
-        self.seed = check_int("seed", seed, minimum=0)
-        self.teacher_nm = None if teacher_nm is None else check_nm_pair("teacher_nm", teacher_nm)
+        self.seed = seed
+        self.teacher_nm = teacher_nm
         self.specs = self.mlp.specs()
         if self.teacher_nm is not None:
             self.teacher_mlp = MLP(self.mlp.sizes, activation=activation, sparsify=sparsify,

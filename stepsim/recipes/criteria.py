@@ -59,7 +59,6 @@ from stepsim._ground.options import (
 from stepsim._ground.switch_steps import CLIP_BOUNDS, clip_steps, fraction_to_step, robust_floor
 from stepsim._ground.validate import (
     check_choice,
-    check_fraction,
     check_int,
     check_open_unit,
     check_step_or_fraction,
@@ -194,16 +193,23 @@ class RingMean(NamedTuple):
 # ---------------------------------------------------------------------- fixed criteria
 
 
+FIXED_STEP_OPTIONS = Options({
+    "k0": Option(Int(minimum=1), None, "the switch step (required)"),
+}, none_is_default=False)
+FIXED_FRACTION_OPTIONS = Options({
+    "fraction": Option(Fraction(), None, "the switch step as a fraction of the run (required)"),
+}, none_is_default=False)
+
+
 @dataclasses.dataclass(frozen=True)
+@declared(FIXED_STEP_OPTIONS)
 class FixedStep:
-    """Switch at a fixed step k0 (fires when ``step == k0``)."""
+    """Switch at a fixed step k0 (fires when ``step == k0``); k0 is required, an int >= 1
+    (checked by its declaration, FIXED_STEP_OPTIONS)."""
 
     k0: int
     stats_on = "v"
     needs_log = False
-
-    def __post_init__(self):
-        check_int("k0", self.k0, minimum=1)
 
     def init(self, total_steps: int) -> FiredState:
         return FiredState(k0=self.k0)
@@ -215,18 +221,17 @@ class FixedStep:
 
 
 @dataclasses.dataclass(frozen=True)
+@declared(FIXED_FRACTION_OPTIONS)
 class FixedFraction:
     """Switch after a fixed fraction of the run: k0 = max(1, ceil(fraction * total_steps)).
 
-    The paper's Figure 7 sweep. A fraction of 1.0 switches at the last step.
+    The paper's Figure 7 sweep. A fraction of 1.0 switches at the last step. fraction is
+    required, in [0, 1] (checked by its declaration, FIXED_FRACTION_OPTIONS).
     """
 
     fraction: float
     stats_on = "v"
     needs_log = False
-
-    def __post_init__(self):
-        check_fraction("fraction", self.fraction)
 
     def step_for(self, total_steps: int) -> int:
         return fraction_to_step(self.fraction, total_steps)
@@ -242,8 +247,8 @@ class FixedFraction:
 
 
 # ---------------------------------------------------------- options, declared once
-# a criterion's options (stepsim._ground.options): AutoSwitch, Agarwal and Tang read their
-# defaults and checks from these (declared); the fixed criteria check their one field
+# a criterion's options (stepsim._ground.options): each criterion's dataclass reads its
+# defaults and checks from its table (declared; the fixed criteria's are above them)
 _STATS_ON = Option(Choice("v", "vhat"), "v", "watch raw v (paper) or bias-corrected v-hat")
 _WINDOW_LENGTH = Option(OrNone(Int(minimum=1)), None,
                         "the window T_w in steps (none: floor(1 / (1 - beta2)))")
@@ -266,14 +271,14 @@ AUTOSWITCH_OPTIONS = Options({
                     f"clip: earliest switch (none: {CLIP_BOUNDS[0]})"),
     "t_max": Option(OrNone(StepOrFraction()), None,
                     f"clip: latest switch (none: {CLIP_BOUNDS[1]})"),
-}, validated=False, none_is_default=False)
+}, none_is_default=False)
 
 AGARWAL_OPTIONS = Options({
     "threshold": Option(Real(minimum=0.0, min_open=True), 0.5,
                         "fire when the relative change of ||v|| is below this"),
     "norm": Option(Choice("l1", "l2"), "l2", "the norm of v"),
     "stats_on": _STATS_ON,
-}, validated=False, none_is_default=False)
+}, none_is_default=False)
 
 TANG_OPTIONS = Options({
     "threshold": Option(Real(minimum=0.0, min_open=True), 0.96,
@@ -282,7 +287,7 @@ TANG_OPTIONS = Options({
                     "Adam's beta2 (sets T_w; default: the watched Adam's)"),
     "window_length": _WINDOW_LENGTH,
     "stats_on": _STATS_ON,
-}, validated=False, none_is_default=False)
+}, none_is_default=False)
 
 
 # ------------------------------------------------------------------------- AutoSwitch
@@ -566,13 +571,8 @@ CRITERION_OPTIONS = {
     "autoswitch": AUTOSWITCH_OPTIONS,
     "agarwal": AGARWAL_OPTIONS,
     "tang": TANG_OPTIONS,
-    "fixed-step": Options({
-        "k0": Option(Int(minimum=1), None, "the switch step (required)"),
-    }, validated=False, none_is_default=False),
-    "fixed-fraction": Options({
-        "fraction": Option(Fraction(), None,
-                           "the switch step as a fraction of the run (required)"),
-    }, validated=False, none_is_default=False),
+    "fixed-step": FIXED_STEP_OPTIONS,
+    "fixed-fraction": FIXED_FRACTION_OPTIONS,
 }
 
 

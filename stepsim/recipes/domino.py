@@ -59,6 +59,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stepsim._ground.options import Fraction, Int, Option, Options, Real
 from stepsim._ground.validate import check_fraction, check_int, check_real
 from stepsim.core.sparsity import check_divides
 
@@ -214,6 +215,29 @@ class DominoState(NamedTuple):
     done: bool = False
 
 
+# DominoSearch's options as a recipe takes them (-o domino_*=...), declared once: the
+# registry's layer-wise options include this table, and DominoSearch's fields read their
+# defaults and checks from it (DOMINO_FIELDS: field -> option), under the option's name
+DOMINO_OPTIONS = Options({
+    "domino_vote_ratio": Option(Fraction(), 0.75, "DominoSearch: share of groups that vote"),
+    "domino_check_every": Option(Int(minimum=1), 100, "DominoSearch: steps between N checks"),
+    "domino_penalty_every": Option(Int(minimum=1), 5,
+                                   "DominoSearch: steps between penalty updates"),
+    "domino_decay": Option(Real(minimum=0.0), 2e-4, "DominoSearch: penalty decay"),
+    "domino_erk_weight": Option(Fraction(), 0.5,
+                                "DominoSearch: weight of the ERK share in the penalty"),
+    "domino_deadline": Option(Fraction(), 0.5,
+                              "DominoSearch: share of a layer's sparse phase to search in"),
+})
+DOMINO_FIELDS = {"vote_ratio": "domino_vote_ratio", "check_every": "domino_check_every",
+                 "penalty_every": "domino_penalty_every", "decay": "domino_decay",
+                 "erk_weight": "domino_erk_weight", "deadline": "domino_deadline"}
+
+
+def _declared(field: str):
+    return DOMINO_OPTIONS[DOMINO_FIELDS[field]].default
+
+
 @dataclasses.dataclass(frozen=True)
 class DominoSearch:
     """DominoSearch's dynamic N per layer, as a recipe's mask (module docstring).
@@ -222,33 +246,31 @@ class DominoSearch:
     m: the M of every sparse layer (None: each spec's M); a power of two >= 2. The other
     fields are the public code's constants (vote_ratio 0.75, check_every 100 steps,
     penalty_every 5 steps, decay, its doubling steps, erk_weight 0.5, tolerance 1e-3), and
-    stepsim's ``deadline`` (a fraction of each layer's sparse phase; see the module).
+    stepsim's ``deadline`` (a fraction of each layer's sparse phase; see the module; None:
+    no deadline). The recipe options' defaults and checks: DOMINO_OPTIONS.
     """
 
     target: float | None = None
     m: int | None = None
-    vote_ratio: float = 0.75
-    check_every: int = 100
-    penalty_every: int = 5
-    decay: float = 2e-4
+    vote_ratio: float = _declared("vote_ratio")
+    check_every: int = _declared("check_every")
+    penalty_every: int = _declared("penalty_every")
+    decay: float = _declared("decay")
     decay_doubling: tuple[int, ...] = DECAY_DOUBLING
-    erk_weight: float = 0.5
+    erk_weight: float = _declared("erk_weight")
     tolerance: float = 1e-3
-    deadline: float | None = 0.5
+    deadline: float | None = _declared("deadline")
 
     def __post_init__(self):
         if self.target is not None:
             check_fraction("layerwise_target", self.target)
         if self.m is not None:
             check_int("layerwise_m", self.m, minimum=2)
-        check_fraction("domino_vote_ratio", self.vote_ratio)
-        check_int("domino_check_every", self.check_every, minimum=1)
-        check_int("domino_penalty_every", self.penalty_every, minimum=1)
-        check_real("domino_decay", self.decay, minimum=0.0)
-        check_fraction("domino_erk_weight", self.erk_weight)
+        for field, option in DOMINO_FIELDS.items():
+            value = getattr(self, field)
+            if not (field == "deadline" and value is None):  # None: no deadline (the API's)
+                DOMINO_OPTIONS[option].constraint.check(option, value)
         check_real("domino_tolerance", self.tolerance, minimum=0.0)
-        if self.deadline is not None:
-            check_fraction("domino_deadline", self.deadline)
 
     # ---------------------------------------------------------------- helpers
     def _m(self, spec) -> int:

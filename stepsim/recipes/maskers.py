@@ -26,9 +26,29 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from stepsim._ground.validate import check_bool, check_choice, check_fraction, check_int, check_real
+from stepsim._ground.options import Bool, Choice, Fraction, Int, Option, Options, Real
 from stepsim.recipes import transforms as T
 from stepsim.recipes.domino import DominoSearch
+
+# ------------------------------------------------------------ options, declared once
+# a masker's options as a recipe takes them (-o KEY=VALUE): the registry composes its
+# recipes' tables from these, and the maskers read their defaults and checks here
+TRANSPOSABLE_OPTIONS = Options({
+    "transposable": Option(Bool(), False, "rows and columns both N:M, for each 2-D weight "
+                                          "M tiles (2:4 exact, other N:M approximate)"),
+})
+MASKING_OPTIONS = Options({
+    "mask_every": Option(Int(minimum=1), 1, "recompute the mask every K steps (reuse between)"),
+    "dense_tail": Option(Fraction(), 0.0, "last fraction of the run trained dense (a dense "
+                                          "result: dense fine-tuning)"),
+})
+DECAYING_OPTIONS = Options({
+    "decay_rate": Option(Real(minimum=0.0), None,
+                         "c of the pruned weights' scale max(0, 1 - c t) (none: 0)"),
+    "alpha_clock": Option(Choice(*T.ALPHA_CLOCKS), "phase",
+                          "what t counts: steps of the phase or of the frame"),
+})
+_TRANSPOSABLE = TRANSPOSABLE_OPTIONS["transposable"].default
 
 
 # --------------------------------------------------------------------------- view
@@ -141,18 +161,17 @@ class EveryStepMask(_Masker):
     no mask flips, having no mask). transposable: rows and columns both N:M.
     """
 
-    every: int = 1
-    dense_tail: float = 0.0
-    transposable: bool = False
+    every: int = MASKING_OPTIONS["mask_every"].default
+    dense_tail: float = MASKING_OPTIONS["dense_tail"].default
+    transposable: bool = _TRANSPOSABLE
     kind = "every-step"
 
-    def __post_init__(self):
-        check_int("mask_every", self.every, minimum=1)
-        check_fraction("dense_tail", self.dense_tail)
+    def __post_init__(self):  # the declared checks (every is the option mask_every)
+        MASKING_OPTIONS.check_values(mask_every=self.every, dense_tail=self.dense_tail)
         if self.dense_tail >= 1.0:
             raise ValueError(f"dense_tail must be below 1 (a sparse recipe needs sparse steps), "
                              f"got {self.dense_tail!r}")
-        check_bool("transposable", self.transposable)
+        TRANSPOSABLE_OPTIONS.check_values(transposable=self.transposable)
 
     def init(self, params, specs):
         return EveryStepState()
@@ -196,7 +215,7 @@ class FixedMask(_Masker):
     """ASP: the mask is computed once from |w| when a module switches, and the pruned
     weights are zeroed then (the prune); afterwards the mask is fixed."""
 
-    transposable: bool = False
+    transposable: bool = _TRANSPOSABLE
     kind = "fixed"
 
     def init(self, params, specs):
@@ -228,15 +247,13 @@ class DecayingMask(_Masker):
     ``alpha_clock`` "phase" (default, t from the start of the sparse phase) or "frame".
     """
 
-    decay_rate: float | None = None
-    alpha_clock: str = "phase"
-    transposable: bool = False
+    decay_rate: float | None = DECAYING_OPTIONS["decay_rate"].default
+    alpha_clock: str = DECAYING_OPTIONS["alpha_clock"].default
+    transposable: bool = _TRANSPOSABLE
     kind = "decaying"
 
-    def __post_init__(self):
-        if self.decay_rate is not None:
-            check_real("decay_rate", self.decay_rate, minimum=0.0)
-        check_choice("alpha_clock", self.alpha_clock, T.ALPHA_CLOCKS)
+    def __post_init__(self):  # the declared checks
+        DECAYING_OPTIONS.check_values(decay_rate=self.decay_rate, alpha_clock=self.alpha_clock)
 
     def init(self, params, specs):
         return {}
@@ -261,7 +278,7 @@ class DynamicLayerwise(_Masker):
     """Every-step masks at the N that :class:`DominoSearch` assigns and changes per layer."""
 
     search: DominoSearch = DominoSearch()
-    transposable: bool = False
+    transposable: bool = _TRANSPOSABLE
     kind = "domino"
 
     def init(self, params, specs):

@@ -71,14 +71,14 @@ ADAM_OPTIONS = Options({
                        "eps inside the square root (paper) or outside (PyTorch)"),
     "weight_decay": Option(Real(minimum=0.0), 0.0, "decoupled weight decay (AdamW)"),
     **_SCHEDULE,
-}, validated=False)
+})
 SGDM_OPTIONS = Options({
     "lr": Option(Real(minimum=0.0), 1e-2, "learning rate"),
     "momentum": Option(Real(0.0, 1.0, max_open=True), 0.9, "momentum"),
     "weight_decay": Option(Real(minimum=0.0), 0.0, "L2 weight decay (coupled)"),
     "nesterov": Option(Bool(), False, "Nesterov momentum"),
     **_SCHEDULE,
-}, validated=False)
+})
 
 
 # --------------------------------------------------------------------------- Adam

@@ -46,10 +46,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from stepsim._ground.options import Choice, Fraction, Int, Option, Options
 from stepsim._ground.validate import (
     check_choice,
     check_float_array,
-    check_fraction,
     check_int,
 )
 from stepsim.core.sparsity import check_divides, check_specs, sparsity
@@ -107,19 +107,28 @@ class SwitchView(NamedTuple):
     first: bool
 
 
+# STEP's precondition settings as a recipe takes them (-o KEY=VALUE), declared once: the
+# registry's STEP recipes include this table, FreezeV reads its defaults and checks
+FREEZE_V_OPTIONS = Options({
+    "v_star": Option(Choice(*V_STAR), "raw", "the frozen v*: raw v or bias-corrected"),
+    "denominator": Option(Choice(*DENOMINATORS), "paper",
+                          "phase-2 denominator: the paper's or the public code's"),
+})
+
+
 @dataclasses.dataclass(frozen=True)
 class FreezeV:
-    """STEP: v* = v_{k0} of the switching modules is frozen (``freeze_second_moment``)."""
+    """STEP: v* = v_{k0} of the switching modules is frozen (``freeze_second_moment``).
+    v_star, denominator: FREEZE_V_OPTIONS (their defaults and checks)."""
 
     beta2: float
     eps: float
     eps_mode: str
-    v_star: str = "raw"
-    denominator: str = "paper"
+    v_star: str = FREEZE_V_OPTIONS["v_star"].default
+    denominator: str = FREEZE_V_OPTIONS["denominator"].default
 
     def __post_init__(self):
-        check_choice("v_star", self.v_star, V_STAR)
-        check_choice("denominator", self.denominator, DENOMINATORS)
+        FREEZE_V_OPTIONS.check_values(v_star=self.v_star, denominator=self.denominator)
 
     def apply(self, sw: SwitchView, specs) -> SwitchView:
         opt = freeze_second_moment(sw.opt, sw.k0, self.beta2, self.eps, self.eps_mode,
@@ -128,22 +137,28 @@ class FreezeV:
         return sw._replace(opt=opt)
 
 
+# a layer-wise allocation's target and M as a recipe takes them, declared once: the
+# registry's layer-wise options include this table, AllocateGreedy reads it
+ALLOCATION_OPTIONS = Options({
+    "layerwise_target": Option(Fraction(), None,
+                               "global sparsity of the sparse layers (none: the N:M's)"),
+    "layerwise_m": Option(Int(minimum=1), None, "the M of every layer (none: each spec's)"),
+})
+
+
 @dataclasses.dataclass(frozen=True)
 class AllocateGreedy:
     """One-shot layer-wise N at the first switch: :func:`~allocation.allocate_layerwise`.
 
     target: global sparsity of the sparse layers (None: the one the specs' N:M give);
-    m: the fixed M (None: each spec's M).
+    m: the fixed M (None: each spec's M). Defaults and checks: ALLOCATION_OPTIONS.
     """
 
-    target: float | None = None
-    m: int | None = None
+    target: float | None = ALLOCATION_OPTIONS["layerwise_target"].default
+    m: int | None = ALLOCATION_OPTIONS["layerwise_m"].default
 
-    def __post_init__(self):
-        if self.target is not None:
-            check_fraction("layerwise_target", self.target)
-        if self.m is not None:
-            check_int("layerwise_m", self.m, minimum=1)
+    def __post_init__(self):  # the declared checks, under the recipe options' names
+        ALLOCATION_OPTIONS.check_values(layerwise_target=self.target, layerwise_m=self.m)
 
     def allocate(self, params, specs) -> dict:
         target = self.target

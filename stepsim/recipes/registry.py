@@ -16,25 +16,33 @@ from stepsim._ground.options import (
     Bool,
     Choice,
     Described,
-    Fraction,
-    Int,
     Option,
     Options,
     Real,
     StepOrFraction,
 )
-from stepsim._ground.validate import check_choice, check_step_or_fraction
+from stepsim._ground.validate import check_choice
 from stepsim.recipes import transforms as T
-from stepsim.recipes.domino import DominoSearch
+from stepsim.recipes.domino import DOMINO_FIELDS, DOMINO_OPTIONS, DominoSearch
 from stepsim.recipes.maskers import (
+    DECAYING_OPTIONS,
+    MASKING_OPTIONS,
+    TRANSPOSABLE_OPTIONS,
     DecayingMask,
     DynamicLayerwise,
     EveryStepMask,
     FixedMask,
     SoftThresholdMask,
 )
-from stepsim.recipes.optimizers import ADAM_OPTIONS, DENOMINATORS, SGDM, SGDM_OPTIONS, V_STAR, Adam
-from stepsim.recipes.recipe import AllocateFixed, AllocateGreedy, FreezeV, Recipe
+from stepsim.recipes.optimizers import ADAM_OPTIONS, SGDM, SGDM_OPTIONS, Adam
+from stepsim.recipes.recipe import (
+    ALLOCATION_OPTIONS,
+    FREEZE_V_OPTIONS,
+    AllocateFixed,
+    AllocateGreedy,
+    FreezeV,
+    Recipe,
+)
 from stepsim.recipes.switch import Schedule
 
 # --------------------------------------------------------------------------- registry
@@ -47,32 +55,22 @@ SRSTE_PLACEMENTS = ("before", "after")
 OPTIMIZER_OPTIONS = {
     "adam": ADAM_OPTIONS,
     "adamw": Options({**ADAM_OPTIONS.options, "weight_decay": Option(
-        Real(minimum=0.0), 1e-2, "decoupled weight decay (AdamW's default 0.01)")},
-        validated=False),
+        Real(minimum=0.0), 1e-2, "decoupled weight decay (AdamW's default 0.01)")}),
     "sgdm": SGDM_OPTIONS,
 }
 
-# A recipe's options: checked here at the boundary (None = not given: the default).
+# A recipe's options: resolved and checked by make_recipe (None = not given: the default).
+# Tables of a piece's options are declared beside the piece, which reads them (maskers,
+# FreezeV, AllocateGreedy, DominoSearch); the registry composes the recipes' tables.
 _SRSTE_PLACEMENT = Choice(*SRSTE_PLACEMENTS)
 _LAYERWISE = Options({
     "layerwise": Option(Bool(), False, "layer-wise N (each sparse layer its own N:M)"),
     "layerwise_rule": Option(Choice(*LAYERWISE_RULES), "domino",
                              "how layer-wise N is chosen: DominoSearch or one-shot greedy"),
-    "layerwise_target": Option(Fraction(), None,
-                               "global sparsity of the sparse layers (none: the N:M's)"),
-    "layerwise_m": Option(Int(minimum=1), None, "the M of every layer (none: each spec's)"),
+}) | ALLOCATION_OPTIONS | Options({
     "layerwise_allocation": Option(Described("table {parameter: N}"), None,
                                    "every sparse layer's N, fixed (no search)"),
-    "domino_vote_ratio": Option(Fraction(), 0.75, "DominoSearch: share of groups that vote"),
-    "domino_check_every": Option(Int(minimum=1), 100, "DominoSearch: steps between N checks"),
-    "domino_penalty_every": Option(Int(minimum=1), 5,
-                                   "DominoSearch: steps between penalty updates"),
-    "domino_decay": Option(Real(minimum=0.0), 2e-4, "DominoSearch: penalty decay"),
-    "domino_erk_weight": Option(Fraction(), 0.5,
-                                "DominoSearch: weight of the ERK share in the penalty"),
-    "domino_deadline": Option(Fraction(), 0.5,
-                              "DominoSearch: share of a layer's sparse phase to search in"),
-})
+}) | DOMINO_OPTIONS
 _SRSTE = Options({
     "lam": Option(Real(minimum=0.0), 2e-4, "SR-STE decay lambda on the pruned weights"),
     "placement": Option(_SRSTE_PLACEMENT, "before",
@@ -86,10 +84,7 @@ _STEP_SRSTE = Options({
 _STEP = Options({
     "freeze_v": Option(Bool(), True, "freeze Adam's v at the switch (false: Fig. 8's "
                                      "v-updated)"),
-    "v_star": Option(Choice(*V_STAR), "raw", "the frozen v*: raw v or bias-corrected"),
-    "denominator": Option(Choice(*DENOMINATORS), "paper",
-                          "phase-2 denominator: the paper's or the public code's"),
-}) | _STEP_SRSTE | Options({
+}) | FREEZE_V_OPTIONS | _STEP_SRSTE | Options({
     "switch_at": Option(StepOrFraction(), None, "a fixed switch (none: a criterion decides)"),
     "per_module": Option(Bool(), None, "each module switches on its own criterion (default: "
                                        "true for layer-wise N without switch_at)"),
@@ -97,21 +92,17 @@ _STEP = Options({
 
 # the mask pieces of issue 24 (maskers.EveryStepMask): each a separate option
 MASKED_DECAY = 6e-5  # Hu et al. 2024's alpha for GPT-2 124M (their repo's nanoGPT runs)
-_TRANSPOSABLE = Options({
-    "transposable": Option(Bool(), False, "rows and columns both N:M, for each 2-D weight "
-                                          "M tiles (2:4 exact, other N:M approximate)"),
-})
-_MASKING = _TRANSPOSABLE | Options({
-    "mask_every": Option(Int(minimum=1), 1, "recompute the mask every K steps (reuse between)"),
-    "dense_tail": Option(Fraction(), 0.0, "last fraction of the run trained dense (a dense "
-                                          "result: dense fine-tuning)"),
-})
+_TRANSPOSABLE = TRANSPOSABLE_OPTIONS  # declared beside the maskers, which read them
+_MASKING = _TRANSPOSABLE | MASKING_OPTIONS
 _MASKED_DECAY = Options({
     "decay": Option(Real(minimum=0.0), MASKED_DECAY,
                     "alpha of the masked decay alpha (1 - Pi) w on the gradient, before Adam"),
-    "mask_every": Option(Int(minimum=1), 40, "recompute the mask every K steps (Hu et al.: 40)"),
-    "dense_tail": Option(Fraction(), 1 / 6, "last fraction of the run trained dense "
-                                            "(Hu et al.: 1/6; the result is dense)"),
+    # the masking pieces' constraints, with Hu et al.'s defaults
+    "mask_every": MASKING_OPTIONS["mask_every"]._replace(
+        default=40, help="recompute the mask every K steps (Hu et al.: 40)"),
+    "dense_tail": MASKING_OPTIONS["dense_tail"]._replace(
+        default=1 / 6, help="last fraction of the run trained dense (Hu et al.: 1/6; the "
+                            "result is dense)"),
 }) | _TRANSPOSABLE
 _SSTE_STEP = _STEP.without("freeze_v", "srste_lam", "srste_placement", "layerwise",
                            *_LAYERWISE.names()) | _TRANSPOSABLE
@@ -130,17 +121,11 @@ RECIPE_OPTIONS = {
     "s-ste-step": _SSTE_STEP,
     "decaying-mask": Options({
         "dense_fraction": Option(StepOrFraction(), 0.1, "length of the dense phase"),
-        "decay_rate": Option(Real(minimum=0.0), None,
-                             "c of the pruned weights' scale max(0, 1 - c t) (none: 0)"),
-        "alpha_clock": Option(Choice(*T.ALPHA_CLOCKS), "phase",
-                              "what t counts: steps of the phase or of the frame"),
-    }) | _STEP_SRSTE | _TRANSPOSABLE,
+    }) | DECAYING_OPTIONS | _STEP_SRSTE | _TRANSPOSABLE,
     "layerwise-sr-ste": (_SRSTE | _LAYERWISE).without("layerwise") | _TRANSPOSABLE,
     "layerwise-step": _STEP.without("layerwise") | _TRANSPOSABLE,
 }
-_DOMINO_KEYS = {"domino_vote_ratio": "vote_ratio", "domino_check_every": "check_every",
-                "domino_penalty_every": "penalty_every", "domino_decay": "decay",
-                "domino_erk_weight": "erk_weight", "domino_deadline": "deadline"}
+_DOMINO_KEYS = {option: field for field, option in DOMINO_FIELDS.items()}
 
 
 def _unknown_message(what):
@@ -165,7 +150,6 @@ def make_optimizer(optimizer: str = "adam", **options):
     check_choice("optimizer", optimizer, OPTIMIZERS)
     declared = OPTIMIZER_OPTIONS[optimizer]
     declared.check_known(options, _unknown_message(f"optimizer {optimizer!r}"))
-    declared.validate(options)
     if optimizer == "sgdm":
         return SGDM(**options)
     if optimizer == "adamw":
@@ -173,36 +157,33 @@ def make_optimizer(optimizer: str = "adam", **options):
     return Adam(**options)
 
 
-def _unused(recipe, given: dict, why: str):
-    bad = sorted(k for k, v in given.items() if v is not None)
+def _unused(recipe, given: set, names, why: str):
+    """Refuse the options of ``names`` that were given (``given``: the recipe options given
+    as other than None) when the recipe would not use them."""
+    bad = sorted(given.intersection(names))
     if bad:
         raise ValueError(f"recipe {recipe!r} does not use option(s) {bad}: {why}")
 
 
-def _layerwise(recipe, layerwise, lw, transposable=False):
-    """(masker or None, switch pieces) for the layer-wise options ``lw`` (None = not given)."""
-    domino = {k: lw.pop(k) for k in list(lw) if k.startswith("domino_")}
+def _layerwise(recipe, given, layerwise, lw, transposable=False):
+    """(masker or None, switch pieces) for the layer-wise options ``lw`` (their declared
+    values: given or default)."""
+    domino = {k: v for k, v in lw.items() if k.startswith("domino_")}
     if not layerwise:
-        _unused(recipe, {**lw, **domino}, "they need layerwise=True (or a layerwise-* recipe)")
+        _unused(recipe, given, lw, "they need layerwise=True (or a layerwise-* recipe)")
         return None, ()
     rule, target, m, allocation = (lw["layerwise_rule"], lw["layerwise_target"],
                                    lw["layerwise_m"], lw["layerwise_allocation"])
     if allocation is not None:
-        _unused(recipe, {"layerwise_rule": rule, "layerwise_target": target, **domino},
+        _unused(recipe, given, ["layerwise_rule", "layerwise_target", *domino],
                 "layerwise_allocation fixes every layer's N")
         alloc = tuple(sorted(dict(allocation).items()))
         return None, (AllocateFixed(alloc, m),)
-    rule = check_choice("layerwise_rule", "domino" if rule is None else rule, LAYERWISE_RULES)
     if rule == "greedy":
-        _unused(recipe, domino, "the domino_* options belong to layerwise_rule='domino'")
+        _unused(recipe, given, domino, "the domino_* options belong to layerwise_rule='domino'")
         return None, (AllocateGreedy(target, m),)
-    options = {_DOMINO_KEYS[k]: v for k, v in domino.items() if v is not None}
-    return DynamicLayerwise(DominoSearch(target=target, m=m, **options),
-                            bool(transposable)), ()
-
-
-def _lw_keys():
-    return dict.fromkeys(k for k in _LAYERWISE if k != "layerwise")
+    options = {_DOMINO_KEYS[k]: v for k, v in domino.items()}
+    return DynamicLayerwise(DominoSearch(target=target, m=m, **options), transposable), ()
 
 
 def _srste_pieces(lam, placement):
@@ -213,136 +194,129 @@ def _srste_pieces(lam, placement):
     return ((T.SrsteTerm(lam),), ()) if placement == "before" else ((), (T.SrsteDecoupled(lam),))
 
 
-def _dense(name, opt):
+# A builder: (recipe name, optimizer, names given, **every declared option's value, given or
+# its default: RECIPE_OPTIONS[name].resolve) -> the Recipe's fields. A default lives only in
+# the declaration; "given" serves the refusals of options a recipe would not use.
+def _dense(name, opt, given):
     return {}
 
 
-def _every_step(name, masker, transposable, mask_every, dense_tail, cls=EveryStepMask):
+def _every_step(name, masker, given, transposable, mask_every, dense_tail, cls=EveryStepMask):
     """The layer-wise masker if any (which takes neither mask_every nor dense_tail), else
     an every-step masker with the issue-24 pieces."""
     if masker is not None:
-        _unused(name, {"mask_every": mask_every, "dense_tail": dense_tail},
+        _unused(name, given, ("mask_every", "dense_tail"),
                 "layer-wise N changes the mask its own way")
         return masker
-    return cls(every=1 if mask_every is None else mask_every,
-               dense_tail=0.0 if dense_tail is None else dense_tail,
-               transposable=bool(transposable))
+    return cls(every=mask_every, dense_tail=dense_tail, transposable=transposable)
 
 
-def _ste(name, opt, *, layerwise=False, transposable=None, mask_every=None, dense_tail=None,
-         **lw):
-    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw}, transposable)
-    return {"masker": _every_step(name, masker, transposable, mask_every, dense_tail),
+def _ste(name, opt, given, *, layerwise, transposable, mask_every, dense_tail, **lw):
+    masker, pieces = _layerwise(name, given, layerwise, lw, transposable)
+    return {"masker": _every_step(name, masker, given, transposable, mask_every, dense_tail),
             "on_switch": pieces}
 
 
-def _srste(name, opt, *, lam=2e-4, placement="before", layerwise=False, transposable=None,
-           mask_every=None, dense_tail=None, **lw):
-    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw}, transposable)
-    grad, after = _srste_pieces(lam, placement or "before")
-    return {"masker": _every_step(name, masker, transposable, mask_every, dense_tail),
+def _srste(name, opt, given, *, lam, placement, layerwise, transposable, mask_every,
+           dense_tail, **lw):
+    masker, pieces = _layerwise(name, given, layerwise, lw, transposable)
+    grad, after = _srste_pieces(lam, placement)
+    return {"masker": _every_step(name, masker, given, transposable, mask_every, dense_tail),
             "on_switch": pieces, "gradient": grad, "after": after}
 
 
-def _sste(name, opt, *, transposable=None, mask_every=None, dense_tail=None):
+def _sste(name, opt, given, *, transposable, mask_every, dense_tail):
     """S-STE (Hu, Zhu & Chen, NeurIPS 2024, arXiv 2409.09099; its soft-thresholding
     function and fixed weight rescaling): forward beta * S(w) with, per group of M,
     S(w)_i = sign(w_i) (|w_i| - t) on the N kept entries (t: the (N+1)-th largest |w|),
     0 elsewhere, and beta = <w, S(w)> / <S(w), S(w)> per tensor, frozen at initialisation;
     plain STE backward, no decay (:class:`~stepsim.recipes.maskers.SoftThresholdMask`)."""
-    return {"masker": _every_step(name, None, transposable, mask_every, dense_tail,
+    return {"masker": _every_step(name, None, given, transposable, mask_every, dense_tail,
                                   SoftThresholdMask)}
 
 
-def _masked_decay(name, opt, *, decay=None, mask_every=None, dense_tail=None,
-                  transposable=None):
+def _masked_decay(name, opt, given, *, decay, mask_every, dense_tail, transposable):
     """Masked decay with dense fine-tuning (Hu et al., "Accelerating Transformer Pre-training
     with 2:4 Sparsity", ICML 2024, arXiv 2404.01847): the gradient fed to Adam is
     g_k = grad f(Pi_k * w_k) + alpha (1 - Pi_k) * w_k (their masked decay on gradients, so it
     enters both m and v; the SR-STE term's piece, ``SrsteTerm``), alpha = 6e-5; the mask
     Pi is refreshed every K = 40 steps; the last 1/6 of the steps train dense (their dense
-    fine-tuning: the result is a dense model)."""
-    return {"masker": _every_step(name, None, transposable,
-                                  40 if mask_every is None else mask_every,
-                                  1 / 6 if dense_tail is None else dense_tail),
-            "gradient": (T.SrsteTerm(MASKED_DECAY if decay is None else decay),)}
+    fine-tuning: the result is a dense model). The defaults: ``_MASKED_DECAY``."""
+    return {"masker": _every_step(name, None, given, transposable, mask_every, dense_tail),
+            "gradient": (T.SrsteTerm(decay),)}
 
 
-def _sste_step(name, opt, *, v_star=None, denominator=None, switch_at=None, per_module=None,
-               transposable=None):
+def _sste_step(name, opt, given, *, v_star, denominator, switch_at, per_module, transposable):
     """S-STE's forward beta * S(w) (Hu, Zhu & Chen, NeurIPS 2024, arXiv 2409.09099) with
     STEP's precondition phase and frozen v (Lu et al., ICML 2023, Algorithm 1: dense Adam
     until the switch k0, then the sparse phase with Adam's v frozen at v*; issue 24,
     item 5): does STEP's gain come from its variance estimate or from hard masking's
-    discontinuity?"""
-    fields = _step(name, opt, v_star=v_star, denominator=denominator, switch_at=switch_at,
-                   per_module=per_module)
-    fields["masker"] = SoftThresholdMask(transposable=bool(transposable))
+    discontinuity? STEP's other options keep their declared defaults (v frozen, no SR-STE
+    term, no layer-wise N)."""
+    fields = _step(name, opt, given, **{
+        **_STEP.defaults(), "v_star": v_star, "denominator": denominator,
+        "switch_at": switch_at, "per_module": per_module, "transposable": transposable})
+    fields["masker"] = SoftThresholdMask(transposable=transposable)
     return fields
 
 
-def _asp(name, opt, *, prune_at=None, transposable=None):
-    explicit = prune_at is not None
-    prune_at = check_step_or_fraction("prune_at", 0.5 if prune_at is None else prune_at)
-    return {"masker": FixedMask(bool(transposable)),
-            "schedule": Schedule(dense_phase=True, switch_at=prune_at, explicit=explicit),
+def _asp(name, opt, given, *, prune_at, transposable):
+    return {"masker": FixedMask(transposable),
+            "schedule": Schedule(dense_phase=True, switch_at=prune_at,
+                                 explicit="prune_at" in given),
             "gradient": (T.MaskGradients(),), "after": (T.MaskWeights(),)}
 
 
-def _step(name, opt, *, freeze_v=True, v_star=None, denominator=None, srste_lam=None,
-          srste_placement=None, switch_at=None, per_module=None, layerwise=False,
-          transposable=None, **lw):
+def _step(name, opt, given, *, freeze_v, v_star, denominator, srste_lam, srste_placement,
+          switch_at, per_module, layerwise, transposable, **lw):
     if not freeze_v:
-        _unused(name, {"v_star": v_star, "denominator": denominator},
+        _unused(name, given, ("v_star", "denominator"),
                 "v keeps updating in phase 2 (freeze_v=False), so there is no frozen v* to read")
     if srste_lam is None:
-        _unused(name, {"srste_placement": srste_placement}, "no SR-STE term (srste_lam=None)")
-    masker, pieces = _layerwise(name, layerwise, {**_lw_keys(), **lw}, transposable)
+        _unused(name, given, ("srste_placement",), "no SR-STE term (srste_lam=None)")
+    masker, pieces = _layerwise(name, given, layerwise, lw, transposable)
     if freeze_v:
         if not isinstance(opt, Adam):
             raise ValueError(f"recipe {name!r} freezes Adam's second moment; it needs "
                              f"optimizer='adam' or 'adamw', got {type(opt).__name__}")
-        freeze = FreezeV(opt.beta2, opt.eps, opt.eps_mode, v_star or "raw",
-                         denominator or "paper")
+        freeze = FreezeV(opt.beta2, opt.eps, opt.eps_mode, v_star, denominator)
         pieces = (*pieces, freeze)  # allocate first, then freeze (either order: same result)
-    grad, after = _srste_pieces(srste_lam, srste_placement or "before")
+    grad, after = _srste_pieces(srste_lam, srste_placement)
     if per_module is None:
-        per_module = bool(layerwise) and switch_at is None
+        per_module = layerwise and switch_at is None
     if per_module and switch_at is not None:
         raise ValueError(f"recipe {name!r}: per_module=True switches each module when its "
                          f"criterion fires; a fixed switch_at={switch_at!r} switches all at once "
                          "(give per_module=False with switch_at)")
     schedule = Schedule(dense_phase=True, switch_at=switch_at,
                         explicit=switch_at is not None, per_module=per_module)
-    return {"masker": masker or EveryStepMask(transposable=bool(transposable)),
+    return {"masker": masker or EveryStepMask(transposable=transposable),
             "schedule": schedule, "on_switch": pieces, "gradient": grad, "after": after}
 
 
-def _decaying(name, opt, *, dense_fraction=None, decay_rate=None, alpha_clock=None,
-              srste_lam=None, srste_placement=None, transposable=None):
+def _decaying(name, opt, given, *, dense_fraction, decay_rate, alpha_clock, srste_lam,
+              srste_placement, transposable):
     if decay_rate is None:
-        _unused(name, {"alpha_clock": alpha_clock}, "no decaying scale (decay_rate=None)")
+        _unused(name, given, ("alpha_clock",), "no decaying scale (decay_rate=None)")
     if srste_lam is None:
-        _unused(name, {"srste_placement": srste_placement}, "no SR-STE term (srste_lam=None)")
-    explicit = dense_fraction is not None
-    fraction = check_step_or_fraction("dense_fraction",
-                                      0.1 if dense_fraction is None else dense_fraction)
-    grad, after = _srste_pieces(srste_lam, srste_placement or "before")
-    return {"masker": DecayingMask(decay_rate, alpha_clock or "phase", bool(transposable)),
-            "schedule": Schedule(dense_phase=True, switch_at=fraction, explicit=explicit),
+        _unused(name, given, ("srste_placement",), "no SR-STE term (srste_lam=None)")
+    grad, after = _srste_pieces(srste_lam, srste_placement)
+    return {"masker": DecayingMask(decay_rate, alpha_clock, transposable),
+            "schedule": Schedule(dense_phase=True, switch_at=dense_fraction,
+                                 explicit="dense_fraction" in given),
             "gradient": grad, "after": after}
 
 
 def _preset(builder, **fixed):
-    def build(name, opt, **options):  # make_recipe refuses the fixed options as unknown
-        return builder(name, opt, **fixed, **options)
+    def build(name, opt, given, **options):  # make_recipe refuses the fixed options as unknown
+        return builder(name, opt, given, **fixed, **options)
 
     build.builder = builder
     build.fixed = fixed
     return build
 
 
-# name -> builder(name, optimizer, **recipe options) -> Recipe fields
+# name -> builder(name, optimizer, names given, **recipe options) -> Recipe fields
 RECIPES = {
     "dense": _dense,
     "ste": _ste,
@@ -351,7 +325,9 @@ RECIPES = {
     "step": _step,
     "step-v-updated": _preset(_step, freeze_v=False),
     "decaying-mask": _decaying,
-    "layerwise-sr-ste": _preset(_srste, layerwise=True, mask_every=None, dense_tail=None),
+    # layer-wise N changes the mask its own way: the STE masking pieces at their defaults
+    "layerwise-sr-ste": _preset(_srste, layerwise=True,
+                                **_MASKING.without("transposable").defaults()),
     "layerwise-step": _preset(_step, layerwise=True),
     "s-ste": _sste,
     "masked-decay": _masked_decay,
@@ -418,9 +394,12 @@ def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     (own | opt_keys).check_known(options, lambda unknown, _: (
         f"unknown option(s) {unknown} for recipe {name!r} with optimizer {optimizer!r}; "
         f"recipe options: {sorted(own)}, optimizer options: {sorted(opt_keys)}"))
-    own.validate({k: v for k, v in options.items() if k in own})
+    # every recipe option's value (given, else its declared default), checked under its name
+    recipe_given = {k: v for k, v in options.items() if k in own}
+    values = own.resolve(recipe_given)
     opt = make_optimizer(optimizer, **{k: v for k, v in options.items() if k in opt_keys})
-    fields = RECIPES[name](name, opt, **{k: v for k, v in options.items() if k in own})
+    given = {k for k, v in recipe_given.items() if v is not None}
+    fields = RECIPES[name](name, opt, given, **values)
     shown = (("optimizer", optimizer),) + tuple(sorted(options.items()))
     return Recipe(name=name, optimizer=opt, options=shown, **fields)
 

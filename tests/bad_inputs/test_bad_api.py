@@ -486,6 +486,29 @@ API_CASES = [
         "s-ste-step", layerwise=True)), ValueError,
         r"unknown option\(s\) \['layerwise'\] for recipe 's-ste-step'",
         id="make_recipe-sste-step-layerwise"),
+    # ---- issue 27, item 4: every option through its declaration (constructor and registry)
+    api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(seed=-1)),
+        ValueError, r"^seed must be >= 0, got -1$", id="SyntheticRegression-seed-negative"),
+    api(_np(lambda: __import__("stepsim.problems.nqm").problems.nqm.NoisyQuadratic(
+        h_max=float("inf"))),
+        ValueError, r"^h_max must be finite, got inf$", id="NoisyQuadratic-h_max-inf"),
+    api(_np(lambda: __import__("stepsim.problems.lm").problems.lm.LanguageModel(
+        kernels="yes")),
+        TypeError, r"^kernels must be True or False, got 'yes'", id="LanguageModel-kernels"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "teacher", noise=float("nan"))), ValueError, r"^noise must be finite, got nan$",
+        id="make_problem-teacher-noise-nan"),
+    api(_np(lambda: __import__("stepsim.recipes.criteria").recipes.criteria.FixedStep(0)),
+        ValueError, r"^k0 must be >= 1, got 0$", id="FixedStep-k0-zero"),
+    api(_np(lambda: __import__("stepsim.recipes.criteria").recipes.criteria.FixedFraction(
+        float("nan"))), ValueError, r"^fraction must be finite, got nan$",
+        id="FixedFraction-nan"),
+    api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe(
+        "masked-decay", decay=float("inf"))), ValueError, r"^decay must be finite, got inf$",
+        id="make_recipe-masked-decay-inf"),
+    api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe(
+        "asp", prune_at=float("nan"))), ValueError, r"^prune_at as a float is a fraction",
+        id="make_recipe-prune-at-nan"),
 ]
 
 

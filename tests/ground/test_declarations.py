@@ -36,7 +36,7 @@ def _builder_accepts(name: str) -> set:
     fixed ones excluded)."""
     build = RECIPES[name]
     inner = getattr(build, "builder", build)
-    params = list(inspect.signature(inner).parameters.values())[2:]  # (name, optimizer, ...)
+    params = list(inspect.signature(inner).parameters.values())[3:]  # (name, opt, given, ...)
     accepted = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         accepted |= LAYERWISE_KEYS | set(_DOMINO_KEYS)
@@ -72,13 +72,24 @@ def test_recipe_options_keep_their_order():
     assert recipe_options("dense") == []
 
 
-def test_domino_options_map_onto_dominosearch_fields_with_their_defaults():
-    fields = {f.name: f.default for f in dataclasses.fields(DominoSearch)}
-    for option, field in _DOMINO_KEYS.items():
-        assert RECIPE_OPTIONS["ste"][option].default == fields[field], option
+def test_dominosearch_checks_its_fields_by_the_domino_options_declaration():
+    """DominoSearch's fields read DOMINO_OPTIONS (the recipes' domino_* options): a bad
+    value is refused under the option's name, directly and through make_recipe."""
+    from stepsim.recipes.domino import DOMINO_FIELDS, DOMINO_OPTIONS
+
+    assert {k: RECIPE_OPTIONS["ste"][k] for k in DOMINO_OPTIONS} == DOMINO_OPTIONS.options
+    assert set(_DOMINO_KEYS) == set(DOMINO_OPTIONS)
+    for field, option in DOMINO_FIELDS.items():
+        with pytest.raises((TypeError, ValueError)) as err:
+            DominoSearch(**{field: object()})
+        assert str(err.value).startswith(f"{option} "), str(err.value)
+        if not str(DOMINO_OPTIONS[option].constraint).startswith("int"):
+            with pytest.raises(ValueError, match=rf"^{option} must be finite, got nan$"):
+                make_recipe("ste", layerwise=True, **{option: float("nan")})
+    assert DominoSearch(deadline=None).deadline is None  # the API may search to the end
 
 
-DECLARED = [Adam, SGDM, *(CRITERIA[c] for c in ("autoswitch", "agarwal", "tang"))]
+DECLARED = [Adam, SGDM, *CRITERIA.values()]
 
 
 @pytest.mark.parametrize("cls", DECLARED, ids=lambda c: c.__name__)
@@ -127,28 +138,121 @@ def test_declared_gives_defaults_refuses_other_fields_and_runs_the_class_check_a
             b: int
 
 
-@pytest.mark.parametrize("name", ["fixed-step", "fixed-fraction"])
-def test_every_undeclared_criterion_declares_its_dataclass_fields_and_defaults(name):
-    assert set(CRITERION_OPTIONS) == set(CRITERIA)
-    fields = dataclasses.fields(CRITERIA[name])
-    assert CRITERION_OPTIONS[name].names() == [f.name for f in fields]
-    for f in fields:
-        default = None if f.default is dataclasses.MISSING else f.default  # required: None
-        assert CRITERION_OPTIONS[name][f.name].default == default, f.name
+def test_the_recipe_pieces_check_their_fields_by_the_declarations_the_recipes_take():
+    """The maskers and FreezeV read the tables the registry composes the recipes from
+    (the masking pieces, the decaying mask, STEP's precondition settings): a bad field is
+    refused under the recipe option's name, and the recipes' tables hold those very
+    declarations."""
+    from stepsim.recipes.maskers import (
+        DECAYING_OPTIONS,
+        MASKING_OPTIONS,
+        TRANSPOSABLE_OPTIONS,
+        DecayingMask,
+        EveryStepMask,
+        SoftThresholdMask,
+    )
+    from stepsim.recipes.recipe import ALLOCATION_OPTIONS, FREEZE_V_OPTIONS, AllocateGreedy, FreezeV
+
+    for recipe, table in (("ste", MASKING_OPTIONS | TRANSPOSABLE_OPTIONS),
+                          ("decaying-mask", DECAYING_OPTIONS), ("step", FREEZE_V_OPTIONS),
+                          ("s-ste-step", FREEZE_V_OPTIONS), ("ste", ALLOCATION_OPTIONS)):
+        assert all(RECIPE_OPTIONS[recipe][k] is table[k] for k in table), recipe
+    cases = [(EveryStepMask, "every", "mask_every"), (EveryStepMask, "dense_tail", None),
+             (SoftThresholdMask, "every", "mask_every"), (EveryStepMask, "transposable", None),
+             (DecayingMask, "decay_rate", None), (DecayingMask, "alpha_clock", None),
+             (lambda **kw: FreezeV(0.999, 1e-8, "inside", **kw), "v_star", None),
+             (lambda **kw: FreezeV(0.999, 1e-8, "inside", **kw), "denominator", None),
+             (AllocateGreedy, "target", "layerwise_target"), (AllocateGreedy, "m", "layerwise_m")]
+    for build, field, option in cases:
+        with pytest.raises((TypeError, ValueError)) as err:
+            build(**{field: object()})
+        assert str(err.value).startswith(f"{option or field} "), str(err.value)
+    with pytest.raises(ValueError, match=r"^dense_tail must be finite, got nan$"):
+        EveryStepMask(dense_tail=float("nan"))
+    # the masked-decay recipe keeps the masking constraints with Hu et al.'s defaults
+    for key in ("mask_every", "dense_tail"):
+        assert RECIPE_OPTIONS["masked-decay"][key].constraint is MASKING_OPTIONS[key].constraint
+
+
+def test_declared_keywords_gives_defaults_checks_and_refuses_a_repeated_default():
+    from stepsim._ground.options import NM, Int, OrNone, Real, declared_keywords
+    from stepsim._ground.validate import NMRatio
+
+    table = Options({"a": Option(Real(minimum=0.0), 1.5, "a"), "nm": Option(NM(), (2, 4), "n"),
+                     "k": Option(OrNone(Int(minimum=1)), None, "k")}, none_is_default=False)
+    seen = []
+
+    class Right:
+        @declared_keywords(table)
+        def __init__(self, *, a, nm, k):
+            seen.append((a, nm, k))
+
+    Right()
+    Right(a=2, nm=[1, 4], k=3)
+    assert seen == [(1.5, (2, 4), None), (2.0, (1, 4), 3)]
+    assert type(seen[1][0]) is float and type(seen[1][1]) is NMRatio  # normalised
+    assert str(inspect.signature(Right)) == "(*, a=1.5, nm=(2, 4), k=None)"
+    with pytest.raises(ValueError, match=r"^a must be finite, got inf$"):
+        Right(a=float("inf"))
+    with pytest.raises(TypeError, match=r"^k must be an integer, got 'x'"):
+        Right(k="x")
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'b'"):
+        Right(b=1)
+    assert len(seen) == 2  # the body never saw a bad value
+    with pytest.raises(TypeError, match=r"keyword-only parameters \['nm', 'a', 'k'\] must be"):
+        declared_keywords(table)(lambda *, nm, a, k: None)
+    with pytest.raises(TypeError, match=r"a's default is the declaration's \(1\.5\); do not"):
+        declared_keywords(table)(lambda *, a=1.5, nm, k: None)
+
+
+def test_resolve_and_check_values_apply_the_declared_constraints():
+    from stepsim._ground.options import Int, Real
+
+    table = Options({"a": Option(Real(minimum=0.0), 1.5, "a"),
+                     "m": Option(Int(minimum=1), None, "m (none: absent)")})
+    assert table.resolve({}) == {"a": 1.5, "m": None}
+    assert table.resolve({"a": None, "m": 2, "other": 0}) == {"a": 1.5, "m": 2}
+    with pytest.raises(ValueError, match=r"^m must be >= 1, got 0$"):
+        table.resolve({"m": 0})
+    table.check_values(a=0.0, m=None)
+    with pytest.raises(ValueError, match=r"^a must be finite, got nan$"):
+        table.check_values(a=float("nan"))
 
 
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
-def test_every_problem_declares_its_keyword_options_and_defaults(name):
-    params = [p for p in inspect.signature(problem_class(name)).parameters.values()
-              if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    declared = problem_declaration(name)
-    assert declared.names() == [p.name for p in params]
-    for p in params:
-        default = declared[p.name].default
-        if p.name == "dtype":
-            assert np.dtype(default) == np.dtype(p.default)
-        else:
-            assert default == p.default, p.name
+def test_a_problem_checks_every_option_by_its_declared_constraint(name):
+    """The declaration is the problem's validator (stepsim._ground.options.declared_keywords):
+    each option's bad value is refused under its name, directly and through make_problem,
+    and a non-finite real is refused in one line; the constructor's signature shows the
+    declared defaults."""
+    from stepsim import make_problem
+
+    cls, declared = problem_class(name), problem_declaration(name)
+    assert cls.__init__.OPTIONS is declared
+    params = inspect.signature(cls).parameters
+    assert {k: p.default for k, p in params.items()} == declared.defaults()
+    for option, decl in declared.items():
+        if isinstance(decl.constraint, Described):  # checked by the body (dtype, kinds)
+            continue
+        for build in (cls, lambda **kw: make_problem(name, **kw)):
+            with pytest.raises((TypeError, ValueError)) as err:
+                build(**{option: object()})
+            assert str(err.value).startswith(f"{option} "), str(err.value)
+        if "real" in str(decl.constraint):
+            with pytest.raises(ValueError, match=rf"^{option} must be finite, got nan$"):
+                make_problem(name, **{option: float("nan")})
+
+
+def test_a_problem_option_is_normalised_by_its_declaration():
+    from stepsim import make_problem
+    from stepsim._ground.validate import NMRatio
+
+    problem = make_problem("nqm", dim=8, alpha=np.int64(2), nm=[1, 4], seed=np.int64(3))
+    assert type(problem.alpha) is float and problem.alpha == 2.0
+    assert type(problem.nm) is NMRatio and problem.nm == (1, 4)
+    assert type(problem.seed) is int and problem.config()["seed"] == 3
+    with pytest.raises(TypeError, match=r"^seed must be an integer, got -1\.5"):
+        make_problem("regression", seed=-1.5)  # the seed of the regression was unchecked
 
 
 def _bad_value_cases():
