@@ -66,6 +66,13 @@ def _check_t(t) -> float:
     return t
 
 
+@functools.lru_cache(maxsize=1)
+def _phi_grid() -> tuple[np.ndarray, np.ndarray]:
+    """The nodes x_i = -40 + i h on [-40, 0] and Phi(x_i) (libm erfc, one at a time)."""
+    xs = _X_LO + _H * np.arange(int(round(-_X_LO / _H)) + 1)
+    return xs, 0.5 * _erfc(-xs / math.sqrt(2.0)).astype(np.float64)
+
+
 @functools.lru_cache(maxsize=64)
 def majorant_curvature(t: float) -> float:
     """gamma(t) >= gamma*(t) = sup_{x < t} 2 (Phi(x) - Phi(t) - phi(t)(x - t)) / (x - t)^2.
@@ -80,8 +87,7 @@ def majorant_curvature(t: float) -> float:
     least phi(t) / (t + 40) so that x_m >= -40 (the nodes cover [x_m, 0]).
     """
     t = _check_t(t)
-    xs = _X_LO + _H * np.arange(int(round(-_X_LO / _H)) + 1)
-    Phi = 0.5 * _erfc(-xs / math.sqrt(2.0)).astype(np.float64)
+    xs, Phi = _phi_grid()
     r = Phi - _Phi(t) - _phi(t) * (xs - t)
     need = 2.0 * (r + 0.5 * _SLOPE * _H) / (xs - t) ** 2
     return float(max(float(np.max(need)), _phi(t) / (t - _X_LO)))
