@@ -71,6 +71,7 @@ def figure(results, path) -> None:
               "gaussian": ("C1-", "A (Gaussian)"), "markov": ("C4-.", "B (Markov)"),
               "gaussian-chernoff": ("C3-", "A+ (Gaussian, exact Chernoff)"),
               "markov-chernoff": ("C6-", "B+ (Markov, exact Chernoff)"),
+              "copula-chernoff": ("C8-", "A'+ (Gaussian copula, Chernoff)"),
               "corrected": ("C9-", "corrected = min of the proved"),
               "plugin": ("C5:", "plug-in (heuristic, median)")}
     for ax, r in zip(axes.flat, results):

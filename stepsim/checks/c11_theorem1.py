@@ -27,16 +27,18 @@ bound is never violated by construction, so what it is reported by is its tightn
 share of lags where it equals the trivial worst-case bound (vacuous). Part (c) (PROTOCOL.md,
 "C11 part (c) (issue 25)"), reported beside the verdict: on every stationary process that
 meets the assumptions of Statement A or B (``stepsim.theorem1.bounds``), the corrected
-bound min(Chebyshev, A, A+, B, B+ where each applies, trivial) (amended before its
-evidence: exact Chernoff A+ / B+ added), per coordinate (d = 1) and for the inf-norm (union
+bound min(Chebyshev, A, A+, A'+, B, B+ where each applies, trivial) (amended before its
+evidence: exact Chernoff A+ / B+ added; amended again: A'+ for ar1), per coordinate
+(d = 1) and for the inf-norm (union
 over d), HOLDS (Clopper-Pearson, Bonferroni over lags) and is below the trivial bound at
 >= 90% of the lags where the paper's bound is VIOLATED in that form: MET; NOT MET if any
 such process fails either; INCONCLUSIVE if none fails but some is not HOLDS.
 
-Part (c)'s coverage (paper_checks/theorem1.md §5.10): the exact Chernoff bound B+ covers
-``regime`` and ``regime shared`` (finite-state modulation) and takes them below the trivial
-bound at every lag; ``ar1`` (continuous-state Gaussian copula) has only A' and B, which stay
-at the trivial bound at most of the failing lags for rho >= 0.99: part (c) NOT MET there.
+Part (c)'s coverage (paper_checks/theorem1.md §5.10, §5.11): the exact Chernoff bound B+
+covers ``regime`` and ``regime shared`` (finite-state modulation) and takes them below the
+trivial bound at every lag; ``ar1`` (continuous-state Gaussian copula) is covered by A'+
+(``copula-chernoff``: Chernoff with the exact m.g.f. of a Gaussian quadratic majorant;
+before it, A' and B stayed at the trivial bound at most failing lags for rho >= 0.99).
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def process_job(*, process: str, params: dict, trials: int, dim: int, per_decade
 
 
 def _part_c(proc, paper, coord, inf, lags, k0, dim) -> dict | None:
-    """Part (c): the corrected bound min(Chebyshev, A, A+, B, B+, trivial) against simulation
+    """Part (c): the corrected bound min(Chebyshev, A, A+, A'+, B, B+, trivial) against simulation
     (``bounds.corrected_bound``: every proved statement whose assumptions the process meets).
 
     None when neither Statement A nor B (nor A+ / B+, whose processes B or A also cover)
@@ -266,7 +268,7 @@ def decide_claim(budget, results) -> ClaimResult:
         reason += "; the sub-Gaussian bound (heuristic, not proved) fails for " + ", ".join(
             gauss_fail)
     part_c, part_c_reason, part_c_table = decide_part_c(per)
-    reason += (f"; (c) corrected bound min(Chebyshev, A, A+, B, B+): {part_c}: "
+    reason += (f"; (c) corrected bound min(Chebyshev, A, A+, A'+, B, B+): {part_c}: "
                f"{part_c_reason}")
     table = {label: {
         "stationary": v["stationary"], "paper_coord": v["paper"]["coord_overall"],

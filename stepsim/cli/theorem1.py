@@ -42,14 +42,16 @@ def add_arguments(parser) -> None:
                         help="numba (default) or the NumPy reference (slow)")
     parser.add_argument("--bound", choices=("paper", "chebyshev", "gaussian", "markov",
                                              "gaussian-chernoff", "markov-chernoff",
-                                             "plugin"), default="paper",
+                                             "copula-chernoff", "plugin"), default="paper",
                         help="also score this bound on the same simulation: chebyshev "
                              "(proved, any stationary g^2), gaussian (proved: Gaussian g or "
                              "g^2 = F(Gaussian), e.g. ar1), markov (proved: chain with a "
                              "spectral gap, e.g. ar1, regime, i.i.d.), gaussian-chernoff "
                              "(proved, exact m.g.f.: Gaussian g, e.g. gauss_ar1), "
                              "markov-chernoff (proved, exact m.g.f.: finite-state chain, "
-                             "e.g. regime, twostate, i.i.d. uniform), plugin (heuristic); "
+                             "e.g. regime, twostate, i.i.d. uniform), copula-chernoff "
+                             "(proved: g^2 = G Phi(Gaussian AR(1)), the ar1 built-in), "
+                             "plugin (heuristic); "
                              "default paper only. Assumptions: paper_checks/theorem1.md §5")
     parser.add_argument("--json", metavar="PATH", help="save the result with provenance")
     parser.add_argument("--plot", metavar="PATH", help="save the figure (.png, .pdf or .svg)")

@@ -23,6 +23,9 @@ markov      Chernoff with the Jiang-Sun-Fan (2018) m.g.f. bound   Y = h(X), X st
                                                                   1 - lambda (proved, §5.4)
 gaussian-   A+: |E D| + exact Chernoff radius of D - E D from the  g stationary Gaussian
 chernoff    exact m.g.f. prod_j (1 - 2 lam a_j)^-1/2              (proved, §5.9)
+copula-     A'+: |E D| + Chernoff radius of the exact m.g.f. of a  Y = G Phi(x), x the
+chernoff    Gaussian quadratic majorant of lam D (Phi <= / >= a     stationary Gaussian AR(1)
+            quadratic at a tangent point t, per sign of w_j)      (proved, §5.11)
 markov-     B+: |E D| + exact Chernoff radius, m.g.f. =           Y_j | state path indep.,
 chernoff    pi' M_1 P M_2 ... P M_k 1, M_j = diag E[e^{lam w_j Y}|s]  law given S_j known;
                                                                   S finite-state stationary
@@ -49,11 +52,13 @@ from stepsim._ground.validate import check_choice, check_int, check_real
 from stepsim.theorem1.corrected import autocovariance, weights
 
 KINDS = ("paper", "chebyshev", "gaussian", "markov", "gaussian-chernoff", "markov-chernoff",
-         "plugin")
+         "copula-chernoff", "plugin")
 PROVED = {"paper": False, "chebyshev": True, "gaussian": True, "markov": True,
-          "gaussian-chernoff": True, "markov-chernoff": True, "plugin": False}
+          "gaussian-chernoff": True, "markov-chernoff": True, "copula-chernoff": True,
+          "plugin": False}
 #: the proved bounds that enter the corrected bound where their assumptions hold
-CORRECTED_TERMS = ("chebyshev", "gaussian", "markov", "gaussian-chernoff", "markov-chernoff")
+CORRECTED_TERMS = ("chebyshev", "gaussian", "markov", "gaussian-chernoff", "markov-chernoff",
+                   "copula-chernoff")
 SOKAL_C = 5.0  # Sokal's automatic window: smallest M with M >= c tau(M)
 
 
@@ -313,6 +318,12 @@ def applicable(kind: str, process) -> str | None:
         if hasattr(process, "gaussian_autocovariance"):
             return None
         return f"process {name!r} has no Gaussian g: Statement A+ does not apply"
+    if kind == "copula-chernoff":
+        if name == "ar1" and isinstance(getattr(process, "params", None), dict) \
+                and "rho" in process.params:
+            return None
+        return (f"process {name!r} is not g^2 = G Phi(x) of a stationary Gaussian AR(1) "
+                "(the built-in ar1): Statement A'+ does not apply")
     if kind == "markov-chernoff":
         from stepsim.theorem1.chernoff import state_model
 
@@ -386,7 +397,7 @@ def bound(kind: str, process, *, beta2: float, k0: int, lags, delta: float, dim:
 
 def corrected_bound(process, *, beta2: float, k0: int, lags, delta: float,
                     dim: int = 1) -> tuple[np.ndarray, str]:
-    """min(Chebyshev, A, A+, B, B+ where they apply, trivial) at each lag, and which of the
+    """min(Chebyshev, A, A+, A'+, B, B+ where they apply, trivial) at each lag, and which of the
     statements entered ("+"-joined kinds besides Chebyshev, e.g. "markov+markov-chernoff";
     "" if none applies).
 
@@ -421,7 +432,9 @@ _PSI_CACHE: dict = {}
 def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
     """(lams, psi(lams), psi(-lams)) of D at lag n: the centred log-m.g.f. of D on the
     Chernoff grid, for the upper and the lower tail; cached (it depends on neither delta
-    nor d) for the built-in and chain processes, keyed by name, parameters and G."""
+    nor d) for the built-in and chain processes, keyed by name, parameters and G.
+    "copula-chernoff" gives an upper bound on psi (``copula.log_mgf``) on every third
+    point of the grid (its cost is ~10 tangent points x the exponents x k steps)."""
     from stepsim.theorem1 import chernoff
 
     key = (kind, _process_key(process), float(beta2), int(k0), int(n))
@@ -434,14 +447,22 @@ def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
         out = (None, None, None)
     else:
         lams = chernoff.lam_grid(sd)
-        if kind == "gaussian-chernoff":
+        if kind == "copula-chernoff":
+            from stepsim.theorem1 import copula
+
+            lams = lams[::3]
+            both = copula.log_mgf(w, np.concatenate([lams, -lams]),
+                                  rho=float(process.params["rho"]), G=float(process.G))
+            out = (lams, both[:lams.size], both[lams.size:])
+        elif kind == "gaussian-chernoff":
             gam = process.gaussian_autocovariance(w.size - 1)
             rho = process.params.get("rho") if process.name == "gauss_ar1" else None
             opts = {"ar1": (float(gam[0]), float(rho))} if rho is not None else {"gamma_g": gam}
             f = functools.partial(chernoff.gaussian_log_mgf, w, **opts)
         else:
             f = functools.partial(chernoff.markov_log_mgf, w, model=chernoff.state_model(process))
-        out = (lams, f(lams), f(-lams))
+        if kind != "copula-chernoff":
+            out = (lams, f(lams), f(-lams))
     if len(_PSI_CACHE) > 4096:
         _PSI_CACHE.clear()
     _PSI_CACHE[key] = out
@@ -449,8 +470,9 @@ def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
 
 
 def chernoff_bound(kind: str, process, beta2: float, k0: int, n: int, L: float) -> float:
-    """Statement A+ ("gaussian-chernoff") or B+ ("markov-chernoff") at lag n: |E D| + the
-    larger of the two exact Chernoff radii at e^{-L} each (P(|D| > b) <= 2 e^{-L})."""
+    """Statement A+ ("gaussian-chernoff"), A'+ ("copula-chernoff") or B+ ("markov-chernoff")
+    at lag n: |E D| + the larger of the two Chernoff radii at e^{-L} each (P(|D| > b) <=
+    2 e^{-L})."""
     from stepsim.theorem1.chernoff import chernoff_radius, state_model
 
     lams, up, down = chernoff_psi(kind, process, beta2, k0, n)
@@ -458,6 +480,7 @@ def chernoff_bound(kind: str, process, beta2: float, k0: int, n: int, L: float) 
         return 0.0
     w = weights(beta2, k0, n)
     mean = (float(process.gaussian_autocovariance(0)[0]) if kind == "gaussian-chernoff"
+            else mean_g2(process) if kind == "copula-chernoff"
             else state_model(process).mean()) * float(np.sum(w))
     return abs(mean) + max(chernoff_radius(lams, up, L)[0], chernoff_radius(lams, down, L)[0])
 

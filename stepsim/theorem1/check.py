@@ -320,6 +320,8 @@ ASSUMPTIONS = {
     "markov-chernoff": "g^2 | state path independent with a known law given the current "
                        "state, the state a stationary finite-state Markov chain (exact "
                        "m.g.f. by transfer matrices, Chernoff)",
+    "copula-chernoff": "g^2 = G Phi(x), x a stationary Gaussian AR(1) (the built-in ar1; "
+                       "exact m.g.f. of a Gaussian quadratic majorant, Chernoff)",
     "plugin": "nothing proved: autocovariance estimated (Sokal window) on the k0 steps "
               "before the switch, Gaussian tail",
 }
@@ -461,6 +463,8 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     "gaussian-chernoff" (proved, Statement A+: Gaussian g, exact m.g.f. and Chernoff),
     "markov-chernoff" (proved, Statement B+: g^2 modulated by a finite-state stationary
     Markov chain with known conditional laws, exact m.g.f. and Chernoff),
+    "copula-chernoff" (proved, Statement A'+: g^2 = G Phi(x) with x a stationary Gaussian
+    AR(1), the built-in ar1; Chernoff with the exact m.g.f. of a quadratic majorant),
     "plugin" (heuristic: estimated autocovariance). A process outside the chosen bound's
     assumptions raises ValueError before simulating.
     """

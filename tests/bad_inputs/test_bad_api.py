@@ -231,6 +231,13 @@ API_CASES = [
         r"delta must be in", id="bound-chernoff-delta"),
     api(_np(lambda: _bound("markov-chernoff", dim=0, process="regime")), ValueError,
         r"dim must be >= 1", id="bound-chernoff-dim"),
+    api(_np(lambda: _bound("copula-chernoff", process="uniform")), ValueError,
+        r"Statement A'\+ does not apply", id="bound-copula-chernoff-uniform"),
+    api(_np(lambda: __import__("stepsim.theorem1.copula").theorem1.copula.majorant(0.0)),
+        ValueError, r"tangent point t must be a finite number > 0", id="copula-tangent-zero"),
+    api(_np(lambda: __import__("stepsim.theorem1.copula").theorem1.copula.log_mgf(
+        np.ones(3), np.ones(1), rho=1.0)), ValueError, r"rho must be in \(-1, 1\)",
+        id="copula-rho-one"),
     api(_np(lambda: __import__("stepsim.theorem1.chernoff").theorem1.chernoff.gaussian_log_mgf(
         np.ones(3), np.ones(1), gamma_g=np.array([1.0, 2.0, 0.0]))), ValueError,
         r"gamma_g is not positive semi-definite", id="chernoff-gaussian-not-psd"),

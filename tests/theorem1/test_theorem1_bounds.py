@@ -165,8 +165,8 @@ def test_proved_bounds_hold_in_the_engine(name, params, kinds):
 def test_corrected_bound_is_the_minimum_and_names_what_it_used():
     p = make_process("ar1", rho=0.99)
     best, used = corrected_bound(p, beta2=0.999, k0=1228, lags=[10, 1000], delta=0.05, dim=100)
-    assert used == "gaussian+markov"
-    for kind in ("gaussian", "markov", "chebyshev"):
+    assert used == "gaussian+markov+copula-chernoff"
+    for kind in ("gaussian", "markov", "copula-chernoff", "chebyshev"):
         assert np.all(best <= bound(kind, p, beta2=0.999, k0=1228, lags=[10, 1000],
                                     delta=0.05, dim=100))
     assert corrected_bound(make_process("sine"), beta2=0.9, k0=25, lags=[1], delta=0.1)[1] == ""
@@ -218,7 +218,8 @@ def test_verification_script_quick(tmp_path):
     assert [r["label"] for r in results] == ["ar1 rho=0.5", "twostate lambda=0.9"]
     assert "provenance" in doc
     kinds = set(results[0]["cases"][0]["bounds"])
-    assert kinds == {"paper", "chebyshev", "gaussian", "markov", "plugin", "corrected"}
+    assert kinds == {"paper", "chebyshev", "gaussian", "markov", "copula-chernoff", "plugin",
+                     "corrected"}
     assert "gaussian" in results[1]["not_applicable"]
     assert {"markov-chernoff", "corrected"} <= set(results[1]["cases"][0]["bounds"])
     assert "gaussian-chernoff" in results[0]["not_applicable"]
@@ -253,7 +254,7 @@ def test_c11_process_job_reports_part_c():
     out = process_job(process="ar1", params={"rho": 0.99}, trials=20, dim=4, per_decade=1,
                       seed=0, horizon=100)
     c = out["part_c"]
-    assert c["coord"]["uses"] == "gaussian+markov" and c["inf"]["n"] == 20
+    assert c["coord"]["uses"] == "gaussian+markov+copula-chernoff" and c["inf"]["n"] == 20
     assert len(c["coord"]["bound"]) == len(out["lags"])
     assert process_job(process="sine", params={}, trials=5, dim=2, per_decade=1, seed=0,
                        horizon=10)["part_c"] is None
