@@ -15,7 +15,8 @@ delta) at which it is below the trivial bound (C11 part (c)'s measure). Writes
 ``theorem1_bounds.png`` (the figure) into --out. Full: 500 trials x 100 coordinates per
 process (~30 min on 2 busy cores; far more on an overloaded machine: ``--update --only
 LABELS`` re-runs some processes and keeps the rest); --quick: 40 x 4, lags to 300 (~2 min
-under load).
+under load). ``--trials N`` runs another count of trials into ``theorem1_bounds_<N>trials.*``
+(e.g. to settle a violation rate whose Clopper-Pearson upper end straddles delta).
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ def table(results) -> str:
 
 
 def figure(results, path) -> None:
-    """One panel per process: the bounds at d = 1, delta = 0.05, and the quantile."""
+    """One panel per process: the bounds at d = 1, delta = 0.05, and the quantile; one legend
+    for every line drawn (in the first empty panel, else below the panels)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,8 +69,11 @@ def figure(results, path) -> None:
     n = len(results)
     cols = min(4, n)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows), dpi=90,
-                             squeeze=False)
+    # constrained layout keeps the (wrapped) title, the panel titles and labels inside
+    slot = n < rows * cols  # an empty panel holds the legend, else it goes to the right
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols + (0 if slot else 2.2),
+                                                  2.9 * rows + 0.4), dpi=90,
+                             squeeze=False, layout="constrained")
     styles = {"paper": ("k-", "paper"), "chebyshev": ("C2--", "Chebyshev"),
               "gaussian": ("C1-", "A (Gaussian)"), "markov": ("C4-.", "B (Markov)"),
               "gaussian-chernoff": ("C3-", "A+ (Gaussian, exact Chernoff)"),
@@ -74,12 +81,17 @@ def figure(results, path) -> None:
               "copula-chernoff": ("C8-", "A'+ (Gaussian copula, Chernoff)"),
               "corrected": ("C9-", "corrected = min of the proved"),
               "plugin": ("C5:", "plug-in (heuristic, median)")}
+    legend = {}
     for ax, r in zip(axes.flat, results):
         lags = np.asarray(r["lags"], dtype=float)
         case = next(c for c in r["cases"] if c["d"] == 1 and c["delta"] == 0.05)
         for kind, (style, label) in styles.items():
             if kind in case["bounds"]:
-                ax.loglog(lags, case["bounds"][kind]["bound"], style, lw=1.2, label=label)
+                # the corrected bound is one of the proved ones at each lag: a wide pale band
+                # under them, so the bound it equals stays visible
+                wide = {"lw": 4, "alpha": 0.35, "zorder": 1} if kind == "corrected" else {}
+                ax.loglog(lags, case["bounds"][kind]["bound"], style,
+                          **({"lw": 1.2} | wide), label=label)
         if r["trivial"] is not None:
             ax.loglog(lags, r["trivial"], color="0.6", lw=1, ls=":", label="trivial")
         q = np.asarray(case["quantile"], dtype=float)
@@ -87,15 +99,22 @@ def figure(results, path) -> None:
         ax.loglog(lags[keep], q[keep], "C0o", ms=2.5, label="empirical 0.95-quantile")
         ax.set_title(r["label"], fontsize=8)
         ax.tick_params(labelsize=6)
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
     for ax in axes.flat[n:]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=5.5, loc="lower right")
-    fig.suptitle(f"Theorem 1 bounds vs simulation, one coordinate, delta = 0.05 "
-                 f"(b2 = {results[0]['beta2']}, k0 = {results[0]['k0']}, "
-                 f"{results[0]['trials']} trials x {results[0]['dim']} coords)", fontsize=8)
+    order = [label for _, label in styles.values()] + ["trivial", "empirical 0.95-quantile"]
+    labels = sorted(legend, key=order.index)
+    handles = [legend[label] for label in labels]
+    if slot:
+        axes.flat[n].legend(handles, labels, fontsize=6.5, loc="center")
+    else:
+        fig.legend(handles, labels, fontsize=6.5, loc="outside right center")
+    title = (f"Theorem 1 bounds vs simulation, one coordinate, delta = 0.05 "
+             f"(b2 = {results[0]['beta2']}, k0 = {results[0]['k0']}, "
+             f"{results[0]['trials']} trials x {results[0]['dim']} coords)")
+    fig.suptitle(textwrap.fill(title, int(3.4 * cols * 14)), fontsize=8)  # ~14 chars/inch
     fig.supxlabel("lag k - k0", fontsize=7)
     fig.supylabel("|vhat_k - vhat_k0|", fontsize=7)
-    fig.tight_layout()
     with atomic_path(Path(path)) as tmp:
         fig.savefig(tmp, format="png")
     plt.close(fig)
@@ -130,6 +149,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(Path(__file__).parent), help="output folder")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", help="comma-separated labels (default: all)")
+    parser.add_argument("--trials", type=int,
+                        help="trials per process instead of the mode's (500; --quick 40), "
+                             "written to theorem1_bounds_<N>trials.* beside the default "
+                             "files: more trials resolve a violation rate near delta")
     parser.add_argument("--update", action="store_true",
                         help="re-run only the --only processes and replace them in the JSON "
                              "already in --out (same sizes required); the others are kept, "
@@ -139,14 +162,22 @@ def main(argv=None) -> int:
     from stepsim._ground.provenance import save_json
     from stepsim.theorem1.verify import default_specs, verify_one
 
-    size = QUICK if args.quick else FULL
+    size = dict(QUICK if args.quick else FULL)
+    if args.trials is not None:
+        if args.trials < 1:
+            parser.error(f"--trials must be >= 1, got {args.trials}")
+        size["trials"] = args.trials
     specs = default_specs()
     if args.only:
         keep = set(args.only.split(","))
         specs = [s for s in specs if s[0] in keep]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = "theorem1_bounds" + ("_quick" if args.quick else "")
+    stem = ("theorem1_bounds" + ("_quick" if args.quick else "")
+            + (f"_{args.trials}trials" if args.trials is not None else ""))
+    command = ("python paper_checks/theorem1_bounds.py" + (" --quick" if args.quick else "")
+               + (f" --trials {args.trials} --seed {args.seed}" if args.trials is not None
+                  else "") + (f" --only '{args.only}'" if args.trials and args.only else ""))
     kept = _kept_results(out / f"{stem}.json", size, args) if args.update else {}
     commit = _commit()
     fresh = {}
@@ -162,8 +193,7 @@ def main(argv=None) -> int:
               seed=args.seed)
     text = (f"# Theorem 1 bounds: verification ({'QUICK, ' if args.quick else ''}"
             f"{size['trials']} trials x {size['dim']} coordinates, seed {args.seed})\n\n"
-            "Made by `python paper_checks/theorem1_bounds.py"
-            f"{' --quick' if args.quick else ''}`; numbers in `{stem}.json`.\n\n"
+            f"Made by `{command}`; numbers in `{stem}.json`.\n\n"
             + table(results) + "\nWhen each process was simulated (`--update` re-runs some "
             "and keeps the others; the bounds of a kept process are those of its run):\n\n"
             + "".join(f"- {r['label']}: {r.get('made', 'this run')}\n" for r in results))

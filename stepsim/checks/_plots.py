@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -66,16 +67,18 @@ def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) 
     for i, (label, values) in enumerate(groups.items()):
         mean, lo, hi = t_interval(values)
         err = None if math.isnan(lo) else [[mean - lo], [hi - mean]]
+        shown = f"{mean:.3g}" if math.isfinite(mean) else "no finite run"  # never "nan"
         ax.errorbar(i, mean, yerr=err, fmt="s", color=f"C{i % 10}", ms=6, capsize=5,
-                    label=f"{label}: {mean:.3g}")
+                    label=f"{label}: {shown}")
         ax.plot(np.full(len(values), i) + 0.12, values, ".", color="0.4", ms=4)
     if hline is not None:
         ax.axhline(hline, color="k", lw=0.8, ls="--")
     ax.set_xticks(range(len(groups)), list(groups), rotation=20, ha="right", fontsize=7)
     ax.set_xlim(-0.6, len(groups) - 0.4)
-    ax.set_ylabel(ylabel)
+    ax.set_ylabel(textwrap.fill(ylabel, 40))  # long units ("nats (test-loss gap ...)")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=6, loc="best")
+    # outside the axes, right: inside, "best" still covers a column when every corner is used
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return finish(fig, path, note)
 
 

@@ -4,8 +4,8 @@ report.json back, redraw its figures.
 :func:`write_report` writes what :func:`stepsim.checks.report.run_checks` decided (in the
 order that never leaves new figures beside an old report.json), :func:`markdown` renders
 report.md, :func:`load_report` reads a report.json back into a
-:class:`~stepsim.checks.report.Report`, :func:`redraw_figures` draws its figures again
-without re-running anything.
+:class:`~stepsim.checks.report.Report`, :func:`redraw_figures` draws its figures again and
+:func:`rewrite_markdown` its report.md, without re-running anything.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def markdown(report: Report) -> str:
     rates, then one section per claim and setting (rule, parts with premises, switch
     causes, figures)."""
     from stepsim.checks.operating import flat_switches
+    from stepsim.checks.verdict import Effect, effect_text
 
     p = report.protocol or {}
     quick = report.mode != "full"
@@ -92,9 +93,7 @@ def markdown(report: Report) -> str:
                   "| claim | verdict | first part's effect [CI] | evidence |",
                   "| --- | --- | --- | --- |"]
         for c in rows:
-            effect = "—" if c.effect is None else (
-                f"{c.effect.estimate:.3g} [{c.effect.ci_low:.3g}, {c.effect.ci_high:.3g}] "
-                f"{c.effect.units}")
+            effect = "—" if c.effect is None else effect_text(c.effect)
             lines.append(f"| {c.claim} | **{c.verdict}** | {effect} | {_md(c.reason)} |")
         lines.append("")
     if report.lrs:
@@ -118,8 +117,7 @@ def markdown(report: Report) -> str:
             part = part if isinstance(part, dict) else dataclasses.asdict(part)
             e = part["effect"]
             lines.append(f"- part **{part['name']}**: {part['verdict']} — {part['reason']}; "
-                         f"{e['name']} = {float(e['estimate']):.3g} "
-                         f"[{float(e['ci_low']):.3g}, {float(e['ci_high']):.3g}] {e['units']} "
+                         f"{e['name']} = {effect_text(Effect(**e))} "
                          f"at {100 * part['level']:.4g}%")
         table = getattr(claim_module(c.claim), "markdown_table", None)
         if table is not None:  # a comparison's own table (S1)
@@ -224,8 +222,11 @@ def load_report(path) -> Report:
         claims.append(ClaimResult(**{**c, "effect": effect, "seeds": tuple(c["seeds"]),
                                      "figures": tuple(c["figures"]),
                                      "parts": tuple(c.get("parts", ()))}))
+    tuning = {setting: {key: {**t, "means": [float(m) for m in t["means"]]}  # "inf" -> inf
+                        for key, t in configs.items()}
+              for setting, configs in doc.get("tuning", {}).items()}
     return Report(doc["mode"], tuple(claims), doc["runtime_s"], str(Path(path).parent),
-                  doc.get("protocol", {}), doc.get("tuning", {}), doc.get("lrs", {}),
+                  doc.get("protocol", {}), tuning, doc.get("lrs", {}),
                   doc.get("compute", {}), doc.get("operating", {}))
 
 
@@ -237,3 +238,12 @@ def redraw_figures(out_dir) -> list:
     for result in report.claims:
         paths += _draw(claim_module(result.claim), result, out_dir / "figures")
     return paths
+
+
+def rewrite_markdown(out_dir) -> Path:
+    """Write report.md again from the report.json in ``out_dir`` (no re-run; report.json and
+    the figures are left as they are): for a change in how report.md renders a report."""
+    from stepsim._ground.atomic import write_text
+
+    out_dir = Path(out_dir)
+    return write_text(out_dir / "report.md", markdown(load_report(out_dir / "report.json")))

@@ -279,6 +279,24 @@ def _divergence_text(effect: Effect, test) -> str:
             f"{p}); error on the {len(d['finite'])} finite pair(s)")
 
 
+def effect_text(effect: Effect, digits: int = 3) -> str:
+    """An effect for a table: "estimate [low, high] units", and its finite pairs when runs
+    were lost. Where no interval exists (too few finite pairs, PROTOCOL 'Draft 4:
+    statistics') the divergence counts take its place: a diverged run is an outcome to
+    count, never a number to show as "nan [nan, nan]"."""
+    d = effect.divergence
+    if math.isfinite(effect.ci_low) and math.isfinite(effect.ci_high):
+        text = (f"{effect.estimate:.{digits}g} [{effect.ci_low:.{digits}g}, "
+                f"{effect.ci_high:.{digits}g}] {effect.units}")
+        return text + (f" on {len(d['finite'])}/{d['seeds']} finite pairs" if _lost(effect)
+                       else "")
+    if not d:
+        return "n/a"
+    n = d["seeds"]
+    return (f"n/a — diverged: worse-claimed side in {d['plus']}/{n} seeds, better-claimed "
+            f"side in {d['minus']}/{n}; {len(d['finite'])} finite pair(s)")
+
+
 def _tarone(n_fixed: int, p_min: dict, alpha: float) -> set:
     """The discrete tests that join the family (Tarone 1990): drop, until none is dropped,
     every test whose smallest attainable p exceeds alpha / (family size). The choice is a
@@ -613,9 +631,7 @@ class ClaimResult:
 
     def line(self) -> str:
         """One line for a table: claim, verdict, effect, reason."""
-        effect = "" if self.effect is None else (
-            f" {self.effect.estimate:.3g} [{self.effect.ci_low:.3g}, {self.effect.ci_high:.3g}]"
-            f" {self.effect.units};")
+        effect = "" if self.effect is None else f" {effect_text(self.effect)};"
         return f"{self.claim:<4} {self.verdict:<15}{effect} {self.reason}"
 
     def to_dict(self) -> dict:
@@ -637,6 +653,7 @@ __all__ = [
     "decide_equivalence",
     "decide_parts",
     "divergence_test",
+    "effect_text",
     "effect_from",
     "min_finite_pairs",
     "premise_present",

@@ -193,3 +193,12 @@ def test_dry_run_lists_without_running(capsys):
     printed = capsys.readouterr().out
     assert "stepsim theorem1 --process twopoint" in printed
     assert regenerate.main(["--dry-run", "no-such-figure"]) == 2
+
+
+def test_the_committed_report_md_is_its_report_json_rendered():
+    """figures/check/report.md is what ``report_files.markdown`` makes of the committed
+    report.json (``rewrite_markdown`` regenerates it after a rendering change, no re-run)."""
+    from stepsim.checks.report_files import load_report, markdown
+
+    out = ROOT / "figures" / "check"
+    assert (out / "report.md").read_text() == markdown(load_report(out / "report.json"))

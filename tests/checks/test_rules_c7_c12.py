@@ -266,6 +266,33 @@ def test_a_diverged_side_is_counted_not_averaged():
     assert "0 finite seed(s) of 8" in p.reason
 
 
+def test_report_shows_a_diverged_part_as_counts_never_nan(tmp_path):
+    """The report's effect cells (report.md's table and parts, the printed line), also from
+    a report.json read back: a part with no finite pair shows its divergence counts, never
+    "nan [nan, nan]"; a part judged on the finite pairs says how many there were."""
+    import dataclasses
+
+    from stepsim.checks.report import Report
+    from stepsim.checks.report_files import load_report, markdown, write_report
+
+    module = claim_module("C5")
+    b = budget_for(module)
+    lost = dataclasses.replace(decided(module, b, lost_scenario({"step-a1": range(8)})),
+                               setting=b.key)
+    one = dataclasses.replace(decided(module, b, lost_scenario({"step-a1": [3]})),
+                              setting=b.key + "@one")
+    assert math.isnan(lost.effect.estimate)  # the number stays NaN in report.json
+    write_report(Report("full", (lost, one), 1.0, str(tmp_path)), tmp_path, params={})
+    for md in (markdown(load_report(tmp_path / "report.json")),
+               (tmp_path / "report.md").read_text()):
+        assert "nan" not in md
+        row = next(line for line in md.splitlines() if line.startswith("| C5 |"))
+        assert ("n/a — diverged: worse-claimed side in 0/8 seeds, better-claimed side in "
+                "8/8; 0 finite pair(s)") in row
+        assert "on 7/8 finite pairs" in md  # STEP-A1's parts with the lost seed
+    assert "nan" not in lost.line() and "n/a — diverged" in lost.line()
+
+
 def test_one_lost_seed_leaves_the_finite_pairs_to_judge():
     """One STEP run of eight diverged: the part is judged on the 7 finite pairs (draft 3
     scored the lost run as 100% error and turned a clear R into an INCONCLUSIVE or worse)."""

@@ -228,6 +228,31 @@ def test_verification_script_quick(tmp_path):
         tmp_path / "theorem1_bounds_quick.md").read_text()
 
 
+def test_verification_script_more_trials(tmp_path):
+    """--trials N: that many trials, into theorem1_bounds_<N>trials.* (the default files are
+    left alone); a count below 1 is refused before any work."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "paper_checks" / "theorem1_bounds.py"
+    spec = importlib.util.spec_from_file_location("theorem1_bounds", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit):
+        module.main(["--quick", "--trials", "0", "--out", str(tmp_path)])
+    assert not list(tmp_path.iterdir())
+    assert module.main(["--quick", "--trials", "12", "--seed", "1", "--only", "regime q=1e-3",
+                        "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"theorem1_bounds_quick_12trials.{ext}" for ext in ("json", "md", "png")]
+    doc = json.loads((tmp_path / "theorem1_bounds_quick_12trials.json").read_text())
+    assert doc["result"]["trials"] == 12 and doc["provenance"]["params"]["trials"] == 12
+    case = doc["result"]["results"][0]["cases"][0]
+    assert case["d"] == 1 and case["bounds"]["markov-chernoff"]["n"] == 12 * 4
+    md = (tmp_path / "theorem1_bounds_quick_12trials.md").read_text()
+    assert "--trials 12 --seed 1 --only 'regime q=1e-3'" in md
+
+
 def _part_c_entry(share, overall="HOLDS", failing=10):
     form = {"overall": overall, "uses": "markov", "share_below_trivial_where_paper_fails": share,
             "paper_failing_lags": failing}
