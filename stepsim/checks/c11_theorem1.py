@@ -79,9 +79,16 @@ def _size(mode):
         {"trials": 500, "dim": 100, "per_decade": 8}
 
 
+#: full mode: processes whose coordinates share one chain have one independent sample per
+#: trial, so they get more trials (and a seed of their own): PROTOCOL.md, "C11 part (c):
+#: the sample of `regime shared`"
+FULL_SAMPLE = {"regime shared": {"trials": 5000, "seed": 1}}
+
+
 def _jobs(budget):
     return {label: Task("stepsim.checks.c11_theorem1:process_job", {
-        "process": name, "params": params, "seed": 0, **_size(budget.mode)})
+        "process": name, "params": params, "seed": 0, **_size(budget.mode),
+        **(FULL_SAMPLE.get(label, {}) if budget.mode == "full" else {})})
         for label, name, params in PROCESSES}
 
 
@@ -286,8 +293,10 @@ def decide_claim(budget, results) -> ClaimResult:
     numbers = {"table": table, "per_process": per, "beta2": BETA2, "delta": DELTA,
                "chebyshev_vacuous_share": vacuous, "part_c": part_c,
                "part_c_reason": part_c_reason, "part_c_table": part_c_table, **size}
+    more = "".join(f" ({label}: {s['trials']} trials, seed {s['seed']})"
+                   for label, s in FULL_SAMPLE.items() if budget.mode == "full")
     problem = (f"Theorem 1 engine: {size['trials']} trials x {size['dim']} coordinates per "
-               f"process, b2={BETA2}, delta={DELTA}, k0 = statement's, lags 1..10^4")
+               f"process{more}, b2={BETA2}, delta={DELTA}, k0 = statement's, lags 1..10^4")
     return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, None, problem, (0,), budget.mode,
                        numbers)
 
