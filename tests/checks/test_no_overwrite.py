@@ -87,6 +87,10 @@ def test_sweep_refuses_another_sweeps_folder_unless_forced_and_resumes_its_own(t
 
 def test_an_unreachable_scheduler_leaves_no_folder_or_claim(tmp_path, capsys):
     dask = pytest.importorskip("dask")
+    # distributed registers its config defaults on import: import it before the override,
+    # or leaving the `with` deletes the whole "distributed" section it created (a later
+    # LocalCluster in this process then fails with KeyError: 'distributed')
+    pytest.importorskip("distributed")
     out = tmp_path / "sw"
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         rc = _sweep(out, "--scheduler", "tcp://127.0.0.1:9")
