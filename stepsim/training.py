@@ -316,12 +316,11 @@ def _first_non_finite(loss, grads) -> tuple[str | None, str | None]:
     in order; (None, None) when all are finite. A non-finite loss names the first
     parameter whose gradient is non-finite too (None if none is).
 
-    One sum per array (a NaN or inf makes it non-finite); only a non-finite sum, which a
-    finite array can also give by overflowing, is checked element by element.
+    One pass per array (:func:`_has_non_finite`).
     """
     first = None
     for name, g in grads.items():
-        if not np.isfinite(g.sum()) and not np.isfinite(g).all():
+        if _has_non_finite(g):
             count = int(np.count_nonzero(~np.isfinite(g)))
             first = name, f"the gradient of {name!r} has {count} non-finite value(s)"
             break
@@ -333,11 +332,24 @@ def _first_non_finite(loss, grads) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _has_non_finite(x: np.ndarray) -> bool:
+    """Whether x holds a NaN or an infinity: one vectorised pass (a numba kernel) for
+    C-contiguous float32/float64 arrays, NumPy's ``isfinite`` for any other."""
+    if x.dtype in _KERNEL_DTYPES and x.flags.c_contiguous:
+        from stepsim.core import _step_kernels
+
+        return bool(_step_kernels.has_non_finite(x.reshape(-1)))
+    return not np.isfinite(x).all()
+
+
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _first_non_finite_weight(params) -> tuple[str | None, str | None]:
     """(description, parameter) of the first parameter with a non-finite weight after an
-    update (an lr so large that the step overflows), else (None, None); one sum per array."""
+    update (an lr so large that the step overflows), else (None, None); one pass per array."""
     for name, w in params.items():
-        if not np.isfinite(w.sum()) and not np.isfinite(w).all():
+        if _has_non_finite(w):
             count = int(np.count_nonzero(~np.isfinite(w)))
             return f"the weights of {name!r} have {count} non-finite value(s)", name
     return None, None
