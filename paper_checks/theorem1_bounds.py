@@ -79,6 +79,7 @@ def figure(results, path) -> None:
               "gaussian-chernoff": ("C3-", "A+ (Gaussian, exact Chernoff)"),
               "markov-chernoff": ("C6-", "B+ (Markov, exact Chernoff)"),
               "copula-chernoff": ("C8-", "A'+ (Gaussian copula, Chernoff)"),
+              "sticky-chernoff": ("C7-", "B'+ (sticky chain, Chernoff)"),
               "corrected": ("C9-", "corrected = min of the proved"),
               "plugin": ("C5:", "plug-in (heuristic, median)")}
     legend = {}
