@@ -75,7 +75,8 @@ def grid_kernel(w, lams, q, G, M, upper):
     """Bracket of log E exp(lam D) for each lam on M intervals of [0, G] (``sticky.py``):
     upper=True: nodes y_i = G i / M, trapezoid (an upper bound: F is convex); False: nodes
     G (i + 1/2) / M, midpoint rule (a lower bound). f holds F_k at the nodes divided by its
-    rule's integral (so it stays O(M)); the logs of those integrals are summed."""
+    rule's integral (so it stays O(M)); the logs of those integrals are summed. Raw log,
+    without the rounding allowance (``sticky._allowance``)."""
     n = w.size
     out = np.empty(lams.size)
     r = 1.0 - q
@@ -89,10 +90,13 @@ def grid_kernel(w, lams, q, G, M, upper):
         acc = 0.0
         for k in range(n - 1, -1, -1):
             step = lam * w[k] * G / M  # a_k times the node spacing
+            # e^{a_k y} = e^{shift} e^{a_k y - shift}, shift its largest exponent over the
+            # nodes (an end node): every factor is <= 1, so nothing overflows at any lam
+            shift = max(step * off, step * (nodes - 1 + off))
             z = math.exp(step)
             total = 0.0
             for start in range(0, nodes, ANCHOR):  # exp exact at each block's first node
-                e = math.exp(step * (start + off))
+                e = math.exp(step * (start + off) - shift)
                 for i in range(start, min(start + ANCHOR, nodes)):
                     v = e * (r * f[i] + q)
                     f[i] = v
@@ -104,6 +108,6 @@ def grid_kernel(w, lams, q, G, M, upper):
             inv = 1.0 / total
             for i in range(nodes):
                 f[i] *= inv
-            acc += math.log(total)
+            acc += shift + math.log(total)
         out[li] = acc
     return out

@@ -21,8 +21,10 @@ F_k(y) = E[exp(sum_{j>=k} a_j Y_j) | Y_k = y] (F_{n+1} = 1), I_k = E_{u~U} F_k(G
   I_{k+1}), and Fbar_k is needed only at the nodes, where it is computed exactly. So
   Ibar_1 >= E exp(lam D); the midpoint version gives a lower bound the same way. Rounding:
   all arithmetic is on positive numbers (no cancellation), at most n (M + ANCHOR + 8)
-  roundings deep, so the computed upper end times (1 + ``_allowance``) is >= Ibar_1; the
-  allowance (2 n (M + ANCHOR + 8) 2^-53, ~3e-9 at n = 11,228) is added to the log.
+  roundings deep; each e^{a_k y} is scaled by e^{-max over the nodes of a_k y} (no
+  overflow at any lam, the shift added back in the log); ``_allowance`` bounds the
+  rounding of the log (~3e-9 at n = 11,228, plus the exponents' rounding and underflow)
+  and is added to the upper end (subtracted from the lower).
   The gap upper - lower is the price of the grid (measured in §5.13: <= 1e-6 in the log at
   the exponents that decide the bound).
 
@@ -80,11 +82,20 @@ def _centre(out, lams, w, G, centred):
     return out - lams * (0.5 * G * float(np.sum(w))) if centred else out
 
 
-def _allowance(n: int, nodes: int) -> float:
-    """Bound on the relative rounding of the bracket kernel (module docstring)."""
+def _allowance(w: np.ndarray, lams: np.ndarray, q: float, G: float,
+               nodes: int) -> np.ndarray:
+    """Bound on the rounding of the bracket kernel's log, per exponent (module docstring):
+    2 n (M + ANCHOR + 8) 2^-53 for the chains of products and sums of positive numbers,
+    8 |lam| G sum|w| 2^-53 for the rounding of the exponents handed to exp, and
+    n 4 M^2 2^-1022 / q for factors that underflow to 0 (each < 2^-1022, against a total
+    >= q / (2 M) from the node whose factor is 1)."""
     from stepsim.theorem1._sticky_kernel import ANCHOR
 
-    return 2.0 * n * (nodes + ANCHOR + 8) * 2.0 ** -53
+    n = w.size
+    u = 2.0 ** -53
+    return (2.0 * n * (nodes + ANCHOR + 8) * u
+            + 8.0 * np.abs(lams) * G * float(np.sum(np.abs(w))) * u
+            + n * 4.0 * nodes * nodes * 2.0 ** -1022 / q)
 
 
 def _check_nodes(nodes) -> int:
@@ -104,7 +115,7 @@ def log_mgf_bracket(w, lams, *, q: float, G: float = 1.0, nodes: int = NODES,
     nodes = _check_nodes(nodes)
     from stepsim.theorem1._sticky_kernel import grid_kernel
 
-    eps = _allowance(w.size, nodes)
+    eps = _allowance(w, lams, q, G, nodes)
     up = grid_kernel(w, lams, q, G, nodes, True) + eps
     lo = grid_kernel(w, lams, q, G, nodes, False) - eps
     return _centre(lo, lams, w, G, centred), _centre(up, lams, w, G, centred)
@@ -117,7 +128,7 @@ def log_mgf(w, lams, *, q: float, G: float = 1.0, nodes: int = NODES) -> np.ndar
     nodes = _check_nodes(nodes)
     from stepsim.theorem1._sticky_kernel import grid_kernel
 
-    up = grid_kernel(w, lams, q, G, nodes, True) + _allowance(w.size, nodes)
+    up = grid_kernel(w, lams, q, G, nodes, True) + _allowance(w, lams, q, G, nodes)
     return _centre(up, lams, w, G, True)
 
 
