@@ -35,8 +35,8 @@ TIE = 1e-12
 
 
 def default_specs():
-    """(label, process) pairs of the issue: AR(1) rho 0.5/0.9/0.99 (squashed: B and A' apply;
-    Gaussian g: A and A+ apply), sticky (B), regime switching and two-state chains with
+    """(label, process) pairs of the issue: AR(1) rho 0.5/0.9/0.99 (squashed: B, A' and A'+ apply;
+    Gaussian g: A and A+ apply), sticky (B, B'+), regime switching and two-state chains with
     known lambda (B and B+), and the sine (no spectral gap: Chebyshev and the plug-in)."""
     from stepsim.theorem1.chains import make_chain
     from stepsim.theorem1.processes import make_process
