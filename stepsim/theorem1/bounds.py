@@ -408,8 +408,8 @@ def bound(kind: str, process, *, beta2: float, k0: int, lags, delta: float, dim:
 
 def corrected_bound(process, *, beta2: float, k0: int, lags, delta: float,
                     dim: int = 1) -> tuple[np.ndarray, str]:
-    """min(Chebyshev, A, A+, A'+, B, B+, B'+ where they apply, trivial) at each lag, and which of the
-    statements entered ("+"-joined kinds besides Chebyshev, e.g. "markov+markov-chernoff";
+    """min(Chebyshev, A, A+, A'+, B, B+, B'+ where they apply, trivial) at each lag, and which
+    of the statements entered ("+"-joined kinds besides Chebyshev, e.g. "markov+markov-chernoff";
     "" if none applies).
 
     Valid at level delta: every term is a fixed number (the process's known law, b2, k0,
@@ -491,8 +491,8 @@ def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
 
 def chernoff_bound(kind: str, process, beta2: float, k0: int, n: int, L: float) -> float:
     """Statement A+ ("gaussian-chernoff"), A'+ ("copula-chernoff"), B+ ("markov-chernoff") or
-    B'+ ("sticky-chernoff") at lag n: |E D| + the larger of the two Chernoff radii at e^{-L} each (P(|D| > b) <=
-    2 e^{-L})."""
+    B'+ ("sticky-chernoff") at lag n: |E D| + the larger of the two Chernoff radii at e^{-L}
+    each (P(|D| > b) <= 2 e^{-L})."""
     from stepsim.theorem1.chernoff import chernoff_radius, state_model
 
     lams, up, down = chernoff_psi(kind, process, beta2, k0, n)
