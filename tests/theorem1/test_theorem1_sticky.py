@@ -97,8 +97,8 @@ def test_bracket_contains_the_exact_mgf_and_is_tight():
 
 
 def _engine_d(process, lag, trials=60_000, seed=3):
-    """D at one lag from the engine (d = 1), signed: vhat_k - vhat_k0 is what the engine
-    records as |.|, so draw the path with the process's own sampler (its NumPy path)."""
+    """Signed D = vhat_k - vhat_k0 at one lag, one coordinate per trial, from the process's own
+    sampler (the path the engine's generic route draws; the engine records only |D|)."""
     w = weights(B2, K0, lag)
     state = process.start(seed, (trials,))
     y = process.sample(state, 1, w.size)  # (k, trials)
