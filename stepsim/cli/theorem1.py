@@ -42,7 +42,8 @@ def add_arguments(parser) -> None:
                         help="numba (default) or the NumPy reference (slow)")
     parser.add_argument("--bound", choices=("paper", "chebyshev", "gaussian", "markov",
                                              "gaussian-chernoff", "markov-chernoff",
-                                             "copula-chernoff", "plugin"), default="paper",
+                                             "copula-chernoff", "sticky-chernoff", "plugin"),
+                        default="paper",
                         help="also score this bound on the same simulation: chebyshev "
                              "(proved, any stationary g^2), gaussian (proved: Gaussian g or "
                              "g^2 = F(Gaussian), e.g. ar1), markov (proved: chain with a "
@@ -51,6 +52,7 @@ def add_arguments(parser) -> None:
                              "markov-chernoff (proved, exact m.g.f.: finite-state chain, "
                              "e.g. regime, twostate, i.i.d. uniform), copula-chernoff "
                              "(proved: g^2 = G Phi(Gaussian AR(1)), the ar1 built-in), "
+                             "sticky-chernoff (proved: the sticky chain built-in), "
                              "plugin (heuristic); "
                              "default paper only. Assumptions: paper_checks/theorem1.md §5")
     parser.add_argument("--json", metavar="PATH", help="save the result with provenance")

@@ -30,6 +30,10 @@ markov-     B+: |E D| + exact Chernoff radius, m.g.f. =           Y_j | state pa
 chernoff    pi' M_1 P M_2 ... P M_k 1, M_j = diag E[e^{lam w_j Y}|s]  law given S_j known;
                                                                   S finite-state stationary
                                                                   Markov (proved, §5.9)
+sticky-     B'+: |E D| + Chernoff radius of an upper bound on the  Y = G u, u the stationary
+chernoff    m.g.f. within ~1e-6 (log) of the exact one: backward   sticky chain (keep w.p.
+            recursion over runs, trapezoid rule on convex F_k      1 - q, else fresh U[0, 1])
+                                                                  (proved, §5.13)
 plugin      sqrt(2 Var^ L), Var^ from a Sokal-windowed estimate   HEURISTIC (coverage
             of gamma_Y on the k0 steps before the switch          measured, not claimed)
 =========== ===================================================== ========================
@@ -52,13 +56,13 @@ from stepsim._ground.validate import check_choice, check_int, check_real
 from stepsim.theorem1.corrected import autocovariance, weights
 
 KINDS = ("paper", "chebyshev", "gaussian", "markov", "gaussian-chernoff", "markov-chernoff",
-         "copula-chernoff", "plugin")
+         "copula-chernoff", "sticky-chernoff", "plugin")
 PROVED = {"paper": False, "chebyshev": True, "gaussian": True, "markov": True,
           "gaussian-chernoff": True, "markov-chernoff": True, "copula-chernoff": True,
-          "plugin": False}
+          "sticky-chernoff": True, "plugin": False}
 #: the proved bounds that enter the corrected bound where their assumptions hold
 CORRECTED_TERMS = ("chebyshev", "gaussian", "markov", "gaussian-chernoff", "markov-chernoff",
-                   "copula-chernoff")
+                   "copula-chernoff", "sticky-chernoff")
 SOKAL_C = 5.0  # Sokal's automatic window: smallest M with M >= c tau(M)
 
 
@@ -324,6 +328,13 @@ def applicable(kind: str, process) -> str | None:
             return None
         return (f"process {name!r} is not g^2 = G Phi(x) of a stationary Gaussian AR(1) "
                 "(the built-in ar1): Statement A'+ does not apply")
+    if kind == "sticky-chernoff":
+        from stepsim.theorem1.sticky import applies
+
+        if applies(process):
+            return None
+        return (f"process {name!r} is not the stationary sticky chain g^2 = G u (the built-in "
+                "sticky): Statement B'+ does not apply")
     if kind == "markov-chernoff":
         from stepsim.theorem1.chernoff import state_model
 
@@ -397,8 +408,8 @@ def bound(kind: str, process, *, beta2: float, k0: int, lags, delta: float, dim:
 
 def corrected_bound(process, *, beta2: float, k0: int, lags, delta: float,
                     dim: int = 1) -> tuple[np.ndarray, str]:
-    """min(Chebyshev, A, A+, A'+, B, B+ where they apply, trivial) at each lag, and which of the
-    statements entered ("+"-joined kinds besides Chebyshev, e.g. "markov+markov-chernoff";
+    """min(Chebyshev, A, A+, A'+, B, B+, B'+ where they apply, trivial) at each lag, and which
+    of the statements entered ("+"-joined kinds besides Chebyshev, e.g. "markov+markov-chernoff";
     "" if none applies).
 
     Valid at level delta: every term is a fixed number (the process's known law, b2, k0,
@@ -434,7 +445,9 @@ def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
     Chernoff grid, for the upper and the lower tail; cached (it depends on neither delta
     nor d) for the built-in and chain processes, keyed by name, parameters and G.
     "copula-chernoff" gives an upper bound on psi (``copula.log_mgf``) on every third
-    point of the grid (its cost is ~10 tangent points x the exponents x k steps)."""
+    point of the grid (its cost is ~10 tangent points x the exponents x k steps);
+    "sticky-chernoff" an upper bound on psi (``sticky.log_mgf``, the trapezoid bracket's
+    upper end) on every ``sticky.STRIDE``-th point (O(k x sticky.NODES) per exponent)."""
     from stepsim.theorem1 import chernoff
 
     key = (kind, _process_key(process), float(beta2), int(k0), int(n))
@@ -447,7 +460,14 @@ def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
         out = (None, None, None)
     else:
         lams = chernoff.lam_grid(sd)
-        if kind == "copula-chernoff":
+        if kind == "sticky-chernoff":
+            from stepsim.theorem1 import sticky
+
+            lams = lams[::sticky.STRIDE]
+            both = sticky.log_mgf(w, np.concatenate([lams, -lams]),
+                                  q=float(process.params["q"]), G=float(process.G))
+            out = (lams, both[:lams.size], both[lams.size:])
+        elif kind == "copula-chernoff":
             from stepsim.theorem1 import copula
 
             lams = lams[::3]
@@ -461,7 +481,7 @@ def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
             f = functools.partial(chernoff.gaussian_log_mgf, w, **opts)
         else:
             f = functools.partial(chernoff.markov_log_mgf, w, model=chernoff.state_model(process))
-        if kind != "copula-chernoff":
+        if kind not in ("copula-chernoff", "sticky-chernoff"):
             out = (lams, f(lams), f(-lams))
     if len(_PSI_CACHE) > 4096:
         _PSI_CACHE.clear()
@@ -470,9 +490,9 @@ def chernoff_psi(kind: str, process, beta2: float, k0: int, n: int):
 
 
 def chernoff_bound(kind: str, process, beta2: float, k0: int, n: int, L: float) -> float:
-    """Statement A+ ("gaussian-chernoff"), A'+ ("copula-chernoff") or B+ ("markov-chernoff")
-    at lag n: |E D| + the larger of the two Chernoff radii at e^{-L} each (P(|D| > b) <=
-    2 e^{-L})."""
+    """Statement A+ ("gaussian-chernoff"), A'+ ("copula-chernoff"), B+ ("markov-chernoff") or
+    B'+ ("sticky-chernoff") at lag n: |E D| + the larger of the two Chernoff radii at e^{-L}
+    each (P(|D| > b) <= 2 e^{-L})."""
     from stepsim.theorem1.chernoff import chernoff_radius, state_model
 
     lams, up, down = chernoff_psi(kind, process, beta2, k0, n)
@@ -480,7 +500,7 @@ def chernoff_bound(kind: str, process, beta2: float, k0: int, n: int, L: float) 
         return 0.0
     w = weights(beta2, k0, n)
     mean = (float(process.gaussian_autocovariance(0)[0]) if kind == "gaussian-chernoff"
-            else mean_g2(process) if kind == "copula-chernoff"
+            else mean_g2(process) if kind in ("copula-chernoff", "sticky-chernoff")
             else state_model(process).mean()) * float(np.sum(w))
     return abs(mean) + max(chernoff_radius(lams, up, L)[0], chernoff_radius(lams, down, L)[0])
 

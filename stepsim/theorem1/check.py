@@ -322,6 +322,9 @@ ASSUMPTIONS = {
                        "m.g.f. by transfer matrices, Chernoff)",
     "copula-chernoff": "g^2 = G Phi(x), x a stationary Gaussian AR(1) (the built-in ar1; "
                        "exact m.g.f. of a Gaussian quadratic majorant, Chernoff)",
+    "sticky-chernoff": "g^2 = G u, u the stationary sticky chain (keep with probability "
+                       "1 - q, else a fresh U[0, 1]; the built-in sticky): m.g.f. from the "
+                       "backward recursion over runs, trapezoid upper bound, Chernoff",
     "plugin": "nothing proved: autocovariance estimated (Sokal window) on the k0 steps "
               "before the switch, Gaussian tail",
 }
@@ -465,6 +468,8 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     Markov chain with known conditional laws, exact m.g.f. and Chernoff),
     "copula-chernoff" (proved, Statement A'+: g^2 = G Phi(x) with x a stationary Gaussian
     AR(1), the built-in ar1; Chernoff with the exact m.g.f. of a quadratic majorant),
+    "sticky-chernoff" (proved, Statement B'+: the built-in sticky chain; Chernoff with an
+    upper bound on its m.g.f. from the recursion over runs, §5.13),
     "plugin" (heuristic: estimated autocovariance). A process outside the chosen bound's
     assumptions raises ValueError before simulating.
     """

@@ -23,7 +23,7 @@ keeps validity (``chernoff_radius``). Proofs: paper_checks/theorem1.md §5.9.
   (``markov_log_mgf``). The conditional laws here are mixtures of point masses and
   uniforms (``StateModel``), which covers the i.i.d. built-ins uniform / twopoint /
   spikes (one state), ``regime`` and ``twostate``. Not covered: ``sticky`` and ``ar1``
-  (continuous state), ``sine`` (not mixing).
+  (continuous state; ``sticky.py`` and ``copula.py`` cover them), ``sine`` (not mixing).
 """
 
 from __future__ import annotations

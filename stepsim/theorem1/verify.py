@@ -35,8 +35,8 @@ TIE = 1e-12
 
 
 def default_specs():
-    """(label, process) pairs of the issue: AR(1) rho 0.5/0.9/0.99 (squashed: B and A' apply;
-    Gaussian g: A and A+ apply), sticky (B), regime switching and two-state chains with
+    """(label, process) pairs of the issue: AR(1) rho 0.5/0.9/0.99 (squashed: B, A' and A'+ apply;
+    Gaussian g: A and A+ apply), sticky (B, B'+), regime switching and two-state chains with
     known lambda (B and B+), and the sine (no spectral gap: Chebyshev and the plug-in)."""
     from stepsim.theorem1.chains import make_chain
     from stepsim.theorem1.processes import make_process
@@ -146,8 +146,9 @@ def verify_one(label, process, *, beta2=0.999, trials=1000, dim=100, horizon=10_
                 if trivial is not None:
                     best = np.minimum(best, trivial)
                 case["bounds"]["corrected"] = _score(sample, best, False, delta, trivial)
-            for kind in ("gaussian", "gaussian-chernoff", "markov-chernoff"):
-                if kind in values:  # A / Chebyshev (the issue's "done when"), A+, B+ too
+            for kind in ("gaussian", "gaussian-chernoff", "markov-chernoff", "copula-chernoff",
+                         "sticky-chernoff"):
+                if kind in values:  # A / Chebyshev (the issue's "done when"), A+, B+, ... too
                     key = "gaussian_over_chebyshev" if kind == "gaussian" else \
                         f"{kind}_over_chebyshev"
                     case[key] = (values[kind] / values["chebyshev"]).tolist()
@@ -186,7 +187,7 @@ def summary_rows(result: dict) -> list[dict]:
 
 
 def _over_chebyshev(case: dict, kind: str) -> tuple[float, float, float] | None:
-    """(median, min, max) over lags of bound / Chebyshev for A, A+ and B+, else None."""
+    """(median, min, max) over lags of bound / Chebyshev for A, A+, A'+, B+, B'+, else None."""
     key = "gaussian_over_chebyshev" if kind == "gaussian" else f"{kind}_over_chebyshev"
     if key not in case:
         return None

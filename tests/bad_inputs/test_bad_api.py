@@ -238,6 +238,20 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim.theorem1.copula").theorem1.copula.log_mgf(
         np.ones(3), np.ones(1), rho=1.0)), ValueError, r"rho must be in \(-1, 1\)",
         id="copula-rho-one"),
+    api(_np(lambda: _bound("sticky-chernoff", process="regime")), ValueError,
+        r"Statement B'\+ does not apply", id="bound-sticky-chernoff-regime"),
+    api(_np(lambda: __import__("stepsim.theorem1.sticky").theorem1.sticky.log_mgf(
+        np.ones(3), np.ones(1), q=0.0)), ValueError, r"q must be in \(0, 1\], got 0\.0",
+        id="sticky-q-zero"),
+    api(_np(lambda: __import__("stepsim.theorem1.sticky").theorem1.sticky.log_mgf(
+        np.ones(3), np.ones(1), q=1.5)), ValueError, r"q must be in \(0, 1\], got 1\.5",
+        id="sticky-q-above-one"),
+    api(_np(lambda: __import__("stepsim.theorem1.sticky").theorem1.sticky.log_mgf(
+        np.ones(0), np.ones(1), q=0.1)), ValueError, r"w must be a non-empty array",
+        id="sticky-w-empty"),
+    api(_np(lambda: __import__("stepsim.theorem1.sticky").theorem1.sticky.log_mgf_bracket(
+        np.ones(3), np.ones(1), q=0.1, nodes=0)), ValueError,
+        r"nodes must be an integer >= 1, got 0", id="sticky-nodes-zero"),
     api(_np(lambda: __import__("stepsim.theorem1.chernoff").theorem1.chernoff.gaussian_log_mgf(
         np.ones(3), np.ones(1), gamma_g=np.array([1.0, 2.0, 0.0]))), ValueError,
         r"gamma_g is not positive semi-definite", id="chernoff-gaussian-not-psd"),

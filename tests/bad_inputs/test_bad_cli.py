@@ -157,6 +157,8 @@ CLI_CASES = [
     case(T + " --bound copula-chernoff --process regime",
          r"process 'regime' is not g\^2 = G Phi\(x\) of a stationary Gaussian AR\(1\)",
          id="bound-copula-chernoff-regime"),
+    case(T + " --bound sticky-chernoff --process ar1",
+         r"process 'ar1' is not the stationary sticky chain", id="bound-sticky-chernoff-ar1"),
     case(T + " --bound chebyshev --delta 1.5", r"delta must be in \(0\.0, 1\.0\)",
          id="bound-delta"),
     case(T + " --bound chebyshev --dim 0", r"argument --dim: ", id="bound-dim-zero"),
