@@ -121,17 +121,7 @@ def _adam_block_stats(w, g, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_
         bad_v += not vo >= 0
         vi = _adam_element(w, g, m, v, i, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
                            decay)
-        lane = i - full
-        vn = np.float64(vi)
-        vd = np.float64(vo)
-        if not raw:
-            vn *= scale_new
-            vd *= scale_prev
-        d = abs(vn - vd)
-        acc[0, lane] += d
-        acc[1, lane] += vn
-        acc[2, lane] += vn * vn
-        acc[3, lane] += 1.0 if d == 0.0 else 0.0
+        _tail_stats(acc, i - full, vi, vo, scale_prev, scale_new, raw)
     out[0] = _lanes_total(acc[0])
     out[1] = 0.0
     out[2] = _lanes_total(acc[3])
@@ -156,6 +146,23 @@ def _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2, eps_in, eps_out, 
 
 
 LANES = 8  # running partial sums per statistic (see _block_stats)
+
+
+@njit
+def _tail_stats(acc, lane, v_new, v_prev, scale_prev, scale_new, raw):
+    """Add one entry's dv statistics to ``lane`` of acc (dv_l1, v_l1, v_l2sq, zeros), in
+    float64: the tail (fewer than 8 entries) of :func:`_adam_block_stats` and
+    :func:`_block_stats`, in the order the 8-lane loops use."""
+    vn = np.float64(v_new)
+    vd = np.float64(v_prev)
+    if not raw:
+        vn *= scale_new
+        vd *= scale_prev
+    d = abs(vn - vd)
+    acc[0, lane] += d
+    acc[1, lane] += vn
+    acc[2, lane] += vn * vn
+    acc[3, lane] += 1.0 if d == 0.0 else 0.0
 
 
 @njit
@@ -185,17 +192,7 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
     full = n - n % LANES
     _lanes8(v, v_old, full, scale_prev, scale_new, raw, acc)
     for i in range(full, n):
-        lane = i - full  # = i % LANES
-        vn = np.float64(v[i])
-        vo = np.float64(v_old[i])
-        if not raw:
-            vn *= scale_new
-            vo *= scale_prev
-        d = abs(vn - vo)
-        acc[0, lane] += d
-        acc[1, lane] += vn
-        acc[2, lane] += vn * vn
-        acc[3, lane] += 1.0 if d == 0.0 else 0.0
+        _tail_stats(acc, i - full, v[i], v_old[i], scale_prev, scale_new, raw)  # lane i % 8
     dv_log = 0.0
     if log_stats:  # glibc's scalar log, in index order (no vector log here: stepsim._ground.libm)
         for i in range(n):
