@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import ndtr
 
-from stepsim.theorem1 import make_process, simulate
+from stepsim.theorem1 import make_process
+from tests.theorem1.engine_check import assert_bound_holds_in_the_engine
 from stepsim.theorem1.bounds import bound, corrected_bound
 from stepsim.theorem1.check import worst_case
 from stepsim.theorem1.copula import TANGENTS, log_mgf, majorant, majorant_curvature
@@ -160,17 +161,8 @@ def test_chernoff_tail_is_above_the_empirical_tail():
 def test_bound_holds_in_the_engine():
     """The Chernoff bound A'+ from the engine's own ar1 simulation: d = 1 and d = 6,
     delta = 0.1, violations below delta (one-sided binomial test at 1e-4, 6000 / 1000)."""
-    from scipy.stats import binom
-
-    process = make_process("ar1", rho=0.97)
-    sim = simulate(process, beta2=B2, k0=K0, lags=LAGS, trials=1000, dim=6, seed=13)
-    for d, sample in ((1, sim.stats.reshape(-1, len(LAGS))), (6, sim.stats.max(axis=1))):
-        b = bound("copula-chernoff", process, beta2=B2, k0=K0, lags=LAGS, delta=0.1, dim=d)
-        worst = binom.ppf(1 - 1e-4, sample.shape[0], 0.1)
-        assert np.all(np.count_nonzero(sample > b, axis=0) <= worst), d
-        # and it is at least the empirical (1 - delta)-quantile (a necessary condition)
-        q = np.quantile(sample, 0.9, axis=0, method="inverted_cdf")
-        assert np.all(b >= q), (d, b / q)
+    assert_bound_holds_in_the_engine("copula-chernoff", make_process("ar1", rho=0.97),
+                                     beta2=B2, k0=K0, lags=LAGS)
 
 
 def test_below_the_trivial_bound_where_the_old_statements_were_not():

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepsim.theorem1 import make_process, simulate
+from stepsim.theorem1 import make_process
+from tests.theorem1.engine_check import assert_bound_holds_in_the_engine
 from stepsim.theorem1 import sticky
 from stepsim.theorem1.bounds import bound, chernoff_psi, corrected_bound
 from stepsim.theorem1.chernoff import StateModel, markov_log_mgf
@@ -142,16 +143,8 @@ def test_bound_holds_in_the_engine():
     """B'+ from the engine's own sticky simulation: d = 1 and d = 6, delta = 0.1, violations
     below delta (one-sided binomial test at 1e-4, 6000 / 1000 samples), and the bound is at
     least the empirical (1 - delta)-quantile."""
-    from scipy.stats import binom
-
-    process = make_process("sticky", q=0.05)
-    sim = simulate(process, beta2=B2, k0=K0, lags=LAGS, trials=1000, dim=6, seed=13)
-    for d, sample in ((1, sim.stats.reshape(-1, len(LAGS))), (6, sim.stats.max(axis=1))):
-        b = bound("sticky-chernoff", process, beta2=B2, k0=K0, lags=LAGS, delta=0.1, dim=d)
-        worst = binom.ppf(1 - 1e-4, sample.shape[0], 0.1)
-        assert np.all(np.count_nonzero(sample > b, axis=0) <= worst), d
-        q = np.quantile(sample, 0.9, axis=0, method="inverted_cdf")
-        assert np.all(b >= q), (d, b / q)
+    assert_bound_holds_in_the_engine("sticky-chernoff", make_process("sticky", q=0.05),
+                                     beta2=B2, k0=K0, lags=LAGS)
 
 
 def test_below_the_trivial_bound_where_the_old_statements_were_not():
