@@ -181,10 +181,9 @@ class MarkovLanguage:
         for i in range(self.order):  # unpack the context index into its k tokens
             out[:, i] = s // self.vocab ** (self.order - 1 - i) % self.vocab
         u = rng.random((count, length - self.order))
-        for t in range(self.order, length):
-            token = (self.cdf[s] <= u[:, t - self.order, None]).sum(axis=1)
-            out[:, t] = token
-            s = (s * self.vocab + token) % self.n_contexts
+        from stepsim.problems import _markov_kernel
+
+        _markov_kernel.sample_chain(self.cdf, s, u, self.vocab, out)  # the chain's tokens
         return out
 
     def predictive(self, tokens: np.ndarray) -> np.ndarray:
