@@ -94,8 +94,10 @@ def causal_softmax(s, scale, fast_exp):
 
 
 @njit
-def causal_softmax_backward(p, dp):
-    """In place into dp (N, T, T): dS = P * (dP - sum_j dP_j P_j) on the lower triangle."""
+def causal_softmax_backward(p, dp, scale):
+    """In place into dp (N, T, T): dS = (P * (dP - sum_j dP_j P_j)) * scale on the lower
+    triangle, 0 above it (scale: the factor the scores were multiplied by inside the
+    softmax; 1 gives the softmax's own gradient, bit for bit)."""
     n_mat, t, _ = p.shape
     zero = p.dtype.type(0)
     for n in range(n_mat):
@@ -104,7 +106,7 @@ def causal_softmax_backward(p, dp):
             drow = dp[n, i]
             dot = _dot(drow[:i + 1], prow[:i + 1])
             for j in range(i + 1):
-                drow[j] = prow[j] * (drow[j] - dot)
+                drow[j] = (prow[j] * (drow[j] - dot)) * scale
             for j in range(i + 1, t):
                 drow[j] = zero
 
@@ -250,26 +252,58 @@ def _dot3(a, b, c):
 
 
 @njit
+def _layernorm_row(row, gamma, beta, eps, inv_d, out, xhat):
+    """One row (D,) of :func:`layernorm_forward`: writes out and xhat (D,), returns rstd."""
+    mean = _sum(row) * inv_d
+    r = row.dtype.type(1) / np.sqrt(_sum_sq_dev(row, mean) * inv_d + eps)
+    for j in range(row.shape[0]):
+        h = (row[j] - mean) * r
+        xhat[j] = h
+        out[j] = h * gamma[j] + beta[j]
+    return r
+
+
+@njit
 def layernorm_forward(x, gamma, beta, eps, out, xhat, rstd):
     """Rows of x (N, D): xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps) (biased var),
     out = xhat * gamma + beta; out, xhat (N, D) and rstd (N,) are written."""
     n, d = x.shape
     inv_d = x.dtype.type(1.0 / d)
     for i in range(n):
-        row = x[i]
-        mean = _sum(row) * inv_d
-        r = x.dtype.type(1) / np.sqrt(_sum_sq_dev(row, mean) * inv_d + eps)
-        rstd[i] = r
+        rstd[i] = _layernorm_row(x[i], gamma, beta, eps, inv_d, out[i], xhat[i])
+
+
+@njit
+def residual_layernorm(h, f, b, has_bias, gamma, beta, eps, out, xhat, rstd):
+    """The residual connection, then LayerNorm, row by row in one pass: h (N, D) += f + b
+    (in place; b (D,) only if has_bias), then :func:`layernorm_forward` of the new h into
+    out, xhat (N, D) and rstd (N,). The bits of ``f += b``, ``h = h + f`` and the plain
+    kernel: the same operations on each entry, each row normalised after it is summed."""
+    n, d = h.shape
+    inv_d = h.dtype.type(1.0 / d)
+    for i in range(n):
+        row = h[i]
         for j in range(d):
-            h = (row[j] - mean) * r
-            xhat[i, j] = h
-            out[i, j] = h * gamma[j] + beta[j]
+            row[j] = row[j] + (f[i, j] + b[j] if has_bias else f[i, j])
+        rstd[i] = _layernorm_row(row, gamma, beta, eps, inv_d, out[i], xhat[i])
 
 
 @njit
 def layernorm_backward(dout, xhat, rstd, gamma, dx, dgamma, dbeta):
     """dx (N, D) = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * gamma;
     dgamma (D,) = sum_rows dout * xhat and dbeta (D,) = sum_rows dout are written."""
+    layernorm_backward_residual(dout, xhat, rstd, gamma, dx, False, dx, dgamma, dbeta,
+                                dgamma, False)
+
+
+@njit
+def layernorm_backward_residual(dout, xhat, rstd, gamma, resid, has_resid, dx, dgamma,
+                                dbeta, dsum, want_sum):
+    """:func:`layernorm_backward`, plus the residual path around the LayerNorm: dx (N, D) =
+    resid + LayerNorm's dx if has_resid (dx may be resid itself: written in place), and
+    dsum (D,) = the new dx summed over the rows (:func:`rows_sum`, ``dx.sum(axis=0)``'s
+    order: the bias gradient of the Linear whose output is that residual stream) if
+    want_sum. The bits of the plain kernel, then ``resid + dx``, then ``dx.sum(axis=0)``."""
     n, d = dout.shape
     inv_d = dout.dtype.type(1.0 / d)
     for j in range(d):
@@ -282,7 +316,10 @@ def layernorm_backward(dout, xhat, rstd, gamma, dx, dgamma, dbeta):
         for j in range(d):
             dgamma[j] += dout[i, j] * xhat[i, j]
             dbeta[j] += dout[i, j]
-            dx[i, j] = (dout[i, j] * gamma[j] - m1 - xhat[i, j] * m2) * r
+            g = (dout[i, j] * gamma[j] - m1 - xhat[i, j] * m2) * r
+            dx[i, j] = resid[i, j] + g if has_resid else g
+    if want_sum:
+        rows_sum(dx, dsum)
 
 
 # --------------------------------------------------------------------------- GELU (float32)
@@ -322,6 +359,38 @@ def gelu_backward(dout, x, dx):
         v = x[i]
         e = exp_nonpositive_f32(np.float32(-0.5) * v * v)
         dx[i] = dout[i] * (_normal_cdf(v, e) + v * (e * _INV_SQRT_2PI))
+
+
+@njit
+def bias_gelu(u, b, has_bias, out, slope):
+    """The transformer MLP's bias and GELU in one pass over u (R, F) float32: u += b (b
+    (F,), if has_bias; in place), out = u * Phi(u) and slope = GELU'(u) = Phi(u) + u phi(u)
+    (R, F), each entry the value :func:`gelu_forward` / :func:`gelu_backward` compute for
+    it (the bits of ``u += b``, then those kernels: the same expressions). The backward
+    then reads the slope instead of computing Phi and exp again."""
+    rows, n = u.shape
+    for i in range(rows):
+        for j in range(n):
+            v = u[i, j] + b[j] if has_bias else u[i, j]
+            u[i, j] = v
+            e = exp_nonpositive_f32(np.float32(-0.5) * v * v)
+            cdf = _normal_cdf(v, e)
+            out[i, j] = v * cdf
+            slope[i, j] = cdf + v * (e * _INV_SQRT_2PI)
+
+
+@njit
+def slope_backward_bias(dout, slope, dx, db, has_bias):
+    """dx (R, F) = dout * slope (an activation's backward from its saved derivative: the
+    bits of :func:`gelu_backward` with the slope of :func:`bias_gelu`), and db (F,) = dx
+    summed over the rows (:func:`rows_sum`: ``dx.sum(axis=0)``'s order) if has_bias: the
+    bias gradient of the Linear below it, in the same call."""
+    rows, n = dout.shape
+    for i in range(rows):
+        for j in range(n):
+            dx[i, j] = dout[i, j] * slope[i, j]
+    if has_bias:
+        rows_sum(dx, db)
 
 
 # --------------------------------------------------------------------------- dense layers
@@ -420,6 +489,16 @@ def bias_relu(h, b, has_bias):
         for j in range(d):
             v = h[i, j] + b[j] if has_bias else h[i, j]
             h[i, j] = v if (v > zero or v != v) else zero
+
+
+@njit
+def add_bias(h, b):
+    """In place on h (R, D): h += b (D,), row by row (the bits of NumPy's ``h += b``)."""
+    rows, d = h.shape
+    for i in range(rows):
+        row = h[i]
+        for j in range(d):
+            row[j] = row[j] + b[j]
 
 
 @njit

@@ -62,8 +62,10 @@ def causal_softmax(scores: np.ndarray, scale: float) -> np.ndarray:
     return scores
 
 
-def softmax_backward(probs: np.ndarray, dprobs: np.ndarray) -> np.ndarray:
-    """:func:`softmax_backward_reference` in a numba kernel, written into ``dprobs`` (returned).
+def softmax_backward(probs: np.ndarray, dprobs: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """:func:`softmax_backward_reference` times ``scale`` in a numba kernel, written into
+    ``dprobs`` (returned): the gradient of the scores when the softmax took scale * scores
+    (the bits of the reference, then ``*= scale``; scale 1 is the reference's bits).
 
     Only the lower triangle is computed: the probabilities above it are 0, and so is
     their gradient.
@@ -76,7 +78,8 @@ def softmax_backward(probs: np.ndarray, dprobs: np.ndarray) -> np.ndarray:
     from stepsim.nn import _kernels as K
 
     t = probs.shape[-1]
-    K.causal_softmax_backward(probs.reshape(-1, t, t), dprobs.reshape(-1, t, t))
+    K.causal_softmax_backward(probs.reshape(-1, t, t), dprobs.reshape(-1, t, t),
+                              probs.dtype.type(scale))
     return dprobs
 
 
@@ -134,12 +137,12 @@ def causal_attention_backward(dout, cache: AttentionCache, *, kernel: bool = Tru
     q, k, v, probs, scale = cache
     dv = probs.swapaxes(-1, -2) @ dout
     dprobs = np.ascontiguousarray(dout @ v.swapaxes(-1, -2))
+    # the scale sits inside the softmax: d/dq (s q k^T) = s dS k
     if kernel:
-        dscores = softmax_backward(probs, dprobs)
+        dscores = softmax_backward(probs, dprobs, scale)
     else:
         dscores = softmax_backward_reference(probs, dprobs)
-    s = dscores.dtype.type(scale)
-    dscores *= s  # the scale sits inside the softmax: d/dq (s q k^T) = s dS k
+        dscores *= dscores.dtype.type(scale)
     return dscores @ k, dscores.swapaxes(-1, -2) @ q, dv
 
 

@@ -12,20 +12,22 @@ by kind -- ``wq wk wv wo`` (attention), ``w1 w2`` (MLP), ``head`` -- and the pro
 chooses which kinds are sparsified (the paper sparsifies every linear module of BERT and
 GPT-2). Embeddings, LayerNorm parameters and biases stay dense.
 
-The element-wise work (LayerNorm, GELU, the attention softmax) runs in numba kernels
-(:mod:`stepsim.nn._kernels`) when ``kernels=True``; ``kernels=False`` uses the NumPy layers
-of :mod:`stepsim.nn.layers` and the reference softmax, which the tests compare against.
+``kernels=True`` (the default) runs :mod:`stepsim.nn._transformer_fused`: the same
+products on OpenBLAS, the element-wise work between them fused into numba kernels
+(:mod:`stepsim.nn._kernels`), no layout copies. ``kernels=False`` composes the NumPy layers
+of :mod:`stepsim.nn.layers` and the reference attention, which the tests compare against.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import numpy as np
 
 from stepsim._ground.validate import check_int, check_real
-from stepsim.nn import _fused
+from stepsim.nn import _fused, _transformer_fused
 from stepsim.nn import layers as L
 from stepsim.nn.attention import self_attention_backward, self_attention_forward
 from stepsim.nn.embedding import embedding_backward, embedding_forward
@@ -147,6 +149,9 @@ class TransformerCache(NamedTuple):
 
 def forward(params, ids, cfg: TransformerConfig, *, kernels: bool = True):
     """Logits (B, T, V) of the next token at every position of ids (B, T), and the cache."""
+    if kernels:
+        check_params(params, cfg)
+        return _transformer_fused.forward(params, ids, cfg)
     layernorm, gelu = _elementwise(kernels)
     h, emb = embedding_forward(ids, params["tok_emb"], params["pos_emb"])
     b, t, d = h.shape
@@ -174,7 +179,14 @@ def forward(params, ids, cfg: TransformerConfig, *, kernels: bool = True):
 
 def backward(dlogits, cache: TransformerCache, cfg: TransformerConfig, *,
              kernels: bool = True) -> dict[str, np.ndarray]:
-    """Gradients of every parameter (name -> array of its shape) from dlogits (B, T, V)."""
+    """Gradients of every parameter (name -> array of its shape) from dlogits (B, T, V).
+
+    The cache decides the path: a forward with ``kernels=True`` has a fused cache."""
+    if isinstance(cache, _transformer_fused.FusedCache):
+        L._check_same_dtype("the forward's activations", cache.z, "dlogits", dlogits)
+        L._check_shape("dlogits", dlogits, cache.shape[:2] + (cfg.vocab,), "the logits'")
+        grads = _transformer_fused.backward(dlogits, cache, cfg)
+        return {name: np.ascontiguousarray(grads[name]) for name in param_shapes(cfg)}
     layernorm, gelu = _elementwise(kernels)
     b, t, d = cache.shape
     grads = {}
@@ -222,3 +234,25 @@ def _elementwise(kernels: bool):
         return ((_fused.layernorm_forward, _fused.layernorm_backward),
                 (_fused.gelu_forward, _fused.gelu_backward))
     return ((L.layernorm_forward, L.layernorm_backward), (L.gelu_forward, L.gelu_backward))
+
+
+@functools.lru_cache(maxsize=32)
+def _expected_shapes(cfg: TransformerConfig) -> tuple:
+    return tuple(param_shapes(cfg).items())
+
+
+def check_params(params, cfg: TransformerConfig) -> None:
+    """Every parameter present with its shape, all of one float dtype (float32/float64):
+    a ``KeyError``/``ValueError``/``TypeError`` naming it, before any kernel sees them."""
+    dtype = None
+    for name, shape in _expected_shapes(cfg):
+        try:
+            array = params[name]
+        except KeyError:
+            raise KeyError(f"params has no {name!r} (the model {cfg} needs it)") from None
+        if dtype is None:
+            dtype = L._check_float(name, array).dtype
+        elif getattr(array, "dtype", None) != dtype:
+            L._check_same_dtype(next(iter(params)), params[next(iter(params))], name, array)
+        if array.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {array.shape}")

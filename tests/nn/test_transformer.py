@@ -217,7 +217,8 @@ def test_the_model_runs_compiled_kernels():
     params = perturbed_params(cfg, 0, np.float32)
     tr.loss_and_grad(params, *batch(cfg, 0), cfg, kernels=True)
     for kernel in (K.causal_softmax, K.causal_softmax_backward, K.layernorm_forward,
-                   K.layernorm_backward, K.gelu_forward, K.gelu_backward, K.scatter_add_rows):
+                   K.residual_layernorm, K.layernorm_backward_residual, K.bias_gelu,
+                   K.slope_backward_bias, K.add_bias, K.rows_sum, K.scatter_add_rows):
         assert kernel.signatures, kernel
 
 
