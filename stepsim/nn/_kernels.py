@@ -73,24 +73,24 @@ def causal_softmax(s, scale, fast_exp):
     exponents are <= 0 after the row maximum is subtracted.
     """
     n_mat, t, _ = s.shape
+    rows = s.reshape(n_mat * t, t)  # row n * t + i is s[n, i]: indexed, not viewed
     zero = s.dtype.type(0)
-    for n in range(n_mat):
-        for i in range(t):
-            row = s[n, i]
-            top = row[0] * scale
-            for j in range(1, i + 1):
-                top = max(top, row[j] * scale)
-            if fast_exp:
-                for j in range(i + 1):
-                    row[j] = exp_nonpositive_f32(row[j] * scale - top)
-            else:
-                for j in range(i + 1):
-                    row[j] = math.exp(row[j] * scale - top)
-            inv = s.dtype.type(1) / _sum(row[:i + 1])
+    for r in range(n_mat * t):
+        i = r % t
+        top = rows[r, 0] * scale
+        for j in range(1, i + 1):
+            top = max(top, rows[r, j] * scale)
+        if fast_exp:
             for j in range(i + 1):
-                row[j] *= inv
-            for j in range(i + 1, t):
-                row[j] = zero
+                rows[r, j] = exp_nonpositive_f32(rows[r, j] * scale - top)
+        else:
+            for j in range(i + 1):
+                rows[r, j] = math.exp(rows[r, j] * scale - top)
+        inv = s.dtype.type(1) / _row_sum(rows, r, i + 1)
+        for j in range(i + 1):
+            rows[r, j] *= inv
+        for j in range(i + 1, t):
+            rows[r, j] = zero
 
 
 @njit
@@ -99,16 +99,16 @@ def causal_softmax_backward(p, dp, scale):
     triangle, 0 above it (scale: the factor the scores were multiplied by inside the
     softmax; 1 gives the softmax's own gradient, bit for bit)."""
     n_mat, t, _ = p.shape
+    prows = p.reshape(n_mat * t, t)
+    drows = dp.reshape(n_mat * t, t)
     zero = p.dtype.type(0)
-    for n in range(n_mat):
-        for i in range(t):
-            prow = p[n, i]
-            drow = dp[n, i]
-            dot = _dot(drow[:i + 1], prow[:i + 1])
-            for j in range(i + 1):
-                drow[j] = (prow[j] * (drow[j] - dot)) * scale
-            for j in range(i + 1, t):
-                drow[j] = zero
+    for r in range(n_mat * t):
+        i = r % t
+        dot = _row_dot(drows, r, prows, r, i + 1)
+        for j in range(i + 1):
+            drows[r, j] = (prows[r, j] * (drows[r, j] - dot)) * scale
+        for j in range(i + 1, t):
+            drows[r, j] = zero
 
 
 # --------------------------------------------------------------------------- embedding
@@ -124,142 +124,128 @@ def scatter_add_rows(index, rows, out):
 
 # --------------------------------------------------------------------------- LayerNorm
 # Row sums in a fixed order, the same bits on every CPU: eight running lanes (lane l adds
-# entries l, l + 8, l + 16, ... in turn), then the lanes pairwise, then the tail (n % 8
-# entries, in order). No reassociation is allowed (stepsim._ground.jit), so LLVM cannot pick an
-# order by vector width; :func:`_lane_sum` writes the eight lanes as one 8-wide vector.
-@njit
-def _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7):
-    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+# the terms of entries l, l + 8, l + 16, ... in turn, from 0), then the lanes pairwise
+# ((0+1)+(2+3))+((4+5)+(6+7)), then the tail (the last n % 8 terms, in order, from 0). No
+# reassociation is allowed (stepsim._ground.jit), so LLVM cannot pick an order by vector
+# width. A row is addressed by its index in a 2-d array, never as a view: a view is an
+# array struct with a reference count, and counting it up and down for each row cost more
+# than the row's arithmetic at the LM's widths (LayerNorm on 1024 x 32: 101 -> 44 us).
+# One function per term, each written out: numba does not prune a branch on a term kind
+# passed as an argument (a shared loop with one measured 2x slower).
+@njit(inline="always")
+def _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7, tail):
+    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail
 
 
-def _lane_sum(term, name):
-    """An intrinsic ``f(a, b, c, mean, full)``: the 8-lane sum of ``term`` over entries
-    0 .. full-1 (``full`` a multiple of 8) of contiguous 1-d arrays of one float dtype.
-
-    Entry i goes to lane i % 8, each lane adds in index order starting from 0, and the
-    lanes are added as :func:`_lanes_total` does: the order of the scalar loops this
-    replaced, so the same bits. LLVM does not vectorise those eight running sums by itself
-    (it may not reassociate, and its SLP pass does not start from loop-carried values);
-    here they are written as one <8 x float> vector, lane j being running sum j. ``term``
-    builds the vector of terms from the loaded vectors (x, y, z) and ``mean`` (splat).
-    """
-    @intrinsic
-    def lanes(typingctx, a, b, c, mean, full):
-        if not (isinstance(a, types.Array) and a.ndim == 1
-                and a.dtype in (types.float32, types.float64)
-                and all(isinstance(t, types.Array) and t.ndim == 1 and t.dtype == a.dtype
-                        for t in (b, c))):
-            return None
-        sig = a.dtype(a, b, c, mean, full)
-
-        def codegen(context, builder, signature, args):
-            from llvmlite import ir
-
-            elem = context.get_value_type(signature.return_type)
-            i64 = ir.IntType(64)
-            vec = ir.VectorType(elem, 8)
-            ptrs = [builder.bitcast(context.make_array(t)(context, builder, v).data,
-                                    elem.as_pointer())
-                    for t, v in zip(signature.args[:3], args[:3])]
-            m = context.cast(builder, args[3], signature.args[3], signature.return_type)
-            splat = ir.Constant(vec, ir.Undefined)
-            for k in range(8):
-                splat = builder.insert_element(splat, m, ir.Constant(ir.IntType(32), k))
-            n = context.cast(builder, args[4], signature.args[4], types.int64)
-            entry = builder.block
-            head = builder.append_basic_block(f"{name}.head")
-            body = builder.append_basic_block(f"{name}.body")
-            done = builder.append_basic_block(f"{name}.done")
-            builder.branch(head)
-            builder.position_at_end(head)
-            i = builder.phi(i64)
-            acc = builder.phi(vec)
-            i.add_incoming(ir.Constant(i64, 0), entry)
-            acc.add_incoming(ir.Constant(vec, [0.0] * 8), entry)
-            builder.cbranch(builder.icmp_signed("<", i, n), body, done)
-            builder.position_at_end(body)
-            align = context.get_abi_sizeof(elem)
-            x, y, z = (builder.load(builder.bitcast(builder.gep(p, [i]), vec.as_pointer()),
-                                    align=align) for p in ptrs)
-            new = builder.fadd(acc, term(builder, x, y, z, splat))
-            i.add_incoming(builder.add(i, ir.Constant(i64, 8)), builder.block)
-            acc.add_incoming(new, builder.block)
-            builder.branch(head)
-            builder.position_at_end(done)
-            lane = [builder.extract_element(acc, ir.Constant(ir.IntType(32), k))
-                    for k in range(8)]
-            return builder.fadd(builder.fadd(builder.fadd(lane[0], lane[1]),
-                                             builder.fadd(lane[2], lane[3])),
-                                builder.fadd(builder.fadd(lane[4], lane[5]),
-                                             builder.fadd(lane[6], lane[7])))
-
-        return sig, codegen
-
-    return lanes
-
-
-def _square_dev(builder, x, y, z, mean):
-    d = builder.fsub(x, mean)
-    return builder.fmul(d, d)
-
-
-_lanes_sum = _lane_sum(lambda builder, x, y, z, mean: x, "lanes_sum")
-_lanes_sum_sq_dev = _lane_sum(_square_dev, "lanes_sum_sq_dev")
-_lanes_dot = _lane_sum(lambda builder, x, y, z, mean: builder.fmul(x, y), "lanes_dot")
-_lanes_dot3 = _lane_sum(lambda builder, x, y, z, mean: builder.fmul(builder.fmul(x, y), z),
-                        "lanes_dot3")
-
-
-@njit
-def _sum(a):
-    n = a.shape[0]
+@njit(inline="always")
+def _row_sum(a, i, n):
+    """sum_j a[i, j] over j < n, in the lane order above."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = tail = a.dtype.type(0)
     full = n - n % 8
-    tail = a.dtype.type(0)
-    for i in range(full, n):
-        tail += a[i]
-    return _lanes_sum(a, a, a, a.dtype.type(0), full) + tail
+    for j in range(0, full, 8):
+        s0 += a[i, j]
+        s1 += a[i, j + 1]
+        s2 += a[i, j + 2]
+        s3 += a[i, j + 3]
+        s4 += a[i, j + 4]
+        s5 += a[i, j + 5]
+        s6 += a[i, j + 6]
+        s7 += a[i, j + 7]
+    for j in range(full, n):
+        tail += a[i, j]
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7, tail)
 
 
-@njit
-def _sum_sq_dev(a, mean):
-    n = a.shape[0]
+@njit(inline="always")
+def _row_sum_sq_dev(a, i, n, mean):
+    """sum_j (a[i, j] - mean)^2 over j < n, in the lane order above."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = tail = a.dtype.type(0)
     full = n - n % 8
-    tail = a.dtype.type(0)
-    for i in range(full, n):
-        c = a[i] - mean
+    for j in range(0, full, 8):
+        c0, c1, c2, c3 = a[i, j] - mean, a[i, j + 1] - mean, a[i, j + 2] - mean, a[i, j + 3] - mean
+        c4, c5, c6, c7 = (a[i, j + 4] - mean, a[i, j + 5] - mean, a[i, j + 6] - mean,
+                          a[i, j + 7] - mean)
+        s0 += c0 * c0
+        s1 += c1 * c1
+        s2 += c2 * c2
+        s3 += c3 * c3
+        s4 += c4 * c4
+        s5 += c5 * c5
+        s6 += c6 * c6
+        s7 += c7 * c7
+    for j in range(full, n):
+        c = a[i, j] - mean
         tail += c * c
-    return _lanes_sum_sq_dev(a, a, a, mean, full) + tail
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7, tail)
 
 
-@njit
-def _dot(a, b):
-    n = a.shape[0]
+@njit(inline="always")
+def _row_dot(a, i, b, k, n):
+    """sum_j a[i, j] * b[k, j] over j < n (two rows of 2-d arrays), in the lane order."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = tail = a.dtype.type(0)
     full = n - n % 8
-    tail = a.dtype.type(0)
-    for i in range(full, n):
-        tail += a[i] * b[i]
-    return _lanes_dot(a, b, b, a.dtype.type(0), full) + tail
+    for j in range(0, full, 8):
+        s0 += a[i, j] * b[k, j]
+        s1 += a[i, j + 1] * b[k, j + 1]
+        s2 += a[i, j + 2] * b[k, j + 2]
+        s3 += a[i, j + 3] * b[k, j + 3]
+        s4 += a[i, j + 4] * b[k, j + 4]
+        s5 += a[i, j + 5] * b[k, j + 5]
+        s6 += a[i, j + 6] * b[k, j + 6]
+        s7 += a[i, j + 7] * b[k, j + 7]
+    for j in range(full, n):
+        tail += a[i, j] * b[k, j]
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7, tail)
 
 
-@njit
-def _dot3(a, b, c):
-    n = a.shape[0]
+@njit(inline="always")
+def _row_dot_vec(a, i, v, n):
+    """sum_j a[i, j] * v[j] over j < n (a row and a 1-d vector), in the lane order."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = tail = a.dtype.type(0)
     full = n - n % 8
-    tail = a.dtype.type(0)
-    for i in range(full, n):
-        tail += a[i] * b[i] * c[i]
-    return _lanes_dot3(a, b, c, a.dtype.type(0), full) + tail
+    for j in range(0, full, 8):
+        s0 += a[i, j] * v[j]
+        s1 += a[i, j + 1] * v[j + 1]
+        s2 += a[i, j + 2] * v[j + 2]
+        s3 += a[i, j + 3] * v[j + 3]
+        s4 += a[i, j + 4] * v[j + 4]
+        s5 += a[i, j + 5] * v[j + 5]
+        s6 += a[i, j + 6] * v[j + 6]
+        s7 += a[i, j + 7] * v[j + 7]
+    for j in range(full, n):
+        tail += a[i, j] * v[j]
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7, tail)
 
 
-@njit
-def _layernorm_row(row, gamma, beta, eps, inv_d, out, xhat):
-    """One row (D,) of :func:`layernorm_forward`: writes out and xhat (D,), returns rstd."""
-    mean = _sum(row) * inv_d
-    r = row.dtype.type(1) / np.sqrt(_sum_sq_dev(row, mean) * inv_d + eps)
-    for j in range(row.shape[0]):
-        h = (row[j] - mean) * r
-        xhat[j] = h
-        out[j] = h * gamma[j] + beta[j]
+@njit(inline="always")
+def _row_dot3(a, i, v, c, n):
+    """sum_j (a[i, j] * v[j]) * c[i, j] over j < n, in the lane order."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = tail = a.dtype.type(0)
+    full = n - n % 8
+    for j in range(0, full, 8):
+        s0 += (a[i, j] * v[j]) * c[i, j]
+        s1 += (a[i, j + 1] * v[j + 1]) * c[i, j + 1]
+        s2 += (a[i, j + 2] * v[j + 2]) * c[i, j + 2]
+        s3 += (a[i, j + 3] * v[j + 3]) * c[i, j + 3]
+        s4 += (a[i, j + 4] * v[j + 4]) * c[i, j + 4]
+        s5 += (a[i, j + 5] * v[j + 5]) * c[i, j + 5]
+        s6 += (a[i, j + 6] * v[j + 6]) * c[i, j + 6]
+        s7 += (a[i, j + 7] * v[j + 7]) * c[i, j + 7]
+    for j in range(full, n):
+        tail += (a[i, j] * v[j]) * c[i, j]
+    return _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7, tail)
+
+
+@njit(inline="always")
+def _layernorm_row(x, i, gamma, beta, eps, inv_d, out, xhat):
+    """Row i of :func:`layernorm_forward`: writes out[i] and xhat[i], returns rstd."""
+    d = x.shape[1]
+    mean = _row_sum(x, i, d) * inv_d
+    r = x.dtype.type(1) / np.sqrt(_row_sum_sq_dev(x, i, d, mean) * inv_d + eps)
+    for j in range(d):
+        h = (x[i, j] - mean) * r
+        xhat[i, j] = h
+        out[i, j] = h * gamma[j] + beta[j]
     return r
 
 
@@ -270,7 +256,7 @@ def layernorm_forward(x, gamma, beta, eps, out, xhat, rstd):
     n, d = x.shape
     inv_d = x.dtype.type(1.0 / d)
     for i in range(n):
-        rstd[i] = _layernorm_row(x[i], gamma, beta, eps, inv_d, out[i], xhat[i])
+        rstd[i] = _layernorm_row(x, i, gamma, beta, eps, inv_d, out, xhat)
 
 
 @njit
@@ -282,10 +268,13 @@ def residual_layernorm(h, f, b, has_bias, gamma, beta, eps, out, xhat, rstd):
     n, d = h.shape
     inv_d = h.dtype.type(1.0 / d)
     for i in range(n):
-        row = h[i]
-        for j in range(d):
-            row[j] = row[j] + (f[i, j] + b[j] if has_bias else f[i, j])
-        rstd[i] = _layernorm_row(row, gamma, beta, eps, inv_d, out[i], xhat[i])
+        if has_bias:
+            for j in range(d):
+                h[i, j] = h[i, j] + (f[i, j] + b[j])
+        else:
+            for j in range(d):
+                h[i, j] = h[i, j] + f[i, j]
+        rstd[i] = _layernorm_row(h, i, gamma, beta, eps, inv_d, out, xhat)
 
 
 @njit
@@ -310,8 +299,8 @@ def layernorm_backward_residual(dout, xhat, rstd, gamma, resid, has_resid, dx, d
         dgamma[j] = 0
         dbeta[j] = 0
     for i in range(n):
-        m1 = _dot(dout[i], gamma) * inv_d
-        m2 = _dot3(dout[i], gamma, xhat[i]) * inv_d
+        m1 = _row_dot_vec(dout, i, gamma, d) * inv_d
+        m2 = _row_dot3(dout, i, gamma, xhat, d) * inv_d
         r = rstd[i]
         for j in range(d):
             dgamma[j] += dout[i, j] * xhat[i, j]
@@ -496,9 +485,8 @@ def add_bias(h, b):
     """In place on h (R, D): h += b (D,), row by row (the bits of NumPy's ``h += b``)."""
     rows, d = h.shape
     for i in range(rows):
-        row = h[i]
         for j in range(d):
-            row[j] = row[j] + b[j]
+            h[i, j] = h[i, j] + b[j]
 
 
 @njit

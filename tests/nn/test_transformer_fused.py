@@ -273,3 +273,38 @@ def test_bad_parameters_are_named_before_any_kernel_runs():
         tr.forward(dict(params, **{"head.w": np.zeros((4, 5), np.float32)}), ids, cfg)
     with pytest.raises(TypeError, match="int64"):
         tr.forward({k: v.astype(np.int64) for k, v in params.items()}, ids, cfg)
+
+
+def _lane_order_sum(terms):
+    """The kernels' row-sum order in NumPy scalars of the terms' dtype: eight lanes (entry
+    j to lane j % 8, each from 0), the lanes ((0+1)+(2+3))+((4+5)+(6+7)), then the tail."""
+    zero = terms.dtype.type(0)
+    n = terms.shape[0]
+    full = n - n % 8
+    lanes = [zero] * 8
+    for j in range(full):
+        lanes[j % 8] = lanes[j % 8] + terms[j]
+    tail = zero
+    for j in range(full, n):
+        tail = tail + terms[j]
+    s = lanes
+    return (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail
+
+
+@settings(max_examples=30, deadline=None)
+@given(dtype=st.sampled_from([np.float32, np.float64]), seed=seeds, rows=st.integers(1, 6),
+       d=st.integers(1, 40))
+def test_layernorm_rows_are_summed_in_the_lane_order(dtype, seed, rows, d):
+    from stepsim.nn import _kernels as K
+
+    _, r = _rows(dtype, seed, rows, d)
+    x, gamma, beta = 10 * r(rows, d) + 3, r(d), r(d)
+    out, xhat, rstd = np.empty_like(x), np.empty_like(x), np.empty(rows, dtype)
+    K.layernorm_forward(x, gamma, beta, dtype(1e-5), out, xhat, rstd)
+    inv_d = dtype(1.0 / d)
+    for i in range(rows):
+        mean = _lane_order_sum(x[i]) * inv_d
+        dev = x[i] - mean
+        want = dtype(1) / np.sqrt(_lane_order_sum(dev * dev) * inv_d + dtype(1e-5))
+        assert rstd[i].tobytes() == dtype(want).tobytes()
+        assert xhat[i].tobytes() == ((x[i] - mean) * want).astype(dtype).tobytes()
