@@ -121,7 +121,8 @@ def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
     rows = {(r["case"], r["impl"]): r for r in bench.rows if "impl" in r}
     assert ("dense step", "stepsim (wall)") in rows
     for case in ("digits dense", "digits SR-STE 2:4", "lm (lm.md) 2x32 ctx32 b32",
-                 "lm 2x128 ctx64 b32", "regression"):  # fit's steps, the targets' rows
+                 "lm defaults 2x64 ctx32 b32", "lm 2x128 ctx64 b32",
+                 "regression"):  # fit's steps, the targets' rows
         assert rows[(f"fit step {case}", "stepsim fit")]["seconds"] > 0
     assert ("STEP sparse-phase step", "stepsim (wall)") in rows
     parts = [r for r in bench.rows if r["case"].endswith("step parts")]
