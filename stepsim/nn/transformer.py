@@ -152,25 +152,24 @@ def forward(params, ids, cfg: TransformerConfig, *, kernels: bool = True):
     if kernels:
         check_params(params, cfg)
         return _transformer_fused.forward(params, ids, cfg)
-    layernorm, gelu = _elementwise(kernels)
     h, emb = embedding_forward(ids, params["tok_emb"], params["pos_emb"])
     b, t, d = h.shape
     h = h.reshape(b * t, d)
     caches = []
     for i in range(cfg.blocks):
         p = f"blocks.{i}."
-        a, ln1 = layernorm[0](h, params[p + "ln1.g"], params[p + "ln1.b"], cfg.eps)
+        a, ln1 = L.layernorm_forward(h, params[p + "ln1.g"], params[p + "ln1.b"], cfg.eps)
         attn_params = {k: params[p + "attn." + k] for k in _ATTN_KEYS[cfg.bias]}
         att, attn = self_attention_forward(a.reshape(b, t, d), attn_params, cfg.heads,
-                                           kernel=kernels)
+                                           kernel=False)
         h = h + att.reshape(b * t, d)
-        m, ln2 = layernorm[0](h, params[p + "ln2.g"], params[p + "ln2.b"], cfg.eps)
+        m, ln2 = L.layernorm_forward(h, params[p + "ln2.g"], params[p + "ln2.b"], cfg.eps)
         u, fc1 = L.linear_forward(m, params[p + "mlp.w1"], params.get(p + "mlp.b1"))
-        g, act = gelu[0](u)
+        g, act = L.gelu_forward(u)
         f, fc2 = L.linear_forward(g, params[p + "mlp.w2"], params.get(p + "mlp.b2"))
         h = h + f
         caches.append(BlockCache(ln1, attn, ln2, fc1, act, fc2))
-    z, lnf = layernorm[0](h, params["lnf.g"], params["lnf.b"], cfg.eps)
+    z, lnf = L.layernorm_forward(h, params["lnf.g"], params["lnf.b"], cfg.eps)
     head_w = params["tok_emb"] if cfg.tied else params["head.w"]
     logits, head = L.linear_forward(z, head_w, None)
     return logits.reshape(b, t, cfg.vocab), TransformerCache(emb, tuple(caches), lnf, head,
@@ -181,31 +180,31 @@ def backward(dlogits, cache: TransformerCache, cfg: TransformerConfig, *,
              kernels: bool = True) -> dict[str, np.ndarray]:
     """Gradients of every parameter (name -> array of its shape) from dlogits (B, T, V).
 
-    The cache decides the path: a forward with ``kernels=True`` has a fused cache."""
+    The cache decides the path (a forward with ``kernels=True`` gives a fused cache, one
+    with ``kernels=False`` the reference's); ``kernels`` is kept for symmetry."""
     if isinstance(cache, _transformer_fused.FusedCache):
         L._check_same_dtype("the forward's activations", cache.z, "dlogits", dlogits)
         L._check_shape("dlogits", dlogits, cache.shape[:2] + (cfg.vocab,), "the logits'")
         grads = _transformer_fused.backward(dlogits, cache, cfg)
         return {name: np.ascontiguousarray(grads[name]) for name in param_shapes(cfg)}
-    layernorm, gelu = _elementwise(kernels)
     b, t, d = cache.shape
     grads = {}
     dz, dhead, _ = L.linear_backward(dlogits.reshape(b * t, cfg.vocab), cache.head)
-    dh, grads["lnf.g"], grads["lnf.b"] = layernorm[1](dz, cache.lnf)
+    dh, grads["lnf.g"], grads["lnf.b"] = L.layernorm_backward(dz, cache.lnf)
     for i in reversed(range(cfg.blocks)):
         p = f"blocks.{i}."
         c = cache.blocks[i]
         dg, grads[p + "mlp.w2"], db2 = L.linear_backward(dh, c.fc2)
-        du = gelu[1](dg, c.act)
+        du = L.gelu_backward(dg, c.act)
         dm, grads[p + "mlp.w1"], db1 = L.linear_backward(du, c.fc1)
         if cfg.bias:
             grads[p + "mlp.b1"], grads[p + "mlp.b2"] = db1, db2
-        dres, grads[p + "ln2.g"], grads[p + "ln2.b"] = layernorm[1](dm, c.ln2)
+        dres, grads[p + "ln2.g"], grads[p + "ln2.b"] = L.layernorm_backward(dm, c.ln2)
         dh = dh + dres
-        da, attn_grads = self_attention_backward(dh.reshape(b, t, d), c.attn, kernel=kernels)
+        da, attn_grads = self_attention_backward(dh.reshape(b, t, d), c.attn, kernel=False)
         for k, g in attn_grads.items():
             grads[p + "attn." + k] = g
-        dres, grads[p + "ln1.g"], grads[p + "ln1.b"] = layernorm[1](da.reshape(b * t, d), c.ln1)
+        dres, grads[p + "ln1.g"], grads[p + "ln1.b"] = L.layernorm_backward(da.reshape(b * t, d), c.ln1)
         dh = dh + dres
     dtable, grads["pos_emb"] = embedding_backward(dh.reshape(b, t, d), cache.emb)
     if cfg.tied:
@@ -226,14 +225,6 @@ def loss_and_grad(params, ids, targets, cfg: TransformerConfig, *, kernels: bool
 
 _ATTN_KEYS = {True: ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"),
               False: ("wq", "wk", "wv", "wo")}
-
-
-def _elementwise(kernels: bool):
-    """((layernorm_forward, layernorm_backward), (gelu_forward, gelu_backward))."""
-    if kernels:
-        return ((_fused.layernorm_forward, _fused.layernorm_backward),
-                (_fused.gelu_forward, _fused.gelu_backward))
-    return ((L.layernorm_forward, L.layernorm_backward), (L.gelu_forward, L.gelu_backward))
 
 
 @functools.lru_cache(maxsize=32)
