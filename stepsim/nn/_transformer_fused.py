@@ -159,9 +159,24 @@ def _gelu_backward_bias(dout, cache, has_bias):
 
 
 def _heads(qkv, b, t, n_heads, hd):
-    """Views q, k, v (B, H, T, hd) of the stacked product qkv (B*T, 3D), hd = D / H."""
+    """q, k, v (B, H, T, hd) of the stacked product qkv (B*T, 3D): strided views, or, for
+    one-wide heads (hd = 1), contiguous copies. NumPy hands a (T, 1) operand to BLAS as a
+    vector, and a strided vector took another path than a contiguous one (other bits,
+    found by the composition test), so one-wide heads keep the layout they had."""
     five = qkv.reshape(b, t, 3, n_heads, hd)
-    return (five[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    if hd == 1:
+        return tuple(np.ascontiguousarray(five.transpose(2, 0, 3, 1, 4)))
+    return tuple(five[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+
+
+def _product_into(a, b, out):
+    """out[...] = a @ b (batched): written in place (``out=``) when out's rows are strided
+    views of a wider layout (hd > 1), else computed apart and copied (module docstring,
+    :func:`_heads`)."""
+    if out.shape[-1] > 1:
+        np.matmul(a, b, out=out)
+    else:
+        out[...] = a @ b
 
 
 # --------------------------------------------------------------------------- forward
@@ -189,7 +204,7 @@ def forward(params, ids, cfg):
         probs = q @ k.swapaxes(-1, -2)  # (B, H, T, T), C-contiguous: the softmax's input
         K.causal_softmax(probs.reshape(-1, t, t), probs.dtype.type(scale), fast_exp)
         o = np.empty((b, t, n_heads, hd), h.dtype)
-        np.matmul(probs, v, out=o.transpose(0, 2, 1, 3))  # heads merged as they are written
+        _product_into(probs, v, o.transpose(0, 2, 1, 3))  # heads merged as they are written
         o = o.reshape(b * t, d)
         wo, w1, w2 = params[p + "attn.wo"], params[p + "mlp.w1"], params[p + "mlp.w2"]
         att = o @ wo.T
@@ -245,14 +260,15 @@ def backward(dlogits, cache: FusedCache, cfg) -> dict:
         do4 = do.reshape(b, t, n_heads, hd).transpose(0, 2, 1, 3)
         q, k, v = _heads(c.qkv, b, t, n_heads, hd)
         dqkv = np.empty((b * t, 3 * d), dh.dtype)
-        dq, dk, dv = _heads(dqkv, b, t, n_heads, hd)
+        dq, dk, dv = (dqkv.reshape(b, t, 3, n_heads, hd)[:, :, i].transpose(0, 2, 1, 3)
+                      for i in range(3))  # views: the products below write into dqkv
         probs_t = c.probs.swapaxes(-1, -2)
-        np.matmul(probs_t, do4, out=dv)
+        _product_into(probs_t, do4, dv)
         dscores = do4 @ v.swapaxes(-1, -2)  # (B, H, T, T), C-contiguous
         K.causal_softmax_backward(c.probs.reshape(-1, t, t), dscores.reshape(-1, t, t),
                                   dscores.dtype.type(scale))
-        np.matmul(dscores, k, out=dq)
-        np.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+        _product_into(dscores, k, dq)
+        _product_into(dscores.swapaxes(-1, -2), q, dk)
         da = dqkv @ c.w_qkv
         dw = dqkv.T @ c.a
         grads[p + "attn.wq"], grads[p + "attn.wk"], grads[p + "attn.wv"] = (
