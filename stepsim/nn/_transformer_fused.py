@@ -159,21 +159,22 @@ def _gelu_backward_bias(dout, cache, has_bias):
 
 
 def _heads(qkv, b, t, n_heads, hd):
-    """q, k, v (B, H, T, hd) of the stacked product qkv (B*T, 3D): strided views, or, for
-    one-wide heads (hd = 1), contiguous copies. NumPy hands a (T, 1) operand to BLAS as a
-    vector, and a strided vector took another path than a contiguous one (other bits,
-    found by the composition test), so one-wide heads keep the layout they had."""
+    """q, k, v (B, H, T, hd) of the stacked product qkv (B*T, 3D): strided views, or, when
+    a head is a vector (hd = 1 or T = 1), contiguous copies. NumPy hands a (T, 1) operand
+    to BLAS as a vector, and a strided vector took another path than a contiguous one
+    (other bits, found by the composition test), so vector-shaped heads keep the layout
+    they had."""
     five = qkv.reshape(b, t, 3, n_heads, hd)
-    if hd == 1:
+    if hd == 1 or t == 1:
         return tuple(np.ascontiguousarray(five.transpose(2, 0, 3, 1, 4)))
     return tuple(five[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
 
 
 def _product_into(a, b, out):
-    """out[...] = a @ b (batched): written in place (``out=``) when out's rows are strided
-    views of a wider layout (hd > 1), else computed apart and copied (module docstring,
-    :func:`_heads`)."""
-    if out.shape[-1] > 1:
+    """out[...] = a @ b (batched): written in place (``out=``) when out's matrices are
+    strided views of a wider layout, else (vector-shaped: hd = 1 or T = 1) computed apart
+    and copied (module docstring, :func:`_heads`)."""
+    if out.shape[-1] > 1 and out.shape[-2] > 1:
         np.matmul(a, b, out=out)
     else:
         out[...] = a @ b
