@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import sys
 import time
 import types
@@ -564,9 +565,13 @@ def _undiagnosed_run(store, task) -> bool:
 
 
 def _cost(task) -> float:
-    """A rough relative cost for ordering (the transformer's step is ~20x the MLP's)."""
-    steps = getattr(task, "steps", 0)
-    return steps * (20.0 if getattr(task, "problem", "") == "lm" else 1.0)
+    """A rough relative cost for ordering (the transformer's step is ~20x the MLP's). A
+    Task (a Theorem 1 simulation, a memory count) has no steps: it goes first, because
+    C11's quick simulations take up to ~3x a quick digits run (0.5-4 s, measured) and a
+    check that ended on them left one worker idle for that long."""
+    if not hasattr(task, "steps"):
+        return math.inf
+    return task.steps * (20.0 if getattr(task, "problem", "") == "lm" else 1.0)
 
 
 def _view(store, task) -> dict:
