@@ -91,17 +91,33 @@ class Trace:
 
     @classmethod
     def load_npz(cls, path) -> Trace:
-        from stepsim._ground.atomic import check_pair
+        """The trace of an .npz that ``FitResult.save`` wrote (ValueError if the JSON beside
+        it commits other arrays: ``stepsim._ground.atomic.check_pair``)."""
+        return cls.from_arrays(read_npz(path))
 
-        check_pair(path)  # refuses an .npz beside the JSON of another run
-        with np.load(path) as data:
-            arrays = {name: data[name] for name in cls.ARRAYS if name in data}
-            if "layer_phase" not in arrays:  # saved before issue 11: one global phase
-                arrays["layer_phase"] = np.repeat(arrays["phase"][:, None],
-                                                  arrays["n"].shape[1], axis=1)
-            names = tuple(str(s) for s in data["layer_names"])
-            size = int(data["mask_size"]) if "mask_size" in data else 0  # before issue 24: 0
+    @classmethod
+    def from_arrays(cls, data) -> Trace:
+        """The trace in ``data`` (name -> array: an .npz's arrays, :func:`read_npz`)."""
+        arrays = {name: data[name] for name in cls.ARRAYS if name in data}
+        if "layer_phase" not in arrays:  # saved before issue 11: one global phase
+            arrays["layer_phase"] = np.repeat(arrays["phase"][:, None],
+                                              arrays["n"].shape[1], axis=1)
+        names = tuple(str(s) for s in data["layer_names"])
+        size = int(data["mask_size"]) if "mask_size" in data else 0  # before issue 24: 0
         return cls(layer_names=names, mask_size=size, **arrays)
+
+
+def read_npz(path) -> dict:
+    """Every array of the .npz at ``path`` (name -> array), read once and checked against
+    the JSON beside it (``stepsim._ground.atomic.check_pair``: ValueError if that JSON
+    commits other arrays). One read serves the check, the trace and the weights (the
+    check used to read the whole file again: a run store read each .npz three times)."""
+    from stepsim._ground.atomic import check_pair
+
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    check_pair(path, arrays)  # refuses an .npz beside the JSON of another run
+    return arrays
 
 
 STATUS_COMPLETED, STATUS_NON_FINITE = "completed", "non-finite"

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
+import sys
 import time
 import types
 import uuid
@@ -259,6 +261,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become figures/' mode
     by_key = {b.key: b for b in final}
     by_key[plain.key] = plain
+    undrawn = []  # (result, its seconds so far), in this order; the figures come after
     for (claim, key), claim_tasks in tasks.items():
         module, budget = modules[claim], by_key[key]
         t0 = time.perf_counter()
@@ -272,15 +275,12 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                 f"effects (PROTOCOL 'Draft 4: statistics')]",
                 numbers=dict(result.numbers, diverged=sorted(t.describe() for t in lost)))
         result = dataclasses.replace(result, setting=key)
-        figures = ()
-        if staging is not None:
-            figures = _draw(module, result, staging)
-            figures = tuple(str(Path(FIGURES_DIR) / Path(p).relative_to(staging))
-                            for p in figures)
         job_seconds = sum(results[t.digest]["seconds"] for t in claim_tasks)
-        decided.append(dataclasses.replace(
-            result, figures=figures, versions=info,
-            runtime_s=job_seconds + time.perf_counter() - t0))
+        undrawn.append((result, job_seconds + time.perf_counter() - t0))
+    drawn = _draw_all([r for r, _ in undrawn], staging, _figure_workers(jobs, scheduler))
+    for (result, seconds), (figures, draw_s) in zip(undrawn, drawn):
+        decided.append(dataclasses.replace(result, figures=figures, versions=info,
+                                           runtime_s=seconds + draw_s))
     decided = _robustness(decided)
     every = {**done, **results}
     compute = {"runs": len(every), "tuning_runs": len(set(done) - set(results)),
@@ -530,17 +530,31 @@ def _merge_record(old: dict, now: dict) -> dict:
 def _execute(tasks, store, *, label, jobs, scheduler, progress) -> dict:
     """Run the distinct ``tasks`` not yet in ``store`` (longest first), then read every one
     back: digest -> its view (:func:`_view`). A resumed check and a straight one decide on
-    the same numbers, read from the store."""
+    the same numbers, read from the store (a run this call makes is read back as soon as
+    it is saved, so the reading overlaps the runs still training)."""
+    from threadpoolctl import threadpool_limits
+
     from stepsim.experiments import executors
 
     distinct = {t.digest: t for t in tasks}
     for task in distinct.values():  # PROTOCOL §D4.7: a STEP run stored without its
         if _undiagnosed_run(store, task):  # diagnostics runs again (same RunSpec, same bits)
             store.path(task).unlink()
-    executors.run(sorted(distinct.values(), key=_cost, reverse=True), jobs=jobs,
-                  scheduler=scheduler or None, store=store, label=label,
-                  progress=None if progress else False, wait_note="check")
-    return {d: _view(store, t) for d, t in distinct.items()}
+    views = {}
+
+    def read_back(task, output):  # each run as it is saved, while the workers train on
+        views[task.digest] = _view(store, task)
+
+    # one BLAS thread here: a read-back multiplies small matrices (the test set's logits),
+    # after which OpenBLAS's idle threads spin for ~50 ms, taking a core from the workers
+    # (measured: 2.3 s of CPU for 40 read-backs vs 0.26 s); the item errors of all 291
+    # runs of a quick check are the same bits with 1 or 2 threads (measured)
+    with threadpool_limits(limits=1):
+        executors.run(sorted(distinct.values(), key=_cost, reverse=True), read_back,
+                      jobs=jobs, scheduler=scheduler or None, store=store, label=label,
+                      progress=None if progress else False, wait_note="check")
+        # the runs finished before (a resumed check) or by another process are read here
+        return {d: views[d] if d in views else _view(store, t) for d, t in distinct.items()}
 
 
 def _undiagnosed_run(store, task) -> bool:
@@ -551,9 +565,13 @@ def _undiagnosed_run(store, task) -> bool:
 
 
 def _cost(task) -> float:
-    """A rough relative cost for ordering (the transformer's step is ~20x the MLP's)."""
-    steps = getattr(task, "steps", 0)
-    return steps * (20.0 if getattr(task, "problem", "") == "lm" else 1.0)
+    """A rough relative cost for ordering (the transformer's step is ~20x the MLP's). A
+    Task (a Theorem 1 simulation, a memory count) has no steps: it goes first, because
+    C11's quick simulations take up to ~3x a quick digits run (0.5-4 s, measured) and a
+    check that ended on them left one worker idle for that long."""
+    if not hasattr(task, "steps"):
+        return math.inf
+    return task.steps * (20.0 if getattr(task, "problem", "") == "lm" else 1.0)
 
 
 def _view(store, task) -> dict:
@@ -585,6 +603,60 @@ def _view(store, task) -> dict:
             out["items"], out["error"] = items, float(np.mean(items))
     out["seconds"] = store.runtime_s(task)
     return out
+
+
+#: fewer claims than this draw their figures in this process: starting a process that
+#: imports matplotlib (~1-2 s) costs more than it saves on a few figures
+_FIGURE_POOL_MIN = 8
+
+
+def _figure_workers(jobs, scheduler) -> int:
+    """Local processes that draw the figures: ``jobs`` (every core when not given or when
+    the runs went to a Dask scheduler), at most the usable cores."""
+    from stepsim.experiments.executors import usable_cores
+
+    cores = usable_cores()
+    return min(cores if jobs is None or scheduler is not None else jobs, cores)
+
+
+def _draw_all(results, staging, workers: int) -> list:
+    """Draw each claim result's figures into ``staging`` (None: none drawn): [(figure
+    paths as report.json names them, seconds)], in the order of ``results``.
+
+    On ``workers`` spawned processes (``executors.pool``) when there are at least
+    ``_FIGURE_POOL_MIN`` results: matplotlib's layout and PNG rendering are most of what a
+    quick check does after its runs (~14 s of CPU for its 23 figures, measured), and the
+    runs' workers are idle by then. Each figure is the same file whichever process draws
+    it (one figure per file; nothing is shared between figures)."""
+    if staging is None:
+        return [((), 0.0)] * len(results)
+    if workers <= 1 or len(results) < _FIGURE_POOL_MIN:
+        return [_draw_one(r, staging) for r in results]
+    from stepsim.experiments import executors
+
+    # a claim that draws several figures (C11: 2.5 s of the 13 s, measured) goes first,
+    # so that the workers finish together
+    first = sorted(results, key=lambda r: not hasattr(claim_module(r.claim), "figures"))
+    with executors.pool(min(workers, len(results))) as figure_pool:
+        futures = {id(r): figure_pool.submit(_draw_one, r, str(staging)) for r in first}
+        try:
+            return [futures[id(r)].result() for r in results]
+        except BaseException:
+            for f in futures.values():
+                f.cancel()
+            if not isinstance(sys.exc_info()[1], Exception):  # Ctrl-C: do not wait
+                executors._stop(figure_pool)
+            raise
+
+
+def _draw_one(result, staging) -> tuple:
+    """(figure paths under ``FIGURES_DIR``, seconds): ``result``'s figures drawn into
+    ``staging`` by its claim's module (in this process or a figure worker)."""
+    t0 = time.perf_counter()
+    staging = Path(staging)
+    paths = _draw(claim_module(result.claim), result, staging)
+    return (tuple(str(Path(FIGURES_DIR) / Path(p).relative_to(staging)) for p in paths),
+            time.perf_counter() - t0)
 
 
 def _draw(module, result, fig_dir: Path) -> list:

@@ -234,10 +234,13 @@ def run_pool(tasks, on_done, workers: int) -> None:
             fill()
             while futures:
                 done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
-                for fut in done:
-                    run = futures.pop(fut)  # drop our reference once it is saved
-                    on_done(run, _result(fut, run))
+                finished = [(fut, futures.pop(fut)) for fut in done]
+                # the free workers get their next run first: saving a result (and the
+                # caller's on_done) takes tens of ms, which a worker would otherwise idle
                 fill()
+                for fut, run in finished:
+                    on_done(run, _result(fut, run))
+                del finished  # drop our references once they are saved
         except BaseException:
             for fut in futures:
                 fut.cancel()

@@ -270,15 +270,14 @@ def _plain(value):
 
 
 def _fit_result(spec, doc: dict, npz: Path):
-    import numpy as np
-
+    from stepsim.fit_result import read_npz
     from stepsim.training import FitResult, Trace
 
     r = doc["result"]
-    trace = Trace.load_npz(npz)
-    with np.load(npz) as data:
-        weights = {k[len("weights/"):]: data[k] for k in data.files if k.startswith("weights/")}
-        curves = {k[len("curve/"):]: data[k] for k in data.files if k.startswith("curve/")}
+    data = read_npz(npz)  # once: the pair check, the trace, the weights and the curves
+    trace = Trace.from_arrays(data)
+    weights = {k[len("weights/"):]: data[k] for k in data if k.startswith("weights/")}
+    curves = {k[len("curve/"):]: data[k] for k in data if k.startswith("curve/")}
     return FitResult(weights=weights, dense_weights={}, trace=trace,
                      switch_step=r["switch_step"], metrics=r["metrics"],
                      initial_metrics=r["initial_metrics"],

@@ -202,3 +202,21 @@ def test_the_committed_report_md_is_its_report_json_rendered():
 
     out = ROOT / "figures" / "check"
     assert (out / "report.md").read_text() == markdown(load_report(out / "report.json"))
+
+
+def test_figure_workers_draw_the_bytes_drawn_in_this_process(drawn, tmp_path):
+    """A check with >= 8 verdicts draws its figures on spawned processes (report._draw_all):
+    the same files, in the same order, as drawing them here (the drawn fixture)."""
+    from stepsim.checks import report as check_report
+
+    out, report = drawn
+    assert len(report.claims) >= check_report._FIGURE_POOL_MIN  # the pool path is taken
+    staging = tmp_path / ".figures-pool"
+    staging.mkdir()
+    drawn_there = check_report._draw_all(list(report.claims), staging, workers=2)
+    assert [paths for paths, _ in drawn_there] == [c.figures for c in report.claims]
+    for c in report.claims:
+        for f in c.figures:
+            name = Path(f).relative_to(check_report.FIGURES_DIR)
+            assert (staging / name).read_bytes() == (out / f).read_bytes(), f
+    assert all(seconds > 0 for _, seconds in drawn_there)
