@@ -61,15 +61,10 @@ class AdamStats(NamedTuple):
     @classmethod
     def combine(cls, parts) -> AdamStats:
         """Statistics of several arrays (layers) taken together as one vector."""
-        parts = list(parts)
-        return cls(
-            dv_l1=sum(p.dv_l1 for p in parts),
-            dv_log_sum=sum(p.dv_log_sum for p in parts),
-            dv_zeros=sum(p.dv_zeros for p in parts),
-            v_l1=sum(p.v_l1 for p in parts),
-            v_l2sq=sum(p.v_l2sq for p in parts),
-            size=sum(p.size for p in parts),
-        )
+        columns = tuple(zip(*parts))  # one per field: each summed in the parts' order
+        if not columns:
+            return cls(0, 0, 0, 0, 0, 0)
+        return cls(*map(sum, columns))
 
 
 def _check_state(names_arrays):

@@ -404,3 +404,17 @@ def test_ndarray_subclasses_are_accepted():
     sub = np.ones(8, np.float32).view(type("Sub", (np.ndarray,), {}))
     assert adam_step(sub, g, m, v, step=1, lr=0.1) is not None
     assert (sub < 1.0).all()
+
+
+def test_adam_stats_combine_adds_each_field_in_order():
+    """combine sums each field over the parts in order (as the switch criteria and the
+    trace read it): bit for bit Python's sum of that field; no parts give zeros."""
+    rng = np.random.default_rng(3)
+    parts = [AdamStats(*(float(x) for x in rng.standard_normal(2)), int(rng.integers(9)),
+                       *(float(x) for x in rng.standard_normal(2)), int(rng.integers(1, 9)))
+             for _ in range(7)]
+    got = AdamStats.combine(iter(parts))
+    for field in AdamStats._fields:
+        assert getattr(got, field) == sum(getattr(p, field) for p in parts)
+    assert AdamStats.combine([]) == AdamStats(0, 0, 0, 0, 0, 0)
+
