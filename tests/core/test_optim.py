@@ -418,3 +418,51 @@ def test_adam_stats_combine_adds_each_field_in_order():
         assert getattr(got, field) == sum(getattr(p, field) for p in parts)
     assert AdamStats.combine([]) == AdamStats(0, 0, 0, 0, 0, 0)
 
+
+def _kernel_scalars_reference(hyper, dtype):
+    """The kernel scalars as made before the run-long part was cached: every check and
+    conversion at every call."""
+    from stepsim.core.optim import _check_fits
+
+    eps = hyper.eps_inside or hyper.eps_outside
+    root = eps ** 0.5 if hyper.eps_inside else eps
+    _check_fits(dtype, {"1 - lr * weight_decay": hyper.decay,
+                        "1 / (1 - beta1**step)": hyper.inv_bc1,
+                        "1 / bias_correction2": hyper.inv_bc2},
+                lr=hyper.lr, gain=1.0 / root, eps=eps)
+    dt = dtype.type
+    return (dt(hyper.beta1), dt(1.0 - hyper.beta1), dt(hyper.beta2), dt(1.0 - hyper.beta2),
+            dt(hyper.inv_bc1), dt(hyper.inv_bc2), dt(hyper.eps_inside), dt(hyper.eps_outside),
+            dt(hyper.lr), dt(hyper.decay))
+
+
+@settings(max_examples=300)
+@given(dtype=st.sampled_from([np.float32, np.float64]),
+       step=st.integers(1, 10**6),
+       lr=st.one_of(st.floats(0, 1e3), st.sampled_from([1e30, 1e37, 1e38, 1e39, 1e300])),
+       beta1=st.floats(0, 0.9999), beta2=st.floats(0, 0.9999),
+       eps=st.one_of(st.floats(1e-12, 1.0), st.sampled_from([1e-40, 1e-45, 1e-50, 1e-320])),
+       eps_mode=st.sampled_from(["inside", "outside"]),
+       weight_decay=st.one_of(st.floats(0, 10), st.sampled_from([1e30, 1e40, 1e300])),
+       frozen=st.booleans())
+def test_kernel_scalars_are_the_checked_conversions(dtype, step, lr, beta1, beta2, eps,
+                                                    eps_mode, weight_decay, frozen):
+    """_kernel_scalars (run-long part cached, a step's part checked fast): the same values
+    in the same dtype as converting and checking everything at each call, and the same
+    error, word for word, when a value overflows or eps rounds to 0."""
+    from stepsim.core.optim import _kernel_scalars, adam_hyper
+
+    hyper = adam_hyper(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, eps_mode=eps_mode,
+                       weight_decay=weight_decay, freeze_v=frozen,
+                       bias_correction2=1.0 if frozen else None)
+    dtype = np.dtype(dtype)
+    try:
+        want = _kernel_scalars_reference(hyper, dtype)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as got:
+            _kernel_scalars(hyper, dtype)
+        assert str(got.value) == str(exc)
+        return
+    got = _kernel_scalars(hyper, dtype)
+    assert [type(x) for x in got] == [type(x) for x in want]
+    assert np.array(got).tobytes() == np.array(want).tobytes()
