@@ -145,3 +145,19 @@ def test_softmax_loss_sums_keep_the_references_bits_around_numpys_cast_buffer(dt
         got = F.softmax_cross_entropy(logits, labels)
         assert repr(got[0]) == repr(want[0]), rows
         assert _bits(got[1]) == _bits(want[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [1, 7, 128, 1000])
+@pytest.mark.parametrize("cols", [1, 2, 10, 64])
+def test_output_layer_bias_gradient_is_numpys_sum_over_rows(dtype, rows, cols):
+    """The MLP's output-layer bias gradient on the rows_sum kernel: the bits of
+    ``d.sum(axis=0)`` (-0 entries and a single column, NumPy's pairwise case, included)."""
+    from stepsim.nn.mlp import _rows_sum
+
+    rng = np.random.default_rng(rows * cols)
+    d = (rng.standard_normal((rows, cols)) * 10.0 ** rng.uniform(-4, 4, (rows, cols)))
+    d = d.astype(dtype)
+    d[rng.random((rows, cols)) < 0.2] = -0.0
+    assert _bits(_rows_sum(d)) == _bits(d.sum(axis=0))
+    assert _bits(_rows_sum(d[:, ::2])) == _bits(d[:, ::2].sum(axis=0))  # NumPy's path
