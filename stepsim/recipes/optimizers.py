@@ -248,6 +248,14 @@ def _adam_arrays_by_dtype(params: Mapping, m: Mapping, v: Mapping) -> list:
     return out
 
 
+def _sgdm_arrays_by_dtype(params: Mapping, buf: Mapping) -> list:
+    """[(SGDMArrays, names)] over ``params`` and their momentum buffers, one per dtype."""
+    from stepsim.core.optim_many import SGDMArrays
+
+    return [(SGDMArrays([params[k] for k in names], [buf[k] for k in names]), names)
+            for names in _by_dtype(params).values()]
+
+
 def _by_dtype(params: Mapping) -> dict:
     """dtype -> the names of ``params`` of that dtype, in order."""
     out = {}
@@ -363,8 +371,15 @@ class SGDM:
         from stepsim.core.optim_many import sgdm_apply_many
 
         lr = self.lr_at(step, total_steps) if lr is None else lr
-        for names in _by_dtype(params).values():
-            sgdm_apply_many([params[k] for k in names], [grads[k] for k in names],
-                            [state.buf[k] for k in names], lr=lr, momentum=self.momentum,
-                            weight_decay=self.weight_decay, nesterov=self.nesterov)
+        hyper = {"lr": lr, "momentum": self.momentum, "weight_decay": self.weight_decay,
+                 "nesterov": self.nesterov}
+        if ws is None:  # the pure update's fresh copies: checked at this one call
+            for names in _by_dtype(params).values():
+                sgdm_apply_many([params[k] for k in names], [grads[k] for k in names],
+                                [state.buf[k] for k in names], **hyper)
+            return dict.fromkeys(params)
+        # the lean step's own arrays: checked once (SGDMArrays) while the dicts are the same
+        for arrays, names in ws.bound("sgdm", (params, state.buf),
+                                      lambda: _sgdm_arrays_by_dtype(params, state.buf)):
+            arrays.step([grads[k] for k in names], **hyper)
         return dict.fromkeys(params)

@@ -466,3 +466,31 @@ def test_kernel_scalars_are_the_checked_conversions(dtype, step, lr, beta1, beta
     got = _kernel_scalars(hyper, dtype)
     assert [type(x) for x in got] == [type(x) for x in want]
     assert np.array(got).tobytes() == np.array(want).tobytes()
+
+
+@settings(max_examples=20)
+@given(_model_state(), st.booleans())
+def test_sgdm_arrays_steps_as_sgdm_apply_many(case, nesterov):
+    """SGDMArrays (w and buf checked once, a step writes only the gradients' addresses):
+    the bits of sgdm_apply_many over several steps, and its errors."""
+    from stepsim.core.optim_many import SGDMArrays, sgdm_apply_many
+
+    params, hyper = case
+    kwargs = {"lr": hyper["lr"], "momentum": 0.9, "weight_decay": hyper["weight_decay"],
+              "nesterov": nesterov}
+    many = [_copies(p[:3]) for p in params]
+    held = [_copies(p[:3]) for p in params]
+    arrays = SGDMArrays([w for w, _, _ in held], [buf for _, _, buf in held])
+    for _ in range(3):
+        sgdm_apply_many(*zip(*many), **kwargs)
+        arrays.step([g for _, g, _ in held], **kwargs)
+    for p, q in zip(many, held):
+        for a, b in zip(p, q):
+            assert a.tobytes() == b.tobytes()
+    with pytest.raises(ValueError, match="lr must be in"):
+        arrays.step([g for _, g, _ in held], **dict(kwargs, lr=-1.0))
+    with pytest.raises(ValueError, match="got 0 gradients"):
+        arrays.step([], **kwargs)
+    w = np.ones(4)
+    with pytest.raises(ValueError, match="shares memory"):
+        SGDMArrays([w], [w])
