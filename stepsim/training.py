@@ -281,12 +281,13 @@ def _checked_answer(problem, answer, params) -> tuple:
         raise TypeError(f"{where} must return (loss, grads), got a {type(answer).__name__}"
                         f"{size}")
     loss, grads = answer
-    if isinstance(loss, np.ndarray) and loss.shape == () and loss.dtype.kind == "f":
-        loss = loss[()]
-    if isinstance(loss, (bool, np.bool_)) or not isinstance(loss, numbers.Real):
-        raise TypeError(f"{where} must return a real number as its loss, got {_show(loss)} "
-                        f"({type(loss).__name__})")
-    if not isinstance(grads, Mapping):
+    if type(loss) is not float:  # a Python float (the usual loss) needs none of the checks
+        if isinstance(loss, np.ndarray) and loss.shape == () and loss.dtype.kind == "f":
+            loss = loss[()]
+        if isinstance(loss, (bool, np.bool_)) or not isinstance(loss, numbers.Real):
+            raise TypeError(f"{where} must return a real number as its loss, got "
+                            f"{_show(loss)} ({type(loss).__name__})")
+    if type(grads) is not dict and not isinstance(grads, Mapping):  # dict: no ABC check
         raise TypeError(f"{where} must return its gradients as a dict name -> array, got "
                         f"{type(grads).__name__}")
     if grads.keys() != params.keys():
