@@ -364,7 +364,8 @@ class _FiniteCheck:
         held = self._arrays
         if len(held) != len(arrays) or any(a is not b for a, b in zip(held, arrays)):
             self._table = _address_table(arrays)
-            self._arrays = tuple(arrays)
+            # held (their addresses are in the table) only when the table is used
+            self._arrays = tuple(arrays) if self._table is not None else ()
         if self._table is not None:
             from stepsim.core import _step_kernels
 
