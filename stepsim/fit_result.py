@@ -257,5 +257,5 @@ def record_step(trace: Trace, i: int, loss, stats, state, layer_names, lr) -> No
         trace.dv_zeros[i] = stats.dv_zeros
         trace.z[i] = z_sample(stats)
         nonzero = stats.size - stats.dv_zeros
-        if nonzero > 0 and np.isfinite(stats.dv_log_sum):
+        if nonzero > 0 and math.isfinite(stats.dv_log_sum):
             trace.z_geo[i] = math.exp(stats.dv_log_sum / nonzero)

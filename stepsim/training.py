@@ -16,6 +16,7 @@ does not diverge changes).
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 
@@ -29,8 +30,7 @@ from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Tr
     Trace,
     record_step,
 )
-from stepsim.recipes.switch import plan_schedule
-from stepsim.recipes.switch import schedule_for as _schedule_for  # noqa: F401 (bench/train.py)
+from stepsim.recipes.switch import StepStats, plan_schedule
 
 
 PROBLEM_API = ("specs", "init_params", "sample_batch", "loss_and_grad", "evaluate", "config")
@@ -191,19 +191,19 @@ class _Run:
         self.state = state
         self.status, self.message, self.stopped, self.kept = STATUS_COMPLETED, "", None, steps
         self.where, self.diagnostics = None, {}
+        self.lr_at = recipe.optimizer.lr_at
+        self.weights = _FiniteCheck()  # the lean step's weights: one address table a run
 
     def step(self, k: int):
         """Step k: batch, forward, loss and gradient, update, trace row, checks. Returns the
         step's StepStats, or None when a loss, gradient or weight went non-finite (the
         run stops: status, message and stopped_at are set)."""
-        from stepsim.recipes.switch import StepStats
-
         problem, ctx = self.problem, self.ctx
         batch = problem.sample_batch(self.batch_rng)
         fwd, self.state = self.stepper.forward(self.state, self.params, k, ctx)
         loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
         bad, self.where = _first_non_finite(loss, grads)
-        lr = self.recipe.optimizer.lr_at(k, self.steps)  # once a step: update and trace
+        lr = self.lr_at(k, self.steps)  # once a step: update and trace
         stats = None
         if bad is None:
             self.params, self.state, parts = self.stepper.update(self.state, self.params, grads,
@@ -211,7 +211,7 @@ class _Run:
             frozen_v_diagnostics(self.diagnostics, k, grads, self.state)
             stats = StepStats(parts, _total(parts, self.modules))
             record_step(self.trace, k - 1, loss, stats.total, self.state, self.layer_names, lr)
-            bad, self.where = _first_non_finite_weight(self.params)
+            bad, self.where = _first_non_finite_weight(self.params, self.weights)
             self.kept = k
         else:
             self.kept = k - 1
@@ -281,12 +281,13 @@ def _checked_answer(problem, answer, params) -> tuple:
         raise TypeError(f"{where} must return (loss, grads), got a {type(answer).__name__}"
                         f"{size}")
     loss, grads = answer
-    if isinstance(loss, np.ndarray) and loss.shape == () and loss.dtype.kind == "f":
-        loss = loss[()]
-    if isinstance(loss, (bool, np.bool_)) or not isinstance(loss, numbers.Real):
-        raise TypeError(f"{where} must return a real number as its loss, got {_show(loss)} "
-                        f"({type(loss).__name__})")
-    if not isinstance(grads, Mapping):
+    if type(loss) is not float:  # a Python float (the usual loss) needs none of the checks
+        if isinstance(loss, np.ndarray) and loss.shape == () and loss.dtype.kind == "f":
+            loss = loss[()]
+        if isinstance(loss, (bool, np.bool_)) or not isinstance(loss, numbers.Real):
+            raise TypeError(f"{where} must return a real number as its loss, got "
+                            f"{_show(loss)} ({type(loss).__name__})")
+    if type(grads) is not dict and not isinstance(grads, Mapping):  # dict: no ABC check
         raise TypeError(f"{where} must return its gradients as a dict name -> array, got "
                         f"{type(grads).__name__}")
     if grads.keys() != params.keys():
@@ -316,15 +317,16 @@ def _first_non_finite(loss, grads) -> tuple[str | None, str | None]:
     in order; (None, None) when all are finite. A non-finite loss names the first
     parameter whose gradient is non-finite too (None if none is).
 
-    One pass per array (:func:`_has_non_finite`).
+    One pass per array, all in one kernel call (:class:`_FiniteCheck`).
     """
     first = None
-    for name, g in grads.items():
-        if _has_non_finite(g):
-            count = int(np.count_nonzero(~np.isfinite(g)))
-            first = name, f"the gradient of {name!r} has {count} non-finite value(s)"
-            break
-    if not np.isfinite(loss):
+    names = list(grads)
+    i = _FiniteCheck().first([grads[name] for name in names])
+    if i >= 0:
+        name = names[i]
+        count = int(np.count_nonzero(~np.isfinite(grads[name])))
+        first = name, f"the gradient of {name!r} has {count} non-finite value(s)"
+    if not (math.isfinite(loss) if type(loss) is float else np.isfinite(loss)):
         where = f", first non-finite gradient {first[0]!r}" if first else ""
         return f"the loss is {float(loss)}{where}", first and first[0]
     if first is not None:
@@ -342,25 +344,76 @@ def _has_non_finite(x: np.ndarray) -> bool:
     return not np.isfinite(x).all()
 
 
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_KERNEL_DTYPES = (_F32, _F64)
 
 
-def _first_non_finite_weight(params) -> tuple[str | None, str | None]:
+class _FiniteCheck:
+    """Which of a list of arrays first holds a NaN or an infinity: one kernel call
+    (:func:`stepsim.core._step_kernels.first_non_finite`) over a table of their data
+    addresses when every one is a C-contiguous float32/float64 ndarray, else
+    :func:`_has_non_finite` per array. The table is kept while the same arrays (by
+    identity) come back: the lean step's weights are the same arrays every step."""
+
+    def __init__(self):
+        self._arrays = ()
+        self._table = None
+
+    def first(self, arrays: list) -> int:
+        """The index of the first of ``arrays`` with a non-finite value; -1 if none."""
+        held = self._arrays
+        if len(held) != len(arrays) or any(a is not b for a, b in zip(held, arrays)):
+            self._table = _address_table(arrays)
+            # held (their addresses are in the table) only when the table is used
+            self._arrays = tuple(arrays) if self._table is not None else ()
+        if self._table is not None:
+            from stepsim.core import _step_kernels
+
+            return int(_step_kernels.first_non_finite(self._table))
+        for i, x in enumerate(arrays):
+            if _has_non_finite(x):
+                return i
+        return -1
+
+
+def _address_table(arrays):
+    """The (K, 3) table of :func:`~stepsim.core._step_kernels.first_non_finite` (data
+    address, size, 1 if float64) of ``arrays``, or None if one is not a C-contiguous
+    float32/float64 ndarray."""
+    from stepsim.core._optim_kernels import address
+
+    table = np.empty((len(arrays), 3), np.int64)
+    for i, x in enumerate(arrays):
+        if type(x) is not np.ndarray or not x.flags.c_contiguous:
+            return None
+        dtype = x.dtype
+        if dtype != _F32 and dtype != _F64:
+            return None
+        table[i, 0] = address(x)  # three item writes: a tuple into a row costs 2x more
+        table[i, 1] = x.size
+        table[i, 2] = dtype == _F64
+    return table
+
+
+def _first_non_finite_weight(params, check: _FiniteCheck | None = None) -> tuple[
+        str | None, str | None]:
     """(description, parameter) of the first parameter with a non-finite weight after an
-    update (an lr so large that the step overflows), else (None, None); one pass per array."""
-    for name, w in params.items():
-        if _has_non_finite(w):
-            count = int(np.count_nonzero(~np.isfinite(w)))
-            return f"the weights of {name!r} have {count} non-finite value(s)", name
-    return None, None
+    update (an lr so large that the step overflows), else (None, None); one pass per
+    array, in one kernel call. ``check``: a :class:`_FiniteCheck` kept across steps (it
+    keeps the table of the same weight arrays)."""
+    names = list(params)
+    i = (check or _FiniteCheck()).first([params[name] for name in names])
+    if i < 0:
+        return None, None
+    name = names[i]
+    count = int(np.count_nonzero(~np.isfinite(params[name])))
+    return f"the weights of {name!r} have {count} non-finite value(s)", name
 
 
 def _total(stats, modules):
     """The step's AdamStats over all parameters (None under SGD-M)."""
-    from stepsim.core.optim import AdamStats
-
     parts = [stats[m] for m in modules]
-    return None if parts[0] is None else AdamStats.combine(parts)
+    return None if parts[0] is None else type(parts[0]).combine(parts)
 
 
 #: steps after a module's switch at which :func:`frozen_v_diagnostics` records g^2 / v*

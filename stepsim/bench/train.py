@@ -163,62 +163,34 @@ QUICK_PROBLEM = {"digits": {"hidden": (32,), "batch_size": 16},
 
 
 class FitSteps:
-    """Steps exactly as :func:`stepsim.training.fit` runs them (its lean step, its checks of
-    the problem's answer and its trace), on one problem and recipe; ``run(n)`` runs n."""
+    """Steps exactly as :func:`stepsim.training.fit` runs them: fit's own run
+    (:class:`stepsim.training._Run`: its lean step, its checks of the problem's answer and
+    of the weights, its trace, what follows a step), on one problem and recipe; ``run(n)``
+    runs n (step numbers wrap around after ``total_steps``)."""
 
     def __init__(self, problem, recipe, total_steps: int, seed: int = 0):
-        from stepsim.recipes import RunContext
-        from stepsim.recipes.lean import LeanStep
-        from stepsim.training import Trace, _schedule_for
+        from stepsim.training import _Run
 
-        self.problem, self.recipe = problem, recipe
-        init_rng, self.batch_rng = np.random.default_rng(seed).spawn(2)
-        params = problem.init_params(init_rng)
-        self.ctx = RunContext.make(params, problem.specs, total_steps)
-        state = recipe.init(params, self.ctx)
-        schedule, _ = _schedule_for(recipe, None, total_steps)
-        if schedule is not None:  # single-phase sparse recipes switch before step 1
-            sstate = schedule.init(total_steps, tuple(params))
-            if schedule.at_start(sstate):
-                params, state = recipe.switch(state, params, 0, self.ctx,
-                                              schedule.at_start(sstate))
-        lean = LeanStep.make(recipe, params, state, self.ctx)
-        from stepsim._ground.malloc import keep_freed_memory
-
-        keep_freed_memory()  # as fit does
-        self.params = lean.params if lean is not None else params
-        self.stepper = lean or recipe
-        self.state = state
-        self.trace = Trace.empty(total_steps, list(self.ctx.sparse_names))
-        self.total = total_steps
+        self.problem, self.recipe, self.total = problem, recipe, total_steps
+        self.fit_run = _Run(problem, recipe, total_steps, seed, None, None, False, None)
         self.k = 0
 
-    def run(self, n: int) -> None:
-        from stepsim.recipes.switch import StepStats
-        from stepsim.training import (
-            _checked_answer,
-            _first_non_finite,
-            _first_non_finite_weight,
-            _total,
-            record_step,
-        )
+    # what the breakdown reads of the run
+    ctx = property(lambda self: self.fit_run.ctx)
+    stepper = property(lambda self: self.fit_run.stepper)
+    state = property(lambda self: self.fit_run.state)
+    params = property(lambda self: self.fit_run.params)
+    batch_rng = property(lambda self: self.fit_run.batch_rng)
+    trace = property(lambda self: self.fit_run.trace)
 
-        problem, stepper, ctx = self.problem, self.stepper, self.ctx
-        modules = tuple(self.params)
+    def run(self, n: int) -> None:
+        fit_run = self.fit_run
         for _ in range(n):
             self.k = k = self.k % self.total + 1
-            batch = problem.sample_batch(self.batch_rng)
-            fwd, self.state = stepper.forward(self.state, self.params, k, ctx)
-            loss, grads = _checked_answer(problem, problem.loss_and_grad(fwd, batch), fwd)
-            if _first_non_finite(loss, grads)[0] is not None:
-                raise FloatingPointError(f"non-finite values at step {k}")
-            self.params, self.state, parts = stepper.update(self.state, self.params, grads,
-                                                            k, ctx)
-            stats = StepStats(parts, _total(parts, modules))
-            record_step(self.trace, k - 1, loss, stats.total, self.state, list(ctx.sparse_names),
-                    self.recipe.optimizer.lr_at(k, self.total))
-            if _first_non_finite_weight(self.params)[0] is not None:  # as fit checks
-                raise FloatingPointError(f"non-finite weights at step {k}")
+            stats = fit_run.step(k)
+            if stats is None:
+                raise FloatingPointError(fit_run.message)
+            fit_run.after_step(k, stats)
 
 
 def _ratio_rows(bench) -> None:

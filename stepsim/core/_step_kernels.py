@@ -1,6 +1,7 @@
 """numba kernels that apply a mask inside a training step, in place or into a workspace
 buffer, and the step's finiteness check (:func:`has_non_finite`). Private: :mod:`stepsim.recipes.lean` calls them (the NumPy definitions they must
 match bit for bit are the pure pieces of :mod:`stepsim.recipes.transforms`).
+:func:`first_non_finite` runs the finiteness check over many arrays in one call.
 
 Arrays are flat and C-contiguous; ``keep`` is the mask (bool), True where an entry is kept.
 Each kernel writes ``out[i] = x[i]`` where the mask keeps and a pruned value elsewhere —
@@ -13,7 +14,11 @@ be ``x`` itself. A select, not a multiply by the mask: ``-w * 0`` would give -0 
 
 from __future__ import annotations
 
+import numpy as np
+from numba import carray
+
 from stepsim._ground.jit import njit
+from stepsim.core._optim_kernels import _pointer_to
 
 
 @njit
@@ -78,3 +83,23 @@ def has_non_finite(x):
     for i in range(x.shape[0]):
         bad |= (x[i] - x[i]) != 0
     return bad
+
+
+@njit
+def first_non_finite(table):
+    """The index of the first array (in order) that holds a NaN or an infinity, or -1.
+
+    table (K, 3) int64: row i is array i's data address, its number of elements and 1 if
+    it is float64 (0: float32); the arrays are C-contiguous and held alive by the caller.
+    A table rather than a tuple of arrays: one compiled kernel for any number of arrays,
+    and one call a step for all the gradients (or all the weights) instead of one per
+    array, whose dispatch cost more than the pass itself on small arrays. Each array is
+    checked by :func:`has_non_finite`; the arrays after the first bad one are not read."""
+    for i in range(table.shape[0]):
+        if table[i, 2]:
+            bad = has_non_finite(carray(_pointer_to(table[i, 0], np.float64(0)), table[i, 1]))
+        else:
+            bad = has_non_finite(carray(_pointer_to(table[i, 0], np.float32(0)), table[i, 1]))
+        if bad:
+            return i
+    return -1

@@ -61,15 +61,10 @@ class AdamStats(NamedTuple):
     @classmethod
     def combine(cls, parts) -> AdamStats:
         """Statistics of several arrays (layers) taken together as one vector."""
-        parts = list(parts)
-        return cls(
-            dv_l1=sum(p.dv_l1 for p in parts),
-            dv_log_sum=sum(p.dv_log_sum for p in parts),
-            dv_zeros=sum(p.dv_zeros for p in parts),
-            v_l1=sum(p.v_l1 for p in parts),
-            v_l2sq=sum(p.v_l2sq for p in parts),
-            size=sum(p.size for p in parts),
-        )
+        columns = tuple(zip(*parts))  # one per field: each summed in the parts' order
+        if not columns:
+            return cls(0, 0, 0, 0, 0, 0)
+        return cls(*map(sum, columns))
 
 
 def _check_state(names_arrays):
@@ -237,20 +232,50 @@ def _limits(dtype: np.dtype) -> tuple[float, float]:
     return float(info.max), float(info.smallest_subnormal)
 
 
-@functools.lru_cache(maxsize=8)
 def _kernel_scalars(hyper: AdamHyper, dtype: np.dtype) -> tuple:
     """The kernel's scalars in the arrays' dtype (a Python float would turn a float32 loop
     into float64); made once per step and dtype, however many arrays the step updates.
-    Hyper-parameters that overflow or underflow in ``dtype`` are refused (:func:`_check_fits`)."""
-    eps = hyper.eps_inside or hyper.eps_outside
-    root = eps ** 0.5 if hyper.eps_inside else eps  # the smallest denominator
-    scalars = {"1 - lr * weight_decay": hyper.decay, "1 / (1 - beta1**step)": hyper.inv_bc1,
-               "1 / bias_correction2": hyper.inv_bc2}
-    _check_fits(dtype, scalars, lr=hyper.lr, gain=1.0 / root, eps=eps)
+    Hyper-parameters that overflow or underflow in ``dtype`` are refused (:func:`_check_fits`).
+
+    The scalars that stay the same over a run (betas, eps) and their checks are made once
+    (:func:`_fixed_scalars`); a step converts and checks only the four that move with the
+    step and the lr (the full :func:`_check_fits` runs, and raises, only when one fails);
+    the last answer is kept for the same hyper object (one per step, however many
+    parameters or calls share it)."""
+    global _last_scalars
+    last = _last_scalars
+    if last[0] is hyper and last[1] is dtype:
+        return last[2]
+    b1, c1, b2, c2, eps_in, eps_out, gain, fits = _fixed_scalars(
+        dtype, hyper.beta1, hyper.beta2, hyper.eps_inside, hyper.eps_outside)
+    largest = _limits(dtype)[0]
+    if not (fits and abs(hyper.decay) <= largest and abs(hyper.inv_bc1) <= largest
+            and abs(hyper.inv_bc2) <= largest and hyper.lr * gain <= largest):
+        eps = hyper.eps_inside or hyper.eps_outside
+        scalars = {"1 - lr * weight_decay": hyper.decay, "1 / (1 - beta1**step)": hyper.inv_bc1,
+                   "1 / bias_correction2": hyper.inv_bc2}
+        _check_fits(dtype, scalars, lr=hyper.lr, gain=gain, eps=eps)
     dt = dtype.type
-    return (dt(hyper.beta1), dt(1.0 - hyper.beta1), dt(hyper.beta2), dt(1.0 - hyper.beta2),
-            dt(hyper.inv_bc1), dt(hyper.inv_bc2), dt(hyper.eps_inside), dt(hyper.eps_outside),
-            dt(hyper.lr), dt(hyper.decay))
+    scalars = (b1, c1, b2, c2, dt(hyper.inv_bc1), dt(hyper.inv_bc2), eps_in, eps_out,
+               dt(hyper.lr), dt(hyper.decay))
+    _last_scalars = (hyper, dtype, scalars)  # one tuple: a reader sees all three or none
+    return scalars
+
+
+_last_scalars = (None, None, None)  # (hyper, dtype, its scalars) of the last call
+
+
+@functools.lru_cache(maxsize=16)
+def _fixed_scalars(dtype: np.dtype, beta1: float, beta2: float, eps_inside: float,
+                   eps_outside: float) -> tuple:
+    """:func:`_kernel_scalars`' run-long part: (beta1, 1 - beta1, beta2, 1 - beta2,
+    eps_inside, eps_outside) in ``dtype``, the gain 1 / (smallest denominator) of the lr
+    check, and whether eps passes :func:`_check_fits`' eps check."""
+    eps = eps_inside or eps_outside
+    root = eps ** 0.5 if eps_inside else eps  # the smallest denominator
+    dt = dtype.type
+    return (dt(beta1), dt(1.0 - beta1), dt(beta2), dt(1.0 - beta2), dt(eps_inside),
+            dt(eps_outside), 1.0 / root, not eps <= _limits(dtype)[1] / 2)
 
 
 def adam_apply(w, g, m, v, hyper: AdamHyper) -> AdamStats | None:

@@ -7,6 +7,7 @@ into a row of the (K, arrays) address table, and one kernel launch walks it.
 * :func:`adam_apply_many` — one Adam step on every parameter of a model.
 * :class:`AdamArrays` — a model's w, m, v validated once, stepped often.
 * :func:`sgdm_apply_many` — one momentum-SGD step on every parameter.
+* :class:`SGDMArrays` — a model's w, buf validated once, stepped often.
 
 ``adam_apply`` and ``sgdm_step`` in :mod:`stepsim.core.optim` run the same engine
 (``_adam_apply``, ``_sgdm_apply``) on a table of one row.
@@ -295,23 +296,85 @@ def sgdm_apply_many(ws, gs, bufs, *, lr, momentum=0.9, weight_decay=0.0,
 
 
 def _sgdm_apply(params, lr, momentum, weight_decay, nesterov):
+    lr, momentum, weight_decay = _sgdm_checked(lr, momentum, weight_decay, nesterov)
+    if not params:
+        return
+    k = _load_kernels()
+    table, sizes, _alive = _address_table(_SGDM_NAMES, params, k)  # alive: held until return
+    _sgdm_run(k, table, sizes, params[0][0].dtype, lr, momentum, weight_decay, nesterov,
+              lambda: params)
+
+
+def _sgdm_checked(lr, momentum, weight_decay, nesterov) -> tuple:
+    """SGD-M's hyper-parameters, checked (each ValueError names the argument)."""
     lr = check_real("lr", lr, minimum=0.0)
     momentum = check_beta("momentum", momentum)
     weight_decay = check_real("weight_decay", weight_decay, minimum=0.0)
     if nesterov and momentum == 0.0:
         raise ValueError("nesterov=True needs momentum > 0, got momentum=0.0")
-    if not params:
-        return
-    k = _load_kernels()
-    table, sizes, _alive = _address_table(_SGDM_NAMES, params, k)  # alive: held until return
-    _sgdm_fits(params[0][0].dtype, lr, momentum, weight_decay)
-    dt = params[0][0].dtype.type
+    return lr, momentum, weight_decay
+
+
+def _sgdm_run(k, table, sizes, dtype, lr, momentum, weight_decay, nesterov, params) -> None:
+    """The SGD-M kernel on a checked table; ``params()`` gives the (w, g, buf) tuples that
+    name the arrays in an error."""
+    _sgdm_fits(dtype, lr, momentum, weight_decay)
+    dt = dtype.type
     kernel = k.sgdm if num_threads() > 1 else k.sgdm_serial  # one thread: inline
-    overlap, bad_g = kernel(table, sizes, params[0][0].dtype.itemsize, dt(lr), dt(momentum),
+    overlap, bad_g = kernel(table, sizes, dtype.itemsize, dt(lr), dt(momentum),
                             dt(weight_decay), bool(nesterov))
     if overlap >= 0:
-        raise _overlap_error(_SGDM_NAMES, params, int(overlap))
+        raise _overlap_error(_SGDM_NAMES, params(), int(overlap))
     if bad_g:
-        g = "g" if len(params) == 1 else "gs"
+        g = "g" if len(sizes) == 1 else "gs"
         raise ValueError(f"{g} contains {bad_g} non-finite value(s); w and buf now hold "
                          "them too")
+
+
+class SGDMArrays:
+    """Momentum SGD's arrays of one model (w, buf of each parameter), validated once,
+    stepped often: :class:`AdamArrays` for :func:`sgdm_apply_many` (the same checks once,
+    a step writes only its gradients' addresses; the same kernel, so the same bits). The
+    arrays must stay alive and must not be re-bound while this is used."""
+
+    def __init__(self, ws, bufs):
+        _check_sequences(ws=ws, bufs=bufs)
+        if len(ws) != len(bufs) or not ws:
+            raise ValueError(f"ws, bufs must hold one array per parameter (at least one), "
+                             f"got lengths {len(ws)}, {len(bufs)}")
+        params = tuple(zip(ws, ws, bufs))  # each w stands in for its gradient, as AdamArrays
+        k = _load_kernels()
+        table, sizes, _ = _address_table(_SGDM_NAMES, params, k)
+        spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, f"{n}s[{i}]")
+                       for i, arrays in enumerate(zip(ws, bufs))
+                       for n, a in zip(("w", "buf"), arrays) if a.nbytes)
+        for (_, end, name_a), (start, _, name_b) in itertools.pairwise(spans):
+            if start < end:
+                raise ValueError(f"{name_b} shares memory with {name_a}; each array must be "
+                                 "its own")
+        self.arrays = tuple(zip(ws, bufs))  # held alive: the table points into them
+        self.dtype = ws[0].dtype
+        self.shapes = tuple(w.shape for w in ws)
+        self._kernels = k
+        self._table = table
+        self._sizes = sizes
+
+    def step(self, gs, *, lr, momentum, weight_decay, nesterov) -> None:
+        """One step with gradients ``gs`` (one per parameter, in order), as
+        :func:`sgdm_apply_many` (the same checks of the hyper-parameters and errors)."""
+        lr, momentum, weight_decay = _sgdm_checked(lr, momentum, weight_decay, nesterov)
+        if len(gs) != len(self.arrays):
+            raise ValueError(f"got {len(gs)} gradients for {len(self.arrays)} parameters")
+        k = self._kernels
+        table, dtype, shapes, address = self._table, self.dtype, self.shapes, k.address
+        alive = []
+        for r, g in enumerate(gs):
+            if not (type(g) is np.ndarray and g.dtype == dtype and g.flags.c_contiguous
+                    and g.shape == shapes[r]):
+                g = self._checked_gradient(r, g)
+            alive.append(g)  # held until the kernel returns
+            table[r, 1] = address(g)
+        _sgdm_run(k, table, self._sizes, dtype, lr, momentum, weight_decay, nesterov,
+                  lambda: [(w, g, buf) for (w, buf), g in zip(self.arrays, alive)])
+
+    _checked_gradient = AdamArrays._checked_gradient

@@ -108,10 +108,17 @@ def softmax_cross_entropy(logits, labels):
     probs = np.empty_like(flat)
     logs = np.empty(rows, logits.dtype)
     picked = np.empty(rows, logits.dtype)
+    # the loss's two float64 sums in the kernel too, while they are one pairwise sum each:
+    # NumPy casts a float32 array in chunks of its buffer size and sums chunk by chunk
+    sums = np.empty(2 if rows <= np.getbufsize() or logits.dtype == np.float64 else 0)
     if K.softmax_xent(flat, labels.reshape(rows), logits.dtype.type(1 / rows), probs, logs,
-                      picked):
+                      picked, sums):
         return L.softmax_cross_entropy(logits, labels)  # raises: labels outside [0, C)
-    loss = float(np.sum(logs, dtype=np.float64) - np.sum(picked, dtype=np.float64)) / rows
+    if sums.shape[0]:
+        total = sums[0] - sums[1]
+    else:
+        total = np.sum(logs, dtype=np.float64) - np.sum(picked, dtype=np.float64)
+    loss = float(total) / rows
     return loss, probs.reshape(logits.shape)
 
 

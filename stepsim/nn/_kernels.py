@@ -426,15 +426,18 @@ def pairwise_sum(a):
 
 
 @njit
-def softmax_xent(logits, labels, scale, probs, logs, picked):
+def softmax_xent(logits, labels, scale, probs, logs, picked, sums):
     """Softmax cross-entropy of rows of logits (R, C) with labels (R,), as
     :func:`stepsim.nn.layers.softmax_cross_entropy` computes it.
 
     Writes probs (R, C) = (softmax - onehot) * scale (scale = 1/R in logits' dtype), logs
     (R,) = log(sum_j exp(shifted)) and picked (R,) = shifted[label], with shifted = row -
-    max(row) (the caller sums logs and picked in float64). exp and log are glibc's, in
-    float64, rounded once to the dtype (stepsim._ground.libm). Returns how many labels lie
-    outside [0, C) (then nothing is meaningful; the caller raises).
+    max(row). exp and log are glibc's, in float64, rounded once to the dtype
+    (stepsim._ground.libm). sums: (2,) float64 to receive ``np.sum(logs, dtype=float64)``
+    and ``np.sum(picked, dtype=float64)`` (each entry widened, then 0 + the pairwise sum:
+    NumPy's order while R fits in its cast buffer, which the caller checks), or (0,) when
+    the caller sums them itself. Returns how many labels lie outside [0, C) (then nothing
+    is meaningful; the caller raises).
     """
     rows, c = logits.shape
     zero = logits.dtype.type(0)
@@ -465,6 +468,12 @@ def softmax_xent(logits, labels, scale, probs, logs, picked):
             if j == label:
                 q -= one
             p[j] = q * scale
+    if sums.shape[0]:
+        wide = np.empty(rows, np.float64)
+        for k, part in enumerate((logs, picked)):
+            for i in range(rows):
+                wide[i] = part[i]
+            sums[k] = 0.0 + pairwise_sum(wide)
     return 0
 
 

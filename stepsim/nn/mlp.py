@@ -18,6 +18,7 @@ Biases are always dense. The MLP never masks: recipes hand it the forward weight
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import NamedTuple
 
@@ -128,15 +129,17 @@ class MLP:
         """Outputs (..., d_out) for inputs x (..., d_in), and an :class:`MLPCache`."""
         act_forward = ACTIVATIONS[self.activation][0]
         relu = self.activation == "relu"
+        names = _layer_names(len(self.sizes) - 1)
+        last = len(names)
         linear, act = [], []
         h = x
-        for l in range(1, self.layers + 1):
-            if relu and l < self.layers:  # bias and rectifier in one pass over the product
-                h, cache = _fused.linear_relu_forward(h, params[f"w{l}"], params.get(f"b{l}"))
+        for l, (w_name, b_name) in enumerate(names, 1):
+            if relu and l < last:  # bias and rectifier in one pass over the product
+                h, cache = _fused.linear_relu_forward(h, params[w_name], params.get(b_name))
             else:
-                h, cache = L.linear_forward(h, params[f"w{l}"], params.get(f"b{l}"))
+                h, cache = L.linear_forward(h, params[w_name], params.get(b_name))
             linear.append(cache)
-            if l < self.layers:
+            if l < last:
                 if relu:  # h is this layer's own fresh output, rectified in place
                     cache = L.ActivationCache(h)
                 else:
@@ -148,11 +151,13 @@ class MLP:
         """Gradients of every parameter (dict like the params) from dout (..., d_out)."""
         act_backward = ACTIVATIONS[self.activation][1]
         relu = self.activation == "relu"
-        grads = {}
+        names = _layer_names(len(self.sizes) - 1)
+        last = len(names)
+        per_layer = [None] * last
         d = dout
-        for l in range(self.layers, 0, -1):
+        for l in range(last, 0, -1):
             db = None
-            if l < self.layers:
+            if l < last:
                 if relu:  # d is the fresh dx of the layer above: zeroed in place, and the
                     # bias gradient summed in the same pass
                     d, db = _fused.relu_backward_bias_grad(d, cache.act[l - 1].saved,
@@ -160,17 +165,25 @@ class MLP:
                 else:
                     d = act_backward(d, cache.act[l - 1])
             need_dx = l > 1  # the input's gradient is never used
-            d_next, dw, db = _linear_backward(d, cache.linear[l - 1], need_dx, db)
-            grads[f"w{l}"] = dw
+            d, dw, db = _linear_backward(d, cache.linear[l - 1], need_dx, db)
+            per_layer[l - 1] = dw, db
+        grads = {}  # in the order of shapes(): w1, b1, w2, b2, ...
+        for (w_name, b_name), (dw, db) in zip(names, per_layer):
+            grads[w_name] = dw
             if self.bias:
-                grads[f"b{l}"] = db
-            d = d_next
-        return {name: grads[name] for name in self.shapes()}
+                grads[b_name] = db
+        return grads
 
     def predict(self, params, x: np.ndarray, chunk: int = 4096) -> np.ndarray:
         """Outputs for many inputs x (n, d_in), ``chunk`` rows at a time (bounded memory)."""
         outs = [self.forward(params, x[i:i + chunk])[0] for i in range(0, len(x), chunk)]
         return np.concatenate(outs) if outs else np.empty((0, self.sizes[-1]), x.dtype)
+
+
+@functools.lru_cache(maxsize=32)
+def _layer_names(layers: int) -> tuple:
+    """(("w1", "b1"), ..., ("wL", "bL")): the parameter names of each Linear layer."""
+    return tuple((f"w{l}", f"b{l}") for l in range(1, layers + 1))
 
 
 def _linear_backward(dout, cache: L.LinearCache, need_dx: bool, db=None):
@@ -182,8 +195,21 @@ def _linear_backward(dout, cache: L.LinearCache, need_dx: bool, db=None):
     dx = dout @ w if need_dx else None
     dw = np.ascontiguousarray(dout2.T @ x.reshape(rows, w.shape[1]))
     if db is None and has_bias:
-        db = dout2.sum(axis=0)
+        db = _rows_sum(dout2)
     return dx, dw, db if has_bias else None
+
+
+def _rows_sum(d):
+    """``d.sum(axis=0)`` of a 2-d gradient, on the kernel that sums in NumPy's order
+    (:func:`stepsim.nn._kernels.rows_sum`: the same bits) when d is C-contiguous float;
+    NumPy's reduction costs ~5 us of set-up for the output layer's few columns."""
+    if not (d.flags.c_contiguous and d.dtype in L._FLOATS and d.shape[0]):
+        return d.sum(axis=0)
+    from stepsim.nn import _kernels as K
+
+    out = np.empty(d.shape[1], d.dtype)
+    K.rows_sum(d, out)
+    return out
 
 
 def _float_dtype(dtype) -> np.dtype:

@@ -162,7 +162,7 @@ class Adam:
         fit's lean step, whose step numbers fit has checked and whose hyper-parameters
         this frozen object checked when it was made (and freeze_second_moment when a v
         froze)."""
-        from stepsim.core.optim import adam_hyper, adam_hyper_checked
+        from stepsim.core.optim import adam_hyper
 
         lr = self.lr_at(step, total_steps) if lr is None else lr
         made = {}  # one validated hyper per distinct freezing (one for a global switch)
@@ -178,13 +178,22 @@ class Adam:
                         freeze_v=frozen is not None, bias_correction2=bc2,
                         log_stats=log_stats, stats_on=stats_on)
                 else:
-                    made[frozen] = adam_hyper_checked(
-                        int(step), float(lr), float(self.beta1), float(self.beta2),
-                        float(eps), mode, float(self.weight_decay), frozen is not None,
-                        None if bc2 is None else float(bc2), True, log_stats, stats_on)
+                    made[frozen] = self._hyper_checked(step, lr, frozen, stats_on, log_stats)
             return made[frozen]
 
         return {name: hyper(state.frozen.get(name)) for name in params}
+
+    def _hyper_checked(self, step, lr, frozen: FrozenV | None, stats_on, log_stats):
+        """The AdamHyper of a step for parameters frozen as ``frozen`` (None: v updated),
+        without :func:`~stepsim.core.optim.adam_hyper`'s checks (``hypers(checked=False)``)."""
+        from stepsim.core.optim import adam_hyper_checked
+
+        eps, mode = (self.eps, self.eps_mode) if frozen is None else frozen[1:]
+        bc2 = None if frozen is None else frozen.bias_correction2
+        return adam_hyper_checked(
+            int(step), float(lr), float(self.beta1), float(self.beta2), float(eps), mode,
+            float(self.weight_decay), frozen is not None, None if bc2 is None else float(bc2),
+            True, log_stats, stats_on)
 
     def update_into(self, state: AdamState, params: Mapping, grads: Mapping, step: int,
                     total_steps: int, ws, *, stats_on: str = "v",
@@ -193,24 +202,39 @@ class Adam:
         w (``params``, arrays the caller owns), m and v are updated in place. ``ws``: the
         step's Workspace, which keeps the validated :class:`~stepsim.core.optim_many.AdamArrays`
         (one per dtype) while ``params`` and the state's m and v dicts are the same
-        objects. Returns name -> AdamStats (the same bits as :meth:`update`'s)."""
+        objects, and which parameters share a hyper (one kernel call each, as
+        :func:`adam_arrays` groups them) while ``state.frozen`` is the same dict. Returns
+        name -> AdamStats (the same bits as :meth:`update`'s)."""
         groups = ws.bound("adam", (params, state.m, state.v),
                           lambda: _adam_arrays_by_dtype(params, state.m, state.v))
-        hypers = self.hypers(state, params, step, total_steps, stats_on=stats_on,
-                             log_stats=log_stats, checked=False, lr=lr)
+        calls = ws.bound("adam-calls", (groups, state.frozen),
+                         lambda: _adam_calls(groups, state.frozen))
+        lr = self.lr_at(step, total_steps) if lr is None else lr
+        made = {}  # frozen -> its hyper this step
         parts = {}
-        for arrays, names in groups:
-            by_hyper = {}  # one kernel call per distinct hyper, as adam_arrays groups them
-            for row, name in enumerate(names):
-                by_hyper.setdefault(id(hypers[name]), (hypers[name], []))[1].append(row)
-            if len(by_hyper) == 1:
-                hyper, _ = next(iter(by_hyper.values()))
-                parts.update(zip(names, arrays.step([grads[k] for k in names], hyper)))
-                continue
-            for hyper, rows in by_hyper.values():
-                stats = arrays.step([grads[names[r]] for r in rows], hyper, rows)
-                parts.update(zip((names[r] for r in rows), stats))
+        for arrays, frozen, rows, names in calls:
+            hyper = made.get(frozen)
+            if hyper is None:
+                hyper = made[frozen] = self._hyper_checked(step, lr, frozen, stats_on, log_stats)
+            parts.update(zip(names, arrays.step([grads[k] for k in names], hyper, rows)))
         return {name: parts[name] for name in params}
+
+
+def _adam_calls(groups, frozen: Mapping) -> list:
+    """The kernel calls of :meth:`Adam.update_into`: [(AdamArrays, FrozenV or None, rows or
+    None for all, names)], one per distinct freezing within each dtype's arrays, in the
+    order of the parameters' first appearance (as :func:`adam_arrays` groups them)."""
+    calls = []
+    for arrays, names in groups:
+        by_frozen = {}
+        for row, name in enumerate(names):
+            by_frozen.setdefault(frozen.get(name), []).append(row)
+        if len(by_frozen) == 1:
+            calls.append((arrays, next(iter(by_frozen)), None, list(names)))
+            continue
+        for key, rows in by_frozen.items():
+            calls.append((arrays, key, rows, [names[r] for r in rows]))
+    return calls
 
 
 def _adam_arrays_by_dtype(params: Mapping, m: Mapping, v: Mapping) -> list:
@@ -222,6 +246,14 @@ def _adam_arrays_by_dtype(params: Mapping, m: Mapping, v: Mapping) -> list:
         out.append((AdamArrays([params[k] for k in names], [m[k] for k in names],
                                [v[k] for k in names]), names))
     return out
+
+
+def _sgdm_arrays_by_dtype(params: Mapping, buf: Mapping) -> list:
+    """[(SGDMArrays, names)] over ``params`` and their momentum buffers, one per dtype."""
+    from stepsim.core.optim_many import SGDMArrays
+
+    return [(SGDMArrays([params[k] for k in names], [buf[k] for k in names]), names)
+            for names in _by_dtype(params).values()]
 
 
 def _by_dtype(params: Mapping) -> dict:
@@ -339,8 +371,15 @@ class SGDM:
         from stepsim.core.optim_many import sgdm_apply_many
 
         lr = self.lr_at(step, total_steps) if lr is None else lr
-        for names in _by_dtype(params).values():
-            sgdm_apply_many([params[k] for k in names], [grads[k] for k in names],
-                            [state.buf[k] for k in names], lr=lr, momentum=self.momentum,
-                            weight_decay=self.weight_decay, nesterov=self.nesterov)
+        hyper = {"lr": lr, "momentum": self.momentum, "weight_decay": self.weight_decay,
+                 "nesterov": self.nesterov}
+        if ws is None:  # the pure update's fresh copies: checked at this one call
+            for names in _by_dtype(params).values():
+                sgdm_apply_many([params[k] for k in names], [grads[k] for k in names],
+                                [state.buf[k] for k in names], **hyper)
+            return dict.fromkeys(params)
+        # the lean step's own arrays: checked once (SGDMArrays) while the dicts are the same
+        for arrays, names in ws.bound("sgdm", (params, state.buf),
+                                      lambda: _sgdm_arrays_by_dtype(params, state.buf)):
+            arrays.step([grads[k] for k in names], **hyper)
         return dict.fromkeys(params)

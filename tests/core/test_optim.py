@@ -404,3 +404,93 @@ def test_ndarray_subclasses_are_accepted():
     sub = np.ones(8, np.float32).view(type("Sub", (np.ndarray,), {}))
     assert adam_step(sub, g, m, v, step=1, lr=0.1) is not None
     assert (sub < 1.0).all()
+
+
+def test_adam_stats_combine_adds_each_field_in_order():
+    """combine sums each field over the parts in order (as the switch criteria and the
+    trace read it): bit for bit Python's sum of that field; no parts give zeros."""
+    rng = np.random.default_rng(3)
+    parts = [AdamStats(*(float(x) for x in rng.standard_normal(2)), int(rng.integers(9)),
+                       *(float(x) for x in rng.standard_normal(2)), int(rng.integers(1, 9)))
+             for _ in range(7)]
+    got = AdamStats.combine(iter(parts))
+    for field in AdamStats._fields:
+        assert getattr(got, field) == sum(getattr(p, field) for p in parts)
+    assert AdamStats.combine([]) == AdamStats(0, 0, 0, 0, 0, 0)
+
+
+def _kernel_scalars_reference(hyper, dtype):
+    """The kernel scalars as made before the run-long part was cached: every check and
+    conversion at every call."""
+    from stepsim.core.optim import _check_fits
+
+    eps = hyper.eps_inside or hyper.eps_outside
+    root = eps ** 0.5 if hyper.eps_inside else eps
+    _check_fits(dtype, {"1 - lr * weight_decay": hyper.decay,
+                        "1 / (1 - beta1**step)": hyper.inv_bc1,
+                        "1 / bias_correction2": hyper.inv_bc2},
+                lr=hyper.lr, gain=1.0 / root, eps=eps)
+    dt = dtype.type
+    return (dt(hyper.beta1), dt(1.0 - hyper.beta1), dt(hyper.beta2), dt(1.0 - hyper.beta2),
+            dt(hyper.inv_bc1), dt(hyper.inv_bc2), dt(hyper.eps_inside), dt(hyper.eps_outside),
+            dt(hyper.lr), dt(hyper.decay))
+
+
+@settings(max_examples=300)
+@given(dtype=st.sampled_from([np.float32, np.float64]),
+       step=st.integers(1, 10**6),
+       lr=st.one_of(st.floats(0, 1e3), st.sampled_from([1e30, 1e37, 1e38, 1e39, 1e300])),
+       beta1=st.floats(0, 0.9999), beta2=st.floats(0, 0.9999),
+       eps=st.one_of(st.floats(1e-12, 1.0), st.sampled_from([1e-40, 1e-45, 1e-50, 1e-320])),
+       eps_mode=st.sampled_from(["inside", "outside"]),
+       weight_decay=st.one_of(st.floats(0, 10), st.sampled_from([1e30, 1e40, 1e300])),
+       frozen=st.booleans())
+def test_kernel_scalars_are_the_checked_conversions(dtype, step, lr, beta1, beta2, eps,
+                                                    eps_mode, weight_decay, frozen):
+    """_kernel_scalars (run-long part cached, a step's part checked fast): the same values
+    in the same dtype as converting and checking everything at each call, and the same
+    error, word for word, when a value overflows or eps rounds to 0."""
+    from stepsim.core.optim import _kernel_scalars, adam_hyper
+
+    hyper = adam_hyper(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, eps_mode=eps_mode,
+                       weight_decay=weight_decay, freeze_v=frozen,
+                       bias_correction2=1.0 if frozen else None)
+    dtype = np.dtype(dtype)
+    try:
+        want = _kernel_scalars_reference(hyper, dtype)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as got:
+            _kernel_scalars(hyper, dtype)
+        assert str(got.value) == str(exc)
+        return
+    got = _kernel_scalars(hyper, dtype)
+    assert [type(x) for x in got] == [type(x) for x in want]
+    assert np.array(got).tobytes() == np.array(want).tobytes()
+
+
+@settings(max_examples=20)
+@given(_model_state(), st.booleans())
+def test_sgdm_arrays_steps_as_sgdm_apply_many(case, nesterov):
+    """SGDMArrays (w and buf checked once, a step writes only the gradients' addresses):
+    the bits of sgdm_apply_many over several steps, and its errors."""
+    from stepsim.core.optim_many import SGDMArrays, sgdm_apply_many
+
+    params, hyper = case
+    kwargs = {"lr": hyper["lr"], "momentum": 0.9, "weight_decay": hyper["weight_decay"],
+              "nesterov": nesterov}
+    many = [_copies(p[:3]) for p in params]
+    held = [_copies(p[:3]) for p in params]
+    arrays = SGDMArrays([w for w, _, _ in held], [buf for _, _, buf in held])
+    for _ in range(3):
+        sgdm_apply_many(*zip(*many), **kwargs)
+        arrays.step([g for _, g, _ in held], **kwargs)
+    for p, q in zip(many, held):
+        for a, b in zip(p, q):
+            assert a.tobytes() == b.tobytes()
+    with pytest.raises(ValueError, match="lr must be in"):
+        arrays.step([g for _, g, _ in held], **dict(kwargs, lr=-1.0))
+    with pytest.raises(ValueError, match="got 0 gradients"):
+        arrays.step([], **kwargs)
+    w = np.ones(4)
+    with pytest.raises(ValueError, match="shares memory"):
+        SGDMArrays([w], [w])

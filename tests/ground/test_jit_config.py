@@ -227,3 +227,28 @@ def test_someone_elses_fallback_directory_is_not_used(tmp_path):
     assert not _jit._private_dir(str(theirs))
     mine = tmp_path / "mine"
     assert _jit._private_dir(str(mine)) and (mine.stat().st_mode & 0o777) == 0o700
+
+
+def test_num_threads_follows_numba_in_every_thread():
+    """num_threads reads the threading layer directly once numba's threads run: it still
+    says what numba.get_num_threads says, after set_num_threads and in another thread
+    (the setting is per thread)."""
+    import threading
+
+    import numba
+
+    from stepsim._ground.jit import num_threads
+
+    before = numba.get_num_threads()
+    try:
+        for n in (1, numba.config.NUMBA_NUM_THREADS, 1):
+            numba.set_num_threads(n)
+            assert num_threads() == numba.get_num_threads() == n
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append((num_threads(),
+                                                              numba.get_num_threads())))
+        worker.start()
+        worker.join()
+        assert seen[0][0] == seen[0][1]
+    finally:
+        numba.set_num_threads(before)

@@ -129,3 +129,35 @@ def test_mlp_with_the_fused_kernels_matches_finite_differences():
     for name, p in params.items():
         np.testing.assert_allclose(grads[name], numeric_grad(loss, p), rtol=1e-5,
                                    atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_loss_sums_keep_the_references_bits_around_numpys_cast_buffer(dtype):
+    """The loss's two float64 sums run in the kernel while they are one pairwise sum in
+    NumPy (float32 rows up to np.getbufsize(), which casts in chunks beyond it; float64
+    any length): the reference's bits on both sides of that size."""
+    rng = np.random.default_rng(5)
+    size = np.getbufsize()
+    for rows in (1, 7, 129, size - 1, size, size + 1, 2 * size + 13):
+        logits = (rng.standard_normal((rows, 3)) * 4).astype(dtype)
+        labels = rng.integers(0, 3, rows)
+        want = L.softmax_cross_entropy(logits, labels)
+        got = F.softmax_cross_entropy(logits, labels)
+        assert repr(got[0]) == repr(want[0]), rows
+        assert _bits(got[1]) == _bits(want[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [1, 7, 128, 1000])
+@pytest.mark.parametrize("cols", [1, 2, 10, 64])
+def test_output_layer_bias_gradient_is_numpys_sum_over_rows(dtype, rows, cols):
+    """The MLP's output-layer bias gradient on the rows_sum kernel: the bits of
+    ``d.sum(axis=0)`` (-0 entries and a single column, NumPy's pairwise case, included)."""
+    from stepsim.nn.mlp import _rows_sum
+
+    rng = np.random.default_rng(rows * cols)
+    d = (rng.standard_normal((rows, cols)) * 10.0 ** rng.uniform(-4, 4, (rows, cols)))
+    d = d.astype(dtype)
+    d[rng.random((rows, cols)) < 0.2] = -0.0
+    assert _bits(_rows_sum(d)) == _bits(d.sum(axis=0))
+    assert _bits(_rows_sum(d[:, ::2])) == _bits(d[:, ::2].sum(axis=0))  # NumPy's path

@@ -404,3 +404,28 @@ def test_fit_steps_take_no_page_faults_in_steady_state():
     faults(5)  # warm: kernels, the heap's high-water mark
     per_step = (faults(45) - faults(5)) / 40
     assert per_step < 5, per_step  # ~540 a step measured when glibc unmaps freed blocks
+
+
+def test_modules_switching_at_their_own_steps_keep_the_pure_bits(monkeypatch):
+    """Per-module switches (STEP with a criterion per module): Adam's arrays are then
+    stepped in several kernel calls, one per distinct freezing, in the lean step as in
+    the pure one; the modules must really switch at different steps here."""
+    from stepsim.recipes import SwitchWhen
+
+    problem = make_problem("digits", hidden=(16,), nm=(2, 4), batch_size=16)
+    recipe = make_recipe("step", lr=1e-2)
+    crit = SwitchWhen(make_criterion("agarwal", threshold=0.05), per_module=True)
+    made = []
+    real_make = lean_module.LeanStep.make
+
+    def spy(*args):
+        made.append(real_make(*args))
+        return made[-1]
+
+    monkeypatch.setattr(lean_module.LeanStep, "make", spy)
+    lean = fit(problem, recipe, 40, rng=4, criterion=crit, progress=False)
+    assert made and made[0] is not None
+    switched = [k for k in lean.module_switch_steps.values() if k is not None]
+    assert len(set(switched)) > 1, lean.module_switch_steps
+    monkeypatch.setattr(lean_module.LeanStep, "make", staticmethod(lambda *a: None))
+    _same_run(lean, fit(problem, recipe, 40, rng=4, criterion=crit, progress=False))

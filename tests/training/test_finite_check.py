@@ -51,3 +51,52 @@ def test_first_non_finite_names_the_parameter_and_counts():
     assert _first_non_finite(0.5, {"w1": grads["w1"]}) == (None, None)
     what, where = _first_non_finite_weight({"a": np.ones(3), "b": np.array([np.inf])})
     assert where == "b" and "1 non-finite value(s)" in what
+
+
+def _first_bad_reference(arrays):
+    for i, x in enumerate(arrays):
+        if not np.isfinite(x).all():
+            return i
+    return -1
+
+
+@given(data=st.data())
+def test_one_call_over_many_arrays_finds_the_first_bad_one(data):
+    """_FiniteCheck (one first_non_finite kernel call over the arrays' address table, or
+    the per-array path when one is not a C-contiguous float32/float64 array): the index
+    of the first array that np.isfinite finds bad, whatever the mix of dtypes and shapes
+    (0-d and empty included)."""
+    from stepsim.training import _FiniteCheck
+
+    arrays = []
+    for _ in range(data.draw(st.integers(1, 6))):
+        dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+        x = data.draw(hnp.arrays(dtype, hnp.array_shapes(min_dims=0, max_dims=2, min_side=0,
+                                                         max_side=30),
+                                 elements=st.floats(-1e3, 1e3, width=np.dtype(dtype).itemsize
+                                                    * 8)))
+        if x.size and data.draw(st.booleans()):
+            i = data.draw(st.integers(0, x.size - 1))
+            x.reshape(-1)[i] = data.draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+        arrays.append(x)
+    if data.draw(st.integers(0, 4)) == 0:
+        arrays.append(np.zeros((4, 4), np.float32)[:, ::2])  # not contiguous: per array
+    assert _FiniteCheck().first(arrays) == _first_bad_reference(arrays)
+
+
+def test_the_kept_table_reads_the_arrays_again_and_follows_new_ones():
+    """The weights' check keeps its table while the same arrays come back; it reads
+    their values at every call, and new arrays (or another layout) make a new table."""
+    from stepsim.training import _FiniteCheck
+
+    check = _FiniteCheck()
+    a, b = np.zeros(5, np.float32), np.zeros((3, 2))
+    assert check.first([a, b]) == -1
+    b[1, 1] = np.inf  # in place: the same arrays, read again
+    assert check.first([a, b]) == 1
+    a[0] = np.nan
+    assert check.first([a, b]) == 0
+    c = np.ones(2, np.float32)
+    assert check.first([c, b]) == 1
+    assert check.first([c]) == -1
+    assert check.first([np.array([1.0, np.nan], np.float16), c]) == 0  # float16: per array
