@@ -30,9 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stepsim.nn import _fused
 from stepsim.nn import layers as L
-from stepsim.nn.embedding import embedding_backward, embedding_forward
+from stepsim.nn.embedding import embedding_forward, input_grads
 
 
 class LayerNormState(NamedTuple):
@@ -282,10 +281,5 @@ def backward(dlogits, cache: FusedCache, cfg) -> dict:
             grads[p + "attn.bo"] = dsum
         dh, grads[p + "ln1.g"], grads[p + "ln1.b"], dsum = _layernorm_backward(
             da, c.ln1, dh, want_sum=cfg.bias and i > 0)
-    dtable, grads["pos_emb"] = embedding_backward(dh.reshape(b, t, d), cache.emb)
-    if cfg.tied:
-        dtable += dhead
-    else:
-        grads["head.w"] = dhead
-    grads["tok_emb"] = dtable
+    input_grads(dh.reshape(b, t, d), cache.emb, dhead, cfg.tied, grads)
     return grads

@@ -70,3 +70,15 @@ def embedding_backward(dout, cache: EmbeddingCache):
     dpos = np.zeros((max_len, d), dtype=dout.dtype)
     dpos[:t] = dout.sum(axis=0)
     return dtable, dpos
+
+
+def input_grads(dout, cache: EmbeddingCache, head_grad, tied: bool, grads: dict) -> None:
+    """Write the input side's gradients into ``grads``: ``tok_emb`` and ``pos_emb`` from
+    dout (B, T, D) (:func:`embedding_backward`), and the head's gradient head_grad (V, D),
+    added to ``tok_emb``'s when the head is tied to the token table, else ``head.w``."""
+    dtable, grads["pos_emb"] = embedding_backward(dout, cache)
+    if tied:
+        dtable += head_grad
+    else:
+        grads["head.w"] = head_grad
+    grads["tok_emb"] = dtable

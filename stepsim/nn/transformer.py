@@ -30,7 +30,7 @@ from stepsim._ground.validate import check_int, check_real
 from stepsim.nn import _fused, _transformer_fused
 from stepsim.nn import layers as L
 from stepsim.nn.attention import self_attention_backward, self_attention_forward
-from stepsim.nn.embedding import embedding_backward, embedding_forward
+from stepsim.nn.embedding import embedding_forward, input_grads
 
 LINEAR_KINDS = ("wq", "wk", "wv", "wo", "w1", "w2", "head")
 
@@ -204,14 +204,10 @@ def backward(dlogits, cache: TransformerCache, cfg: TransformerConfig, *,
         da, attn_grads = self_attention_backward(dh.reshape(b, t, d), c.attn, kernel=False)
         for k, g in attn_grads.items():
             grads[p + "attn." + k] = g
-        dres, grads[p + "ln1.g"], grads[p + "ln1.b"] = L.layernorm_backward(da.reshape(b * t, d), c.ln1)
+        dres, grads[p + "ln1.g"], grads[p + "ln1.b"] = L.layernorm_backward(
+            da.reshape(b * t, d), c.ln1)
         dh = dh + dres
-    dtable, grads["pos_emb"] = embedding_backward(dh.reshape(b, t, d), cache.emb)
-    if cfg.tied:
-        dtable += dhead
-    else:
-        grads["head.w"] = dhead
-    grads["tok_emb"] = dtable
+    input_grads(dh.reshape(b, t, d), cache.emb, dhead, cfg.tied, grads)
     return {name: np.ascontiguousarray(grads[name]) for name in param_shapes(cfg)}
 
 
