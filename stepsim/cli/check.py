@@ -15,9 +15,9 @@ def add_arguments(parser) -> None:
                              "and STEP), runs only when named")
     parser.add_argument("--quick", action="store_true",
                         help="quick mode: digits only, 3 seeds, the fast timescale and the "
-                             "learning rates of the committed full run (176 s measured on 2 "
-                             "idle cores once numba's kernels are compiled, longer the first "
-                             "time; indicative, not evidence). "
+                             "learning rates of the committed full run (162-176 s measured "
+                             "on 2 idle cores once numba's kernels are compiled, longer the "
+                             "first time; indicative, not evidence). "
                              "Default: full mode, the registered "
                              "protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 seeds, digits "
                              "and the transformer LM, with draft 4's operating points (draft "
