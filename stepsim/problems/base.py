@@ -14,6 +14,10 @@ import numpy as np
 
 from stepsim.core.sparsity import ParamSpec
 
+#: the held-out splits a problem's ``item_errors(params, split)`` reads: choices made from
+#: data (learning rates, regularisers) read "validation", verdicts read "test"
+ITEM_SPLITS = ("test", "validation")
+
 
 @runtime_checkable
 class Problem(Protocol):
@@ -32,6 +36,11 @@ class Problem(Protocol):
     evaluate(params) -> dict of floats: held-out metrics (e.g. test loss, accuracy);
         deterministic (no randomness), and it must not modify ``params``.
     config() -> dict of JSON-ready values: the constructor arguments, for provenance.
+
+    Optional, for the paper checks: ``item_errors(params, split="test")`` -> float64 array,
+    one error per held-out item of ``split`` (one of :data:`ITEM_SPLITS`; their mean is the
+    error the checks compare), and ``diverged_item_errors(split="test")``, the same for a
+    run that went non-finite.
     """
 
     specs: Mapping[str, ParamSpec]

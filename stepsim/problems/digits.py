@@ -2,8 +2,11 @@
 
 Data: the 1,797 8x8 images (64 features, pixel values 0..16, 10 classes) that ship inside
 scikit-learn (no download). A stratified train/test split seeded by ``seed``
-(``test_fraction`` of each class held out), features standardised with the training set's
-mean and standard deviation (constant pixels are left at 0).
+(``test_fraction`` of each class held out), then, when ``validation_fraction`` > 0, a
+stratified validation split of that share of each class of the training part (seeded the
+same way; the test images do not change with it); features standardised with the training
+set's mean and standard deviation (constant pixels are left at 0). Choices made from data
+(learning rates, regularisers) read the validation split, verdicts the test split.
 
 Model: :class:`stepsim.nn.MLP` with sizes (64, *hidden, 10), default 64-256-256-10, ReLU;
 loss: mean softmax cross-entropy over a minibatch of ``batch_size`` training images drawn
@@ -30,10 +33,11 @@ from stepsim._ground.options import (
     Widths,
     declared_keywords,
 )
-from stepsim._ground.validate import check_memory
+from stepsim._ground.validate import check_choice, check_memory
 from stepsim.nn import _fused
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
+from stepsim.problems.base import ITEM_SPLITS
 
 
 class Batch(NamedTuple):
@@ -81,6 +85,9 @@ class Digits:
         "batch_size": Option(Int(minimum=1), 128, "minibatch size"),
         "test_fraction": Option(Real(0.0, 1.0, min_open=True, max_open=True), 0.2,
                                 "share of each class held out"),
+        "validation_fraction": Option(Real(0.0, 1.0, max_open=True), 0.0,
+                                      "share of each class of the training part held out "
+                                      "for validation (0: none)"),
         "bias": Option(Bool(), True, "Linear layers have biases"),
         "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
         "seed": Option(Int(minimum=0), 0, "seed of the train/test split"),
@@ -88,11 +95,12 @@ class Digits:
 
     @declared_keywords(OPTIONS)  # each value checked by its declaration before the body
     def __init__(self, *, hidden: tuple[int, ...], activation: str, sparsify: str,
-                 nm: tuple[int, int], batch_size: int, test_fraction: float, bias: bool, dtype,
-                 seed: int):
+                 nm: tuple[int, int], batch_size: int, test_fraction: float,
+                 validation_fraction: float, bias: bool, dtype, seed: int):
         self.mlp = MLP((64, *hidden, 10), activation=activation, sparsify=sparsify, nm=nm,
                        bias=bias)
         self.batch_size, self.test_fraction = batch_size, test_fraction
+        self.validation_fraction = validation_fraction
         self.dtype = _float_dtype(dtype)
         self.seed = seed
         self.specs = self.mlp.specs()
@@ -102,6 +110,10 @@ class Digits:
 
         x, y = _load()
         train, test = stratified_split(y, self.test_fraction, self.seed)
+        validation = train[:0]
+        if validation_fraction > 0:  # carved from the training part: the test images stay
+            keep, held = stratified_split(y[train], validation_fraction, self.seed)
+            train, validation = train[keep], train[held]
         mean = x[train].mean(axis=0)
         std = x[train].std(axis=0)
         std[std == 0] = 1.0  # constant pixels (always 0 in the training set) stay 0
@@ -109,6 +121,9 @@ class Digits:
         self.y = y[train]
         self.x_test = np.ascontiguousarray((x[test] - mean) / std, dtype=self.dtype)
         self.y_test = y[test]
+        self.x_validation = np.ascontiguousarray((x[validation] - mean) / std,
+                                                 dtype=self.dtype)
+        self.y_validation = y[validation]
 
     def __repr__(self):
         m = self.mlp
@@ -121,8 +136,10 @@ class Digits:
         m = self.mlp
         return {"hidden": list(m.sizes[1:-1]), "activation": m.activation,
                 "sparsify": m.sparsify, "nm": list(m.nm), "batch_size": self.batch_size,
-                "test_fraction": self.test_fraction, "bias": m.bias, "dtype": self.dtype.name,
-                "seed": self.seed, "n_train": len(self.y), "n_test": len(self.y_test)}
+                "test_fraction": self.test_fraction,
+                "validation_fraction": self.validation_fraction, "bias": m.bias,
+                "dtype": self.dtype.name, "seed": self.seed, "n_train": len(self.y),
+                "n_validation": len(self.y_validation), "n_test": len(self.y_test)}
 
     # ---------------------------------------------------------------- protocol
     def init_params(self, rng) -> dict:
@@ -140,21 +157,35 @@ class Digits:
         return loss, self.mlp.backward(dlogits, cache)
 
     def evaluate(self, params) -> dict:
-        """Test and training accuracy (fraction correct) and mean cross-entropy."""
+        """Test and training accuracy (fraction correct) and mean cross-entropy; the
+        validation split's too when there is one."""
         out = {}
-        for split, x, y in (("test", self.x_test, self.y_test), ("train", self.x, self.y)):
+        splits = [("test", self.x_test, self.y_test), ("train", self.x, self.y)]
+        if len(self.y_validation):
+            splits.append(("validation", self.x_validation, self.y_validation))
+        for split, x, y in splits:
             logits = self.mlp.predict(params, x)
             out[f"{split}_accuracy"] = float(np.mean(np.argmax(logits, axis=1) == y))
             out[f"{split}_loss"] = L.softmax_cross_entropy(logits, y)[0]
         return out
 
-    def item_errors(self, params) -> np.ndarray:
-        """Per test image: 100.0 if misclassified else 0.0 (float64, shape (n_test,)); their
-        mean is the test error in points, 100 (1 - test_accuracy). The paper checks read
-        these to add the test set's sampling error to their intervals."""
-        logits = self.mlp.predict(params, self.x_test)
-        return 100.0 * (np.argmax(logits, axis=1) != self.y_test).astype(np.float64)
+    def _split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        check_choice("split", split, ITEM_SPLITS)
+        if split == "validation":
+            if not len(self.y_validation):
+                raise ValueError("split='validation': this problem has no validation split "
+                                 "(validation_fraction = 0)")
+            return self.x_validation, self.y_validation
+        return self.x_test, self.y_test
 
-    def diverged_item_errors(self) -> np.ndarray:
-        """``item_errors`` of a run that went non-finite: every test image wrong."""
-        return np.full(len(self.y_test), 100.0)
+    def item_errors(self, params, split: str = "test") -> np.ndarray:
+        """Per image of ``split`` ("test" or "validation"): 100.0 if misclassified else 0.0
+        (float64, shape (n_split,)); their mean is the error in points, 100 (1 - accuracy).
+        The paper checks read these to add the split's sampling error to their intervals."""
+        x, y = self._split(split)
+        logits = self.mlp.predict(params, x)
+        return 100.0 * (np.argmax(logits, axis=1) != y).astype(np.float64)
+
+    def diverged_item_errors(self, split: str = "test") -> np.ndarray:
+        """``item_errors`` of a run that went non-finite: every image of ``split`` wrong."""
+        return np.full(len(self._split(split)[1]), 100.0)

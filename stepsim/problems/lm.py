@@ -32,8 +32,10 @@ from stepsim._ground.options import (
     Real,
     declared_keywords,
 )
+from stepsim._ground.validate import check_choice
 from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import transformer as tr
+from stepsim.problems.base import ITEM_SPLITS
 from stepsim.problems.markov import MarkovLanguage
 
 
@@ -80,6 +82,8 @@ class LanguageModel:
         "nm": Option(NM(), (2, 4), "N:M of the sparse weights"),
         "batch_size": Option(Int(minimum=1), 32, "sequences per minibatch"),
         "n_test": Option(Int(minimum=1), 512, "held-out sequences"),
+        "n_validation": Option(Int(minimum=0), 0, "validation sequences (choices made "
+                                                  "from data read these; 0: none)"),
         "dtype": Option(Described("float32|float64"), np.float32, "data and parameter dtype"),
         "kernels": Option(Bool(), True, "numba element-wise kernels (else NumPy layers)"),
         "seed": Option(Int(minimum=0), 0, "seed of the language and the test set"),
@@ -89,7 +93,7 @@ class LanguageModel:
     def __init__(self, *, vocab: int, order: int, temperature: float, context: int,
                  width: int, blocks: int, heads: int, mlp_ratio: int, tied: bool, bias: bool,
                  sparse: tuple[str, ...] | None, nm: tuple[int, int], batch_size: int,
-                 n_test: int, dtype, kernels: bool, seed: int):
+                 n_test: int, n_validation: int, dtype, kernels: bool, seed: int):
         self.language = MarkovLanguage(vocab=vocab, order=order, temperature=temperature,
                                        seed=seed)
         self.model = tr.TransformerConfig(vocab=vocab, context=context, width=width,
@@ -97,7 +101,7 @@ class LanguageModel:
                                           tied=tied, bias=bias)
         if context < order:
             raise ValueError(f"context = {context} must be >= order = {order}")
-        self.batch_size, self.n_test = batch_size, n_test
+        self.batch_size, self.n_test, self.n_validation = batch_size, n_test, n_validation
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {self.dtype}")
@@ -130,6 +134,11 @@ class LanguageModel:
             check_divides(name, shapes[name], -1, self.nm[1])
         tokens = self.language.sample(self.n_test, context + 1, rng=[seed, 1])
         self.test_inputs, self.test_targets = tokens[:, :-1], tokens[:, 1:]
+        # validation sequences from a stream of their own: the test set and every
+        # training batch are the same with or without them
+        held = (self.language.sample(n_validation, context + 1, rng=[seed, 2]) if n_validation
+                else np.empty((0, context + 1), dtype=np.int64))
+        self.validation_inputs, self.validation_targets = held[:, :-1], held[:, 1:]
         self.entropy_floor = self.language.loss_floor(context)
         oracle = self.language.nll(tokens)
         self.oracle_test_loss = float(oracle.mean())
@@ -154,6 +163,7 @@ class LanguageModel:
                 "mlp_ratio": m.mlp_ratio, "tied": m.tied, "bias": m.bias,
                 "sparse": list(self.sparse), "nm": list(self.nm),
                 "batch_size": self.batch_size, "n_test": self.n_test,
+                "n_validation": self.n_validation,
                 "dtype": self.dtype.name, "kernels": self.kernels,
                 "seed": self.seed}
 
@@ -187,30 +197,47 @@ class LanguageModel:
             correct += float(np.sum(np.argmax(logits, axis=-1) == y))
         n = self.test_targets.size
         test_loss = total / n
-        return {"test_loss": test_loss, "entropy_floor": self.entropy_floor,
-                "gap": test_loss - self.entropy_floor,
-                "oracle_test_loss": self.oracle_test_loss,
-                "accuracy": correct / n, "oracle_accuracy": self.oracle_accuracy}
+        out = {"test_loss": test_loss, "entropy_floor": self.entropy_floor,
+               "gap": test_loss - self.entropy_floor,
+               "oracle_test_loss": self.oracle_test_loss,
+               "accuracy": correct / n, "oracle_accuracy": self.oracle_accuracy}
+        if self.n_validation:
+            out["validation_gap"] = float(np.mean(self.item_errors(params, "validation",
+                                                                   chunk=chunk)))
+        return out
 
-    def item_errors(self, params, chunk: int = 128) -> np.ndarray:
-        """Per test sequence: its mean next-token loss minus the entropy floor, in nats
-        (float64, shape (n_test,)); their mean is ``evaluate``'s gap up to the order of
-        summation. The paper checks read these to add the test set's sampling error (the
-        sequences are independent draws; tokens within one are not) to their intervals."""
+    def _split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        check_choice("split", split, ITEM_SPLITS)
+        if split == "validation":
+            if not self.n_validation:
+                raise ValueError("split='validation': this problem has no validation "
+                                 "sequences (n_validation = 0)")
+            return self.validation_inputs, self.validation_targets
+        return self.test_inputs, self.test_targets
+
+    def item_errors(self, params, split: str = "test", chunk: int = 128) -> np.ndarray:
+        """Per sequence of ``split`` ("test" or "validation"): its mean next-token loss minus
+        the entropy floor, in nats (float64, shape (n_split,)); the test items' mean is
+        ``evaluate``'s gap up to the order of summation. The paper checks read these to add
+        the split's sampling error (the sequences are independent draws; tokens within one
+        are not) to their intervals."""
         from stepsim.nn.layers import softmax_cross_entropy
 
-        out = np.empty(self.n_test, dtype=np.float64)
-        for lo in range(0, self.n_test, chunk):
-            x = self.test_inputs[lo:lo + chunk]
-            y = self.test_targets[lo:lo + chunk]
+        inputs, targets = self._split(split)
+        out = np.empty(len(targets), dtype=np.float64)
+        for lo in range(0, len(targets), chunk):
+            x = inputs[lo:lo + chunk]
+            y = targets[lo:lo + chunk]
             logits, _ = tr.forward(params, x, self.model, kernels=self.kernels)
             for i in range(len(y)):
                 out[lo + i] = softmax_cross_entropy(logits[i], y[i])[0]
         return out - self.entropy_floor
 
-    def diverged_item_errors(self) -> np.ndarray:
+    def diverged_item_errors(self, split: str = "test") -> np.ndarray:
         """``item_errors`` of a run that went non-finite: the loss of knowing nothing (the
-        uniform prediction, ln V nats a token) minus the floor, for every sequence."""
+        uniform prediction, ln V nats a token) minus the floor, for every sequence of
+        ``split``."""
         import math
 
-        return np.full(self.n_test, math.log(self.language.vocab) - self.entropy_floor)
+        return np.full(len(self._split(split)[1]),
+                       math.log(self.language.vocab) - self.entropy_floor)
