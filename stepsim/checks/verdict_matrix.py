@@ -18,6 +18,7 @@ The README shows the same table, generated from ``report.json``, never typed.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from pathlib import Path
 
 #: verdict -> (short label in a figure cell, colour)
@@ -168,9 +169,9 @@ def draw(cells, *, title: str = "Verdicts by claim, problem and reading"):
     claims, problems, readings = _axes(cells)
     by = {(c.claim, c.problem, c.reading): c for c in cells}
     widths = [max(1, len(readings[p])) for p in problems]
+    width = max(5.0, 1.3 + 0.85 * sum(widths) + 0.4 * len(problems))  # inches
     fig, axes = plt.subplots(1, len(problems), squeeze=False, dpi=100,
-                             figsize=(1.3 + 0.85 * sum(widths) + 0.4 * len(problems),
-                                      1.4 + 0.34 * len(claims)),
+                             figsize=(width, 1.6 + 0.34 * len(claims)),
                              gridspec_kw={"width_ratios": widths})
     for ax, p in zip(axes[0], problems):
         cols = readings[p]
@@ -197,10 +198,12 @@ def draw(cells, *, title: str = "Verdicts by claim, problem and reading"):
     legend = [Patch(facecolor=colour, label=verdict) for verdict, (_, colour) in STYLE.items()]
     legend.append(Patch(facecolor="white", edgecolor="0.3", hatch="///",
                         label="STEP diverged in most runs"))
-    fig.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=7,
+    columns = max(1, min(len(legend), int(width // 2.2)))  # a legend entry is ~2 inches
+    fig.legend(handles=legend, loc="lower center", ncol=columns, fontsize=7,
                frameon=False, bbox_to_anchor=(0.5, 0.0))
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 0.97))
+    fig.suptitle(textwrap.fill(title, int(width * 11)), fontsize=10)
+    rows = -(-len(legend) // columns)
+    fig.tight_layout(rect=(0, 0.035 + 0.16 * rows / (1.6 + 0.34 * len(claims)), 1, 0.97))
     return fig
 
 
