@@ -194,16 +194,14 @@ def document_digest(document: dict) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def seal(text: str, *, indent: int = 2) -> str:
-    """The JSON document ``text`` (an object) again, with its seal as the last key.
+def seal(document: dict, *, indent: int = 2) -> str:
+    """The JSON text of ``document`` (indented), with its seal as the last key.
 
-    The digest is taken of what a reader parses (``json.loads(text)``), not of the objects
-    that were dumped, so dict keys that were not strings, tuples and NumPy scalars seal as
-    they read back."""
-    document = json.loads(text)
-    document.pop(SEAL_KEY, None)
-    document[SEAL_KEY] = document_digest(document)
-    return json.dumps(document, indent=indent) + "\n"
+    document: JSON values as a reader parses them back — string keys, numbers, strings,
+    lists (or tuples), None — so that the digest of what is written is the digest of what
+    is read (``provenance.to_jsonable`` makes any result so; NumPy scalars are not)."""
+    body = {k: v for k, v in document.items() if k != SEAL_KEY}
+    return json.dumps({**body, SEAL_KEY: document_digest(body)}, indent=indent) + "\n"
 
 
 def seal_holds(document: dict) -> bool | None:

@@ -98,7 +98,7 @@ def save_json(path, payload, *, params: dict | None = None, seed=None,
     document = {"result": to_jsonable(payload), "provenance": provenance(params, seed)}
     if not seal:
         return atomic.write_json(path, document)
-    return atomic.write_text(path, atomic.seal(json.dumps(document)))
+    return atomic.write_text(path, atomic.seal(document))  # to_jsonable: plain JSON values
 
 
 def load_json(path) -> dict:

@@ -267,7 +267,8 @@ class RunStore:
                        "provenance": provenance({"digest": task.digest, "task": task.fn,
                                                  "kwargs": task.kwargs,
                                                  "runtime_s": output.runtime_s})}
-                atomic.write_text(path, atomic.seal(json.dumps(doc, default=_plain), indent=1))
+                plain = json.loads(json.dumps(doc, default=_plain))  # NumPy scalars as read
+                atomic.write_text(path, atomic.seal(plain, indent=1))
         except BaseException as exc:
             if not os.path.lexists(path):  # this save's .npz, never committed: not a result
                 with contextlib.suppress(OSError):

@@ -132,7 +132,7 @@ def read(root, digest: str):
         if not npz_path.is_file():
             raise OSError("not a regular file")
         arrays = atomic.read_arrays(npz_path)
-    except Exception as exc:  # whatever a damaged zip raises: BadZipFile, zlib.error ...
+    except Exception as exc:  # noqa: BLE001 (a damaged zip raises BadZipFile, zlib.error ...)
         raise damaged("unreadable .npz", f"{type(exc).__name__}: {_one_line(exc)}") from None
     recorded = result.get(atomic.PAIR_KEY) if isinstance(result, dict) else None
     if recorded is not None and atomic.arrays_digest(arrays) != recorded:

@@ -15,7 +15,6 @@ file: exactly during a save), skipped without strace or ptrace.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -25,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.faults import ROOT, flip, inside_an_array, lines, stepsim, strace_kill_at, tmpfs
+
 SPEC = {"steps": 20, "seeds": 3, "nm": ["2:4"],
         "problem": {"name": "regression", "options": {"d_in": 16, "d_hidden": 8}},
         "recipes": ["dense", "sr-ste"]}
@@ -34,20 +34,9 @@ RUNS = 6
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX folders, tmpfs, strace")
 
 
-def stepsim(*args, cwd, prefix=()) -> subprocess.CompletedProcess:
-    """``python -m stepsim ARGS`` in ``cwd`` (prefix: a command to run it under)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), STEPSIM_PROGRESS="0")
-    return subprocess.run([*prefix, sys.executable, "-m", "stepsim", *map(str, args)],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-
-
 def sweep(out, cwd, prefix=()) -> subprocess.CompletedProcess:
     """The command every case runs, and runs again."""
     return stepsim("sweep", "spec.json", "--out", out, "--jobs", "1", cwd=cwd, prefix=prefix)
-
-
-def lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
 
 
 def table(out: Path) -> list[str]:
@@ -75,25 +64,6 @@ def copy(finished):
     shutil.copytree(where / clean, where / name)
     yield where, name
     shutil.rmtree(where / name, ignore_errors=True)
-
-
-def flip(path: Path, at: int) -> None:
-    data = bytearray(path.read_bytes())
-    data[at] ^= 0xFF
-    path.write_bytes(bytes(data))
-
-
-def inside_an_array(npz) -> int:
-    """The offset of a byte in the middle of the largest array's compressed data."""
-    import struct
-    import zipfile
-
-    with zipfile.ZipFile(npz) as archive:
-        info = max(archive.infolist(), key=lambda i: i.compress_size)
-    with open(npz, "rb") as f:
-        f.seek(info.header_offset + 26)
-        name_len, extra_len = struct.unpack("<HH", f.read(4))
-    return info.header_offset + 30 + name_len + extra_len + info.compress_size // 2
 
 
 def damage_every_way(runs: Path) -> dict:
@@ -175,24 +145,6 @@ def _kinds_in(said: list[str]) -> str:
     return ", ".join(f"{n} {label}" for label, n in counts.items())
 
 
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str):
-    """A tmpfs of ``size`` mounted at ``path`` (the test is skipped where mounting is not
-    permitted: not root, or no CAP_SYS_ADMIN), unmounted on the way out."""
-    path.mkdir()
-    try:
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                                  str(path)], capture_output=True, text=True)
-    except FileNotFoundError:
-        pytest.skip("no mount command")
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
 def test_a_full_disk_in_the_middle_of_a_save_is_one_line_and_the_same_command_resumes(
         finished, tmp_path):
     where, clean = finished
@@ -216,20 +168,6 @@ def test_a_full_disk_in_the_middle_of_a_save_is_one_line_and_the_same_command_re
         assert again.returncode == 0 and again.stderr == ""  # nothing was damaged
         assert table(disk / "sweep") == table(where / clean)
         assert stepsim("sweep", "--verify", "disk/sweep", cwd=tmp_path).returncode == 0
-
-
-def strace_kill_at(n: int) -> list[str]:
-    """A command prefix that SIGKILLs the command as it enters its n-th rename (atomic
-    writes commit by renaming: the n-th file it writes), or a skip."""
-    strace = shutil.which("strace")
-    if strace is None:
-        pytest.skip("no strace")
-    probe = subprocess.run([strace, "-o", os.devnull, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"strace cannot trace here: {probe.stderr.strip()}")
-    calls = "rename,renameat,renameat2"
-    return [strace, "-o", os.devnull, "-e", f"trace={calls}",
-            "-e", f"inject={calls}:signal=SIGKILL:when={n}"]
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from stepsim.experiments.run import RunSpec
 from stepsim.experiments.store import RunStore
 from stepsim.experiments.store_files import DAMAGED_DIR, DamagedRun, read
 from stepsim.experiments.tasks import Task
+from tests.faults import flip, inside_an_array
 
 OPTIONS = (("d_in", 16), ("d_hidden", 8))
 RUNS = [RunSpec(problem="regression", problem_options=OPTIONS, recipe=recipe, steps=20,
@@ -46,25 +47,6 @@ def store(clean, tmp_path):
 
 def files(store, task):
     return store.root / f"{task.digest}.json", store.root / f"{task.digest}.npz"
-
-
-def flip(path, at: int) -> None:
-    data = bytearray(path.read_bytes())
-    data[at] ^= 0xFF
-    path.write_bytes(bytes(data))
-
-
-def inside_an_array(npz) -> int:
-    """The offset of a byte in the middle of the largest array's compressed data."""
-    import struct
-    import zipfile
-
-    with zipfile.ZipFile(npz) as archive:
-        info = max(archive.infolist(), key=lambda i: i.compress_size)
-    with open(npz, "rb") as f:
-        f.seek(info.header_offset + 26)  # the local header's name and extra lengths
-        name_len, extra_len = struct.unpack("<HH", f.read(4))
-    return info.header_offset + 30 + name_len + extra_len + info.compress_size // 2
 
 
 def same_arrays(a: dict, b: dict) -> bool:
@@ -245,8 +227,8 @@ def test_a_damaged_task_output_is_set_aside_and_redone(store, clean):
 
 
 def test_seal_is_of_the_content_not_the_layout():
-    text = json.dumps({"result": {"b": [1.5, float("nan")], "a": {1: "x"}}, "provenance": {}})
-    sealed = atomic.seal(text, indent=1)
+    sealed = atomic.seal({"result": {"b": (1.5, float("nan")), "a": {"1": "x"}},
+                          "provenance": {}}, indent=1)
     doc = json.loads(sealed)
     assert atomic.seal_holds(doc) is True
     assert atomic.seal_holds(json.loads(json.dumps(doc, indent=4, sort_keys=True))) is True
