@@ -298,12 +298,12 @@ class StoreCheck:
             summary += (f", {_count(self.temporaries, 'temporary file')} of a stopped "
                         "writer (removed by the next run)")
         if self.set_aside:
-            summary += f"; {self.set_aside} file(s) set aside earlier in {DAMAGED_DIR}/"
+            summary += f"; {_count(self.set_aside, 'file')} set aside earlier in {DAMAGED_DIR}/"
         if self.ok:
             out.append(summary + "; the store is whole")
         else:
-            out.append(summary + f"; {command} sets them aside in {self.root / DAMAGED_DIR} "
-                       "and redoes the damaged runs")
+            out.append(summary + f"; {command} sets them aside in {self.root / DAMAGED_DIR}"
+                       + (" and redoes the damaged runs" if self.damaged else ""))
         return out
 
 
