@@ -121,7 +121,7 @@ def convert_legacy(out_dir) -> int:
     done again. An unfinished run's leftovers (its .npz, a killed writer's temporaries) are
     removed: it is redone under its digest.
     """
-    from stepsim._ground.atomic import write_text
+    from stepsim._ground.atomic import seal, write_text
 
     out_dir = Path(out_dir)
     if not (out_dir / SWEEP_FILE).exists():
@@ -151,7 +151,7 @@ def convert_legacy(out_dir) -> int:
                                        "runtime_s": sweep["runtime_s"],
                                        "final_sparsity": sweep["final_sparsity"],
                                        "sweep": sweep}
-        write_text(store.path(run), json.dumps(doc, indent=2) + "\n")
+        write_text(store.path(run), seal(doc))  # rewritten: sealed as a new save is
         old.unlink()
         moved += 1
     spec_dict = json.loads((out_dir / SWEEP_FILE).read_text())["result"]["spec"]
