@@ -112,10 +112,9 @@ def read_npz(path) -> dict:
     the JSON beside it (``stepsim._ground.atomic.check_pair``: ValueError if that JSON
     commits other arrays). One read serves the check, the trace and the weights (the
     check used to read the whole file again: a run store read each .npz three times)."""
-    from stepsim._ground.atomic import check_pair
+    from stepsim._ground.atomic import check_pair, read_arrays
 
-    with np.load(path) as data:
-        arrays = {name: data[name] for name in data.files}
+    arrays = read_arrays(path)  # every array's CRC-32 checked
     check_pair(path, arrays)  # refuses an .npz beside the JSON of another run
     return arrays
 
@@ -209,11 +208,12 @@ class FitResult:
             "diagnostics": self.diagnostics,
         }
 
-    def save(self, path, *, params: dict | None = None) -> tuple[Path, Path]:
+    def save(self, path, *, params: dict | None = None, seal: bool = False) -> tuple[Path, Path]:
         """Write the summary as JSON (with provenance) and the trace and weights as .npz beside it.
 
         Returns (json path, npz path); the npz has the trace arrays, ``weights/NAME`` and
-        ``curve/NAME`` (the learning curves, when recorded).
+        ``curve/NAME`` (the learning curves, when recorded). seal: the JSON records its own
+        content digest too (``stepsim._ground.atomic.seal``; a run store's files are sealed).
         """
         from stepsim._ground.atomic import arrays_digest, savez, uncommit
         from stepsim._ground.provenance import save_json
@@ -235,7 +235,7 @@ class FitResult:
         payload = dict(self.summary(), arrays=npz.name, arrays_sha256=arrays_digest(arrays))
         uncommit(path)
         savez(npz, **arrays)
-        save_json(path, payload, params=run, seed=self.seed)
+        save_json(path, payload, params=run, seed=self.seed, seal=seal)
         return path, npz
 
 

@@ -13,6 +13,11 @@ JSON records :func:`arrays_digest` of the arrays it commits (``"arrays_sha256"``
 writes the .npz, then the JSON (the commit mark); every reader calls :func:`check_pair`, which
 refuses a mismatched pair in one line naming both files. The tie is a digest of the arrays'
 content rather than a random id, so equal runs still give equal files, bit for bit.
+
+A reader can also tell a whole file from a damaged one (a copy cut short, a flipped byte):
+:func:`read_arrays` reads an .npz checking every array's CRC-32 (zip's own checksum), and a
+JSON document may carry a seal (:func:`seal`, ``"document_sha256"``: the SHA-256 of its
+content) that :func:`seal_holds` checks — a same-size change of any value is caught.
 """
 
 from __future__ import annotations
@@ -153,3 +158,56 @@ def check_pair(npz_path, arrays: dict | None = None) -> None:
                          f"arrays {str(recorded)[:12]}..., the .npz holds {held[:12]}... (a run "
                          "was killed between writing them, or one file was replaced); re-run "
                          "the command that wrote them")
+
+
+def read_arrays(path) -> dict:
+    """Every array of the .npz at ``path`` (name -> array, as ``np.load`` names them), each
+    read whole so that zip checks its CRC-32 (``np.load`` may stop reading an array before
+    the end of its member, where the check happens). Raises what a damaged file gives
+    (``zipfile.BadZipFile``, ``zlib.error``, ``ValueError`` ...); no pickles."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    arrays = {}
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                raise ValueError(f"{path}: member {info.filename!r} is not an array")
+            raw = archive.read(info)  # the whole member: a CRC-32 mismatch raises here
+            arrays[info.filename[:-len(".npy")]] = np.lib.format.read_array(
+                io.BytesIO(raw), allow_pickle=False)
+    return arrays
+
+
+# ------------------------------------------------------------------ sealed JSON documents
+SEAL_KEY = "document_sha256"  # top-level key of a sealed document: the digest of the rest
+
+
+def document_digest(document: dict) -> str:
+    """SHA-256 (hex) of a JSON document's content without its seal: its canonical JSON
+    (sorted keys, no spaces; NaN and Infinity as JSON writes them), so the digest does not
+    depend on the file's indentation or key order."""
+    body = {k: v for k, v in document.items() if k != SEAL_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal(document: dict, *, indent: int = 2) -> str:
+    """The JSON text of ``document`` (indented), with its seal as the last key.
+
+    document: JSON values as a reader parses them back — string keys, numbers, strings,
+    lists (or tuples), None — so that the digest of what is written is the digest of what
+    is read (``provenance.to_jsonable`` makes any result so; NumPy scalars are not)."""
+    body = {k: v for k, v in document.items() if k != SEAL_KEY}
+    return json.dumps({**body, SEAL_KEY: document_digest(body)}, indent=indent) + "\n"
+
+
+def seal_holds(document: dict) -> bool | None:
+    """True when ``document``'s seal matches its content, False when it does not (a value
+    changed after it was written), None when it has no seal (written before seals)."""
+    recorded = document.get(SEAL_KEY)
+    if recorded is None:
+        return None
+    return recorded == document_digest(document)

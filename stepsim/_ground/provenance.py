@@ -88,12 +88,17 @@ def to_jsonable(obj):
     return obj
 
 
-def save_json(path, payload, *, params: dict | None = None, seed=None) -> Path:
-    """Atomically write ``{"result": payload, "provenance": ...}`` to ``path`` (parents created)."""
-    from stepsim._ground.atomic import write_json
+def save_json(path, payload, *, params: dict | None = None, seed=None,
+              seal: bool = False) -> Path:
+    """Atomically write ``{"result": payload, "provenance": ...}`` to ``path`` (parents
+    created). seal: add the document's content digest (``stepsim._ground.atomic.seal``), so
+    a reader can tell a changed value from the one written."""
+    from stepsim._ground import atomic
 
     document = {"result": to_jsonable(payload), "provenance": provenance(params, seed)}
-    return write_json(path, document)
+    if not seal:
+        return atomic.write_json(path, document)
+    return atomic.write_text(path, atomic.seal(document))  # to_jsonable: plain JSON values
 
 
 def load_json(path) -> dict:

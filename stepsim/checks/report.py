@@ -539,7 +539,7 @@ def _execute(tasks, store, *, label, jobs, scheduler, progress) -> dict:
     distinct = {t.digest: t for t in tasks}
     for task in distinct.values():  # PROTOCOL §D4.7: a STEP run stored without its
         if _undiagnosed_run(store, task):  # diagnostics runs again (same RunSpec, same bits)
-            store.path(task).unlink()
+            store.forget(task)
     views = {}
 
     def read_back(task, output):  # each run as it is saved, while the workers train on

@@ -40,6 +40,13 @@ def add_arguments(parser) -> None:
                              "set, the LM under cosine, tuning seeds 1003-1007 for the stability "
                              "map); beyond the 60-minute budget, meant "
                              "for --scheduler (Dask); not registered evidence")
+    parser.add_argument("--verify", metavar="DIR", default=None,
+                        help="read every run stored in DIR/runs (a check's --out) and list "
+                             "the damaged ones (cut short, changed, half a pair) and foreign "
+                             "files; runs nothing and changes nothing. Exit status 0: the "
+                             "store is whole; 1: it is not (the same check with --out DIR "
+                             "sets them aside in DIR/runs/damaged and redoes them); 2: DIR is "
+                             "not a check's folder")
     parser.add_argument("--problem", action="append", choices=("digits", "lm"),
                         default=None, metavar="NAME",
                         help="only this problem of the protocol (digits | lm); repeatable "
@@ -55,6 +62,8 @@ def run(args) -> int:
     from stepsim.checks.report import default_out
     from stepsim.experiments.executors import connected
 
+    if args.verify is not None:
+        return verify(args)
     # bad input is a one-line error before any work starts (run_checks probes --out after
     # every argument is checked, so a refused command leaves no folder)
     claims = parse_claims(args.claims)
@@ -74,6 +83,25 @@ def run(args) -> int:
     print(f"{len(report.claims)} verdict(s) in {time.perf_counter() - start:.1f} s; wrote "
           f"{out}/report.json, {out}/report.md and {out}/figures/")
     return 0
+
+
+def verify(args) -> int:
+    """``--verify DIR``: every run stored in DIR/runs read and judged; 0 whole, 1 not."""
+    from pathlib import Path
+
+    from stepsim.checks.report import RUNS_DIR
+    from stepsim.experiments.store import RunStore
+
+    if args.out is not None or args.claims != ["all"]:
+        raise ValueError("--verify DIR reads the runs stored in DIR; give no claims and no "
+                         "--out with it")
+    runs = Path(args.verify) / RUNS_DIR
+    if not runs.is_dir():
+        raise ValueError(f"--verify {args.verify!r}: no {RUNS_DIR}/ folder in it (not a "
+                         "check's --out)")
+    check = RunStore(runs).verify()
+    print("\n".join(check.lines(f"`stepsim check ... --out {args.verify}` (the same command)")))
+    return 0 if check.ok else 1
 
 
 def interrupted(args) -> str:

@@ -26,6 +26,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run on Dask distributed at this scheduler address "
                              "(e.g. tcp://10.0.0.5:8786) instead of the local pool")
+    parser.add_argument("--verify", metavar="DIR", default=None,
+                        help="read every run stored in sweep directory DIR and list the "
+                             "damaged ones (cut short, changed, half a pair) and foreign "
+                             "files; runs nothing and changes nothing. Exit status 0: the "
+                             "store is whole (runs not done yet are not damage); 1: it is "
+                             "not (the same sweep command sets them aside in DIR/runs/damaged "
+                             "and redoes them); 2: DIR is not a sweep directory")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the spec and list the runs; train nothing")
     grid = parser.add_argument_group(
@@ -157,6 +164,8 @@ def run(args) -> int:
     from stepsim.experiments.report import diverged
     from stepsim.experiments.sweep import check_same_sweep
 
+    if args.verify is not None:
+        return verify(args)
     if args.out is not None and not args.out.strip():
         raise OptionError("--out: empty path; give a directory (default sweeps/SPEC-NAME)")
     spec = parse_spec(build_spec(args))
@@ -186,6 +195,20 @@ def run(args) -> int:
               f"(status non-finite in the table; left out of the means)")
     print(f"wall time  {wall:.1f} s for {len(runs)} runs; table in {out / 'table.csv'}")
     return 0
+
+
+def verify(args) -> int:
+    """``--verify DIR``: every run stored in sweep directory DIR read and judged; 0 whole,
+    1 not."""
+    from stepsim.experiments import sweep_dir
+
+    if args.spec is not None or args.out is not None:
+        raise ValueError("--verify DIR reads the sweep directory DIR; give no SPEC and no "
+                         "--out with it")
+    check, whole, planned = sweep_dir.verify(args.verify)
+    lines = check.lines(f"`stepsim sweep SPEC --out {args.verify}` (the same command)")
+    print("\n".join(lines + [f"{args.verify}: {whole} of {planned} planned runs stored whole"]))
+    return 0 if check.ok else 1
 
 
 def interrupted(args) -> str:

@@ -19,6 +19,8 @@ compare(table, "test_loss", baseline="dense")            # paired t / Wilcoxon, 
   (RunSpecs) and their seeds.
 * :mod:`~stepsim.experiments.store` — the store of finished runs by digest, with its claim
   locks (:class:`RunStore`: what a sweep and ``stepsim check`` resume from).
+* :mod:`~stepsim.experiments.store_files` — a stored run's files judged whole or damaged
+  (verified on every read), and damaged ones set aside in ``runs/damaged/``.
 * :mod:`~stepsim.experiments.sweep_dir` — a sweep directory: its plan (``sweep.json``),
   its RunStore and the tidy table.
 * :mod:`~stepsim.experiments.executors` — :func:`~stepsim.experiments.executors.run`, the

@@ -108,14 +108,22 @@ def run(tasks, on_done=None, *, jobs: int | None = None, scheduler=None, store=N
     in ``store``). jobs: local workers (default every usable core, at most one per task;
     1 runs here); scheduler: a Dask address, Client or cluster (then ``jobs`` is unused).
     store: a :class:`~stepsim.experiments.store.RunStore` to resume from and save into;
-    each task is claimed there (a lock) as it is handed to a worker, so several processes
-    on one store split the tasks, and a task another live process holds is waited for
-    (``wait_note`` printed once: who is waiting). None: run every task, save nothing.
+    first healed (:meth:`~stepsim.experiments.store.RunStore.heal`: the tasks' damaged or
+    half-present files and the folder's foreign files are set aside in ``damaged/``, said
+    in one line on stderr, and those tasks run again); each task is claimed there (a lock)
+    as it is handed to a worker, so several processes on one store split the tasks, and a
+    task another live process holds is waited for (``wait_note``, the command's name
+    such as "check", printed once: who is waiting). None: run every task, save nothing.
     progress: a bar (None: when stderr is a terminal); label: its text.
     """
     from stepsim._ground.progress import Progress
 
     tasks = list({task.digest: task for task in tasks}.values())
+    if store is not None:
+        healing = store.heal(tasks)
+        if healing:
+            print(f"stepsim{' ' + wait_note if wait_note else ''}: {healing.line()}",
+                  file=sys.stderr)
     pending = tasks if store is None else [t for t in tasks if not store.is_finished(t)]
     if not pending:
         return

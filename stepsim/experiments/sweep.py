@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -151,15 +152,28 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
         check_same_sweep(out_dir, runs)
     with executors.connected(scheduler) as scheduler:  # before any file is written
         sweep_dir.convert_legacy(out_dir)  # a sweep directory from before digests: resumed
-        sweep_dir.write_plan(out_dir, spec.to_dict(), spec.grid(_needs_criterion))
+        with _said(out_dir, "writing the sweep's plan"):
+            sweep_dir.write_plan(out_dir, spec.to_dict(), spec.grid(_needs_criterion))
         executors.run(runs, jobs=jobs, scheduler=scheduler,
                       store=sweep_dir.sweep_store(out_dir), progress=progress,
                       label=f"sweep {spec.name or out_dir.name}", wait_note="sweep")
-    table = sweep_dir.load_table(out_dir)
-    table.save(out_dir)
+    table = sweep_dir.load_table(out_dir, verify=False)  # executors.run verified every run
+    with _said(out_dir, "writing the sweep's table"):
+        table.save(out_dir)
     if table.missing:  # pragma: no cover - every run above either finished or raised
         print(f"warning: {len(table.missing)} runs have no result", file=sys.stderr)
     return table
+
+
+@contextlib.contextmanager
+def _said(out_dir, what: str):
+    """A failed write (a full disk) as one line naming the folder and how to go on."""
+    from stepsim.experiments.store import write_failed
+
+    try:
+        yield
+    except OSError as exc:
+        raise write_failed(exc, what, out_dir) from exc
 
 
 def check_same_sweep(out_dir, runs) -> None:

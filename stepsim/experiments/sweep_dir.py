@@ -28,6 +28,7 @@ import json
 import os
 from pathlib import Path
 
+from stepsim.experiments import store_files
 from stepsim.experiments.store import CLAIMS_DIR, RunStore
 
 SWEEP_FILE = "sweep.json"
@@ -120,7 +121,7 @@ def convert_legacy(out_dir) -> int:
     done again. An unfinished run's leftovers (its .npz, a killed writer's temporaries) are
     removed: it is redone under its digest.
     """
-    from stepsim._ground.atomic import write_text
+    from stepsim._ground.atomic import seal, write_text
 
     out_dir = Path(out_dir)
     if not (out_dir / SWEEP_FILE).exists():
@@ -150,7 +151,7 @@ def convert_legacy(out_dir) -> int:
                                        "runtime_s": sweep["runtime_s"],
                                        "final_sparsity": sweep["final_sparsity"],
                                        "sweep": sweep}
-        write_text(store.path(run), json.dumps(doc, indent=2) + "\n")
+        write_text(store.path(run), seal(doc))  # rewritten: sealed as a new save is
         old.unlink()
         moved += 1
     spec_dict = json.loads((out_dir / SWEEP_FILE).read_text())["result"]["spec"]
@@ -242,20 +243,26 @@ def _cell(value):
     return value
 
 
-def load_table(out_dir, grid: list[tuple] | None = None) -> Table:
+def load_table(out_dir, grid: list[tuple] | None = None, *, verify: bool = True) -> Table:
     """Build the table of sweep directory ``out_dir`` from its finished runs' JSON files.
 
     grid: the planned runs, (RunSpec, seed index) pairs (default: those recorded in
     ``sweep.json``); rows follow their order, and the digests of runs without a result are
-    listed in ``Table.missing``.
+    listed in ``Table.missing``. verify: read every planned run's files whole first
+    (:mod:`stepsim.experiments.store_files`) and refuse, with an OSError in one line, a
+    directory where some are damaged (the sweep command sets them aside and redoes them);
+    False: only the JSONs are read (``run_sweep``, which has just healed the store).
     """
     out_dir = Path(out_dir)
     if grid is None:
         grid = read_plan(out_dir)  # a spoiled plan: a ValueError naming the file
-        if any("run_id" in entry for entry in _plan_entries(out_dir)[0][:1]):
-            raise ValueError(f"{out_dir} holds a sweep of the layout before digests; run the "
-                             f"same `stepsim sweep` with --out {out_dir} once to convert it")
+        _refuse_legacy(out_dir)
     store = sweep_store(out_dir)
+    if verify:
+        damaged = [exc for run, _ in grid if (exc := _damage(store, run)) is not None]
+        if damaged:
+            raise store_files.DamagedStore(store.root, damaged, f"`stepsim sweep SPEC --out "
+                                           f"{out_dir}` (the same command)")
     rows, missing = [], []
     for run, index in grid:
         doc = store.document(run)
@@ -272,6 +279,36 @@ def load_table(out_dir, grid: list[tuple] | None = None) -> Table:
     for row in rows:
         columns.extend(k for k in row if k not in columns)
     return Table(rows=tuple(rows), columns=tuple(columns), missing=tuple(missing))
+
+
+def _refuse_legacy(out_dir: Path) -> None:
+    if any("run_id" in entry for entry in _plan_entries(out_dir)[0][:1]):
+        raise ValueError(f"{out_dir} holds a sweep of the layout before digests; run the "
+                         f"same `stepsim sweep` with --out {out_dir} once to convert it")
+
+
+def _damage(store: RunStore, run):
+    """The :class:`~stepsim.experiments.store_files.DamagedRun` of ``run``'s stored files,
+    or None when they are whole or absent."""
+    try:
+        store_files.read(store.root, run.digest)
+    except store_files.DamagedRun as exc:
+        return exc
+    return None
+
+
+def verify(out_dir) -> tuple:
+    """Read every run stored in sweep directory ``out_dir`` (``stepsim sweep --verify``):
+    (:class:`~stepsim.experiments.store_files.StoreCheck`, planned runs stored whole,
+    planned runs); nothing is run or changed."""
+    out_dir = Path(out_dir)
+    grid = read_plan(out_dir)  # not a sweep directory: FileNotFoundError / ValueError
+    _refuse_legacy(out_dir)
+    store = sweep_store(out_dir)
+    check = store.verify()
+    damaged = {d.digest for d in check.damaged}
+    stored = sum(1 for run, _ in grid if run.digest not in damaged and store.is_finished(run))
+    return check, stored, len(grid)
 
 
 def result_row(doc: dict, seed_index: int) -> dict:

@@ -94,9 +94,15 @@ def _sweep_dirs(d: Path) -> dict:
     plans = {"plan_list": "[1]", "plan_no_result": '{"provenance": {}}',
              "plan_run_no_params": '{"result": {"runs": [{"name": "a", "run_id": "b", '
                                    '"rng_seed": 1}]}}', "plan_not_json": "{oops"}
-    results = {"result_string": lambda doc: dict(doc, result="none"),
-               "result_no_metrics": lambda doc: dict(doc, result={
-                   k: v for k, v in doc["result"].items() if k != "metrics"})}
+    def unsealed(doc):  # a result of a store from before seals: its shape is what is judged
+        return {k: v for k, v in doc.items() if k != "document_sha256"}
+
+    results = {"result_string": lambda doc: unsealed(dict(doc, result="none")),
+               "result_no_metrics": lambda doc: unsealed(dict(doc, result={
+                   k: v for k, v in doc["result"].items() if k != "metrics"})),
+               # a sealed result edited: damaged (a value changed since it was saved)
+               "result_edited": lambda doc: dict(doc, result=dict(doc["result"],
+                                                                  final_loss=0.5))}
     for name in (*plans, *results, "plan_fifo"):
         shutil.copytree(good, d / name)
         out[name] = str(d / name)

@@ -340,6 +340,10 @@ CLI_CASES = [
          id="report-result-string"),
     case("report {result_no_metrics}", r"run result .*\.json is not a sweep run's result "
          r"\(no 'metrics'\)", id="report-result-no-metrics"),
+    case("report {result_edited}", r"1 damaged run in .*result_edited/runs \(1 \.json changed "
+         r"since it was saved\); `stepsim sweep SPEC --out .*result_edited` \(the same "
+         r"command\) sets them aside in .*/runs/damaged and redoes them",
+         id="report-result-edited"),
     case("report {sweep} --baseline nope", r"--baseline 'nope' is not a recipe of this sweep; "
          r"recipes: \['dense'\]", id="report-baseline-unknown"),
     case("report {sweep} --metric=", r"--metric: empty value", id="report-metric-empty"),

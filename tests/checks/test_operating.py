@@ -437,10 +437,10 @@ def test_a_step_run_stored_without_diagnostics_is_run_again(tmp_path):
     assert not _undiagnosed_run(store, step) and not _undiagnosed_run(store, dense)
     path = store.path(step)
     doc = json.loads(path.read_text())
-    del doc["result"]["diagnostics"]  # as a run stored before draft 4
-    path.write_text(json.dumps(doc))
+    del doc["result"]["diagnostics"], doc["document_sha256"]  # as stored before draft 4
+    path.write_text(json.dumps(doc))  # (and so before the JSON was sealed)
     old = json.loads(store.path(dense).read_text())
-    del old["result"]["diagnostics"]
+    del old["result"]["diagnostics"], old["document_sha256"]
     store.path(dense).write_text(json.dumps(old))
     assert _undiagnosed_run(store, step) and not _undiagnosed_run(store, dense)  # STEP only
     again = _execute([step, dense], store, label="t", jobs=1, scheduler=None,

@@ -169,7 +169,9 @@ def test_a_crash_between_arrays_and_json_is_redone_and_the_table_is_unchanged(tm
         run_sweep(TINY, tmp_path / "resumed", jobs=1, progress=False)
     partial = load_table(tmp_path / "resumed")
     assert len(partial) == 3 and len(partial.missing) == 5
-    assert len(list((tmp_path / "resumed" / "runs").glob("*.npz"))) == 4  # an orphan .npz
+    # interrupted between its arrays and its JSON, the save withdrew its own .npz: no half
+    # pair (a SIGKILL there leaves one: tests/experiments/test_store_faults.py)
+    assert len(list((tmp_path / "resumed" / "runs").glob("*.npz"))) == 3
     monkeypatch.setattr(_provenance, "save_json", original)
     resumed = run_sweep(TINY, tmp_path / "resumed", jobs=1, progress=False)
     assert stable_rows(resumed) == stable_rows(straight)
