@@ -1,7 +1,7 @@
 """Option parsers shared by the subcommands (standard library only: imported at parse time).
 
 * :func:`nm` — an argparse ``type=`` for "N:M" options;
-* :func:`seed`, :func:`positive_int`, :func:`finite_float` —
+* :func:`seed`, :func:`positive_int`, :func:`integer`, :func:`number`, :func:`finite_float` —
   argparse ``type=`` for numbers, so a bad value is reported with the option's name;
 * :func:`value` — the one grammar of a ``KEY=VALUE`` value (``-p``, ``-o``, ``-c``,
   ``--grid`` in train, sweep and check);
@@ -44,7 +44,8 @@ def nm(text: str):
         raise OptionError(f"needs 1 <= N <= M, got {text!r}") from None
 
 
-def _integer(text: str) -> int:
+def integer(text: str) -> int:
+    """An integer (its range is checked by the API, under the option's name)."""
     try:
         return int(text.strip(), 10)
     except (ValueError, AttributeError):
@@ -53,7 +54,7 @@ def _integer(text: str) -> int:
 
 def seed(text: str) -> int:
     """A random seed: an integer >= 0 (NumPy's SeedSequence refuses negatives)."""
-    value = _integer(text)
+    value = integer(text)
     if value < 0:
         raise OptionError(f"a seed must be a non-negative integer, got {text!r}")
     return value
@@ -61,10 +62,19 @@ def seed(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """An integer >= 1 (a count: steps, trials, a dimension)."""
-    value = _integer(text)
+    value = integer(text)
     if value < 1:
         raise OptionError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def number(text: str) -> float:
+    """A real number; "nan" and "inf" pass, for the API's check of the option's range to
+    name them ("--lr must be finite, got nan")."""
+    try:
+        return float(text)
+    except ValueError:
+        raise OptionError(f"must be a number, got {text!r}") from None
 
 
 def finite_float(text: str) -> float:

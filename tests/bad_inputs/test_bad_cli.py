@@ -1,8 +1,8 @@
 """Bad inputs on the command line, table-driven (issue 10, item 7).
 
 Every row is one bad input to ``stepsim.cli.main`` in-process, plus a few real subprocess
-runs: each must give a non-zero exit and ONE error line naming the option or file —
-argparse's usage block may precede it — and no traceback; outputs are refused before any
+runs: each must give a non-zero exit and ONE error line naming the option or file (no
+usage block; argparse's errors end with a --help hint) and no traceback; outputs are refused before any
 work starts (nothing printed on stdout, no file written). Never a traceback, a segfault or
 a silent rc 0 / a silently wrong number. The input files are conftest.py's ``files``.
 """
@@ -40,7 +40,20 @@ TR = "train --steps 3"
 CLI_CASES = [
     # ---- global
     case("nope", r"argument COMMAND: invalid choice: 'nope'", id="unknown-command"),
-    case("theorem1 --bogus 1", r"unrecognized arguments: --bogus", id="unknown-option"),
+    case("theorem1 --bogus 1", r"^stepsim theorem1: error: unrecognized arguments: --bogus 1 "
+         r"\(see stepsim theorem1 --help\)$", id="unknown-option"),
+    case("train --nm 3:2", r"^stepsim train: error: argument --nm: needs 1 <= N <= M, got "
+         r"'3:2' \(see stepsim train --help\)$", id="argparse-error-is-one-line"),
+    case("train --steps -5", r"^stepsim train: error: argument --steps: must be a positive "
+         r"integer, got '-5' \(see stepsim train --help\)$", id="train-steps-negative"),
+    case("train --lr abc", r"^stepsim train: error: argument --lr: must be a number, got "
+         r"'abc' \(see stepsim train --help\)$", id="train-lr-text"),
+    case("train --batch-size x", r"argument --batch-size: must be an integer, got 'x'",
+         id="train-batch-size-text"),
+    case("memory --model gpt3", r"^stepsim memory: error: argument --model: invalid choice: "
+         r"'gpt3' .*\(see stepsim memory --help\)$", id="memory-model-unknown"),
+    case("sweep --bogus", r"^stepsim sweep: error: unrecognized arguments: --bogus",
+         id="sweep-unknown-option"),
     # ---- compress: input files
     case("compress {missing} -o {out}", r"input file .*missing\.npz does not exist",
          id="compress-missing-input"),
@@ -84,7 +97,7 @@ CLI_CASES = [
     case("compress {odd} -o {out}", r"odd: shape \(4, 6\) .* not divisible by m = 4",
          id="compress-axis-not-divisible"),
     case(C + " --axis 5", r"--axis 5 is out of range for good", id="compress-axis-out-of-range"),
-    case(C + " --axis x", r"argument --axis: invalid int value: 'x'", id="compress-axis-not-int"),
+    case(C + " --axis x", r"argument --axis: must be an integer, got 'x'", id="compress-axis-not-int"),
     case(C + " --keys nope", r"--keys \['nope'\] not in the input", id="compress-unknown-key"),
     case("compress {compressed} -o {out}", r"the input is already a stepsim compressed file",
          id="compress-a-compressed-file"),
@@ -350,7 +363,7 @@ CLI_CASES = [
     case("memory --model gpt2 --nm 4:2", r"argument --nm: needs 1 <= N <= M", id="memory-nm"),
     case("memory --model gpt2 --value-bytes 0", r"value_bytes must be >= 1, got 0",
          id="memory-value-bytes-zero"),
-    case("memory --model gpt2 --value-bytes two", r"argument --value-bytes: invalid int",
+    case("memory --model gpt2 --value-bytes two", r"argument --value-bytes: must be an integer, got 'two'",
          id="memory-value-bytes-text"),
     case("memory --model gpt2 --metadata csr", r"argument --metadata: invalid choice",
          id="memory-metadata"),
