@@ -281,6 +281,21 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(
         d_in=10**9, d_hidden=10**9)), ValueError, r"would need .* available",
         id="SyntheticRegression-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "lm", width=100000)), ValueError, r"^problem lm with .*width=100000.* would need .* "
+        r"of memory; .* available$", id="make_problem-lm-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "digits", hidden=(10**7,))), ValueError, r"^problem digits with hidden=\(10000000,\)",
+        id="make_problem-digits-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "teacher", n_train=10**10)), ValueError, r"^problem teacher with .*n_train=10000000000",
+        id="make_problem-teacher-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "nqm", dim=10**11)), ValueError, r"^problem nqm with dim=100000000000.* would need",
+        id="make_problem-nqm-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "regression", n_samples=10**10)), ValueError,
+        r"^problem regression with .*n_samples=10000000000", id="make_problem-regression-memory"),
     api(_np(lambda: _fit(steps=0)), ValueError, r"steps must be >= 1", id="fit-steps"),
     api(_np(lambda: _fit(threads=0)), ValueError, r"threads must be >= 1", id="fit-threads"),
     api(_np(lambda: _fit(rng="abc")), TypeError, r"\brng\b", id="fit-rng-text"),
