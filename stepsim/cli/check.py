@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import positive_int
+from stepsim.cli._args import output_dir, positive_int
 
 HELP = "check the STEP paper's claims C1-C12: verdicts with CIs, report.json/.md and figures"
 
@@ -62,8 +62,8 @@ def run(args) -> int:
     if args.extended and args.quick:
         raise ValueError("--extended adds to the full check; it cannot be combined with "
                          "--quick")
-    if args.out is not None and not args.out.strip():  # Path("") is "." (the current directory)
-        raise ValueError("--out: empty path; give a directory")
+    if args.out is not None:  # made if missing, but only in a directory that exists
+        output_dir(args.out, option="--out")
     out = args._out = Path(args.out if args.out is not None else default_out(mode))
     start = time.perf_counter()
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made

@@ -207,6 +207,36 @@ CLI_CASES = [
     case(TR + " --json=", r"--json: empty path", id="train-json-empty"),
     case("train --steps 1 --d-in 1000000000 --d-hidden 1000000000", r"would need .* available",
          id="train-memory"),
+    # every problem refuses a size that cannot fit before allocating, under its options
+    case("train --steps 1 --problem lm -p width=100000", r"^stepsim train: error: problem lm "
+         r"with .*width=100000.* would need .* of memory; .* available$", id="train-lm-memory"),
+    case("train --steps 1 --problem digits -p hidden=10000000", r"problem digits with "
+         r"hidden=\(10000000,\).* would need .* of memory", id="train-digits-memory"),
+    case("train --steps 1 --problem teacher -p n_train=10000000000", r"problem teacher with "
+         r".*n_train=10000000000.* would need", id="train-teacher-memory"),
+    case("train --steps 1 --problem nqm -p dim=100000000000", r"problem nqm with "
+         r"dim=100000000000.* would need", id="train-nqm-memory"),
+    case("train --steps 1 -p n_samples=10000000000", r"problem regression with "
+         r".*n_samples=10000000000.* would need", id="train-regression-samples-memory"),
+    # a missing output directory is refused, never created
+    case(TR + " --json {d}/no/such/t.json", r"--json .*no/such/t\.json: directory .*no/such "
+         r"does not exist; create it first", id="train-json-missing-dir"),
+    case("memory --model gpt2 --json {d}/no/such/m.json", r"--json .*: directory .*no/such "
+         r"does not exist", id="memory-json-missing-dir"),
+    case(T + " --plot {d}/no/such/t.png", r"--plot .*: directory .*no/such does not exist",
+         id="theorem1-plot-missing-dir"),
+    case("compress {good} -o {d}/no/such/w.npz", r"-o .*: directory .*no/such does not exist",
+         id="compress-output-missing-dir"),
+    case("bench --only layout --json {d}/no/such/b.json", r"--json .*: directory .*no/such "
+         r"does not exist", id="bench-json-missing-dir"),
+    case("sweep --recipes dense --steps 1 --out {d}/no/such/sweep", r"--out .*no/such/sweep: "
+         r"directory .*no/such does not exist", id="sweep-out-missing-parent"),
+    case("sweep --recipes dense --steps 1 --out {good}", r"--out .*good\.npy is a file",
+         id="sweep-out-is-a-file"),
+    case("check C12 --quick --out {d}/no/such/check", r"--out .*no/such/check: directory "
+         r".*no/such does not exist", id="check-out-missing-parent"),
+    case("report {sweep} --figure {d}/no/such/f.png", r"--figure .*: directory .*no/such does "
+         r"not exist", id="report-figure-missing-dir"),
     # (either the API's message or, once train uses cli._args, argparse's)
     case("train --steps 0", r"steps must be >= 1, got 0|argument --steps: must be a positive",
          id="train-steps-zero"),
@@ -389,6 +419,7 @@ def test_cli_bad_input_is_one_clear_line(argv, pattern, files, capsys, request):
     assert "saved" not in captured.out and "wrote" not in captured.out  # nothing written...
     for name in ("out", "out_json", "out_png"):
         assert not os.path.exists(files[name])  # ...not even a partial file
+    assert not os.path.exists(Path(files["d"]) / "no")  # nor a missing output directory
 
 
 # --------------------------------------------------------------------------- CLI, subprocess
