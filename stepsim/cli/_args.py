@@ -8,6 +8,7 @@
 * :func:`key_values` — repeatable ``KEY=VALUE`` options into a dict;
 * :func:`output_path`, :func:`output_dir` — check an output file or directory before any
   work starts;
+* :func:`add_quiet` — the ``--quiet`` option of the long commands;
 * :func:`run_params` — the parsed options as the ``params`` of a result file;
 * :func:`registry_names` — the names of a registry (problems, recipes, ...) for help texts.
 """
@@ -272,6 +273,17 @@ def registry_names(module: str, name: str) -> tuple[str, ...]:
 def choices_text(module: str, name: str) -> str:
     """``registry_names`` as "a, b, c" for a help text."""
     return ", ".join(registry_names(module, name))
+
+
+def add_quiet(parser) -> None:
+    """``--quiet``: no progress on stderr (:mod:`stepsim._ground.progress`)."""
+    from stepsim._ground.progress import DEFAULT_INTERVAL_S, INTERVAL_VARIABLE
+
+    parser.add_argument("--quiet", action="store_true",
+                        help="print no progress on stderr (default: a bar on a terminal, "
+                             f"else a line every {DEFAULT_INTERVAL_S:g} s with the units "
+                             f"done, elapsed time and ETA; {INTERVAL_VARIABLE}=SECONDS "
+                             "sets the pace)")
 
 
 def run_params(args: argparse.Namespace) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import output_dir, positive_int
+from stepsim.cli._args import add_quiet, output_dir, positive_int
 
 HELP = "check the STEP paper's claims C1-C12: verdicts with CIs, report.json/.md and figures"
 
@@ -44,6 +44,7 @@ def add_arguments(parser) -> None:
                         default=None, metavar="NAME",
                         help="only this problem of the protocol (digits | lm); repeatable "
                              "(default: every problem of the mode)")
+    add_quiet(parser)
 
 
 def run(args) -> int:
@@ -69,7 +70,7 @@ def run(args) -> int:
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
         report = run_checks(claims, mode=mode, out=out, jobs=args.jobs,
                             scheduler=scheduler, problems=args.problem,
-                            extended=bool(args.extended))
+                            extended=bool(args.extended), progress=not args.quiet)
     print(report.table())
     print(f"{len(report.claims)} verdict(s) in {time.perf_counter() - start:.1f} s; wrote "
           f"{out}/report.json, {out}/report.md and {out}/figures/")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import OptionError, choices_text, key_values, output_dir, positive_int
+from stepsim.cli._args import OptionError, add_quiet, choices_text, key_values, output_dir, positive_int
 from stepsim.cli._args import value as _value
 
 HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes after a kill"
@@ -29,6 +29,7 @@ def add_arguments(parser) -> None:
                              "(e.g. tcp://10.0.0.5:8786) instead of the local pool")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the spec and list the runs; train nothing")
+    add_quiet(parser)
     grid = parser.add_argument_group(
         "grid on the command line", "options as in `stepsim train`; --grid makes an axis")
     grid.add_argument("--recipes", metavar="A,B,...",
@@ -178,7 +179,8 @@ def run(args) -> int:
     start = time.perf_counter()
     where = f"Dask at {args.scheduler}" if args.scheduler else f"jobs={args.jobs or 'all cores'}"
     print(f"sweep      {len(runs)} runs into {out} ({where})")
-    table = run_sweep(spec, out, jobs=args.jobs, scheduler=args.scheduler, force=args.force)
+    table = run_sweep(spec, out, jobs=args.jobs, scheduler=args.scheduler, force=args.force,
+                      progress=False if args.quiet else None)
     wall = time.perf_counter() - start
     metric = "test_loss" if "test_loss" in table.columns else "final_loss"
     print(report_markdown(table, metric))

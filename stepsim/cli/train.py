@@ -27,6 +27,7 @@ passes for one run; readers (``stepsim compress``, ``Trace.load_npz``) refuse a 
 from __future__ import annotations
 
 from stepsim.cli._args import (
+    add_quiet,
     choices_text,
     integer,
     key_values,
@@ -99,6 +100,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", metavar="PATH",
                         help="save the summary (JSON with provenance) and trace and weights "
                              "(.npz beside it, written first; the JSON records its digest)")
+    add_quiet(parser)
     common = parser.add_argument_group("options of several problems (when the problem has them)")
     common.add_argument("--batch-size", type=integer, default=None, help="minibatch size")
     common.add_argument("--dtype", choices=("float32", "float64"), default=None,
@@ -239,7 +241,7 @@ def run(args) -> int:
     json_path = output_path(args.json, option="--json", sidecars=(".npz",))
     spec = run_spec(args)
     spec.check()
-    result = spec.run(progress=True)
+    result = spec.run(progress=not args.quiet)
     recipe, problem = result.recipe, spec.build_problem()
 
     trace = result.trace

@@ -158,12 +158,20 @@ def test_output_path_accepts_good_paths_and_creates_nothing(tmp_path):
 
     from stepsim.cli._args import check_distinct_outputs, output_path
 
+    from stepsim.cli._args import OptionError, output_dir
+
     assert output_path(None, option="--json") is None
+    got = output_path(str(tmp_path / "r.json"), option="--json", sidecars=(".npz",))
+    assert got == Path(tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing behind
     new_dir = tmp_path / "not" / "yet"
-    got = output_path(str(new_dir / "r.json"), option="--json", sidecars=(".npz",))
-    assert got == Path(new_dir / "r.json")
-    assert not (tmp_path / "not").exists()  # the probe writes in the nearest existing dir
-    assert list(tmp_path.iterdir()) == []  # ... and leaves nothing behind
+    with pytest.raises(OptionError, match=r"directory .*not/yet does not exist"):
+        output_path(str(new_dir / "r.json"), option="--json")  # never made for a file
+    assert output_dir(str(tmp_path / "not"), option="--out") == tmp_path / "not"  # made later
+    with pytest.raises(OptionError, match=r"--out .*not/yet: directory .*not does not exist"):
+        output_dir(str(new_dir), option="--out")
+    assert output_dir(str(new_dir), option="--out", default=True) == new_dir  # a default
+    assert list(tmp_path.iterdir()) == []  # ... and nothing was created
     existing = tmp_path / "old.png"
     existing.write_bytes(b"x")
     assert output_path(str(existing), option="--plot", suffixes=(".png",)) == existing
