@@ -63,8 +63,10 @@ def run(args) -> int:
     if args.extended and args.quick:
         raise ValueError("--extended adds to the full check; it cannot be combined with "
                          "--quick")
-    if args.out is not None:  # made if missing, but only in a directory that exists
-        output_dir(args.out, option="--out")
+    if args.out is not None and not args.out.strip():  # Path("") is "." (the current directory)
+        raise ValueError("--out: empty path; give a directory")
+    if args.out is not None and not Path(args.out).absolute().parent.exists():
+        output_dir(args.out, option="--out")  # made if missing, in a directory that exists
     out = args._out = Path(args.out if args.out is not None else default_out(mode))
     start = time.perf_counter()
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
