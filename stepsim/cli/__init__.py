@@ -122,6 +122,9 @@ def main(argv=None) -> int:
         # Bad input: a one-line error naming the argument, not a traceback.
         print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `stepsim ... | head`: the reader has gone; nothing to say
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, as a shell reports a command its pipe's reader left
     except OSError as exc:  # a file that cannot be read or written: permissions, disk full
         print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)
         return 1
@@ -129,6 +132,16 @@ def main(argv=None) -> int:
         print(f"stepsim {args.command}: error: out of memory ({exc or 'MemoryError'})",
               file=sys.stderr)
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: Python flushes it again at exit, and a write to the
+    closed pipe would print "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (a test's capture)
+        pass
 
 
 def _interrupted(args) -> int:

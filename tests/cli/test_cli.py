@@ -189,3 +189,22 @@ def test_number_option_types():
                        (finite_float, "")]:
         with pytest.raises(ValueError):
             parse(bad)
+
+
+def test_a_reader_that_leaves_the_pipe_early_gets_no_error_line():
+    """`stepsim sweep ... --dry-run | head -1` (a listing larger than the pipe's buffer):
+    the output stops silently with status 141 (as for SIGPIPE), not with "error: [Errno
+    32] Broken pipe" or a traceback at exit."""
+    import os
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.Popen([sys.executable, "-m", "stepsim", "sweep", "--recipes", "dense",
+                             "--steps", "1", "--seeds", "5000", "--dry-run"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves, as head does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141, err
+    assert "regression, dense(optimizer=adam)" in first, first
+    assert err == ""
