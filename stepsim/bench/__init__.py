@@ -259,7 +259,7 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
         bench.print(f"  ({name}: {time.perf_counter() - started:.1f} s)")
     bench.print(f"\nfirst figure after {bench.first_figure_s or 0:.2f} s; total "
                 f"{time.perf_counter() - bench.started:.1f} s")
-    bad = [r for r in bench.rows if not r["reliable"]]
+    bad = [r for r in bench.rows if not r.get("reliable", True)]  # info rows carry no timing
     if bad:
         bench.print(f"{len(bad)} of {len(bench.rows)} rows UNRELIABLE (spread above "
                     f"{100 * SPREAD_LIMIT:.0f}%, other processes' load above "

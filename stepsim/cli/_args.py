@@ -281,9 +281,9 @@ def add_quiet(parser) -> None:
 
     parser.add_argument("--quiet", action="store_true",
                         help="print no progress on stderr (default: a bar on a terminal, "
-                             f"else a line every {DEFAULT_INTERVAL_S:g} s with the units "
-                             f"done, elapsed time and ETA; {INTERVAL_VARIABLE}=SECONDS "
-                             "sets the pace)")
+                             f"else a line every {INTERVAL_VARIABLE} seconds, default "
+                             f"{DEFAULT_INTERVAL_S:g}, with the units done, failures, "
+                             "elapsed time and ETA)")
 
 
 def run_params(args: argparse.Namespace) -> dict:

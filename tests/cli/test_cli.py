@@ -208,3 +208,21 @@ def test_a_reader_that_leaves_the_pipe_early_gets_no_error_line():
     assert proc.wait(timeout=300) == 141, err
     assert "regression, dense(optimizer=adam)" in first, first
     assert err == ""
+
+
+def test_help_texts_carry_no_measured_numbers():
+    """A duration or a speed measured once goes stale in a help text (bench --quick said
+    "(seconds)" and took minutes): every subcommand's --help but check's (which states the
+    protocol's budgets) and stepsim --help name no durations."""
+    import re
+
+    duration = re.compile(r"\b\d[\d.,]*\s*(?:-\s*\d[\d.,]*\s*)?(?:s|sec|seconds?|min|minutes?|ms|"
+                          r"h|hours?)\b|\bmeasured\b|\(seconds\)", re.IGNORECASE)
+    parser = build_parser()
+    texts = {"stepsim": parser.format_help()}
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        if name != "check":
+            texts[name] = sub.format_help()
+    for name, text in texts.items():
+        found = duration.findall(" ".join(text.split()))
+        assert not found, f"{name} --help: {found}"
