@@ -128,6 +128,25 @@ def _np(f):
     return lambda files: f()
 
 
+def _progress_with_interval(text):
+    """A Progress made under STEPSIM_PROGRESS_INTERVAL=text, outside a terminal."""
+    import io
+    import os
+
+    from stepsim._ground.progress import Progress
+
+    saved = {k: os.environ.pop(k, None) for k in ("STEPSIM_PROGRESS",
+                                                  "STEPSIM_PROGRESS_INTERVAL")}
+    os.environ["STEPSIM_PROGRESS_INTERVAL"] = text
+    try:
+        return Progress(3, "x", stream=io.StringIO())
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key, None)
+            if value is not None:
+                os.environ[key] = value
+
+
 def _bound(kind, *, process="ar1", delta=0.05, dim=1):
     from stepsim.theorem1 import make_process
     from stepsim.theorem1.bounds import bound
@@ -296,6 +315,22 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
         "regression", n_samples=10**10)), ValueError,
         r"^problem regression with .*n_samples=10000000000", id="make_problem-regression-memory"),
+    api(_np(lambda: _progress_with_interval("soon")), ValueError,
+        r"^STEPSIM_PROGRESS_INTERVAL must be a positive number of seconds, got 'soon'$",
+        id="progress-interval-text"),
+    api(_np(lambda: _progress_with_interval("-1")), ValueError,
+        r"^STEPSIM_PROGRESS_INTERVAL must be a positive number of seconds, got '-1'$",
+        id="progress-interval-negative"),
+    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+        files["d"] + "/no/such/x.json", option="--json"), ValueError,
+        r"^--json .*no/such/x\.json: directory .*no/such does not exist; create it first",
+        id="output_path-missing-dir"),
+    api(lambda files: __import__("stepsim.cli._args").cli._args.output_dir(
+        files["d"] + "/no/such/out", option="--out"), ValueError,
+        r"^--out .*no/such/out: directory .*no/such does not exist", id="output_dir-missing-parent"),
+    api(lambda files: __import__("stepsim.cli._args").cli._args.output_dir(
+        files["good"], option="--out"), ValueError, r"^--out .*good\.npy is a file, not a dir",
+        id="output_dir-a-file"),
     api(_np(lambda: _fit(steps=0)), ValueError, r"steps must be >= 1", id="fit-steps"),
     api(_np(lambda: _fit(threads=0)), ValueError, r"threads must be >= 1", id="fit-threads"),
     api(_np(lambda: _fit(rng="abc")), TypeError, r"\brng\b", id="fit-rng-text"),

@@ -45,6 +45,13 @@ def torch_peer_version() -> str:
     return re.search(r"torch-([\d.]+)\+cpu", (ROOT / ".ci" / "run").read_text()).group(1)
 
 
+def progress_interval() -> str:
+    """The default seconds between two progress lines (stepsim._ground.progress)."""
+    from stepsim._ground.progress import DEFAULT_INTERVAL_S
+
+    return f"{DEFAULT_INTERVAL_S:g}"
+
+
 def report_confidence() -> str:
     """`stepsim report`'s default confidence level, in percent ("95")."""
     from stepsim.cli import build_parser
@@ -71,6 +78,8 @@ STATED = [
            ".ci/run's torch wheel"),
     Stated("Set up and run", r"mean and (\d+)% CI over seeds", report_confidence,
            "stepsim report --confidence's default"),
+    Stated("Set up and run", r"a line\s+every (\d+) s\b", progress_interval,
+           "stepsim._ground.progress.DEFAULT_INTERVAL_S"),
 ]
 
 # numbers a guarded section may state without a source: (regex, why)
