@@ -29,7 +29,7 @@ peers when torch is installed):
 
 Rows whose samples spread too widely (interquartile range above ``SPREAD_LIMIT`` of the
 median), that were timed while other processes kept more than ``LOAD_LIMIT`` of the cores
-busy (:mod:`stepsim.bench.machine_load`), or that claim more than 100% of their probe's
+busy (:mod:`stepsim.bench._machine_load`), or that claim more than 100% of their probe's
 bandwidth, print ``UNRELIABLE`` and why instead of a result; every row prints its spread
 and the other processes' load.
 """
@@ -45,7 +45,7 @@ SECTIONS = ("kernels", "theorem1", "layout", "train", "lm", "portability", "work
 
 class Bench:
     """Collects rows; ``quick`` selects small sizes and few repeats. load: what measures
-    other processes' load per row (default a :class:`~stepsim.bench.machine_load.LoadMeter`;
+    other processes' load per row (default a :class:`~stepsim.bench._machine_load.LoadMeter`;
     any object with ``mark()`` and ``other() -> float | None``)."""
 
     def __init__(self, quick: bool, stream=None, torch_peers: bool = False, load=None):
@@ -56,7 +56,7 @@ class Bench:
         self.started = time.perf_counter()
         self.first_figure_s: float | None = None
         if load is None:
-            from stepsim.bench.machine_load import LoadMeter
+            from stepsim.bench._machine_load import LoadMeter
 
             load = LoadMeter()
         self.load = load  # other processes' share of the cores, row by row (mark, other)
@@ -237,7 +237,7 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
         f"({num_threads()} threads, threading layer {layer}), numpy {v['numpy']}, "
         f"python {v['python']}"
     )
-    from stepsim.bench.machine_load import load_average
+    from stepsim.bench._machine_load import load_average
 
     average = load_average()
     bench.print(f"{len(bench.load.cores)} usable cores; 1-minute load average "

@@ -74,7 +74,7 @@ def _spin(cpu_seconds: float, *, detached: bool):
 def test_load_counts_this_process_children_as_its_own():
     """A pool worker or a torch peer is this bench's own work: its CPU, live or finished,
     is in own_seconds (so it never reads as other processes' load)."""
-    from stepsim.bench.machine_load import own_seconds
+    from stepsim.bench._machine_load import own_seconds
 
     before = own_seconds()
     child = _spin(0.5, detached=False)
