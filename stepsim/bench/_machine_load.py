@@ -44,8 +44,8 @@ def _busy_seconds(cores: set[int]) -> float | None:
         name, *fields = line.split()
         if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cores:
             continue
-        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-        busy += user + nice + system + irq + softirq + steal
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+        busy += user + nice + system + irq + softirq + steal  # idle and iowait: not busy
     return busy / _TICKS
 
 

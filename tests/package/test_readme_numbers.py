@@ -11,9 +11,9 @@ the repository, a report.json), never a run of the suite or of the check.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
