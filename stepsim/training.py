@@ -87,7 +87,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     log_stats : bool
         Always reduce sum log|dv| (Trace.z_geo); on anyway when the criterion needs it.
     progress : bool
-        A progress bar on stderr (tty only).
+        Progress on stderr: a bar on a terminal, else a line at a steady interval for a
+        long run (:mod:`stepsim._ground.progress`); False: none.
     threads : int, optional
         numba threads for the kernels during the run (default 1; restored after). With
         one thread the kernels run inline, so no idle numba worker spins against BLAS's
@@ -132,7 +133,8 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     with training_threads(kernels=threads, blas=blas_threads), \
             np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         run = _Run(problem, recipe, steps, rng, criterion, nm, log_stats, eval_every)
-        with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
+        with Progress(steps, f"fit {recipe.name}", force=None if progress else False,
+                      unit="step") as bar:
             for k in range(1, steps + 1):
                 stats = run.step(k)
                 if stats is None:  # it diverged: run.status says where

@@ -13,7 +13,8 @@ Layer 0 (imports nothing of stepsim outside this folder), except ``libm`` and
 ``malloc``         keep freed memory inside the process while it trains
 ``atomic``         atomic writes (temporary file, then rename) and paired commits
 ``provenance``     seed, parameters and versions saved beside every result
-``progress``       progress bars on stderr
+``progress``       progress on stderr: a bar on a terminal, else a line at intervals
+``plot_style``     colours, markers and line styles that keep many series apart
 ``lazy``           lazy public names (PEP 562) for packages that export them
 ``bits``           IEEE float bit patterns as unsigned integers
 ``libm``           exp/log/tanh/... with the same bits on every CPU (glibc's scalar libm)

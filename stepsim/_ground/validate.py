@@ -358,6 +358,16 @@ def check_memory(what: str, nbytes: int, *, available: int | None = None) -> int
     return nbytes
 
 
+def check_problem_memory(problem: str, options: dict, nbytes: int, what: str) -> int:
+    """:func:`check_memory` for a problem's constructor, before it allocates anything, in
+    the names a user gave: ``problem``'s registry name and the ``options`` that set its
+    sizes (the keywords of ``-p KEY=VALUE``), e.g. "problem lm with width=100000,
+    blocks=2 (parameters, Adam's state, activations) would need 894 GiB of memory; ...".
+    what: what the estimate counts. Raises ValueError; returns ``nbytes``."""
+    sizes = ", ".join(f"{key}={value}" for key, value in options.items())
+    return check_memory(f"problem {problem} with {sizes} ({what})", nbytes)
+
+
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first member / an empty zip
 

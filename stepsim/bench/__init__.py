@@ -27,8 +27,11 @@ peers when torch is installed):
 * ``portability`` — what "same bits on every CPU" costs (:mod:`stepsim._ground.portability`).
 * ``workers`` — a pool worker's start-up and seeds per second of a check's job mix.
 
-Rows whose samples spread too widely, or that claim more than 100% of their probe's
-bandwidth, print ``UNRELIABLE`` and why instead of a result.
+Rows whose samples spread too widely (interquartile range above ``SPREAD_LIMIT`` of the
+median), that were timed while other processes kept more than ``LOAD_LIMIT`` of the cores
+busy (:mod:`stepsim.bench._machine_load`), or that claim more than 100% of their probe's
+bandwidth, print ``UNRELIABLE`` and why instead of a result; every row prints its spread
+and the other processes' load.
 """
 
 from __future__ import annotations
@@ -41,15 +44,22 @@ SECTIONS = ("kernels", "theorem1", "layout", "train", "lm", "portability", "work
 
 
 class Bench:
-    """Collects rows; ``quick`` selects small sizes and few repeats."""
+    """Collects rows; ``quick`` selects small sizes and few repeats. load: what measures
+    other processes' load per row (default a :class:`~stepsim.bench._machine_load.LoadMeter`;
+    any object with ``mark()`` and ``other() -> float | None``)."""
 
-    def __init__(self, quick: bool, stream=None, torch_peers: bool = False):
+    def __init__(self, quick: bool, stream=None, torch_peers: bool = False, load=None):
         self.quick = quick
         self.torch_peers = torch_peers  # sections may also time PyTorch (optional peer)
         self.rows: list[dict] = []
         self.stream = stream or sys.stdout
         self.started = time.perf_counter()
         self.first_figure_s: float | None = None
+        if load is None:
+            from stepsim.bench._machine_load import LoadMeter
+
+            load = LoadMeter()
+        self.load = load  # other processes' share of the cores, row by row (mark, other)
 
     def compare(self, impls: dict, *, repeats: int | None = None, number: int = 1,
                 clock=None) -> dict:
@@ -108,7 +118,11 @@ class Bench:
         if bytes_moved is not None:
             row["gb_per_s"] = bytes_moved / seconds / 1e9
         row.update(extra)
-        problems = unreliable_because(seconds, extra.get("fraction_of_probe_bw"))
+        other_load = self.load.other()  # since the previous row (at least a second back)
+        self.load.mark()
+        if other_load is not None:
+            row["other_load"] = other_load
+        problems = unreliable_because(seconds, extra.get("fraction_of_probe_bw"), other_load)
         partner_problems = unreliable_because(partner) if partner is not None else ""
         if partner_problems:  # a ratio is only as good as both of its timings
             problems = "; ".join(filter(None, [problems, f"its peer's {partner_problems}"]))
@@ -145,12 +159,19 @@ class Timing(float):
 
 
 SPREAD_LIMIT = 0.25  # interquartile range / median above which a timing cannot rank
+# share of the usable cores other processes kept busy while a row was timed, above which
+# the row measures the competition for the cores rather than the code
+LOAD_LIMIT = 0.25
 
 
-def unreliable_because(seconds, fraction_of_probe=None) -> str:
+def unreliable_because(seconds, fraction_of_probe=None, other_load=None) -> str:
     """Why a timing is not a result ("" if it is one): samples spread too widely to rank,
-    or a kernel faster than the memory-traffic probe of its own pattern allows."""
+    other processes kept too many cores busy while it was timed, or a kernel faster than
+    the memory-traffic probe of its own pattern allows."""
     problems = []
+    if other_load is not None and other_load > LOAD_LIMIT:
+        problems.append(f"other processes kept {100 * other_load:.0f}% of the cores busy "
+                        f"(limit {100 * LOAD_LIMIT:.0f}%)")
     spread = getattr(seconds, "spread", None)
     if spread is not None and spread > SPREAD_LIMIT:
         problems.append(f"interquartile range {100 * spread:.0f}% of the median (limit "
@@ -163,10 +184,12 @@ def unreliable_because(seconds, fraction_of_probe=None) -> str:
 
 def format_row(row: dict) -> str:
     """One aligned line: case, implementation, ns per unit, spread (interquartile range
-    relative to the median), GB/s and any ratio; a
+    relative to the median), other processes' load on the cores, GB/s and any ratio; a
     row that is not a result says UNRELIABLE and why instead of its ratio."""
     gb = f"{row['gb_per_s']:7.1f} GB/s" if "gb_per_s" in row else " " * 12
     spread = f"iqr {min(100 * row['spread'], 999):3.0f}%" if "spread" in row else " " * 8
+    if "other_load" in row:
+        spread += f" load {100 * row['other_load']:3.0f}%"
     ratio = f"  {row['ratio']}" if "ratio" in row else ""
     if row.get("unreliable_because"):
         ratio = f"  UNRELIABLE: {row['unreliable_because']}"
@@ -214,6 +237,13 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
         f"({num_threads()} threads, threading layer {layer}), numpy {v['numpy']}, "
         f"python {v['python']}"
     )
+    from stepsim.bench._machine_load import load_average
+
+    average = load_average()
+    bench.print(f"{len(bench.load.cores)} usable cores; 1-minute load average "
+                f"{'unknown' if average is None else f'{average:.2f}'} at the start; per row: "
+                "iqr = the timings' interquartile range / median, load = the share of the "
+                "cores other processes kept busy while it was timed")
     for name in SECTIONS:
         if only and name not in only:
             continue
@@ -224,9 +254,17 @@ def run_bench(quick: bool = False, json_path=None, only=None, stream=None,
                 continue  # section not built yet
             raise
         bench.print(f"\n== {module.TITLE} ==")
+        started = time.perf_counter()
         module.run(bench)
+        bench.print(f"  ({name}: {time.perf_counter() - started:.1f} s)")
     bench.print(f"\nfirst figure after {bench.first_figure_s or 0:.2f} s; total "
                 f"{time.perf_counter() - bench.started:.1f} s")
+    bad = [r for r in bench.rows if not r.get("reliable", True)]  # info rows carry no timing
+    if bad:
+        bench.print(f"{len(bad)} of {len(bench.rows)} rows UNRELIABLE (spread above "
+                    f"{100 * SPREAD_LIMIT:.0f}%, other processes' load above "
+                    f"{100 * LOAD_LIMIT:.0f}% of the cores, or an impossible bandwidth): "
+                    "rerun on an idle machine before comparing their figures")
     if json_path is not None:
         save_json(json_path, {"rows": bench.rows, "first_figure_s": bench.first_figure_s},
                   params={"quick": quick, "only": only, "torch": torch_peers})

@@ -37,12 +37,21 @@ SUBCOMMANDS = {
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, ``PROG: error: MESSAGE (see PROG
+    --help)``, with exit status 2: argparse's default prints its usage block
+    (5 to 12 lines) before the one line that matters."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _load(module_name: str):
     return importlib.import_module(f"stepsim.cli.{module_name}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="stepsim",
         description=(
             "Verify by simulation the theory and claims of STEP (Lu et al., ICML 2023): "
@@ -65,17 +74,21 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
         sp._negative_number_matcher = NEGATIVE_NUMBER  # --lr -1e-3 is a value, not an option
         module.add_arguments(sp)
-        sp.set_defaults(_run=module.run, _interrupted=getattr(module, "interrupted", None))
+        sp.set_defaults(_run=module.run, _interrupted=getattr(module, "interrupted", None),
+                        _parser=sp)
     return parser
 
 
 def main(argv=None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # named by the subcommand they were given to, not by "stepsim"
+            getattr(args, "_parser", parser).error(
+                f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:
-        # argparse has printed the usage and a one-line error naming the option (or the
-        # help); return its exit status so main() reports bad options like bad input.
+        # argparse has printed one error line naming the option (or the help); return
+        # its exit status so main() reports bad options like bad input.
         return exc.code if isinstance(exc.code, int) else 2
     if args.fast:  # before anything loads NumPy (and so OpenBLAS) in this process
         from stepsim._ground.portability import release_blas_pin
@@ -109,6 +122,9 @@ def main(argv=None) -> int:
         # Bad input: a one-line error naming the argument, not a traceback.
         print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `stepsim ... | head`: the reader has gone; nothing to say
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, as a shell reports a command its pipe's reader left
     except OSError as exc:  # a file that cannot be read or written: permissions, disk full
         print(f"stepsim {args.command}: error: {exc}", file=sys.stderr)
         return 1
@@ -116,6 +132,16 @@ def main(argv=None) -> int:
         print(f"stepsim {args.command}: error: out of memory ({exc or 'MemoryError'})",
               file=sys.stderr)
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: Python flushes it again at exit, and a write to the
+    closed pipe would print "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (a test's capture)
+        pass
 
 
 def _interrupted(args) -> int:

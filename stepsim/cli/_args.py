@@ -1,12 +1,14 @@
 """Option parsers shared by the subcommands (standard library only: imported at parse time).
 
 * :func:`nm` — an argparse ``type=`` for "N:M" options;
-* :func:`seed`, :func:`positive_int`, :func:`finite_float` —
+* :func:`seed`, :func:`positive_int`, :func:`integer`, :func:`number`, :func:`finite_float` —
   argparse ``type=`` for numbers, so a bad value is reported with the option's name;
 * :func:`value` — the one grammar of a ``KEY=VALUE`` value (``-p``, ``-o``, ``-c``,
   ``--grid`` in train, sweep and check);
 * :func:`key_values` — repeatable ``KEY=VALUE`` options into a dict;
-* :func:`output_path` — check an output path before any work starts;
+* :func:`output_path`, :func:`output_dir` — check an output file or directory before any
+  work starts;
+* :func:`add_quiet` — the ``--quiet`` option of the long commands;
 * :func:`run_params` — the parsed options as the ``params`` of a result file;
 * :func:`registry_names` — the names of a registry (problems, recipes, ...) for help texts.
 """
@@ -44,7 +46,8 @@ def nm(text: str):
         raise OptionError(f"needs 1 <= N <= M, got {text!r}") from None
 
 
-def _integer(text: str) -> int:
+def integer(text: str) -> int:
+    """An integer (its range is checked by the API, under the option's name)."""
     try:
         return int(text.strip(), 10)
     except (ValueError, AttributeError):
@@ -53,7 +56,7 @@ def _integer(text: str) -> int:
 
 def seed(text: str) -> int:
     """A random seed: an integer >= 0 (NumPy's SeedSequence refuses negatives)."""
-    value = _integer(text)
+    value = integer(text)
     if value < 0:
         raise OptionError(f"a seed must be a non-negative integer, got {text!r}")
     return value
@@ -61,10 +64,19 @@ def seed(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """An integer >= 1 (a count: steps, trials, a dimension)."""
-    value = _integer(text)
+    value = integer(text)
     if value < 1:
         raise OptionError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def number(text: str) -> float:
+    """A real number; "nan" and "inf" pass, for the API's check of the option's range to
+    name them ("--lr must be finite, got nan")."""
+    try:
+        return float(text)
+    except ValueError:
+        raise OptionError(f"must be a number, got {text!r}") from None
 
 
 def finite_float(text: str) -> float:
@@ -142,10 +154,11 @@ def output_path(text, *, option: str, suffixes: tuple = (), sidecars: tuple = ()
     sidecars must not replace one of them.
 
     Refuses, with one line naming the option: an empty path, a directory, a wrong
-    extension, an output or sidecar equal to an input or to the output, and a directory
-    where no file can be created (read-only, not a directory, no space left: probed by
-    creating and writing a small temporary file there). Returns the path as a Path.
-    Raises :class:`OptionError` (a ValueError).
+    extension, an output or sidecar equal to an input or to the output, a directory that
+    does not exist (it is never created: a typo in it would scatter outputs), and a
+    directory where no file can be created (read-only, not a directory, no space left:
+    probed by creating and writing a small temporary file there). Returns the path as a
+    Path. Raises :class:`OptionError` (a ValueError).
     """
     if text is None:
         return None
@@ -182,15 +195,41 @@ def _same_file(a: Path, b: Path) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _probe_directory(path: Path, option: str) -> None:
-    """Create and write a small temporary file where ``path`` will go (its nearest existing
-    ancestor if the directory is still to be made): the only test that also holds for
-    root, read-only mounts and full disks."""
-    parent = path.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise OptionError(f"{option} {path}: {parent} is a file, not a directory")
+def output_dir(text, *, option: str, default: bool = False) -> Path:
+    """Check, before any work starts, a directory an option names for a command's outputs
+    (``--out DIR``): the command makes DIR if it is missing, but not its parent, which must
+    exist (a typo there would otherwise create a tree of directories). default: the path
+    is the command's own default (e.g. ``sweeps/NAME``), whose missing parents are made.
+
+    Refuses, with one line naming the option: an empty path, a file, a missing parent and
+    a place where no file can be written (probed as in :func:`output_path`). Returns the
+    path as a Path. Raises :class:`OptionError` (a ValueError).
+    """
+    if not str(text).strip():  # Path("") is "." (the current directory)
+        raise OptionError(f"{option}: empty path; give a directory")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise OptionError(f"{option} {text} is a file, not a directory")
+    if path.is_dir():
+        _probe_directory(path / "probe", option)
+    else:
+        _probe_directory(path, option, make_parents=default)
+    return path
+
+
+def _probe_directory(path: Path, option: str, *, make_parents: bool = False) -> None:
+    """Create and write a small temporary file where ``path`` will go: the only test that
+    also holds for root, read-only mounts and full disks. Its directory must exist unless
+    ``make_parents`` (then its nearest existing ancestor is probed)."""
+    parent = existing = path.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OptionError(f"{option} {path}: {existing} is a file, not a directory")
+    if existing != parent and not make_parents:
+        raise OptionError(f"{option} {path}: directory {path.parent} does not exist; create "
+                          f"it first (stepsim makes no directory for an output)")
+    parent = existing
     try:
         with tempfile.TemporaryFile(dir=parent) as f:
             f.write(b"\0" * 4096)
@@ -234,6 +273,17 @@ def registry_names(module: str, name: str) -> tuple[str, ...]:
 def choices_text(module: str, name: str) -> str:
     """``registry_names`` as "a, b, c" for a help text."""
     return ", ".join(registry_names(module, name))
+
+
+def add_quiet(parser) -> None:
+    """``--quiet``: no progress on stderr (:mod:`stepsim._ground.progress`)."""
+    from stepsim._ground.progress import DEFAULT_INTERVAL_S, INTERVAL_VARIABLE
+
+    parser.add_argument("--quiet", action="store_true",
+                        help="print no progress on stderr (default: a bar on a terminal, "
+                             f"else a line every {INTERVAL_VARIABLE} seconds, default "
+                             f"{DEFAULT_INTERVAL_S:g}, with the units done, failures, "
+                             "elapsed time and ETA)")
 
 
 def run_params(args: argparse.Namespace) -> dict:

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from stepsim.bench import SECTIONS  # the registry of sections (standard library only)
+from stepsim.bench import LOAD_LIMIT, SECTIONS, SPREAD_LIMIT  # standard library only
 
 HELP = ("measure speeds beside their peers (NumPy, PyTorch, a bandwidth probe), by section: "
         + ", ".join(SECTIONS))
 
+RELIABILITY = (
+    "Each row prints its spread (iqr: the interquartile range of its repeated timings over "
+    "their median) and its load (the share of the usable cores that other processes kept "
+    f"busy while it was timed). A row is UNRELIABLE, and says why instead of a result, when "
+    f"its spread or its peer's is above {100 * SPREAD_LIMIT:.0f}%, when its load is above "
+    f"{100 * LOAD_LIMIT:.0f}%, or when it claims more bandwidth than its probe reached; "
+    "compare figures only from an idle machine.")
+
 
 def add_arguments(parser) -> None:
+    parser.description = f"{HELP}. {RELIABILITY}"
     parser.add_argument("--quick", action="store_true",
-                        help="small sizes and few repeats (seconds)")
+                        help="smaller sizes and fewer repeats in every section; still minutes, "
+                             "not seconds: the workers and portability sections start "
+                             "worker processes and train short runs, and a busy machine "
+                             "stretches every section (each prints its time, the end the "
+                             "total)")
     parser.add_argument("--json", metavar="PATH",
                         help="also save every figure (with versions) as JSON")
     parser.add_argument(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import positive_int
+from stepsim.cli._args import add_quiet, output_dir, positive_int
 
 HELP = "check the STEP paper's claims C1-C12: verdicts with CIs, report.json/.md and figures"
 
@@ -51,6 +51,7 @@ def add_arguments(parser) -> None:
                         default=None, metavar="NAME",
                         help="only this problem of the protocol (digits | lm); repeatable "
                              "(default: every problem of the mode)")
+    add_quiet(parser)
 
 
 def run(args) -> int:
@@ -73,12 +74,14 @@ def run(args) -> int:
                          "--quick")
     if args.out is not None and not args.out.strip():  # Path("") is "." (the current directory)
         raise ValueError("--out: empty path; give a directory")
+    if args.out is not None and not Path(args.out).absolute().parent.exists():
+        output_dir(args.out, option="--out")  # made if missing, in a directory that exists
     out = args._out = Path(args.out if args.out is not None else default_out(mode))
     start = time.perf_counter()
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
         report = run_checks(claims, mode=mode, out=out, jobs=args.jobs,
                             scheduler=scheduler, problems=args.problem,
-                            extended=bool(args.extended))
+                            extended=bool(args.extended), progress=not args.quiet)
     print(report.table())
     print(f"{len(report.claims)} verdict(s) in {time.perf_counter() - start:.1f} s; wrote "
           f"{out}/report.json, {out}/report.md and {out}/figures/")

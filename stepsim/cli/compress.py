@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import nm, output_path
+from stepsim.cli._args import integer, nm, output_path
 
 HELP = "compress .npy/.npz weights to N:M storage (2:4 in CUTLASS's layout) and report bytes saved"
 
@@ -20,7 +20,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--format", default="auto", choices=("auto", "cutlass", "nm"),
                         help="auto: CUTLASS's 2:4 layout for 2-D fp16/bf16/int8 at 2:4 and fp32 at "
                              "1:2 when the shape fits, else general N:M storage")
-    parser.add_argument("--axis", type=int, default=-1,
+    parser.add_argument("--axis", type=integer, default=-1,
                         help="axis the groups run along (default -1; the CUTLASS layout needs -1)")
     parser.add_argument("--keys", action="append", metavar="NAME",
                         help="compress only this array of an .npz (repeatable). Default: every "

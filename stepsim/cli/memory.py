@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import nm, output_path, registry_names
+from stepsim.cli._args import integer, nm, output_path, registry_names
 
 HELP = "bytes of BERT-Base / GPT-2 weights dense vs N:M-compressed, beside the paper's Table 5"
 
@@ -20,7 +20,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--metadata", default="index", choices=("index", "bitmask", "none"),
                         help="index: ceil(log2 M) bits per kept value (default); bitmask: 1 bit "
                              "per dense element; none")
-    parser.add_argument("--value-bytes", type=int, default=2, help="bytes per value (default 2)")
+    parser.add_argument("--value-bytes", type=integer, default=2, help="bytes per value (default 2)")
     parser.add_argument("--json", metavar="PATH",
                         help="also save the tables (with provenance) as JSON")
 

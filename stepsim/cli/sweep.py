@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import OptionError, choices_text, key_values, output_path, positive_int
+from stepsim.cli._args import OptionError, add_quiet, choices_text, key_values, output_dir, positive_int
 from stepsim.cli._args import value as _value
 
 HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes after a kill"
@@ -14,7 +14,8 @@ def add_arguments(parser) -> None:
                              "stepsim.experiments.sweep_spec); the grid flags below override "
                              "its fields")
     parser.add_argument("--out", metavar="DIR",
-                        help="sweep directory (default sweeps/SPEC-NAME); run the same command "
+                        help="sweep directory, made if missing in a directory that exists "
+                             "(default sweeps/SPEC-NAME); run the same command "
                              "again to resume: finished runs are skipped. A directory holding "
                              "another sweep is refused (see --force)")
     parser.add_argument("--force", action="store_true",
@@ -35,6 +36,7 @@ def add_arguments(parser) -> None:
                              "and redoes them); 2: DIR is not a sweep directory")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the spec and list the runs; train nothing")
+    add_quiet(parser)
     grid = parser.add_argument_group(
         "grid on the command line", "options as in `stepsim train`; --grid makes an axis")
     grid.add_argument("--recipes", metavar="A,B,...",
@@ -177,15 +179,17 @@ def run(args) -> int:
         return 0
     stem = spec.name or (Path(args.spec).stem if args.spec else "cli")
     out = Path(args.out) if args.out is not None else Path("sweeps") / stem
+    # the directory must be one we can write in (not a file, not read-only, in a directory
+    # that exists unless it is the default) before any run
+    output_dir(out, option="--out", default=args.out is None)
     args._out = out  # for interrupted()
-    # the directory must be one we can write in (not a file, not read-only) before any run
-    output_path(str(out / "sweep.json"), option="--out")
     if not args.force:
         check_same_sweep(out, runs)
     start = time.perf_counter()
     where = f"Dask at {args.scheduler}" if args.scheduler else f"jobs={args.jobs or 'all cores'}"
     print(f"sweep      {len(runs)} runs into {out} ({where})")
-    table = run_sweep(spec, out, jobs=args.jobs, scheduler=args.scheduler, force=args.force)
+    table = run_sweep(spec, out, jobs=args.jobs, scheduler=args.scheduler, force=args.force,
+                      progress=False if args.quiet else None)
     wall = time.perf_counter() - start
     metric = "test_loss" if "test_loss" in table.columns else "final_loss"
     print(report_markdown(table, metric))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stepsim.cli._args import (
+    add_quiet,
     check_distinct_outputs,
     finite_float,
     key_values,
@@ -57,6 +58,7 @@ def add_arguments(parser) -> None:
                              "default paper only. Assumptions: paper_checks/theorem1.md §5")
     parser.add_argument("--json", metavar="PATH", help="save the result with provenance")
     parser.add_argument("--plot", metavar="PATH", help="save the figure (.png, .pdf or .svg)")
+    add_quiet(parser)
 
 
 def _parse_k0(text: str):
@@ -104,7 +106,7 @@ def run(args) -> int:
         args.process, beta2=args.beta2, delta=args.delta, G=args.G, trials=args.trials,
         dim=args.dim, horizon=args.horizon, k0=k0, seed=args.seed,
         ci_level=args.ci_level, per_decade=args.per_decade, engine=args.engine,
-        process_params=params, progress=True, bound=args.bound,
+        process_params=params, progress=not args.quiet, bound=args.bound,
     )
     print(result.summary())
     if json_path is not None:

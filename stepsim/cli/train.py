@@ -27,9 +27,12 @@ passes for one run; readers (``stepsim compress``, ``Trace.load_npz``) refuse a 
 from __future__ import annotations
 
 from stepsim.cli._args import (
+    add_quiet,
     choices_text,
+    integer,
     key_values,
     nm,
+    number,
     output_path,
     positive_int,
     registry_names,
@@ -86,7 +89,7 @@ def add_arguments(parser) -> None:
                         help="N:M of the sparse layers (default: the problem's nm)")
     parser.add_argument("--steps", type=positive_int, default=None,
                         help="training steps (default 2000)")
-    parser.add_argument("--lr", type=float, default=None,
+    parser.add_argument("--lr", type=number, default=None,
                         help="learning rate (default: the optimizer's declared lr; see "
                              "--recipe-options)")
     parser.add_argument("--seed", type=seed, default=None,
@@ -97,26 +100,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", metavar="PATH",
                         help="save the summary (JSON with provenance) and trace and weights "
                              "(.npz beside it, written first; the JSON records its digest)")
+    add_quiet(parser)
     common = parser.add_argument_group("options of several problems (when the problem has them)")
-    common.add_argument("--batch-size", type=int, default=None, help="minibatch size")
+    common.add_argument("--batch-size", type=integer, default=None, help="minibatch size")
     common.add_argument("--dtype", choices=("float32", "float64"), default=None,
                         help="data and parameter dtype (default: the problem's)")
     common.add_argument("--data-seed", type=seed, default=None,
                         help="seed of the problem's data (default 0)")
     common.add_argument("--teacher-nm", type=nm, default=None, metavar="N:M",
                         help="make the teacher N:M sparse (regression, teacher)")
-    common.add_argument("--noise", type=float, default=None, help="label noise std")
+    common.add_argument("--noise", type=number, default=None, help="label noise std")
     prob = parser.add_argument_group(
         "synthetic regression problem (--problem regression)",
         "each flag is an option of the problem: its default and constraint are the "
         "problem's declaration (--problem-options)")
-    prob.add_argument("--d-in", type=int, default=None, help="input size")
-    prob.add_argument("--d-hidden", type=int, default=None, help="hidden size")
-    prob.add_argument("--d-out", type=int, default=None, help="output size")
-    prob.add_argument("--grad-noise", type=float, default=None,
+    prob.add_argument("--d-in", type=integer, default=None, help="input size")
+    prob.add_argument("--d-hidden", type=integer, default=None, help="hidden size")
+    prob.add_argument("--d-out", type=integer, default=None, help="output size")
+    prob.add_argument("--grad-noise", type=number, default=None,
                       help="std of Gaussian noise added to every gradient entry")
-    prob.add_argument("--scale", type=float, default=None, help="input (hence gradient) scale")
-    prob.add_argument("--condition", type=float, default=None,
+    prob.add_argument("--scale", type=number, default=None, help="input (hence gradient) scale")
+    prob.add_argument("--condition", type=number, default=None,
                       help="ratio of largest to smallest feature scale")
 
 
@@ -237,7 +241,7 @@ def run(args) -> int:
     json_path = output_path(args.json, option="--json", sidecars=(".npz",))
     spec = run_spec(args)
     spec.check()
-    result = spec.run(progress=True)
+    result = spec.run(progress=not args.quiet)
     recipe, problem = result.recipe, spec.build_problem()
 
     trace = result.trace

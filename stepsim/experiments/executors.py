@@ -114,7 +114,9 @@ def run(tasks, on_done=None, *, jobs: int | None = None, scheduler=None, store=N
     as it is handed to a worker, so several processes on one store split the tasks, and a
     task another live process holds is waited for (``wait_note``, the command's name
     such as "check", printed once: who is waiting). None: run every task, save nothing.
-    progress: a bar (None: when stderr is a terminal); label: its text.
+    progress: None (default of the CLI): a bar on a terminal, else a line at a steady
+    interval (runs done / total, diverged, elapsed, ETA; :mod:`stepsim._ground.progress`);
+    True: a bar; False: nothing. label: its text.
     """
     from stepsim._ground.progress import Progress
 
@@ -130,14 +132,14 @@ def run(tasks, on_done=None, *, jobs: int | None = None, scheduler=None, store=N
     workers = None if scheduler is not None else worker_count(jobs, len(pending))
 
     with Progress(len(tasks), label, force=progress, initial=len(tasks) - len(pending),
-                  unit="run") as bar:
+                  unit="run", failures="diverged") as bar:
         def done(task, output):
             if store is not None:
                 store.save(task, output)
                 store.release(task, finished=True)
             if on_done is not None:
                 on_done(task, output)
-            bar.update(1)
+            bar.update(1, failed=_diverged(output))
 
         if store is None:
             return _dispatch(iter(pending), done, workers, len(pending), scheduler)
@@ -163,6 +165,12 @@ def run(tasks, on_done=None, *, jobs: int | None = None, scheduler=None, store=N
                 bar.update(len(tasks) - len(pending) - bar.done)  # tasks others finished
         finally:
             store.release_all()
+
+
+def _diverged(output) -> bool:
+    """Whether a task's output is a run that diverged (``fit``'s non-finite status)."""
+    result = getattr(output, "result", None)
+    return result is not None and not getattr(result, "success", True)
 
 
 _POLL_S = 0.25  # how often a process with nothing to claim looks for finished or freed tasks

@@ -26,6 +26,43 @@ NOT_CONDITION = ("digest", "seed", "rng_seed", "n", "m", "sparsity")
 CONTEXT_COLUMNS = ("problem", "nm", "steps")
 
 
+# metrics whose values lie in a known range, by name: an interval over seeds is clipped to
+# it (with 2 seeds a t-interval of accuracies ran from -4 to 5)
+BOUNDED_METRICS = (("accuracy", (0.0, 1.0)), ("loss", (0.0, math.inf)))
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """The values ``metric`` can take: [0, 1] for an accuracy (a name containing
+    "accuracy"), [0, inf) for a loss (cross-entropy or squared error: a name ending in
+    "loss"), else the real line."""
+    for word, bounds in BOUNDED_METRICS:
+        if word in metric and (word != "loss" or metric.endswith("loss")):
+            return bounds
+    return (-math.inf, math.inf)
+
+
+class Summary(list):
+    """:func:`summarize`'s rows (a list of dicts) with ``range``, the metric's range
+    (:func:`metric_range`), and ``clipped``, how many intervals reached past it and were
+    clipped to it."""
+
+    range: tuple[float, float] = (-math.inf, math.inf)
+    clipped: int = 0
+
+    def range_text(self) -> str:
+        """The range as an interval, e.g. "[0, 1]" or "[0, inf)"."""
+        lo, hi = self.range
+        return (f"{'(' if lo == -math.inf else '['}{lo:g}, {hi:g}"
+                f"{')' if hi == math.inf else ']'}")
+
+    def note(self) -> str:
+        """A sentence saying what was clipped ("" if nothing was)."""
+        if not self.clipped:
+            return ""
+        return (f"{self.clipped} interval(s) clipped to the metric's range "
+                f"{self.range_text()} (a t-interval over few seeds reaches past it)")
+
+
 def is_parameter(column: str) -> bool:
     """True for a parameter column (see :class:`~stepsim.experiments.sweep_dir.Table`)."""
     return column in PARAMETER_COLUMNS or column.startswith(PARAMETER_PREFIXES)
@@ -106,18 +143,23 @@ def summarize(table, metric: str, *, confidence: float = 0.95, method: str = "t"
     ``high``, ``std`` and ``diverged`` (runs left out: they diverged, or their metric is
     missing, NaN or inf). A condition whose every run diverged has n = 0 and NaN figures.
     method: "t" or "bootstrap" (:func:`stepsim.stats.mean_ci`; ``rng`` seeds the bootstrap).
+    ``low`` and ``high`` are clipped to the metric's range (:func:`metric_range`); the
+    returned :class:`Summary` counts the clipped intervals.
     """
     _check_table(table, metric)
     cond = condition_columns(table)
     shown = varying_columns(table, cond)
-    out = []
+    out = Summary()
+    out.range = lo, hi = metric_range(metric)
     for rows in _groups(table.rows, cond).values():
         values, bad = _metric_values(rows, metric)
         row = {c: rows[0].get(c) for c in shown}
         row["sparsity"] = rows[0]["sparsity"]
         if values:
             est = stats.mean_ci(values, confidence=confidence, method=method, rng=rng)
-            row.update(n=est.n, mean=est.mean, low=est.low, high=est.high, std=est.std)
+            low, high = max(est.low, lo), min(est.high, hi)
+            out.clipped += (low, high) != (est.low, est.high)
+            row.update(n=est.n, mean=est.mean, low=low, high=high, std=est.std)
         else:
             row.update(n=0, mean=math.nan, low=math.nan, high=math.nan, std=math.nan)
         row["diverged"] = bad
@@ -194,21 +236,35 @@ def _pair_key(row, context) -> tuple:
 
 def plot_vs_sparsity(table, metric: str, path, *, confidence: float = 0.95,
                      method: str = "t", rng=None, log_y: bool | None = None):
-    """Write a figure of ``metric`` against sparsity 1 - N/M, one line per condition.
+    """Write :func:`vs_sparsity_figure` to ``path`` (any matplotlib format, by extension),
+    atomically; returns the path."""
+    from stepsim._ground.atomic import atomic_path
 
-    Lines join the mean over seeds at each sparsity; the band and the error bars are the
-    confidence interval (:func:`summarize`; bars, so that a grid of one N:M still shows
-    it). Diverged runs are left out of the means and marked: an ``x`` at the top of the
-    axes with their count, at their sparsity. A dense recipe is drawn at every N:M of the
-    grid, as the reference.
-    The file (any matplotlib format, by extension) is written atomically; returns its path.
+    fig = vs_sparsity_figure(table, metric, confidence=confidence, method=method, rng=rng,
+                             log_y=log_y)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
+    return path
+
+
+def vs_sparsity_figure(table, metric: str, *, confidence: float = 0.95, method: str = "t",
+                       rng=None, log_y: bool | None = None):
+    """A matplotlib Figure of ``metric`` against sparsity 1 - N/M, one line per condition.
+
+    Lines join the mean over seeds at each sparsity, each series in its own colour, marker
+    and line style (:func:`stepsim._ground.plot_style.series_style`); the error bars are the
+    confidence interval (:func:`summarize`), the series' points spread a little around
+    their sparsity so that no two bars overlap. Diverged runs are left out of the means and
+    marked: an ``x`` near the top of the axes with their count, at their sparsity. A dense recipe is drawn at every N:M of the
+    grid, as the reference. The interval is clipped to the metric's range
+    (:func:`metric_range`), and the title says so when it was.
     log_y: logarithmic metric axis (default: when every mean is positive and they span more
     than a factor of 10).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from stepsim._ground.atomic import atomic_path
+    from stepsim._ground.plot_style import series_style
 
     summary = summarize(table, metric, confidence=confidence, method=method, rng=rng)
     label_cols = [c for c in summary[0] if c not in ("nm", "sparsity", "n", "mean", "low",
@@ -218,47 +274,58 @@ def plot_vs_sparsity(table, metric: str, path, *, confidence: float = 0.95,
         label = ", ".join(str(row[c]) if c == "recipe" else f"{c}={row[c]}"
                           for c in label_cols if row[c] is not None)
         lines.setdefault(label, []).append(row)
-    fig = Figure(figsize=(6.4, 4.2))
+    xs = sorted({r["sparsity"] for r in summary})
+    span = (xs[-1] - xs[0]) or 0.2
+    # the lines' points at one sparsity are spread a little, so their bars never overlap
+    dodge = min(0.015 * span, 0.3 * span / max(len(lines), 1))
+    fig = Figure(figsize=(7.2, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    for label, rows in lines.items():
+    stacked = {}  # sparsity -> diverged notes drawn there so far
+    for i, (label, rows) in enumerate(lines.items()):
         rows = sorted(rows, key=lambda r: r["sparsity"])
-        x = [r["sparsity"] for r in rows]
+        shift = (i - (len(lines) - 1) / 2) * dodge
+        x = [r["sparsity"] + shift for r in rows]
         mean = [r["mean"] for r in rows]
-        (line,) = ax.plot(x, mean, marker="o", label=label)
-        ax.fill_between(x, [r["low"] for r in rows], [r["high"] for r in rows],
-                        color=line.get_color(), alpha=0.2, linewidth=0)
+        style = series_style(i)
+        ax.plot(x, mean, label=label, markersize=6, **style)
         ax.errorbar(x, mean, yerr=[[max(m - r["low"], 0) for m, r in zip(mean, rows)],
                                    [max(r["high"] - m, 0) for m, r in zip(mean, rows)]],
-                    fmt="none", ecolor=line.get_color(), capsize=4, linewidth=1)
+                    fmt="none", ecolor=style["color"], capsize=3, linewidth=1)
         for r in rows:
             if r["diverged"]:
-                ax.plot([r["sparsity"]], [0.97], marker="x", color=line.get_color(),
+                k = stacked[r["sparsity"]] = stacked.get(r["sparsity"], -1) + 1
+                y = 0.96 - 0.06 * k
+                right_half = r["sparsity"] > (xs[0] + xs[-1]) / 2
+                ax.plot([r["sparsity"] + shift], [y], marker="x", color=style["color"],
                         transform=ax.get_xaxis_transform(), clip_on=False)
-                ax.annotate(f"{r['diverged']} diverged", (r["sparsity"], 0.97),
-                            xycoords=ax.get_xaxis_transform(), xytext=(5, -3),
-                            textcoords="offset points", fontsize=7, color=line.get_color())
+                ax.annotate(f"{r['diverged']} diverged", (r["sparsity"] + shift, y),
+                            xycoords=ax.get_xaxis_transform(), textcoords="offset points",
+                            xytext=(-6 if right_half else 6, -3), fontsize=7,
+                            ha="right" if right_half else "left", color=style["color"])
     means = [r["mean"] for r in summary if math.isfinite(r["mean"])]
     if log_y is None:
         log_y = bool(means) and min(means) > 0 and max(means) > 10 * min(means)
     if log_y:
         ax.set_yscale("log")
     seeds = sorted({r["n"] for r in summary})
-    xs = sorted({r["sparsity"] for r in summary})
-    if len(xs) == 1:  # one N:M: a readable axis around it, not a stretched point
-        ax.set_xlim(xs[0] - 0.1, xs[0] + 0.1)
+    pad = max(0.1 * span, 2 * dodge * len(lines))
+    ax.set_xlim(xs[0] - pad, xs[-1] + pad)
+    nms = {}
+    for r in summary:  # label each grid sparsity with its N:M
+        nms.setdefault(r["sparsity"], set()).add(str(r.get("nm")))
+    ax.set_xticks(xs, [f"{x:g}\n{' / '.join(sorted(nms[x]))}" for x in xs])
     lost = sum(r["diverged"] for r in summary)
-    ax.set_xlabel("sparsity 1 - N/M" + (f" ({lost} diverged run(s) left out, marked x)"
-                                         if lost else ""))
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric}: mean over seeds (n={'/'.join(map(str, seeds))}), "
-                 f"{confidence:.0%} {method} CI", fontsize=10)
+    ax.set_xlabel("sparsity 1 - N/M (N:M)" + (f"; {lost} diverged run(s) left out, marked x"
+                                               if lost else ""))
+    ax.set_ylabel(metric + (" (fraction correct)" if "accuracy" in metric else ""))
+    clipped = f", clipped to {summary.range_text()}" if summary.clipped else ""
+    n_text = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]} to {seeds[-1]}"
+    ax.set_title(f"{metric}: mean over seeds (n={n_text}), "
+                 f"{confidence:.0%} {method} CI{clipped}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-    return path
+    fig.legend(loc="outside lower center", ncols=2 if len(lines) <= 6 else 3, fontsize=8)
+    return fig
 
 
 def report_markdown(table, metric: str, *, baseline: str | None = "dense",
@@ -270,12 +337,14 @@ def report_markdown(table, metric: str, *, baseline: str | None = "dense",
             + stats.markdown_table(summary)
             + "\nsparsity is the grid's 1 - N/M (a dense recipe is the reference at each N:M); "
               "diverged counts runs left out of n: they diverged (stopped at a non-finite "
-              "loss, gradient or weight) or their value is missing, NaN or inf.\n")
+              "loss, gradient or weight) or their value is missing, NaN or inf."
+            + (f" {summary.note()}." if summary.clipped else "") + "\n")
     if baseline is not None and baseline in set(table.column("recipe")):
         pairs = compare(table, metric, baseline=baseline, confidence=confidence)
         text += (f"\n### {metric}: paired difference vs {baseline} (same seeds), {level} t-CI; "
                  "effect size Cohen's d_z = mean/sd of the differences\n\n"
-                 + stats.markdown_table(pairs))
+                 + (stats.markdown_table(pairs) if pairs else
+                    f"No condition besides {baseline} to pair with it.\n"))
     if table.missing:
         text += f"\n{len(table.missing)} planned runs have no result yet.\n"
     return text

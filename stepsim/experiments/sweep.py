@@ -132,8 +132,9 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
         filesystem needed). An address is connected to before anything is written, so
         a scheduler that cannot be reached leaves no directory, plan or claim behind.
     progress : bool, optional
-        A tqdm bar on stderr (runs done / total, elapsed, ETA); default: when stderr is
-        a terminal (``STEPSIM_PROGRESS=0/1`` overrides).
+        Progress on stderr (runs done / total, diverged, elapsed, ETA); default None: a
+        tqdm bar on a terminal, else a line every ``STEPSIM_PROGRESS_INTERVAL`` seconds
+        (:mod:`stepsim._ground.progress`; ``STEPSIM_PROGRESS=0/1`` overrides); False: none.
     force : bool
         Replace the plan of another sweep in ``out_dir`` (its finished runs that the new
         grid also has are kept and not run again; the others stay in ``runs/``, out of

@@ -33,7 +33,7 @@ from stepsim._ground.options import (
     Widths,
     declared_keywords,
 )
-from stepsim._ground.validate import check_choice, check_memory
+from stepsim._ground.validate import check_choice, check_problem_memory
 from stepsim.nn import _fused
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
@@ -105,8 +105,10 @@ class Digits:
         self.seed = seed
         self.specs = self.mlp.specs()
         # parameters with Adam's m, v and copies, plus activations of the largest evaluation
-        check_memory(f"digits MLP {self.mlp.sizes}", self.dtype.itemsize * (
-            8 * self.mlp.n_params() + 4 * 1797 * max(self.mlp.sizes)))
+        check_problem_memory("digits", {"hidden": hidden, "dtype": self.dtype.name},
+                             self.dtype.itemsize * (8 * self.mlp.n_params()
+                                                    + 4 * 1797 * max(self.mlp.sizes)),
+                             "parameters, Adam's state, activations")
 
         x, y = _load()
         train, test = stratified_split(y, self.test_fraction, self.seed)

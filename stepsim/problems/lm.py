@@ -32,11 +32,34 @@ from stepsim._ground.options import (
     Real,
     declared_keywords,
 )
-from stepsim._ground.validate import check_choice
+from stepsim._ground.validate import check_choice, check_problem_memory
 from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import transformer as tr
 from stepsim.problems.base import ITEM_SPLITS
 from stepsim.problems.markov import MarkovLanguage
+
+
+def memory_estimate(cfg, *, order: int, batch_size: int, n_test: int, itemsize: int) -> int:
+    """Bytes a :class:`LanguageModel` of transformer ``cfg`` needs at its peak, an upper
+    estimate: every parameter with its gradient, Adam's m and v and copies (8 arrays of
+    ``itemsize`` bytes), the largest weight drawn in float64 by the initialisation, the
+    activations a step keeps per block (B x C x (12 D + 2 F) plus two B x H x C x C
+    attention maps; B the larger of the minibatch and the evaluation's 128 sequences) and
+    the logits, twice (the backward's gradients), the test set and the language's tables (V^order contexts x V, and the dense
+    linear system of its stationary law up to ``markov.DIRECT_CONTEXTS`` contexts)."""
+    from stepsim.problems.markov import DIRECT_CONTEXTS, MAX_CONTEXTS
+
+    shapes = tr.param_shapes(cfg).values()
+    n_params = sum(int(np.prod(shape)) for shape in shapes)
+    largest = max(int(np.prod(shape)) for shape in shapes)
+    b, c, d, v = max(batch_size, 128), cfg.context, cfg.width, cfg.vocab
+    activations = 2 * (cfg.blocks * b * c * (12 * d + 2 * cfg.hidden + 2 * cfg.heads * c)
+                       + 3 * b * c * v)  # x2: the backward's gradients of the same sizes
+    contexts = v ** order  # more than MAX_CONTEXTS: MarkovLanguage refuses it by name
+    contexts = contexts if contexts <= MAX_CONTEXTS else 0
+    language = 8 * (4 * contexts * v + (contexts**2 if contexts <= DIRECT_CONTEXTS else 0))
+    test_set = 8 * n_test * (c + 1) + 8 * 64 * c * v
+    return (itemsize * (8 * n_params + activations) + 8 * largest + language + test_set)
 
 
 class Batch(NamedTuple):
@@ -94,11 +117,18 @@ class LanguageModel:
                  width: int, blocks: int, heads: int, mlp_ratio: int, tied: bool, bias: bool,
                  sparse: tuple[str, ...] | None, nm: tuple[int, int], batch_size: int,
                  n_test: int, n_validation: int, dtype, kernels: bool, seed: int):
-        self.language = MarkovLanguage(vocab=vocab, order=order, temperature=temperature,
-                                       seed=seed)
         self.model = tr.TransformerConfig(vocab=vocab, context=context, width=width,
                                           blocks=blocks, heads=heads, mlp_ratio=mlp_ratio,
                                           tied=tied, bias=bias)
+        check_problem_memory(
+            "lm", {"vocab": vocab, "order": order, "context": context, "width": width,
+                   "blocks": blocks, "heads": heads, "mlp_ratio": mlp_ratio,
+                   "batch_size": batch_size, "n_test": n_test, "n_validation": n_validation},
+            memory_estimate(self.model, order=order, batch_size=batch_size,
+                            n_test=n_test + n_validation, itemsize=np.dtype(dtype).itemsize),
+            "parameters, Adam's state, activations, the language's tables")
+        self.language = MarkovLanguage(vocab=vocab, order=order, temperature=temperature,
+                                       seed=seed)
         if context < order:
             raise ValueError(f"context = {context} must be >= order = {order}")
         self.batch_size, self.n_test, self.n_validation = batch_size, n_test, n_validation

@@ -57,7 +57,7 @@ from stepsim._ground.options import (
     Real,
     declared_keywords,
 )
-from stepsim._ground.validate import check_beta, check_int, check_memory, check_real
+from stepsim._ground.validate import check_beta, check_int, check_problem_memory, check_real
 from stepsim.core.sparsity import ParamSpec
 
 
@@ -220,7 +220,9 @@ class NoisyQuadratic:
             raise ValueError(f"dim = {self.dim} must be divisible by M = {self.nm[1]} "
                              "(N:M groups run along w's last axis; stepsim never pads)")
         # w, grad, noise, Adam's m and v and copies: ~8 arrays of the parameter's size
-        check_memory(f"NQM of shape {self.shape}", 8 * self.dtype.itemsize * math.prod(self.shape))
+        check_problem_memory("nqm", {"dim": self.dim, "replicas": self.replicas},
+                             8 * self.dtype.itemsize * math.prod(self.shape),
+                             "w, its gradient, noise, Adam's state")
         self.specs = {"w": ParamSpec(*self.nm, axis=-1) if self.sparse else ParamSpec()}
 
         i = np.arange(1, self.dim + 1, dtype=np.float64)

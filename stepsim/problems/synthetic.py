@@ -37,7 +37,7 @@ from stepsim._ground.options import (
     Real,
     declared_keywords,
 )
-from stepsim._ground.validate import check_memory
+from stepsim._ground.validate import check_problem_memory
 from stepsim.core.sparsity import ParamSpec
 
 
@@ -111,10 +111,15 @@ class SyntheticRegression:
         check_divides("w2", (self.d_out, self.d_hidden), -1, m)
 
         n_params = d_in * d_hidden + d_hidden + d_hidden * d_out + d_out
-        # teacher and student weights, gradients, Adam's m and v, masks: ~7 arrays each
-        check_memory(f"SyntheticRegression d_in={d_in} x d_hidden={d_hidden} x d_out={d_out} "
-                     f"({n_params:,} parameters, ~7 {self.dtype} arrays each)",
-                     7 * self.dtype.itemsize * n_params)
+        # teacher and student weights, gradients, Adam's m and v, masks: ~7 arrays each;
+        # the data (inputs and targets, train and test) and a batch's activations
+        rows = n_samples + n_test
+        check_problem_memory(
+            "regression", {"d_in": d_in, "d_hidden": d_hidden, "d_out": d_out,
+                           "n_samples": n_samples, "n_test": n_test, "batch_size": batch_size},
+            self.dtype.itemsize * (7 * n_params + 2 * rows * (d_in + d_out)
+                                   + 4 * min(rows, max(batch_size, 4096)) * d_hidden),
+            f"{n_params:,} parameters x ~7 {self.dtype} arrays, the data, activations")
         rng = np.random.default_rng(seed)
         self.feature_scale = scale * condition ** (-np.arange(d_in) / max(d_in - 1, 1))
         w1 = rng.standard_normal((d_hidden, d_in)) / np.sqrt(d_in)

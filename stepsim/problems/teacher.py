@@ -42,7 +42,7 @@ from stepsim._ground.options import (
     Widths,
     declared_keywords,
 )
-from stepsim._ground.validate import check_memory
+from stepsim._ground.validate import check_problem_memory
 from stepsim.nn import layers as L
 from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
 
@@ -112,9 +112,12 @@ class TeacherStudent:
         rows = (self.n_train or 0) + self.n_test + self.batch_size
         width = max(self.mlp.sizes)
         # parameters of teacher + student (+ Adam's m, v and copies), data, activations
-        check_memory(f"teacher problem {self.mlp.sizes} with {rows} rows",
-                     self.dtype.itemsize * (8 * self.mlp.n_params() + rows * (d_in + d_out)
-                                            + 4 * min(rows, 4096) * width))
+        check_problem_memory(
+            "teacher", {"d_in": d_in, "hidden": hidden, "d_out": d_out, "n_train": n_train,
+                        "n_test": n_test, "batch_size": batch_size},
+            self.dtype.itemsize * (8 * self.mlp.n_params() + rows * (d_in + d_out)
+                                   + 4 * min(rows, 4096) * width),
+            "teacher and student parameters, Adam's state, the data, activations")
 
         # a stream of its own: default_rng(seed) would make the teacher equal to a student
         # initialised with init_params(default_rng(seed))

@@ -170,14 +170,19 @@ class MemoryTable:
                          f"{[r.setting for r in self.rows]}")
 
     def __str__(self) -> str:
-        head = (f"{self.model}: counted={self.counted} ({self.n_params:,} values, "
+        head = (f"{self.model}: counted={self.counted} ({self.n_params:,} parameters, "
                 f"{self.n_sparse_params:,} sparsified), metadata={self.metadata}, "
                 f"{self.value_bytes} bytes a value")
-        lines = [head, (f"  {'setting':<8} {'bytes':>13} {'MB':>9} {'MiB':>9} {'ratio':>7} "
-                       f"{'values':>13} {'metadata':>11}")]
+        lines = [head, (f"  {'setting':<8} {'total (B)':>13} {'MB':>9} {'MiB':>9} "
+                       f"{'ratio':>7} {'kept dense (B)':>15} {'N:M values (B)':>15} "
+                       f"{'metadata (B)':>13}")]
         for r in self.rows:
             lines.append(f"  {r.setting:<8} {r.total_bytes:>13,} {r.mb:>9.2f} {r.mib:>9.2f} "
-                         f"{r.ratio:>6.2f}x {r.sparse_values_bytes:>13,} {r.metadata_bytes:>11,}")
+                         f"{r.ratio:>6.2f}x {r.dense_part_bytes:>15,} "
+                         f"{r.sparse_values_bytes:>15,} {r.metadata_bytes:>13,}")
+        lines.append("  (B) = bytes; total = kept dense (tensors never sparsified) + N:M values "
+                     "(the kept values of the sparsified tensors: all of them in the dense "
+                     "row) + metadata; MB = 10^6 B, MiB = 2^20 B; ratio = dense total / total")
         return "\n".join(lines)
 
     __repr__ = __str__

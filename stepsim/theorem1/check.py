@@ -507,7 +507,7 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     if progress:
         from stepsim._ground.progress import Progress
 
-        bar = Progress(trials, f"theorem1 {process_name(process)}")
+        bar = Progress(trials, f"theorem1 {process_name(process)}", unit="trial")
     with bar if bar is not None else _Null():
         sim = simulate(process, beta2=beta2, k0=k0, lags=lags, trials=trials, dim=dim,
                        seed=seed, engine=engine, progress=bar)

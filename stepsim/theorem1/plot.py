@@ -4,7 +4,7 @@
 left, the paper's bound, the worst case over all [0, G] sequences, the Hoeffding bound
 valid for independent g^2 and the empirical (1 - delta)-quantiles of the statistic per
 coordinate and for the inf-norm; right, the violation rates with their Clopper-Pearson
-intervals and the line at delta. matplotlib is imported here only (Agg backend).
+intervals and the line at delta. matplotlib is imported here only (Agg canvas).
 """
 
 from __future__ import annotations
@@ -14,15 +14,28 @@ from pathlib import Path
 import numpy as np
 
 
-def plot_result(result, path, *, dpi: int = 90) -> Path:
-    """Save the figure of a :class:`Theorem1Result` to ``path`` (PNG); returns the path."""
-    import matplotlib
+def plot_result(result, path, *, dpi: int = 120) -> Path:
+    """Save :func:`result_figure` of a :class:`Theorem1Result` to ``path`` (PNG whatever
+    the name's suffix), atomically; returns the path."""
+    from stepsim._ground.atomic import atomic_path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig = result_figure(result)
+    path = Path(path)
+    with atomic_path(path) as tmp:  # whole file or none; PNG whatever the name's suffix
+        fig.savefig(tmp, format="png", dpi=dpi)
+    return path
+
+
+def result_figure(result):
+    """The two panels of a :class:`Theorem1Result` as a matplotlib Figure (Agg canvas, no
+    pyplot state); each panel's legend sits below it, off the curves."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     lags = np.asarray(result.lags, dtype=float)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6), dpi=dpi)
+    fig = Figure(figsize=(11, 5.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax1, ax2 = fig.subplots(1, 2)
     col = result.column
     ax1.loglog(lags, col("bound"), "k-", lw=2, label="paper's bound")
     ax1.loglog(lags, col("worst_case"), "k:", label="worst case, any sequence")
@@ -35,8 +48,8 @@ def plot_result(result, path, *, dpi: int = 90) -> Path:
         keep = v > 0  # log axes: a zero quantile (e.g. constant g^2) is not drawn
         ax1.loglog(lags[keep], v[keep], style, ms=3,
                    label=f"{label}: {1 - result.delta:g}-quantile")
-    ax1.set_xlabel("lag k - k0")
-    ax1.set_ylabel("|vhat_k - vhat_k0|")
+    ax1.set_xlabel("lag k - k0 (steps)")
+    ax1.set_ylabel("|vhat_k - vhat_k0| (units of g²)")
     params = ", ".join(f"{k}={v:g}" for k, v in result.process_params.items())
     ax1.set_title(f"{result.process}" + (f" ({params})" if params else "")
                   + f": k0={result.k0}, beta2={result.beta2:g}", fontsize=9)
@@ -44,7 +57,7 @@ def plot_result(result, path, *, dpi: int = 90) -> Path:
         r = result.bound_report
         ax1.loglog(lags, r["coord"]["bound"], "C4--", label=f"{r['kind']} bound, coordinate")
         ax1.loglog(lags, r["inf"]["bound"], "C4:", label=f"{r['kind']} bound, inf-norm")
-    ax1.legend(fontsize=6.5, loc="upper left")
+    ax1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
     for sample, style, label in (("coord", "C0o", "per coordinate"), ("inf", "C3s", "inf-norm")):
         rate, lo, hi = (col(f"{sample}.{x}").astype(float) for x in ("rate", "ci_low", "ci_high"))
         ax2.errorbar(lags, rate, yerr=[rate - lo, hi - rate], fmt=style, ms=3, capsize=2,
@@ -52,16 +65,9 @@ def plot_result(result, path, *, dpi: int = 90) -> Path:
     ax2.axhline(result.delta, color="k", lw=1, ls="--", label=f"delta = {result.delta:g}")
     ax2.set_xscale("log")
     ax2.set_ylim(-0.02, 1.02)
-    ax2.set_xlabel("lag k - k0")
-    ax2.set_ylabel("P(statistic >= bound)")
+    ax2.set_xlabel("lag k - k0 (steps)")
+    ax2.set_ylabel("P(statistic >= bound), over trials")
     ax2.set_title(f"violations ({100 * result.ci_level:g}% Clopper-Pearson): "
                   f"coord {result.coord_overall}, inf {result.inf_overall}", fontsize=9)
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
-    from stepsim._ground.atomic import atomic_path
-
-    path = Path(path)
-    with atomic_path(path) as tmp:  # whole file or none; PNG whatever the name's suffix
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path
+    ax2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3)
+    return fig

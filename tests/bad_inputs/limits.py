@@ -1,6 +1,5 @@
 """Guards for the bad-input rows: a cap on the address space (rows giving huge sizes), a
-deadline (rows that could block on a FIFO), and stderr's error lines without argparse's
-usage block.
+deadline (rows that could block on a FIFO), and stderr's error lines.
 """
 
 from __future__ import annotations
@@ -55,6 +54,6 @@ def _limit_if_huge(text: str):
 
 
 def _error_lines(err: str) -> list[str]:
-    """stderr without argparse's usage block (``usage:`` and its indented continuation)."""
-    return [line for line in err.splitlines()
-            if line.strip() and not line.startswith(("usage:", " "))]
+    """stderr's non-empty lines: a bad input must give exactly one (argparse's usage block
+    is not printed: ``stepsim.cli.OneLineParser``)."""
+    return [line for line in err.splitlines() if line.strip()]

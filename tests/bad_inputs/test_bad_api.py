@@ -128,6 +128,25 @@ def _np(f):
     return lambda files: f()
 
 
+def _progress_with_interval(text):
+    """A Progress made under STEPSIM_PROGRESS_INTERVAL=text, outside a terminal."""
+    import io
+    import os
+
+    from stepsim._ground.progress import Progress
+
+    saved = {k: os.environ.pop(k, None) for k in ("STEPSIM_PROGRESS",
+                                                  "STEPSIM_PROGRESS_INTERVAL")}
+    os.environ["STEPSIM_PROGRESS_INTERVAL"] = text
+    try:
+        return Progress(3, "x", stream=io.StringIO())
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key, None)
+            if value is not None:
+                os.environ[key] = value
+
+
 def _bound(kind, *, process="ar1", delta=0.05, dim=1):
     from stepsim.theorem1 import make_process
     from stepsim.theorem1.bounds import bound
@@ -281,6 +300,37 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim.problems").problems.SyntheticRegression(
         d_in=10**9, d_hidden=10**9)), ValueError, r"would need .* available",
         id="SyntheticRegression-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "lm", width=100000)), ValueError, r"^problem lm with .*width=100000.* would need .* "
+        r"of memory; .* available$", id="make_problem-lm-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "digits", hidden=(10**7,))), ValueError, r"^problem digits with hidden=\(10000000,\)",
+        id="make_problem-digits-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "teacher", n_train=10**10)), ValueError, r"^problem teacher with .*n_train=10000000000",
+        id="make_problem-teacher-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "nqm", dim=10**11)), ValueError, r"^problem nqm with dim=100000000000.* would need",
+        id="make_problem-nqm-memory"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "regression", n_samples=10**10)), ValueError,
+        r"^problem regression with .*n_samples=10000000000", id="make_problem-regression-memory"),
+    api(_np(lambda: _progress_with_interval("soon")), ValueError,
+        r"^STEPSIM_PROGRESS_INTERVAL must be a positive number of seconds, got 'soon'$",
+        id="progress-interval-text"),
+    api(_np(lambda: _progress_with_interval("-1")), ValueError,
+        r"^STEPSIM_PROGRESS_INTERVAL must be a positive number of seconds, got '-1'$",
+        id="progress-interval-negative"),
+    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+        files["d"] + "/no/such/x.json", option="--json"), ValueError,
+        r"^--json .*no/such/x\.json: directory .*no/such does not exist; create it first",
+        id="output_path-missing-dir"),
+    api(lambda files: __import__("stepsim.cli._args").cli._args.output_dir(
+        files["d"] + "/no/such/out", option="--out"), ValueError,
+        r"^--out .*no/such/out: directory .*no/such does not exist", id="output_dir-missing-parent"),
+    api(lambda files: __import__("stepsim.cli._args").cli._args.output_dir(
+        files["good"], option="--out"), ValueError, r"^--out .*good\.npy is a file, not a dir",
+        id="output_dir-a-file"),
     api(_np(lambda: _fit(steps=0)), ValueError, r"steps must be >= 1", id="fit-steps"),
     api(_np(lambda: _fit(threads=0)), ValueError, r"threads must be >= 1", id="fit-threads"),
     api(_np(lambda: _fit(rng="abc")), TypeError, r"\brng\b", id="fit-rng-text"),

@@ -1,8 +1,8 @@
 """Bad inputs on the command line, table-driven (issue 10, item 7).
 
 Every row is one bad input to ``stepsim.cli.main`` in-process, plus a few real subprocess
-runs: each must give a non-zero exit and ONE error line naming the option or file —
-argparse's usage block may precede it — and no traceback; outputs are refused before any
+runs: each must give a non-zero exit and ONE error line naming the option or file (no
+usage block; argparse's errors end with a --help hint) and no traceback; outputs are refused before any
 work starts (nothing printed on stdout, no file written). Never a traceback, a segfault or
 a silent rc 0 / a silently wrong number. The input files are conftest.py's ``files``.
 """
@@ -40,7 +40,20 @@ TR = "train --steps 3"
 CLI_CASES = [
     # ---- global
     case("nope", r"argument COMMAND: invalid choice: 'nope'", id="unknown-command"),
-    case("theorem1 --bogus 1", r"unrecognized arguments: --bogus", id="unknown-option"),
+    case("theorem1 --bogus 1", r"^stepsim theorem1: error: unrecognized arguments: --bogus 1 "
+         r"\(see stepsim theorem1 --help\)$", id="unknown-option"),
+    case("train --nm 3:2", r"^stepsim train: error: argument --nm: needs 1 <= N <= M, got "
+         r"'3:2' \(see stepsim train --help\)$", id="argparse-error-is-one-line"),
+    case("train --steps -5", r"^stepsim train: error: argument --steps: must be a positive "
+         r"integer, got '-5' \(see stepsim train --help\)$", id="train-steps-negative"),
+    case("train --lr abc", r"^stepsim train: error: argument --lr: must be a number, got "
+         r"'abc' \(see stepsim train --help\)$", id="train-lr-text"),
+    case("train --batch-size x", r"argument --batch-size: must be an integer, got 'x'",
+         id="train-batch-size-text"),
+    case("memory --model gpt3", r"^stepsim memory: error: argument --model: invalid choice: "
+         r"'gpt3' .*\(see stepsim memory --help\)$", id="memory-model-unknown"),
+    case("sweep --bogus", r"^stepsim sweep: error: unrecognized arguments: --bogus",
+         id="sweep-unknown-option"),
     # ---- compress: input files
     case("compress {missing} -o {out}", r"input file .*missing\.npz does not exist",
          id="compress-missing-input"),
@@ -84,7 +97,7 @@ CLI_CASES = [
     case("compress {odd} -o {out}", r"odd: shape \(4, 6\) .* not divisible by m = 4",
          id="compress-axis-not-divisible"),
     case(C + " --axis 5", r"--axis 5 is out of range for good", id="compress-axis-out-of-range"),
-    case(C + " --axis x", r"argument --axis: invalid int value: 'x'", id="compress-axis-not-int"),
+    case(C + " --axis x", r"argument --axis: must be an integer, got 'x'", id="compress-axis-not-int"),
     case(C + " --keys nope", r"--keys \['nope'\] not in the input", id="compress-unknown-key"),
     case("compress {compressed} -o {out}", r"the input is already a stepsim compressed file",
          id="compress-a-compressed-file"),
@@ -194,6 +207,36 @@ CLI_CASES = [
     case(TR + " --json=", r"--json: empty path", id="train-json-empty"),
     case("train --steps 1 --d-in 1000000000 --d-hidden 1000000000", r"would need .* available",
          id="train-memory"),
+    # every problem refuses a size that cannot fit before allocating, under its options
+    case("train --steps 1 --problem lm -p width=100000", r"^stepsim train: error: problem lm "
+         r"with .*width=100000.* would need .* of memory; .* available$", id="train-lm-memory"),
+    case("train --steps 1 --problem digits -p hidden=10000000", r"problem digits with "
+         r"hidden=\(10000000,\).* would need .* of memory", id="train-digits-memory"),
+    case("train --steps 1 --problem teacher -p n_train=10000000000", r"problem teacher with "
+         r".*n_train=10000000000.* would need", id="train-teacher-memory"),
+    case("train --steps 1 --problem nqm -p dim=100000000000", r"problem nqm with "
+         r"dim=100000000000.* would need", id="train-nqm-memory"),
+    case("train --steps 1 -p n_samples=10000000000", r"problem regression with "
+         r".*n_samples=10000000000.* would need", id="train-regression-samples-memory"),
+    # a missing output directory is refused, never created
+    case(TR + " --json {d}/no/such/t.json", r"--json .*no/such/t\.json: directory .*no/such "
+         r"does not exist; create it first", id="train-json-missing-dir"),
+    case("memory --model gpt2 --json {d}/no/such/m.json", r"--json .*: directory .*no/such "
+         r"does not exist", id="memory-json-missing-dir"),
+    case(T + " --plot {d}/no/such/t.png", r"--plot .*: directory .*no/such does not exist",
+         id="theorem1-plot-missing-dir"),
+    case("compress {good} -o {d}/no/such/w.npz", r"-o .*: directory .*no/such does not exist",
+         id="compress-output-missing-dir"),
+    case("bench --only layout --json {d}/no/such/b.json", r"--json .*: directory .*no/such "
+         r"does not exist", id="bench-json-missing-dir"),
+    case("sweep --recipes dense --steps 1 --out {d}/no/such/sweep", r"--out .*no/such/sweep: "
+         r"directory .*no/such does not exist", id="sweep-out-missing-parent"),
+    case("sweep --recipes dense --steps 1 --out {good}", r"--out .*good\.npy is a file",
+         id="sweep-out-is-a-file"),
+    case("check C12 --quick --out {d}/no/such/check", r"--out .*no/such/check: directory "
+         r".*no/such does not exist", id="check-out-missing-parent"),
+    case("report {sweep} --figure {d}/no/such/f.png", r"--figure .*: directory .*no/such does "
+         r"not exist", id="report-figure-missing-dir"),
     # (either the API's message or, once train uses cli._args, argparse's)
     case("train --steps 0", r"steps must be >= 1, got 0|argument --steps: must be a positive",
          id="train-steps-zero"),
@@ -354,7 +397,7 @@ CLI_CASES = [
     case("memory --model gpt2 --nm 4:2", r"argument --nm: needs 1 <= N <= M", id="memory-nm"),
     case("memory --model gpt2 --value-bytes 0", r"value_bytes must be >= 1, got 0",
          id="memory-value-bytes-zero"),
-    case("memory --model gpt2 --value-bytes two", r"argument --value-bytes: invalid int",
+    case("memory --model gpt2 --value-bytes two", r"argument --value-bytes: must be an integer, got 'two'",
          id="memory-value-bytes-text"),
     case("memory --model gpt2 --metadata csr", r"argument --metadata: invalid choice",
          id="memory-metadata"),
@@ -380,6 +423,7 @@ def test_cli_bad_input_is_one_clear_line(argv, pattern, files, capsys, request):
     assert "saved" not in captured.out and "wrote" not in captured.out  # nothing written...
     for name in ("out", "out_json", "out_png"):
         assert not os.path.exists(files[name])  # ...not even a partial file
+    assert not os.path.exists(Path(files["d"]) / "no")  # nor a missing output directory
 
 
 # --------------------------------------------------------------------------- CLI, subprocess

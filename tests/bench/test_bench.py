@@ -7,15 +7,29 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
-from stepsim.bench import SPREAD_LIMIT, Bench, Timing, unreliable_because
+from stepsim.bench import LOAD_LIMIT, SPREAD_LIMIT, Bench, Timing, unreliable_because
+
+
+class _Idle:
+    """A machine whose other processes use no core: rows judged by their spread alone
+    (the load's own tests measure real processes)."""
+
+    cores = {0}
+
+    def mark(self):
+        pass
+
+    def other(self):
+        return 0.0
 
 
 def _bench():
-    return Bench(quick=True, stream=io.StringIO())
+    return Bench(quick=True, stream=io.StringIO(), load=_Idle())
 
 
 def test_timing_is_the_median_with_its_interquartile_spread():
@@ -41,6 +55,70 @@ def test_wide_spread_or_impossible_bandwidth_is_flagged_not_printed_as_a_result(
     assert "2.0x numpy" in printed[0] and "UNRELIABLE" not in printed[0]
     for line in printed[1:]:
         assert "UNRELIABLE" in line and "x numpy" not in line
+
+
+def _spin(cpu_seconds: float, *, detached: bool):
+    """A process that burns ``cpu_seconds`` of CPU, prints "spun", then sleeps: this
+    process's child, or (detached) a grandchild left to init, as another user's work is."""
+    code = ("import time\n"
+            f"while time.process_time() < {cpu_seconds}: pass\n"
+            "print('spun', flush=True)\n"
+            "time.sleep(60)\n")
+    if not detached:
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(["sh", "-c", f'"{sys.executable}" -c "{code}" & echo $!'],
+                            stdout=subprocess.PIPE, text=True)
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/stat"), reason="Linux /proc")
+def test_load_counts_this_process_children_as_its_own():
+    """A pool worker or a torch peer is this bench's own work: its CPU, live or finished,
+    is in own_seconds (so it never reads as other processes' load)."""
+    from stepsim.bench._machine_load import own_seconds
+
+    before = own_seconds()
+    child = _spin(0.5, detached=False)
+    assert child.stdout.readline().strip() == "spun"
+    assert own_seconds() - before >= 0.45  # live: read from /proc
+    child.kill()
+    child.wait()
+    assert own_seconds() - before >= 0.45  # finished and reaped: RUSAGE_CHILDREN
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/stat"), reason="Linux /proc")
+def test_a_row_timed_while_other_processes_spin_is_unreliable_and_says_why():
+    """Two processes that are not the bench's (left to init) burn a core each while a
+    steady row is timed: its spread is narrow, but the row is UNRELIABLE for the load."""
+    import os
+    import signal
+
+    bench = Bench(quick=True, stream=io.StringIO())
+    pids = []
+    try:
+        for _ in bench.load.cores:
+            shell = _spin(3.0, detached=True)
+            pids.append(int(shell.stdout.readline()))
+            shell.wait()
+        time.sleep(0.2)
+        bench.load.mark()
+        times = bench.compare({"sleep": lambda: time.sleep(0.01)}, repeats=100)
+        row = bench.emit("s", "steady", "sleep", times["sleep"], units=1)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+    assert row["other_load"] > LOAD_LIMIT, row
+    assert not row["reliable"]
+    assert f"of the cores busy (limit {100 * LOAD_LIMIT:.0f}%)" in row["unreliable_because"]
+    line = bench.stream.getvalue().splitlines()[-1]
+    assert "UNRELIABLE: other processes kept" in line and " load " in line
+
+
+def test_load_above_the_limit_is_a_reason_on_its_own():
+    steady = Timing.of([1.0, 1.0, 1.0])
+    assert unreliable_because(steady, None, LOAD_LIMIT) == ""
+    assert unreliable_because(steady, None, None) == ""  # unknown (no /proc): spread judges
+    assert unreliable_because(steady, None, 0.9) == (
+        f"other processes kept 90% of the cores busy (limit {100 * LOAD_LIMIT:.0f}%)")
 
 
 def test_compare_keeps_warm_up_out_of_the_timings():

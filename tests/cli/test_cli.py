@@ -158,12 +158,20 @@ def test_output_path_accepts_good_paths_and_creates_nothing(tmp_path):
 
     from stepsim.cli._args import check_distinct_outputs, output_path
 
+    from stepsim.cli._args import OptionError, output_dir
+
     assert output_path(None, option="--json") is None
+    got = output_path(str(tmp_path / "r.json"), option="--json", sidecars=(".npz",))
+    assert got == Path(tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing behind
     new_dir = tmp_path / "not" / "yet"
-    got = output_path(str(new_dir / "r.json"), option="--json", sidecars=(".npz",))
-    assert got == Path(new_dir / "r.json")
-    assert not (tmp_path / "not").exists()  # the probe writes in the nearest existing dir
-    assert list(tmp_path.iterdir()) == []  # ... and leaves nothing behind
+    with pytest.raises(OptionError, match=r"directory .*not/yet does not exist"):
+        output_path(str(new_dir / "r.json"), option="--json")  # never made for a file
+    assert output_dir(str(tmp_path / "not"), option="--out") == tmp_path / "not"  # made later
+    with pytest.raises(OptionError, match=r"--out .*not/yet: directory .*not does not exist"):
+        output_dir(str(new_dir), option="--out")
+    assert output_dir(str(new_dir), option="--out", default=True) == new_dir  # a default
+    assert list(tmp_path.iterdir()) == []  # ... and nothing was created
     existing = tmp_path / "old.png"
     existing.write_bytes(b"x")
     assert output_path(str(existing), option="--plot", suffixes=(".png",)) == existing
@@ -181,3 +189,40 @@ def test_number_option_types():
                        (finite_float, "")]:
         with pytest.raises(ValueError):
             parse(bad)
+
+
+def test_a_reader_that_leaves_the_pipe_early_gets_no_error_line():
+    """`stepsim sweep ... --dry-run | head -1` (a listing larger than the pipe's buffer):
+    the output stops silently with status 141 (as for SIGPIPE), not with "error: [Errno
+    32] Broken pipe" or a traceback at exit."""
+    import os
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.Popen([sys.executable, "-m", "stepsim", "sweep", "--recipes", "dense",
+                             "--steps", "1", "--seeds", "5000", "--dry-run"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves, as head does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141, err
+    assert "regression, dense(optimizer=adam)" in first, first
+    assert err == ""
+
+
+def test_help_texts_carry_no_measured_numbers():
+    """A duration or a speed measured once goes stale in a help text (bench --quick said
+    "(seconds)" and took minutes): every subcommand's --help but check's (which states the
+    protocol's budgets) and stepsim --help name no durations."""
+    import re
+
+    duration = re.compile(r"\b\d[\d.,]*\s*(?:-\s*\d[\d.,]*\s*)?(?:s|sec|seconds?|min|minutes?|ms|"
+                          r"h|hours?)\b|\bmeasured\b|\(seconds\)", re.IGNORECASE)
+    parser = build_parser()
+    texts = {"stepsim": parser.format_help()}
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        if name != "check":
+            texts[name] = sub.format_help()
+    for name, text in texts.items():
+        found = duration.findall(" ".join(text.split()))
+        assert not found, f"{name} --help: {found}"

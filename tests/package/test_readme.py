@@ -70,3 +70,51 @@ def test_the_sweep_spec_example_is_a_spec_file_of_the_repository_and_plans(tmp_p
         data = read_spec_file(path)
         assert data in files.values()
         assert parse_spec(data).name == data["name"]
+
+
+# the options through which a command writes files or directories
+_OUTPUT_OPTIONS = ("out", "json", "plot", "output", "figure")
+
+
+def _written_paths(words) -> list[str]:
+    """The files and directories ``stepsim WORDS...`` writes, as the CLI resolves them:
+    its output options, a sweep's default directory (sweeps/SPEC-NAME), a report's DIR."""
+    from stepsim.cli import build_parser
+    from stepsim.experiments.sweep_spec import read_spec_file
+
+    args = build_parser().parse_args(words)
+    paths = [getattr(args, name) for name in _OUTPUT_OPTIONS if getattr(args, name, None)]
+    if args.command == "sweep" and args.out is None and not args.dry_run:
+        spec = read_spec_file(README.parent / args.spec) if args.spec else {}
+        paths.append(f"sweeps/{spec.get('name') or Path(args.spec or 'cli').stem}")
+    if args.command == "report":
+        paths.append(args.dir)
+    return paths
+
+
+def test_shell_examples_write_outside_the_repository_or_into_an_ignored_folder():
+    """A README command run in a clone leaves nothing git would show: every path it writes
+    is outside the repository (absolute, or a placeholder such as DIR) or git-ignored."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None or not (README.parent / ".git").exists():
+        pytest.skip("not a git checkout")
+    checked = []
+    for block in _blocks("bash"):
+        for full_line in block.splitlines():
+            for line in full_line.split("#")[0].split("&&"):
+                words = line.split()
+                if len(words) < 2 or words[0] != "stepsim" or "DIR" in words \
+                        or any(w.startswith("tcp://") for w in words):
+                    continue
+                for path in _written_paths(words[1:]):
+                    if Path(path).is_absolute() or path.startswith("~"):
+                        continue
+                    ignored = subprocess.run(["git", "check-ignore", "-q", path],
+                                             cwd=README.parent).returncode == 0
+                    assert ignored, f"{line.strip()!r} writes {path} into the repository"
+                    checked.append(path)
+    assert "sweeps/digits" in checked  # the sweep example, and its report

@@ -77,3 +77,20 @@ def test_errors_name_the_setting_and_the_parameter():
     odd = [Param("w", (3, 5), "linear", sparse=True)]
     with pytest.raises(ValueError, match=r"sparse parameter 'w' has shape \(3, 5\) \(15 values\)"):
         memory_table(odd, [(2, 4)])
+
+
+def test_the_printed_table_names_its_columns_for_what_they_hold_and_they_add_up():
+    """Every byte column says "(B)"; each row's total is the sum of its parts as printed
+    (the old "values" column held bytes, not values)."""
+    from stepsim.sparse24.memory import memory_table
+
+    text = str(memory_table("gpt2", [(2, 4), (1, 16)]))
+    header = text.splitlines()[1]
+    assert header.split() == ["setting", "total", "(B)", "MB", "MiB", "ratio", "kept", "dense",
+                              "(B)", "N:M", "values", "(B)", "metadata", "(B)"]
+    rows = [line.split() for line in text.splitlines()[2:5]]
+    assert [r[0] for r in rows] == ["dense", "2:4", "1:16"]
+    for r in rows:
+        total, kept, values, meta = (int(r[i].replace(",", "")) for i in (1, 5, 6, 7))
+        assert total == kept + values + meta, r
+    assert text.splitlines()[-1].strip().startswith("(B) = bytes;")

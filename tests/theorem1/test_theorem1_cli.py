@@ -11,6 +11,7 @@ from stepsim.cli import main
 
 def test_cli_tiny_run_writes_json_and_png(tmp_path, capsys):
     out_json, out_png = tmp_path / "r.json", tmp_path / "fig" / "r.png"
+    out_png.parent.mkdir()  # stepsim makes no directory for an output
     code = main(["theorem1", "--process", "ar1", "--param", "rho=0.99", "--beta2", "0.99",
                  "--trials", "12", "--dim", "3", "--horizon", "200", "--seed", "4",
                  "--json", str(out_json), "--plot", str(out_png)])
