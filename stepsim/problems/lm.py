@@ -45,8 +45,9 @@ def memory_estimate(cfg, *, order: int, batch_size: int, n_test: int, itemsize: 
     ``itemsize`` bytes), the largest weight drawn in float64 by the initialisation, the
     activations a step keeps per block (B x C x (12 D + 2 F) plus two B x H x C x C
     attention maps; B the larger of the minibatch and the evaluation's 128 sequences) and
-    the logits, twice (the backward's gradients), the test set and the language's tables (V^order contexts x V, and the dense
-    linear system of its stationary law up to ``markov.DIRECT_CONTEXTS`` contexts)."""
+    the logits, twice (the backward's gradients), the held-out sequences (``n_test``: test
+    and validation together) and the language's tables (V^order contexts x V, and the
+    dense linear system of its stationary law up to ``markov.DIRECT_CONTEXTS`` contexts)."""
     from stepsim.problems.markov import DIRECT_CONTEXTS, MAX_CONTEXTS
 
     shapes = tr.param_shapes(cfg).values()
