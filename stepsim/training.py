@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from stepsim._ground.validate import _show, check_int, check_nm_pair
+from stepsim.core.finite import FiniteCheck
 from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Trace etc.)
     STATUS_COMPLETED,
     STATUS_NON_FINITE,
@@ -192,7 +193,7 @@ class _Run:
         self.status, self.message, self.stopped, self.kept = STATUS_COMPLETED, "", None, steps
         self.where, self.diagnostics = None, {}
         self.lr_at = recipe.optimizer.lr_at
-        self.weights = _FiniteCheck()  # the lean step's weights: one address table a run
+        self.weights = FiniteCheck()  # the lean step's weights: one address table a run
 
     def step(self, k: int):
         """Step k: batch, forward, loss and gradient, update, trace row, checks. Returns the
@@ -317,11 +318,11 @@ def _first_non_finite(loss, grads) -> tuple[str | None, str | None]:
     in order; (None, None) when all are finite. A non-finite loss names the first
     parameter whose gradient is non-finite too (None if none is).
 
-    One pass per array, all in one kernel call (:class:`_FiniteCheck`).
+    One pass per array, all in one kernel call (:class:`~stepsim.core.finite.FiniteCheck`).
     """
     first = None
     names = list(grads)
-    i = _FiniteCheck().first([grads[name] for name in names])
+    i = FiniteCheck().first([grads[name] for name in names])
     if i >= 0:
         name = names[i]
         count = int(np.count_nonzero(~np.isfinite(grads[name])))
@@ -334,75 +335,14 @@ def _first_non_finite(loss, grads) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _has_non_finite(x: np.ndarray) -> bool:
-    """Whether x holds a NaN or an infinity: one vectorised pass (a numba kernel) for
-    C-contiguous float32/float64 arrays, NumPy's ``isfinite`` for any other."""
-    if x.dtype in _KERNEL_DTYPES and x.flags.c_contiguous:
-        from stepsim.core import _step_kernels
-
-        return bool(_step_kernels.has_non_finite(x.reshape(-1)))
-    return not np.isfinite(x).all()
-
-
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_KERNEL_DTYPES = (_F32, _F64)
-
-
-class _FiniteCheck:
-    """Which of a list of arrays first holds a NaN or an infinity: one kernel call
-    (:func:`stepsim.core._step_kernels.first_non_finite`) over a table of their data
-    addresses when every one is a C-contiguous float32/float64 ndarray, else
-    :func:`_has_non_finite` per array. The table is kept while the same arrays (by
-    identity) come back: the lean step's weights are the same arrays every step."""
-
-    def __init__(self):
-        self._arrays = ()
-        self._table = None
-
-    def first(self, arrays: list) -> int:
-        """The index of the first of ``arrays`` with a non-finite value; -1 if none."""
-        held = self._arrays
-        if len(held) != len(arrays) or any(a is not b for a, b in zip(held, arrays)):
-            self._table = _address_table(arrays)
-            # held (their addresses are in the table) only when the table is used
-            self._arrays = tuple(arrays) if self._table is not None else ()
-        if self._table is not None:
-            from stepsim.core import _step_kernels
-
-            return int(_step_kernels.first_non_finite(self._table))
-        for i, x in enumerate(arrays):
-            if _has_non_finite(x):
-                return i
-        return -1
-
-
-def _address_table(arrays):
-    """The (K, 3) table of :func:`~stepsim.core._step_kernels.first_non_finite` (data
-    address, size, 1 if float64) of ``arrays``, or None if one is not a C-contiguous
-    float32/float64 ndarray."""
-    from stepsim.core._optim_kernels import address
-
-    table = np.empty((len(arrays), 3), np.int64)
-    for i, x in enumerate(arrays):
-        if type(x) is not np.ndarray or not x.flags.c_contiguous:
-            return None
-        dtype = x.dtype
-        if dtype != _F32 and dtype != _F64:
-            return None
-        table[i, 0] = address(x)  # three item writes: a tuple into a row costs 2x more
-        table[i, 1] = x.size
-        table[i, 2] = dtype == _F64
-    return table
-
-
-def _first_non_finite_weight(params, check: _FiniteCheck | None = None) -> tuple[
+def _first_non_finite_weight(params, check: FiniteCheck | None = None) -> tuple[
         str | None, str | None]:
     """(description, parameter) of the first parameter with a non-finite weight after an
     update (an lr so large that the step overflows), else (None, None); one pass per
-    array, in one kernel call. ``check``: a :class:`_FiniteCheck` kept across steps (it
+    array, in one kernel call. ``check``: a :class:`FiniteCheck` kept across steps (it
     keeps the table of the same weight arrays)."""
     names = list(params)
-    i = (check or _FiniteCheck()).first([params[name] for name in names])
+    i = (check or FiniteCheck()).first([params[name] for name in names])
     if i < 0:
         return None, None
     name = names[i]
