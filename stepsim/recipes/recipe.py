@@ -8,7 +8,7 @@ and a new :class:`RecipeState`, whose fields are values only). One step k (1-bas
     fwd, state = recipe.forward(state, params, k, ctx)   # mask: Pi_k from w_k
     loss, grads = problem.loss_and_grad(fwd, batch)       # gradient at the forward weights
     params, state, stats = recipe.update(state, params, grads, k, ctx)
-        # gradient pieces -> optimizer -> after-update pieces
+        # penalty -> gradient pieces -> optimizer -> after-update pieces
     # when the switch schedule fires for some modules after step k0:
     params, state = recipe.switch(state, params, k0, ctx, names)   # switch pieces, mask start
 
@@ -53,9 +53,10 @@ from stepsim._ground.validate import (
     check_int,
 )
 from stepsim.core.sparsity import check_divides, check_specs, sparsity
+from stepsim.recipes import sequence
 from stepsim.recipes import transforms as T
 from stepsim.recipes.allocation import allocate_layerwise
-from stepsim.recipes.maskers import MaskView, _Masker
+from stepsim.recipes.maskers import Masker, MaskView
 from stepsim.recipes.optimizers import DENOMINATORS, SGDM, V_STAR, Adam, freeze_second_moment
 from stepsim.recipes.switch import Schedule
 
@@ -245,7 +246,7 @@ class Recipe:
 
     name: str
     optimizer: Adam | SGDM
-    masker: _Masker | None = None
+    masker: Masker | None = None
     schedule: Schedule = dataclasses.field(default_factory=Schedule)
     gradient: tuple = ()
     after: tuple = ()
@@ -327,7 +328,7 @@ class Recipe:
     def masks_now(self, state: RecipeState, params: Mapping, step: int, ctx: RunContext):
         """The masks of step ``step``: (masks: name -> bool array or None for a dense
         parameter, nm_now: name -> its (n, m), alpha), or None when every module is dense
-        now. Shared by :meth:`forward` and the lean stepper (``recipes.lean``)."""
+        now: the masks stage of both forms of the step (:mod:`stepsim.recipes.sequence`)."""
         names = self._sparse_now(state, ctx) if self.sparse else ()
         if not names:
             return None
@@ -338,42 +339,21 @@ class Recipe:
         return masks, {**_dense_nm(state.nm), **now}, alpha
 
     def forward(self, state: RecipeState, params: Mapping, step: int, ctx: RunContext):
-        """Weights the forward pass of step ``step`` uses; returns (weights, state)."""
-        now = self.masks_now(state, params, step, ctx)
-        if now is None:
-            return dict(params), state._replace(flips=0)
-        masks, nm_now, alpha = now
-        flips = T.count_flips(state.masks, masks)
-        fwd = self.masker.forward_weights(state.masker_state, params, masks, alpha, ctx.specs,
-                                          nm_now)
-        return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
+        """Weights the forward pass of step ``step`` uses; returns (weights, state): the
+        step's forward stages in their pure form (:func:`stepsim.recipes.sequence.forward`)."""
+        return sequence.forward(self, sequence.PURE, state, params, step, ctx)
 
     def update(self, state: RecipeState, params: Mapping, grads: Mapping, step: int,
                ctx: RunContext, *, lr: float | None = None):
-        """One optimizer step from the gradient at the forward weights.
+        """One optimizer step from the gradient at the forward weights: the step's update
+        stages in their pure form (:func:`stepsim.recipes.sequence.update`).
 
         Returns (params, state, stats): stats maps every parameter to its AdamStats of
         this step (None under SGDM); ``AdamStats.combine`` of them is the step's total.
         lr: the step's ``optimizer.lr_at(step, T)`` if the caller has it (computed once a
         step, by ``fit``); None: computed here.
         """
-        total = ctx.total_steps
-        if lr is None:
-            lr = self.optimizer.lr_at(step, total)
-        kw = {"stats_on": ctx.stats_on, "log_stats": ctx.log_stats, "lr": lr}
-        if state.masks is None:  # every module dense: the plain optimizer
-            new, opt, stats = self.optimizer.update(state.opt, params, grads, step, total, **kw)
-            return new, state._replace(opt=opt), stats
-        view = T.StepView(params, state.masks, step, lr)
-        mstate = state.masker_state
-        grads = self.masker.penalize(mstate, grads, params, state.masks, step)
-        mstate = self.masker.observe(mstate, params, ctx.specs, step)
-        for piece in self.gradient:
-            grads = piece.apply(grads, view)
-        new, opt, stats = self.optimizer.update(state.opt, params, grads, step, total, **kw)
-        for piece in self.after:
-            new = piece.apply(new, view)
-        return new, state._replace(opt=opt, masker_state=mstate), stats
+        return sequence.update(self, sequence.PURE, state, params, grads, step, ctx, lr=lr)
 
     def final_nm(self, state: RecipeState, params: Mapping, ctx: RunContext) -> dict:
         """The N:M of each sparse parameter in Pi_T (dense recipes: M:M).
