@@ -144,7 +144,7 @@ class FitResult:
     weights the model computes with after that step. diagnostics: for a run that froze v
     (STEP), {"g2_over_vstar": {name: {"+1": [median, p99], "+10": ..., "+100": ...}}}:
     g^2 / v* over the parameter's coordinates that many steps after its switch
-    (:func:`frozen_v_diagnostics`; read only, it changes no arithmetic).
+    (:meth:`stepsim.recipes.FreezeV.diagnose`; read only, it changes no arithmetic).
     """
 
     weights: dict

@@ -209,7 +209,7 @@ class _Run:
         if bad is None:
             self.params, self.state, parts = self.stepper.update(self.state, self.params, grads,
                                                                  k, ctx, lr=lr)
-            frozen_v_diagnostics(self.diagnostics, k, grads, self.state)
+            self.recipe.diagnose(self.diagnostics, k, grads, self.state)
             stats = StepStats(parts, _total(parts, self.modules))
             record_step(self.trace, k - 1, loss, stats.total, self.state, self.layer_names, lr)
             bad, self.where = _first_non_finite_weight(self.params, self.weights)
@@ -267,8 +267,7 @@ class _Run:
                          steps=self.steps, seed=self.seed, problem=repr(self.problem),
                          status=self.status, message=message, stopped_at=self.stopped,
                          module_switch_steps=module_steps, diverged_param=self.where,
-                         curves=curves, diagnostics=(
-                             {"g2_over_vstar": self.diagnostics} if self.diagnostics else {}))
+                         curves=curves, diagnostics=self.diagnostics)
 
 
 def _checked_answer(problem, answer, params) -> tuple:
@@ -354,31 +353,3 @@ def _total(stats, modules):
     """The step's AdamStats over all parameters (None under SGD-M)."""
     parts = [stats[m] for m in modules]
     return None if parts[0] is None else type(parts[0]).combine(parts)
-
-
-#: steps after a module's switch at which :func:`frozen_v_diagnostics` records g^2 / v*
-DIAGNOSTIC_OFFSETS = (1, 10, 100)
-
-
-def frozen_v_diagnostics(out: dict, k: int, grads: dict, state) -> None:
-    """Record, into ``out`` (name -> {"+j": [median, p99]}), g^2 / v* of every parameter
-    whose v is frozen (STEP's phase 2) at step k = k0 + j for j in
-    :data:`DIAGNOSTIC_OFFSETS` (k0: the module's switch step). g: the problem's gradient at
-    step k; v*: the frozen denominator squared as phase 2 reads it (bias correction and
-    eps included: v*/c + eps inside the root, (sqrt(v*/c) + eps)^2 outside). Reads only:
-    the step's arithmetic is unchanged. Median and 99th percentile over the coordinates
-    (np.quantile, linear interpolation: exact, sorted values, no SIMD sums)."""
-    frozen = getattr(getattr(state, "opt", None), "frozen", None)
-    if not frozen:
-        return
-    for name, fz in frozen.items():
-        k0 = state.switched.get(name)
-        if k0 is None or k - k0 not in DIAGNOSTIC_OFFSETS or name not in grads:
-            continue
-        v = np.asarray(state.opt.v[name], dtype=np.float64) / fz.bias_correction2
-        denom2 = v + fz.eps if fz.eps_mode == "inside" else (np.sqrt(v) + fz.eps) ** 2
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            ratio = np.square(np.asarray(grads[name], dtype=np.float64)) / denom2
-        q = np.quantile(ratio.reshape(-1), (0.5, 0.99))
-        out.setdefault(name, {})[f"+{k - k0}"] = [float(q[0]), float(q[1])]
-

@@ -108,7 +108,7 @@ def switch(result) -> dict:
     """{"k0", "loss_ratio", "g2_over_vstar"}: the run's switch step, its batch loss at k0
     over its start (:func:`plateau_ratio`: the plateau premise, PROTOCOL §D4.5; None
     without a switch) and the g^2 / v* record of a run that froze v
-    (``training.frozen_v_diagnostics``; {} for runs stored before it existed)."""
+    (``FreezeV.diagnose``; {} for runs stored before it existed)."""
     k0 = result.switch_step
     return {"k0": k0, "loss_ratio": plateau_ratio(result.trace.loss, k0),
             "g2_over_vstar": dict((result.diagnostics or {}).get("g2_over_vstar", {}))}

@@ -93,6 +93,12 @@ class FrozenV(NamedTuple):
     eps: float
     eps_mode: str
 
+    def denominator2(self, v: np.ndarray) -> np.ndarray:
+        """Phase 2's denominator squared over the raw frozen v* (float64 array): v*/c + eps
+        inside the root, (sqrt(v*/c) + eps)^2 outside (c: ``bias_correction2``)."""
+        v = np.asarray(v, dtype=np.float64) / self.bias_correction2
+        return v + self.eps if self.eps_mode == "inside" else (np.sqrt(v) + self.eps) ** 2
+
 
 class AdamState(NamedTuple):
     """Adam's state (values only; the hyper-parameters live in :class:`Adam`).

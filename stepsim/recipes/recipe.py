@@ -46,6 +46,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
+import numpy as np
+
 from stepsim._ground.options import Choice, Fraction, Int, Option, Options
 from stepsim._ground.validate import (
     check_choice,
@@ -131,11 +133,36 @@ class FreezeV:
     def __post_init__(self):
         FREEZE_V_OPTIONS.check_values(v_star=self.v_star, denominator=self.denominator)
 
+    #: steps after a module's switch at which :meth:`diagnose` records g^2 / v*
+    DIAGNOSTIC_OFFSETS = (1, 10, 100)
+
     def apply(self, sw: SwitchView, specs) -> SwitchView:
         opt = freeze_second_moment(sw.opt, sw.k0, self.beta2, self.eps, self.eps_mode,
                                      v_star=self.v_star, denominator=self.denominator,
                                      names=sw.names)
         return sw._replace(opt=opt)
+
+    def diagnose(self, out: dict, k: int, grads: Mapping, state) -> None:
+        """Record g^2 / v* into ``out["g2_over_vstar"]`` (name -> {"+j": [median, p99]}) for
+        every parameter whose v is frozen, at step k = k0 + j for j in
+        :data:`DIAGNOSTIC_OFFSETS` (k0: the module's switch step). g: the problem's gradient
+        at step k; v*: the frozen denominator squared as phase 2 reads it
+        (:meth:`~stepsim.recipes.optimizers.FrozenV.denominator2`). Reads only: the step's
+        arithmetic is unchanged. Median and 99th percentile over the coordinates
+        (np.quantile, linear interpolation: exact, sorted values, no SIMD sums)."""
+        frozen = getattr(state.opt, "frozen", None)
+        if not frozen:
+            return
+        for name, fz in frozen.items():
+            k0 = state.switched.get(name)
+            if k0 is None or k - k0 not in self.DIAGNOSTIC_OFFSETS or name not in grads:
+                continue
+            denom2 = fz.denominator2(state.opt.v[name])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                ratio = np.square(np.asarray(grads[name], dtype=np.float64)) / denom2
+            q = np.quantile(ratio.reshape(-1), (0.5, 0.99))
+            out.setdefault("g2_over_vstar", {}).setdefault(name, {})[f"+{k - k0}"] = [
+                float(q[0]), float(q[1])]
 
 
 # a layer-wise allocation's target and M as a recipe takes them, declared once: the
@@ -354,6 +381,14 @@ class Recipe:
         step, by ``fit``); None: computed here.
         """
         return sequence.update(self, sequence.PURE, state, params, grads, step, ctx, lr=lr)
+
+    def diagnose(self, out: dict, k: int, grads: Mapping, state: RecipeState) -> None:
+        """Let the switch pieces that keep read-only diagnostics (``diagnose``: FreezeV's
+        g^2 / v* after its switch) record step k's into ``out``, after its update."""
+        for piece in self.on_switch:
+            diagnose = getattr(piece, "diagnose", None)
+            if diagnose is not None:
+                diagnose(out, k, grads, state)
 
     def final_nm(self, state: RecipeState, params: Mapping, ctx: RunContext) -> dict:
         """The N:M of each sparse parameter in Pi_T (dense recipes: M:M).
