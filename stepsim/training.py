@@ -1,9 +1,11 @@
-"""The training loop shared by every recipe: :func:`fit` (its :class:`~stepsim.fit_result.Trace`
-and :class:`~stepsim.fit_result.FitResult` live in :mod:`stepsim.fit_result`).
+"""The training loop shared by every recipe: :func:`fit`, a :class:`FitRun` driven from the
+first step to the last (its :class:`~stepsim.fit_result.Trace` and
+:class:`~stepsim.fit_result.FitResult` live in :mod:`stepsim.fit_result`).
 
 One step k = 1..T (SPEC section 3): draw a minibatch, ask the recipe for the forward
 weights (Pi_k * w_k in a sparse phase), take the problem's loss and gradient there, let the
-recipe update (optimizer + its gradient/weight pieces), record a row of the trace, and feed
+recipe update (the stages of :mod:`stepsim.recipes.sequence`, in place), record a row of
+the trace, and feed
 Adam's statistics (per module) to the switch schedule; when it fires for some modules after
 step k0 they enter their sparse phase (STEP: v* = v_{k0} of those modules). Recipes without a
 dense phase only observe a criterion (its step is still reported). A diverged run is an
@@ -109,21 +111,9 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         ``status="non-finite"``, ``stopped_at`` (= ``diverged_at``) the step,
         ``diverged_param`` and ``message`` which parameter went non-finite first, and the lr.
     """
-    from stepsim._ground.portability import warn_if_not_portable
     from stepsim._ground.progress import Progress
     from stepsim._ground.threads import training_threads
-    from stepsim.recipes import Recipe
 
-    _check_problem(problem)
-    warn_if_not_portable()
-    if not isinstance(recipe, Recipe):
-        hint = f": build it with make_recipe({recipe!r})" if isinstance(recipe, str) else ""
-        raise TypeError(f"recipe must be a Recipe object{hint}; got {type(recipe).__name__}")
-    steps = check_int("steps", steps, minimum=1)
-    rng = _check_rng(rng)
-    nm = _check_nm_arg(nm)
-    if eval_every is not None:
-        eval_every = check_int("eval_every", eval_every, minimum=1)
     threads = 1 if threads is None else check_int("threads", threads, minimum=1)
     if blas_threads is not None:
         blas_threads = check_int("blas_threads", blas_threads, minimum=1)
@@ -132,9 +122,10 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     # reported once, by the status, not by NumPy warnings for every layer of every step
     with training_threads(kernels=threads, blas=blas_threads), \
             np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        run = _Run(problem, recipe, steps, rng, criterion, nm, log_stats, eval_every)
-        with Progress(steps, f"fit {recipe.name}", force=None if progress else False) as bar:
-            for k in range(1, steps + 1):
+        run = FitRun(problem, recipe, steps, rng=rng, criterion=criterion, nm=nm,
+                     log_stats=log_stats, eval_every=eval_every)
+        with Progress(run.steps, f"fit {recipe.name}", force=None if progress else False) as bar:
+            for k in range(1, run.steps + 1):
                 stats = run.step(k)
                 if stats is None:  # it diverged: run.status says where
                     break
@@ -143,17 +134,39 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         return run.result()
 
 
-class _Run:
-    """One run of :func:`fit`: its setup (``__init__``), one step (:meth:`step`), what
-    follows a step (:meth:`after_step`: criteria, switches, curves) and the
-    :class:`FitResult` (:meth:`result`). Internal; it exists so :func:`fit` reads on one
-    screen."""
+class FitRun:
+    """One run of :func:`fit`, a step at a time: its set-up (the constructor: the
+    arguments as :func:`fit` takes them, checked), one step (:meth:`step`), what follows a
+    step (:meth:`after_step`: criteria, switches, curves) and the :class:`FitResult`
+    (:meth:`result`). :func:`fit` runs it under its thread policy and NumPy error state;
+    ``stepsim bench`` times its steps exactly as fit runs them.
 
-    def __init__(self, problem, recipe, steps, rng, criterion, nm, log_stats, eval_every):
+    What a caller may read between steps: ``problem``, ``recipe``, ``ctx`` (the
+    RunContext), ``params`` (the weights the steps update: the lean step's own arrays),
+    ``state`` (the RecipeState), ``stepper`` (what runs the step's sequence: the
+    :class:`~stepsim.recipes.lean.LeanStep`, or the recipe's pure methods when the
+    weights are not float ndarrays), ``batch_rng``, ``trace``, ``status`` and ``message``.
+    """
+
+    def __init__(self, problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
+                 log_stats: bool = False, eval_every: int | None = None):
         from stepsim._ground.malloc import keep_freed_memory
-        from stepsim.core.sparsity import _with_nm
+        from stepsim._ground.portability import warn_if_not_portable
+        from stepsim.core.sparsity import with_nm
+        from stepsim.recipes import Recipe
         from stepsim.recipes.lean import LeanStep
         from stepsim.recipes.recipe import RunContext
+
+        _check_problem(problem)
+        warn_if_not_portable()
+        if not isinstance(recipe, Recipe):
+            hint = f": build it with make_recipe({recipe!r})" if isinstance(recipe, str) else ""
+            raise TypeError(f"recipe must be a Recipe object{hint}; got {type(recipe).__name__}")
+        steps = check_int("steps", steps, minimum=1)
+        rng = _check_rng(rng)
+        nm = _check_nm_arg(nm)
+        if eval_every is not None:
+            eval_every = check_int("eval_every", eval_every, minimum=1)
 
         self.problem, self.recipe, self.steps = problem, recipe, steps
         self.criterion, self.eval_every = criterion, eval_every
@@ -163,8 +176,8 @@ class _Run:
         init_rng, self.batch_rng = np.random.default_rng(rng).spawn(2)
 
         specs = dict(problem.specs)
-        if nm is not None:  # checked by fit, once (_check_nm_arg)
-            specs = _with_nm(specs, *nm)
+        if nm is not None:
+            specs = with_nm(specs, *nm)
         params = problem.init_params(init_rng)
         stats_on = crit_obj.stats_on if watched else "v"
         log = bool(log_stats) or bool(watched and crit_obj.needs_log)
@@ -183,8 +196,8 @@ class _Run:
                                           self.schedule.at_start(self.sstate))
         self.curves = ({"step": [0], **{k: [v] for k, v in self.initial_metrics.items()}}
                        if eval_every else {})
-        # the same step in place on buffers owned by this run (stepsim.recipes.lean); None
-        # when a piece of the recipe has no in-place form: then the recipe's pure methods
+        # the step in place on buffers owned by this run (stepsim.recipes.lean); None when
+        # the weights are not float ndarrays: then the recipe's pure methods
         self.lean = LeanStep.make(recipe, params, state, ctx)
         keep_freed_memory()  # a step's freed temporaries stay for the next (stepsim._ground.malloc)
         self.params = self.lean.params if self.lean is not None else params
