@@ -117,7 +117,7 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
     elif std == 0.0:  # every seed gave the same value: no spread, the interval is a point
         low = high = mean
     elif method == "t":
-        half = _t_ppf(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)  # t.ppf's bits
+        half = t_ppf(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)  # t.ppf's bits
         low, high = mean - half, mean + half
     else:
         rng = np.random.default_rng(rng)
@@ -212,7 +212,7 @@ def _t_sf(t: float, df: int) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _t_ppf(q: float, df: float) -> float:
+def t_ppf(q: float, df: float) -> float:
     """The ``q`` quantile of Student's t with ``df`` degrees of freedom: for 0 < q < 1 and
     df > 0, ``scipy.special.stdtrit(df, q)``, the very function ``scipy.stats.t.ppf``
     evaluates there (same bits: ppf returns it times scale 1 plus loc 0, and so does this),
@@ -277,7 +277,7 @@ class PairedEstimate:
             return math.nan, math.nan
         if self.se == 0.0:
             return self.mean, self.mean
-        half = _t_ppf(0.5 + level / 2, self.df) * self.se
+        half = t_ppf(0.5 + level / 2, self.df) * self.se
         return self.mean - half, self.mean + half
 
     def lower_bound(self, alpha: float) -> float:
@@ -288,7 +288,7 @@ class PairedEstimate:
             return math.nan
         if self.se == 0.0:
             return self.mean
-        return self.mean - _t_ppf(1.0 - alpha, self.df) * self.se
+        return self.mean - t_ppf(1.0 - alpha, self.df) * self.se
 
     def p_greater(self, value: float) -> float:
         """One-sided p-value of H0: effect <= ``value`` (small p: the effect is above

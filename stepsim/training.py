@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from stepsim._ground.validate import _show, check_int, check_nm_pair
+from stepsim._ground.validate import show, check_int, check_nm_pair
 from stepsim.core.finite import FiniteCheck
 from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Trace etc.)
     STATUS_COMPLETED,
@@ -299,7 +299,7 @@ def _checked_answer(problem, answer, params) -> tuple:
             loss = loss[()]
         if isinstance(loss, (bool, np.bool_)) or not isinstance(loss, numbers.Real):
             raise TypeError(f"{where} must return a real number as its loss, got "
-                            f"{_show(loss)} ({type(loss).__name__})")
+                            f"{show(loss)} ({type(loss).__name__})")
     if type(grads) is not dict and not isinstance(grads, Mapping):  # dict: no ABC check
         raise TypeError(f"{where} must return its gradients as a dict name -> array, got "
                         f"{type(grads).__name__}")

@@ -124,17 +124,24 @@ def pin_blas_kernels() -> None:
 _ORIGINAL: dict = {}
 
 
+def restore_coretype(env) -> None:
+    """Put the environment's own ``OPENBLAS_CORETYPE`` (or its absence) back into ``env``
+    (``os.environ`` or a child process's environment dict), if the import pinned it."""
+    if "OPENBLAS_CORETYPE" in _ORIGINAL:
+        original = _ORIGINAL["OPENBLAS_CORETYPE"]
+        if original is None:
+            env.pop("OPENBLAS_CORETYPE", None)
+        else:
+            env["OPENBLAS_CORETYPE"] = original
+
+
 def release_blas_pin() -> None:
     """Fast mode from here on (``stepsim --fast``): restore the environment's own
     ``OPENBLAS_CORETYPE`` and set ``STEPSIM_FAST=1`` (inherited by worker processes).
     Effective only before NumPy loads OpenBLAS in this process."""
     os.environ[FAST_ENV] = "1"
-    if "OPENBLAS_CORETYPE" in _ORIGINAL:
-        original = _ORIGINAL.pop("OPENBLAS_CORETYPE")
-        if original is None:
-            os.environ.pop("OPENBLAS_CORETYPE", None)
-        else:
-            os.environ["OPENBLAS_CORETYPE"] = original
+    restore_coretype(os.environ)
+    _ORIGINAL.pop("OPENBLAS_CORETYPE", None)
 
 
 def blas_kernel() -> str | None:

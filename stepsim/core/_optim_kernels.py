@@ -406,7 +406,7 @@ def _adam_lanes8(typingctx, w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, 
 
 
 @intrinsic
-def _pointer_to(typingctx, address, like):
+def pointer_to(typingctx, address, like):
     """A typed pointer (to elements of ``like``'s type) from an integer address."""
     sig = types.CPointer(like)(address, like)
 
@@ -513,10 +513,10 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
             i = owner[b]
             lo = (b - first_block[i]) * BLOCK
             hi = min(lo + BLOCK, sizes[i])
-            w = carray(_pointer_to(table[i, 0], b1), sizes[i])[lo:hi]
-            g = carray(_pointer_to(table[i, 1], b1), sizes[i])[lo:hi]
-            m = carray(_pointer_to(table[i, 2], b1), sizes[i])[lo:hi]
-            v = carray(_pointer_to(table[i, 3], b1), sizes[i])[lo:hi]
+            w = carray(pointer_to(table[i, 0], b1), sizes[i])[lo:hi]
+            g = carray(pointer_to(table[i, 1], b1), sizes[i])[lo:hi]
+            m = carray(pointer_to(table[i, 2], b1), sizes[i])[lo:hi]
+            v = carray(pointer_to(table[i, 3], b1), sizes[i])[lo:hi]
             if freeze_v:
                 bad_g, bad_v = _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2,
                                                     eps_in, eps_out, lr, decay)
@@ -579,9 +579,9 @@ def sgdm(table, sizes, itemsize, lr, momentum, weight_decay, nesterov):
         i = owner[b]
         lo = (b - first_block[i]) * BLOCK
         hi = min(lo + BLOCK, sizes[i])
-        w = carray(_pointer_to(table[i, 0], lr), sizes[i])[lo:hi]
-        g = carray(_pointer_to(table[i, 1], lr), sizes[i])[lo:hi]
-        buf = carray(_pointer_to(table[i, 2], lr), sizes[i])[lo:hi]
+        w = carray(pointer_to(table[i, 0], lr), sizes[i])[lo:hi]
+        g = carray(pointer_to(table[i, 1], lr), sizes[i])[lo:hi]
+        buf = carray(pointer_to(table[i, 2], lr), sizes[i])[lo:hi]
         bad[b] = _sgdm_block(w, g, buf, lr, momentum, weight_decay, nesterov)
     return -1, bad.sum()
 

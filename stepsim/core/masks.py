@@ -64,7 +64,7 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
     return _mask_of_groups(w, n, m, axis, moved, groups)
 
 
-def _nm_mask(w: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
+def nm_mask_trusted(w: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
     """:func:`nm_mask` for trusted arguments: the training loop's entry (``fit`` and
     ``RunContext.make`` checked the dtype, the N:M and that M tiles the axis once per run;
     a step does not check them again). Same kernels, same bits; NaN is still reported."""

@@ -31,9 +31,9 @@ from stepsim._ground.options import (
     declared_keywords,
 )
 from stepsim._ground.validate import check_memory
-from stepsim.nn import _fused
+from stepsim.nn import fused
 from stepsim.nn import layers as L
-from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
+from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, float_dtype
 
 
 class Batch(NamedTuple):
@@ -93,7 +93,7 @@ class Digits:
         self.mlp = MLP((64, *hidden, 10), activation=activation, sparsify=sparsify, nm=nm,
                        bias=bias)
         self.batch_size, self.test_fraction = batch_size, test_fraction
-        self.dtype = _float_dtype(dtype)
+        self.dtype = float_dtype(dtype)
         self.seed = seed
         self.specs = self.mlp.specs()
         # parameters with Adam's m, v and copies, plus activations of the largest evaluation
@@ -136,7 +136,7 @@ class Digits:
 
     def loss_and_grad(self, params, batch: Batch):
         logits, cache = self.mlp.forward(params, batch.x)
-        loss, dlogits = _fused.softmax_cross_entropy(logits, batch.y)  # L's, in one kernel
+        loss, dlogits = fused.softmax_cross_entropy(logits, batch.y)  # L's, in one kernel
         return loss, self.mlp.backward(dlogits, cache)
 
     def evaluate(self, params) -> dict:

@@ -152,7 +152,7 @@ class Masker:
         return nm
 
     def final_masks(self, mstate, params, specs, nm):
-        return T._nm_masks(params, specs, nm, self.transposable)
+        return T.nm_masks(params, specs, nm, self.transposable)
 
     def report(self, mstate) -> str:
         """A note for the run's result ("" when there is nothing to say)."""
@@ -227,7 +227,7 @@ class EveryStepMask(Masker):
     def final_masks(self, mstate, params, specs, nm):
         if mstate.dense_from is not None:  # ended dense (dense fine-tuning)
             return dict.fromkeys(params)
-        return T._nm_masks(params, specs, nm, self.transposable)
+        return T.nm_masks(params, specs, nm, self.transposable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +243,7 @@ class FixedMask(Masker):
 
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
         fixed = dict(mstate)
-        fresh = T._nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
+        fresh = T.nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
         fixed.update(fresh)
         return fixed, T.mask_weights(params, fresh)
 
@@ -252,7 +252,7 @@ class FixedMask(Masker):
                 0.0)
 
     def final_masks(self, mstate, params, specs, nm):
-        out = T._nm_masks(params, specs, nm, self.transposable)
+        out = T.nm_masks(params, specs, nm, self.transposable)
         out.update(mstate)  # switched modules keep their fixed mask
         return out
 
@@ -346,21 +346,21 @@ class SoftThresholdMask(EveryStepMask):
     kind = "soft-threshold"
 
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
-        from stepsim.core.soft import _soft_from_mask, sste_beta
+        from stepsim.core.soft import soft_from_mask, sste_beta
 
         mstate, params = super().start(mstate, params, names, specs, nm, k0, total_steps)
         betas = dict(mstate.betas)
-        masks = T._nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
+        masks = T.nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
         for name in names:
             if name in betas:
                 continue  # a module's beta is frozen once
             w, spec = params[name], specs[name]
-            s = _soft_from_mask(w, masks[name], nm[name][1], spec.axis % w.ndim, 1.0)
+            s = soft_from_mask(w, masks[name], nm[name][1], spec.axis % w.ndim, 1.0)
             betas[name] = sste_beta(w, s)
         return mstate._replace(betas=betas), params
 
     def forward_weights(self, mstate, params, masks, alpha, specs, nm):
-        from stepsim.core.soft import _soft_from_mask, sste_beta
+        from stepsim.core.soft import soft_from_mask, sste_beta
 
         out = {}
         for name, w in params.items():
@@ -371,8 +371,8 @@ class SoftThresholdMask(EveryStepMask):
             m, axis = nm[name][1], specs[name].axis % w.ndim
             beta = mstate.betas.get(name)
             if beta is None:  # a module that never went sparse: its one-shot beta at w_T
-                beta = sste_beta(w, _soft_from_mask(w, mask, m, axis, 1.0))
-            out[name] = _soft_from_mask(w, mask, m, axis, beta)
+                beta = sste_beta(w, soft_from_mask(w, mask, m, axis, 1.0))
+            out[name] = soft_from_mask(w, mask, m, axis, beta)
         return out
 
     def forward_into(self, mstate, params, masks, alpha, specs, nm, ws):
@@ -383,7 +383,7 @@ class SoftThresholdMask(EveryStepMask):
 
 def _masks_at(view: MaskView, nm, transposable: bool = False) -> dict:
     """The N:M masks of ``view.names`` from |w| at the (n, m) ``nm`` gives each."""
-    return T._nm_masks({k: view.params[k] for k in view.names}, view.specs, nm, transposable)
+    return T.nm_masks({k: view.params[k] for k in view.names}, view.specs, nm, transposable)
 
 
 __all__ = ["DecayingMask", "DynamicLayerwise", "EveryStepMask", "EveryStepState", "FixedMask",

@@ -80,7 +80,7 @@ class RunContext(NamedTuple):
     def make(cls, params, specs, total_steps, *, stats_on="v", log_stats=False) -> RunContext:
         """Validated context for ``params`` (every parameter needs a spec; a sparse one is a
         float array whose N:M groups tile its axis): checked once here, so the steps' masks
-        trust it (``transforms._nm_masks``)."""
+        trust it (``transforms.nm_masks``)."""
         check_specs(params, specs)
         for name, spec in specs.items():
             if spec.sparse:

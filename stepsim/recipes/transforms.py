@@ -9,7 +9,7 @@ is not sparsified.
 
 Pieces, in the order a step uses them:
 
-* masks: :func:`_nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
+* masks: :func:`nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
   (decaying mask: which N at which step); layer-wise N:M is
   :func:`stepsim.recipes.allocation.allocate_layerwise`.
 * forward: :func:`masked_forward` — Pi * w, or (Pi + alpha (1 - Pi)) * w for a decaying scale.
@@ -39,7 +39,7 @@ Masks = dict  # name -> bool ndarray, or None for a dense parameter
 
 
 # --------------------------------------------------------------------------- masks
-def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
+def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
               nm: Mapping[str, tuple[int, int]], transposable: bool = False) -> Masks:
     """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else
     None: dict name -> bool ndarray (shaped like the parameter) or None. For the training
@@ -52,7 +52,7 @@ def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
     (:func:`stepsim.core.transposable.transposable_mask`); the others (e.g. a 10-class
     output layer at M = 4) keep the usual N:M mask along their axis, and ``stepsim
     compress`` says which weights' masks are transposable."""
-    from stepsim.core.masks import _nm_mask
+    from stepsim.core.masks import nm_mask_trusted
 
     out = {}
     for name, w in params.items():
@@ -60,14 +60,14 @@ def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
         if not spec.sparse:
             out[name] = None
         elif transposable and transposable_ok(w.shape, nm[name][1]):
-            from stepsim.core.transposable import _transposable_mask
+            from stepsim.core.transposable import transposable_mask_trusted
 
             if np.isnan(w).any():
                 raise ValueError(f"parameter {name!r} contains NaN; its transposable N:M "
                                  "mask is undefined")
-            out[name] = _transposable_mask(w, *nm[name])
+            out[name] = transposable_mask_trusted(w, *nm[name])
         else:
-            out[name] = _nm_mask(w, *nm[name], spec.axis)
+            out[name] = nm_mask_trusted(w, *nm[name], spec.axis)
     return out
 
 
