@@ -566,14 +566,21 @@ def binomial_p(count: int, n: int, rate: float, *, greater: bool) -> float:
     return min(1.0, math.fsum(math.comb(n, k) * rate ** k * (1 - rate) ** (n - k) for k in ks))
 
 
-def clopper_pearson(count: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Two-sided Clopper-Pearson interval of a binomial rate at coverage ``level``."""
+def clopper_pearson(count, n: int, level: float = 0.95):
+    """Two-sided exact Clopper-Pearson interval of a binomial rate at coverage ``level``:
+    (low, high) for ``count`` successes out of ``n`` — floats for one count, arrays for an
+    array of counts (Theorem 1's violations per lag). Equals
+    ``scipy.stats.binomtest(count, n).proportion_ci(level, method="exact")``."""
     from scipy import stats
 
     level = check_open_unit("level", level)
     a = (1.0 - level) / 2
-    low = 0.0 if count == 0 else float(stats.beta.ppf(a, count, n - count + 1))
-    high = 1.0 if count == n else float(stats.beta.ppf(1 - a, count + 1, n - count))
+    k = np.asarray(count, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # the shapes at k = 0 and k = n are not used
+        low = np.where(k > 0, stats.beta.ppf(a, k, n - k + 1), 0.0)
+        high = np.where(k < n, stats.beta.ppf(1 - a, k + 1, n - k), 1.0)
+    if k.ndim == 0:
+        return float(low), float(high)
     return low, high
 
 
