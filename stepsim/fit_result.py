@@ -99,11 +99,11 @@ class Trace:
     def from_arrays(cls, data) -> Trace:
         """The trace in ``data`` (name -> array: an .npz's arrays, :func:`read_npz`)."""
         arrays = {name: data[name] for name in cls.ARRAYS if name in data}
-        if "layer_phase" not in arrays:  # saved before issue 11: one global phase
+        if "layer_phase" not in arrays:  # saved before per-module phases: one global phase
             arrays["layer_phase"] = np.repeat(arrays["phase"][:, None],
                                               arrays["n"].shape[1], axis=1)
         names = tuple(str(s) for s in data["layer_names"])
-        size = int(data["mask_size"]) if "mask_size" in data else 0  # before issue 24: 0
+        size = int(data["mask_size"]) if "mask_size" in data else 0  # older files: 0
         return cls(layer_names=names, mask_size=size, **arrays)
 
 

@@ -7,9 +7,9 @@
   Wilcoxon signed-rank test, the number of pairs and the effect size Cohen's d_z
   (mean difference / standard deviation of the differences, ddof=1).
 * :func:`paired_estimate` — the registered protocol's estimate of an effect over paired
-  seeds (``paper_checks/PROTOCOL.md`` §6): the mean with a standard error that adds the
-  test-set sampling error to the spread over seeds, SE = sqrt(SE_seeds^2 + SE_test^2), and
-  Student-t intervals, one-sided bounds and p-values with n - 1 degrees of freedom
+  seeds (``paper_checks/PROTOCOL.md``, section Statistics): the mean with a standard error
+  that adds the test-set sampling error to the spread over seeds, SE = sqrt(SE_seeds^2 +
+  SE_test^2), and Student-t intervals, one-sided bounds and p-values with n - 1 degrees of freedom
   (:class:`PairedEstimate`).
 * :func:`combination_variance` — the test-set sampling variance of one seed's effect value,
   a linear combination of runs' mean per-item errors on the same test items.
@@ -205,7 +205,7 @@ def paired_difference(a, b, *, confidence: float = 0.95) -> PairedComparison:
 def _t_sf(t: float, df: int) -> float:
     """P(T > t) for Student's t with ``df`` degrees of freedom: ``scipy.special.stdtr(df,
     -t)``, the very function ``scipy.stats.t.sf`` evaluates (same bits), without the
-    ~30 us of argument handling per call of the distribution method."""
+    distribution method's argument handling, slower than the function itself."""
     from scipy import special
 
     return float(special.stdtr(df, -t))
@@ -216,7 +216,7 @@ def t_ppf(q: float, df: float) -> float:
     """The ``q`` quantile of Student's t with ``df`` degrees of freedom: for 0 < q < 1 and
     df > 0, ``scipy.special.stdtrit(df, q)``, the very function ``scipy.stats.t.ppf``
     evaluates there (same bits: ppf returns it times scale 1 plus loc 0, and so does this),
-    without the ~1 ms of argument handling per call of the distribution method (a
+    without the distribution method's argument handling, slower than the function (a
     Welch-Satterthwaite df is a new float in nearly every call, so the cache rarely hits);
     elsewhere ``scipy.stats.t.ppf`` itself. Cached: integer dfs recur in every claim."""
     if 0.0 < q < 1.0 and df > 0.0:
@@ -231,7 +231,7 @@ def t_ppf(q: float, df: float) -> float:
 @dataclasses.dataclass(frozen=True)
 class PairedEstimate:
     """An effect's mean over n paired seeds with a standard error that includes the
-    test-set sampling error (PROTOCOL §6).
+    test-set sampling error (PROTOCOL.md, section Statistics).
 
     Attributes (all in the units of the effect, e.g. accuracy points or nats)
     ----------
@@ -313,7 +313,8 @@ class PairedEstimate:
 
 def paired_estimate(values, test_vars=None, *, shared_test_var=None,
                     test_df=None) -> PairedEstimate:
-    """The protocol's estimate of an effect from its per-seed values (PROTOCOL §6).
+    """The protocol's estimate of an effect from its per-seed values (PROTOCOL.md,
+    section Statistics).
 
     Parameters
     ----------
@@ -443,7 +444,7 @@ def _ordered_sum(x: np.ndarray, width: int = 128) -> float:
 
 def shared_test_variance(contrasts) -> tuple[float, float]:
     """Test-set sampling variance of the mean effect over seeds that share ONE test set,
-    without counting the within-seed item noise twice (PROTOCOL draft 4, issue 23 item 9).
+    without counting the within-seed item noise twice (PROTOCOL.md, "Draft 4: statistics").
 
     Parameters
     ----------
@@ -462,7 +463,7 @@ def shared_test_variance(contrasts) -> tuple[float, float]:
         degrees of freedom (MS_items - MS_res)^2 / (MS_items^2 / (N - 1) + MS_res^2 /
         ((n - 1)(N - 1))). Then sd(values)^2 / n + variance = (MS_seeds + MS_items -
         MS_res) / (n N), and ``paired_estimate``'s Welch-Satterthwaite df over the two
-        parts equals the Satterthwaite df of that sum of mean squares. Draft 2/3's
+        parts equals the Satterthwaite df of that sum of mean squares. The earlier
         variance, var_items(mean_s z) / N = MS_items / (n N), counted s_ab^2 / (n N) a
         second time. n = 1: no decomposition (MS_res undefined); var_items(z) / N with
         N - 1 df. Sums run in a fixed order (``_ordered_sum``): the same bits on every CPU.

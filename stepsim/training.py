@@ -94,8 +94,9 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     threads : int, optional
         numba threads for the kernels during the run (default 1; restored after). With
         one thread the kernels run inline, so no idle numba worker spins against BLAS's
-        threads (a 1024-1024-32 step measured 4-10x faster than numba and BLAS both on
-        2 threads). Results do not depend on it.
+        threads (on a small machine a step runs several times faster than with numba and
+        BLAS both on every core: ``stepsim bench --only train``). Results do not depend
+        on it.
     blas_threads : int or None
         BLAS threads for the problem's matmuls during the run (default 1; restored after;
         None leaves BLAS as it is). OpenBLAS's bits can depend on its thread count for

@@ -56,13 +56,11 @@ What a user does:
 
 What it costs: ``stepsim bench --only portability`` measures it on your machine (portable
 vs ``--fast`` training steps, interleaved in two processes; glibc's exp vs NumPy's; see
-:mod:`stepsim.bench.portability`). Measured on an AMD Zen 4 with AVX-512: the pinned
-Haswell kernels are *faster* than OpenBLAS's own SkylakeX choice (a ``--fast`` step took
-1.15x as long on the digits MLP 64-256-256-10 with SR-STE, and 1.14x on the bench
-transformer), so the pin costs nothing there; glibc's scalar exp costs 4.7 ns an entry
-against NumPy's 0.5, about 0.6 ms a step on that transformer's logits (under 1% of its
-76 ms step). On AVX2 machines OpenBLAS picks Haswell/Zen kernels anyway. The committed
-evidence (``figures/``) is produced without ``--fast``.
+:mod:`stepsim.bench.portability`). On the AVX-512 machine this was written on, the pinned
+Haswell kernels were no slower than OpenBLAS's own SkylakeX choice, so the pin cost nothing
+there, and glibc's scalar exp, slower than NumPy's per entry, was a small part of a
+transformer step (the bench prints the numbers). On AVX2 machines OpenBLAS picks
+Haswell/Zen kernels anyway. The committed evidence (``figures/``) is produced without ``--fast``.
 
 How it is guarded: ``tests/package/test_cpu_portability.py`` runs short recorded runs (dense,
 SR-STE and STEP with AutoSwitch on the regression, the digits MLP, the transformer, a

@@ -24,7 +24,7 @@ def show(value) -> str:
 
 def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as ``int``; it must be an integer (bool is refused) within bounds."""
-    # exact int first: the ABC check below costs ~1 us, and kernels are called every step
+    # exact int first: the ABC check below is slow, and kernels are called every step
     if type(value) is not int and (
         isinstance(value, bool) or not isinstance(value, numbers.Integral)
     ):

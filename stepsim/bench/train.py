@@ -412,7 +412,7 @@ def _fit_runs(bench, problem):
     cores = os.cpu_count() or 1
     steps = 300 if bench.quick else 5000
     fit(problem, dense, 5, rng=0, progress=False)  # load kernels outside the timing
-    # without the policy a step can take 100x longer on a busy machine: fewer steps there
+    # without the policy a step can take far longer on a busy machine: fewer steps there
     for label, threads in (("thread policy", {}),
                            ("all cores for numba and BLAS", {"threads": cores,
                                                              "blas_threads": None})):

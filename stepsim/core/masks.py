@@ -43,8 +43,8 @@ def _validated_groups(w, n, m, axis):
     moved = _to_last(w, axis)
     # the bool mask, and a contiguous copy of w unless it already runs along the axis (a
     # broadcast view of 10^6 x 10^6 costs nothing until it is copied: refuse it here, in one
-    # line, rather than as NumPy's MemoryError); reading the system's memory costs ~0.1 ms,
-    # so only sizes that could fail are checked
+    # line, rather than as NumPy's MemoryError); reading the system's memory is slow next
+    # to a small mask, so only sizes that could fail are checked
     need = w.size * (1 if moved.flags.c_contiguous else 1 + w.itemsize)
     if need > _CHECKED_ABOVE:
         check_memory(f"the N:M mask of w with shape {w.shape} ({w.dtype})", need)
@@ -75,8 +75,8 @@ def nm_mask_trusted(w: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
 
 def _to_last(a: np.ndarray, axis: int) -> np.ndarray:
     """``np.moveaxis(a, axis, -1)``, or ``a`` itself when ``axis`` is already the last: the
-    usual case (a Linear weight's input axis), where moveaxis, pure Python, cost ~5 us a
-    call twice per mask per step for nothing."""
+    usual case (a Linear weight's input axis), where moveaxis, pure Python, would cost
+    two calls per mask per step for nothing."""
     return a if axis == -1 or axis == a.ndim - 1 else np.moveaxis(a, axis, -1)
 
 

@@ -142,7 +142,7 @@ def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper, *, per_param: bool = False
     With ``per_param=True`` it returns the list of each parameter's AdamStats instead
     (the same bits as :func:`adam_apply` on that parameter; a list of None if stats are off).
     One validation pass and one parallel kernel launch for the whole model, so the
-    per-call cost (~20 us for a small array) is paid once per step, not once per layer.
+    per-call cost (more than a small array's update) is paid once per step, not per layer.
     Raises ValueError if g holds a non-finite value or v a negative or NaN one (after the
     update, which then carries them into w, m and v), or if arrays overlap (before it).
     """

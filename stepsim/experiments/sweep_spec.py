@@ -50,7 +50,7 @@ import json
 import math
 from pathlib import Path
 
-from stepsim._ground.validate import show, check_input_file, check_int
+from stepsim._ground.validate import check_input_file, check_int, show
 from stepsim.experiments.run import canonical_json
 
 SPEC_KEYS = ("name", "steps", "seeds", "nm", "problem", "problems", "criterion", "recipes",

@@ -131,7 +131,7 @@ class Digits:
     def sample_batch(self, rng) -> Batch:
         """batch_size training images drawn with replacement."""
         idx = rng.integers(0, len(self.y), size=self.batch_size)
-        # take copies the same rows as x[idx] (the same new C-contiguous array), ~3x faster
+        # take copies the same rows as x[idx] (the same new C-contiguous array), faster
         return Batch(self.x.take(idx, axis=0), self.y[idx])
 
     def loss_and_grad(self, params, batch: Batch):

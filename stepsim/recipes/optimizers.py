@@ -191,7 +191,8 @@ class Adam:
 
     def _hyper_checked(self, step, lr, frozen: FrozenV | None, stats_on, log_stats):
         """The AdamHyper of a step for parameters frozen as ``frozen`` (None: v updated),
-        without :func:`~stepsim.core.optim_hyper.adam_hyper`'s checks (``hypers(checked=False)``)."""
+        without :func:`~stepsim.core.optim_hyper.adam_hyper`'s checks
+        (``hypers(checked=False)``)."""
         from stepsim.core.optim_hyper import adam_hyper_checked
 
         eps, mode = (self.eps, self.eps_mode) if frozen is None else frozen[1:]

@@ -27,6 +27,10 @@ switch          :class:`FreezeV` (STEP), :class:`AllocateGreedy` / :class:`Alloc
                 (one-shot layer-wise N), then the masker's ``start`` (ASP prunes there)
 ==============  ===========================================================================
 
+The order of a step's stages is said once, in :mod:`stepsim.recipes.sequence`; each piece
+implements a stage twice, pure (these methods) and in place (fit's lean step,
+:mod:`stepsim.recipes.lean`).
+
 So ASP = FixedMask + MaskGradients + MaskWeights after a dense phase; SR-STE = EveryStepMask
 + SrsteTerm (before) or SrsteDecoupled (after); STEP = a dense phase + FreezeV +
 EveryStepMask. A *module* is one parameter array: each has its own phase (0 dense, 1

@@ -261,7 +261,7 @@ class DecaySchedule:
     the last frame always uses a binary mask (alpha 0). ``alpha_clock`` says what t counts:
     "phase" (default): steps since the sparse phase began (t = step - start), once, as Kao
     et al.'s group's code does; "frame": steps since the current frame began, restarting
-    at every frame (stepsim before issue 11), so that each frame's first step forwards the
+    at every frame (stepsim's earlier default), so that each frame's first step forwards the
     pruned weights at full scale — kept only as an option.
     """
 

@@ -36,8 +36,8 @@ import numpy as np
 from stepsim.sparse24.layout import (
     LayoutSpec,
     check_operands,
-    nibble_error,
     meta_offsets,
+    nibble_error,
 )
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Theorem 1's bounds at each lag: the paper's, and the corrected ones of issue 25.
+"""Theorem 1's bounds at each lag: the paper's, and the corrected ones (theorem1.md §4-5).
 
 Notation (paper_checks/theorem1.md §5). Y_j = g_j^2 (one coordinate), n = k - k0 the lag,
 w = ``corrected.weights(beta2, k0, n)`` the difference of the two bias-corrected EMA

@@ -27,7 +27,6 @@ is used, so the Clopper-Pearson interval's independence assumption is true.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Exact Chernoff bounds for D = sum_j w_j Y_j, Y_j = g_j^2 (issue 25, Statements A+ / B+).
+"""Exact Chernoff bounds for D = sum_j w_j Y_j, Y_j = g_j^2 (Statements A+ / B+).
 
 Both bounds compute the moment generating function (m.g.f.) of D EXACTLY (no inequality
 between the m.g.f. and the bound other than Markov's) and apply Markov's inequality to

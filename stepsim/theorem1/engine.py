@@ -156,7 +156,7 @@ def _run_builtin(process, seed, trials, dim, slot, den, beta2, chunk_trials, pro
     from stepsim.theorem1 import _kernels
 
     n_lags = int(np.count_nonzero(slot >= 0))
-    if chunk_trials is None:  # ~2e8 coordinate-steps per call: progress ~ every 0.1 s,
+    if chunk_trials is None:  # 2e8 coordinate-steps per call: progress often enough,
         # and each call has hundreds of work items, so the threads finish together
         chunk_trials = max(1, int(2e8 // (dim * len(slot))))
     chunk_trials = check_int("chunk_trials", chunk_trials, minimum=1)

@@ -1,4 +1,4 @@
-"""Statement B'+: the m.g.f. of D for the sticky chain, and its Chernoff bound (issue 25).
+"""Statement B'+: the m.g.f. of D for the sticky chain, and its Chernoff bound.
 
 The built-in ``sticky`` chain (``chains.Sticky``) draws g_j^2 = Y_j = G u_j with
 u_j = u_{j-1} with probability r = 1 - q and a fresh U[0, 1] otherwise, started from its

@@ -1,4 +1,5 @@
-"""Numerical verification of the corrected Theorem 1 bounds (issue 25), in the engine.
+"""Numerical verification of the corrected Theorem 1 bounds (paper_checks/theorem1.md §5),
+in the engine.
 
 ``verify(specs, ...)`` simulates each process with :func:`.engine.simulate` and, for each
 delta and each d in (1, dim), evaluates every bound of :mod:`.bounds` whose assumptions
@@ -8,7 +9,7 @@ violations (statistic > bound; >= for the paper's strict bound), their Clopper-P
 interval, and the tightness bound / empirical (1 - delta)-quantile and bound / trivial.
 The plug-in bound is estimated per trial from the g^2 of that trial before k0 (the
 process's NumPy path with the same seed, which is the path the engine simulated):
-coordinate 0 for d = 1, the first ``POOL`` = 10 coordinates pooled for the inf-norm.
+coordinate 0 for d = 1, the first ``scoring.POOL`` coordinates pooled for the inf-norm.
 Driven by ``paper_checks/theorem1_bounds.py`` (full and ``--quick``).
 """
 
@@ -27,12 +28,14 @@ from stepsim.theorem1.bounds import (
 )
 from stepsim.theorem1.closed_forms import worst_case
 from stepsim.theorem1.engine import k0_statement, lag_grid, simulate
-from stepsim.theorem1.scoring import POOL, plugin_bounds, pre_switch_g2, score
+from stepsim.theorem1.scoring import plugin_bounds, pre_switch_g2, score
+
 
 def default_specs():
-    """(label, process) pairs of the issue: AR(1) rho 0.5/0.9/0.99 (squashed: B, A' and A'+ apply;
-    Gaussian g: A and A+ apply), sticky (B, B'+), regime switching and two-state chains with
-    known lambda (B and B+), and the sine (no spectral gap: Chebyshev and the plug-in)."""
+    """(label, process) pairs of the verification: AR(1) rho 0.5/0.9/0.99 (squashed: B,
+    A' and A'+ apply; Gaussian g: A and A+ apply), sticky (B, B'+), regime switching and
+    two-state chains with known lambda (B and B+), and the sine (no spectral gap: Chebyshev
+    and the plug-in)."""
     from stepsim.theorem1.chains import make_chain
     from stepsim.theorem1.processes import make_process
 
@@ -96,7 +99,7 @@ def verify_one(label, process, *, beta2=0.999, trials=1000, dim=100, horizon=10_
                 case["bounds"]["corrected"] = score(sample, best, False, delta, trivial)
             for kind in ("gaussian", "gaussian-chernoff", "markov-chernoff", "copula-chernoff",
                          "sticky-chernoff"):
-                if kind in values:  # A / Chebyshev (the issue's "done when"), A+, B+, ... too
+                if kind in values:  # A / Chebyshev, A+, B+, ... too
                     key = "gaussian_over_chebyshev" if kind == "gaussian" else \
                         f"{kind}_over_chebyshev"
                     case[key] = (values[kind] / values["chebyshev"]).tolist()

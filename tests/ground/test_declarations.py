@@ -355,7 +355,7 @@ def test_fit_checks_nm_once_and_not_per_step(monkeypatch):
 
 
 def test_trusted_masks_are_the_public_masks():
-    from stepsim.core.masks import nm_mask_trusted, nm_mask
+    from stepsim.core.masks import nm_mask, nm_mask_trusted
 
     rng = np.random.default_rng(0)
     for shape, n, m, axis in [((8, 16), 2, 4, -1), ((4, 8, 3), 1, 8, 1), ((6, 12), 5, 6, -1)]:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepsim.nn import fused
 from stepsim.nn import attention as A
+from stepsim.nn import fused
 from stepsim.nn import layers as L
 from stepsim.nn import transformer as tr
 from stepsim.nn.embedding import embedding_backward, embedding_forward

@@ -81,7 +81,7 @@ def _part(dotted: str) -> str:
     return ".".join(parts[1:]) if len(parts) > 1 else "__init__"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _is_module(dotted: str) -> bool:
     path = REPO.joinpath(*dotted.split("."))
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
@@ -97,7 +97,7 @@ def _ours(dotted: str | None) -> bool:
     return bool(dotted) and dotted.split(".")[0] in ("stepsim", "paper_checks")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _imports(path: Path) -> tuple:
     """(target, line) of every import of a stepsim module or name in ``path``, anywhere in
     it: ``from A import b`` gives "A.b" (a module or a name in A), ``import A.b`` "A.b",
@@ -133,7 +133,7 @@ def _read_imports(path: Path):
             yield f"{modules[node.value.id]}.{node.attr}", node.lineno
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module_of(target: str) -> str:
     """The module an import target loads: itself if it is one, else its longest module
     prefix ("stepsim.core.masks.nm_mask" -> "stepsim.core.masks")."""
