@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from stepsim._ground.validate import show, check_int, check_nm_pair
+from stepsim._ground.validate import check_int, check_nm_pair, show
 from stepsim.core.finite import FiniteCheck
 from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Trace etc.)
     STATUS_COMPLETED,
