@@ -61,7 +61,7 @@ def _sample(name: str, values) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class Estimate:
+class MeanCI:
     """A mean over n values with its confidence interval [low, high].
 
     std: sample standard deviation (ddof=1; NaN for n = 1). method: "t" or "bootstrap".
@@ -81,7 +81,7 @@ class Estimate:
 
 
 def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples: int = 9999,
-            rng=None) -> Estimate:
+            rng=None) -> MeanCI:
     """Mean of ``values`` (one per seed) with a ``confidence`` interval.
 
     Parameters
@@ -100,7 +100,7 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
 
     Returns
     -------
-    Estimate
+    MeanCI
         n, mean, std (ddof=1), low, high. For n = 1 the interval is NaN; for values that
         are all equal it is [mean, mean].
     """
@@ -124,7 +124,7 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
         res = stats.bootstrap((x,), np.mean, confidence_level=confidence,
                               n_resamples=int(n_resamples), method="BCa", rng=rng)
         low, high = res.confidence_interval
-    return Estimate(n=n, mean=mean, std=std, low=float(low), high=float(high),
+    return MeanCI(n=n, mean=mean, std=std, low=float(low), high=float(high),
                     confidence=confidence, method=method)
 
 
@@ -659,7 +659,7 @@ def markdown_table(rows, columns=None, *, digits: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CI_METHODS", "Estimate", "PairedBinary", "PairedComparison", "PairedEstimate",
+__all__ = ["CI_METHODS", "MeanCI", "PairedBinary", "PairedComparison", "PairedEstimate",
            "binomial_p", "clopper_pearson", "combination_variance", "format_number", "holm",
            "markdown_table", "mean_ci", "paired_binary_exact", "paired_difference",
            "paired_estimate", "shared_test_variance", "tost"]

@@ -41,9 +41,9 @@ from stepsim.theorem1.check import (
     HOLDS,
     INCONCLUSIVE,
     VIOLATED,
+    Estimate,
     LagRow,
     Theorem1Result,
-    ViolationEstimate,
     analyse,
     check_theorem1,
 )
@@ -52,8 +52,8 @@ from stepsim.theorem1.engine import k0_proof, k0_statement, lag_grid, simulate, 
 from stepsim.theorem1.processes import PROCESSES, BuiltinProcess, make_process
 
 __all__ = [
-    "HOLDS", "INCONCLUSIVE", "PROCESSES", "VIOLATED", "BuiltinProcess", "LagRow",
-    "Theorem1Result", "ViolationEstimate",
+    "HOLDS", "INCONCLUSIVE", "PROCESSES", "VIOLATED", "BuiltinProcess", "Estimate", "LagRow",
+    "Theorem1Result",
     "analyse", "check_theorem1", "clopper_pearson", "hoeffding_bound", "k0_proof",
     "k0_statement", "lag_grid", "make_process", "simulate", "theorem1_bound",
     "vhat_reference", "worst_case",

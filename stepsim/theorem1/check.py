@@ -67,7 +67,7 @@ def overall(violations, n: int, delta: float, level: float) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class ViolationEstimate:
+class Estimate:
     """What one sample of the statistic says at one lag.
 
     n: sample size (pairs for a coordinate, trials for the inf-norm); violations: how
@@ -100,8 +100,8 @@ class LagRow:
     bound: float
     worst_case: float
     hoeffding_bound: float
-    coord: ViolationEstimate
-    inf: ViolationEstimate
+    coord: Estimate
+    inf: Estimate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +111,7 @@ class Theorem1Result:
 
     ``result.at(lag)`` is one row; ``result.column("coord.quantile")`` one column as an
     array (any field of :class:`LagRow`, or ``coord.``/``inf.`` + a field of
-    :class:`ViolationEstimate`); ``result.lags`` the lags.
+    :class:`Estimate`); ``result.lags`` the lags.
     """
 
     process: str
@@ -166,7 +166,7 @@ class Theorem1Result:
         """One field across lags, e.g. "bound", "inf.rate", "coord.verdict" (array)."""
         head, _, tail = name.partition(".")
         fields = {f.name for f in dataclasses.fields(LagRow)}
-        sub = {f.name for f in dataclasses.fields(ViolationEstimate)}
+        sub = {f.name for f in dataclasses.fields(Estimate)}
         if head not in fields or (head in ("coord", "inf")) != bool(tail) or (
                 tail and tail not in sub):
             raise ValueError(f"unknown column {name!r}; choose a LagRow field "
@@ -315,12 +315,12 @@ def analyse(stats: np.ndarray, *, process, G: float, beta2: float, delta: float,
     coord = stats.reshape(trials * dim, n_lags) if independent else stats[:, 0, :]
     inf = stats.max(axis=1)
 
-    def estimates(sample) -> list[ViolationEstimate]:
+    def estimates(sample) -> list[Estimate]:
         n = sample.shape[0]
         violations = np.count_nonzero(sample >= bound, axis=0)
         lo, hi = clopper_pearson(violations, n, ci_level)
         q = np.quantile(sample, 1.0 - delta, axis=0, method="inverted_cdf")
-        return [ViolationEstimate(n=int(n), violations=int(v), rate=float(v / n), ci_low=float(a),
+        return [Estimate(n=int(n), violations=int(v), rate=float(v / n), ci_low=float(a),
                          ci_high=float(b), quantile=float(x), tightness=float(x / bnd),
                          verdict=verdict)
                 for v, a, b, x, bnd, verdict in zip(violations, lo, hi, q, bound,
@@ -477,6 +477,6 @@ class _Null:
 
 # clopper_pearson (stepsim.stats) and the closed forms (.closed_forms) are re-exported: the
 # check's verdicts are made of them
-__all__ = ["BuiltinProcess", "LagRow", "Theorem1Result", "ViolationEstimate", "analyse",
+__all__ = ["BuiltinProcess", "Estimate", "LagRow", "Theorem1Result", "analyse",
            "check_theorem1", "clopper_pearson", "hoeffding_bound", "score_bound",
            "theorem1_bound", "verdicts", "worst_case"]
