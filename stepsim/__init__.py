@@ -13,14 +13,16 @@ Layers (a module imports only its own layer and lower ones; ``tests/package/test
       ``nn/_kernels.py``,        the NumPy references they match bit for bit, glibc
       ``core/reference.py``,     exp/log
       ``_ground/libm*.py``
-2     ``core/``, ``stats.py``    masks, optim (validating wrappers), sparsity (ParamSpec);
-                                 CIs and paired comparisons
+2     ``core/``, ``stats.py``    masks, optim (validating wrappers), sparsity (ParamSpec),
+                                 the step's masked selects and finiteness check; CIs, paired
+                                 comparisons, Clopper-Pearson
 3     ``nn/``, ``theorem1/``,    forward/backward layers and models; Theorem 1's
       ``sparse24/``              processes and engine; 2:4 layout, storage and memory
 4     ``problems/``              the Problem protocol and its problems
-5     ``recipes/``               pieces, maskers, Recipe, registry, switch criteria and
-                                 schedules, trace analysis (Table 1)
-6     ``training.py``            ``fit``: the training loop
+5     ``recipes/``               pieces, maskers, Recipe, the step's sequence (pure and
+                                 in place), registry, switch criteria and schedules, trace
+                                 analysis (Table 1)
+6     ``training.py``            ``fit`` and its run a step at a time (``FitRun``)
 7     ``experiments/``           RunSpec, sweeps, executors, stores, reports
 8     ``checks/``, ``bench/``    one module per paper claim; benchmarks
 9     ``cli/``                   the ``stepsim`` subcommands

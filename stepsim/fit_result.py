@@ -99,11 +99,11 @@ class Trace:
     def from_arrays(cls, data) -> Trace:
         """The trace in ``data`` (name -> array: an .npz's arrays, :func:`read_npz`)."""
         arrays = {name: data[name] for name in cls.ARRAYS if name in data}
-        if "layer_phase" not in arrays:  # saved before issue 11: one global phase
+        if "layer_phase" not in arrays:  # saved before per-module phases: one global phase
             arrays["layer_phase"] = np.repeat(arrays["phase"][:, None],
                                               arrays["n"].shape[1], axis=1)
         names = tuple(str(s) for s in data["layer_names"])
-        size = int(data["mask_size"]) if "mask_size" in data else 0  # before issue 24: 0
+        size = int(data["mask_size"]) if "mask_size" in data else 0  # older files: 0
         return cls(layer_names=names, mask_size=size, **arrays)
 
 
@@ -143,7 +143,7 @@ class FitResult:
     weights the model computes with after that step. diagnostics: for a run that froze v
     (STEP), {"g2_over_vstar": {name: {"+1": [median, p99], "+10": ..., "+100": ...}}}:
     g^2 / v* over the parameter's coordinates that many steps after its switch
-    (:func:`frozen_v_diagnostics`; read only, it changes no arithmetic).
+    (:meth:`stepsim.recipes.FreezeV.diagnose`; read only, it changes no arithmetic).
     """
 
     weights: dict

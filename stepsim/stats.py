@@ -7,9 +7,9 @@
   Wilcoxon signed-rank test, the number of pairs and the effect size Cohen's d_z
   (mean difference / standard deviation of the differences, ddof=1).
 * :func:`paired_estimate` — the registered protocol's estimate of an effect over paired
-  seeds (``paper_checks/PROTOCOL.md`` §6): the mean with a standard error that adds the
-  test-set sampling error to the spread over seeds, SE = sqrt(SE_seeds^2 + SE_test^2), and
-  Student-t intervals, one-sided bounds and p-values with n - 1 degrees of freedom
+  seeds (``paper_checks/PROTOCOL.md``, section Statistics): the mean with a standard error
+  that adds the test-set sampling error to the spread over seeds, SE = sqrt(SE_seeds^2 +
+  SE_test^2), and Student-t intervals, one-sided bounds and p-values with n - 1 degrees of freedom
   (:class:`PairedEstimate`).
 * :func:`combination_variance` — the test-set sampling variance of one seed's effect value,
   a linear combination of runs' mean per-item errors on the same test items.
@@ -61,7 +61,7 @@ def _sample(name: str, values) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class Estimate:
+class MeanCI:
     """A mean over n values with its confidence interval [low, high].
 
     std: sample standard deviation (ddof=1; NaN for n = 1). method: "t" or "bootstrap".
@@ -81,7 +81,7 @@ class Estimate:
 
 
 def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples: int = 9999,
-            rng=None) -> Estimate:
+            rng=None) -> MeanCI:
     """Mean of ``values`` (one per seed) with a ``confidence`` interval.
 
     Parameters
@@ -100,7 +100,7 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
 
     Returns
     -------
-    Estimate
+    MeanCI
         n, mean, std (ddof=1), low, high. For n = 1 the interval is NaN; for values that
         are all equal it is [mean, mean].
     """
@@ -117,14 +117,14 @@ def mean_ci(values, *, confidence: float = 0.95, method: str = "t", n_resamples:
     elif std == 0.0:  # every seed gave the same value: no spread, the interval is a point
         low = high = mean
     elif method == "t":
-        half = _t_ppf(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)  # t.ppf's bits
+        half = t_ppf(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)  # t.ppf's bits
         low, high = mean - half, mean + half
     else:
         rng = np.random.default_rng(rng)
         res = stats.bootstrap((x,), np.mean, confidence_level=confidence,
                               n_resamples=int(n_resamples), method="BCa", rng=rng)
         low, high = res.confidence_interval
-    return Estimate(n=n, mean=mean, std=std, low=float(low), high=float(high),
+    return MeanCI(n=n, mean=mean, std=std, low=float(low), high=float(high),
                     confidence=confidence, method=method)
 
 
@@ -205,18 +205,18 @@ def paired_difference(a, b, *, confidence: float = 0.95) -> PairedComparison:
 def _t_sf(t: float, df: int) -> float:
     """P(T > t) for Student's t with ``df`` degrees of freedom: ``scipy.special.stdtr(df,
     -t)``, the very function ``scipy.stats.t.sf`` evaluates (same bits), without the
-    ~30 us of argument handling per call of the distribution method."""
+    distribution method's argument handling, slower than the function itself."""
     from scipy import special
 
     return float(special.stdtr(df, -t))
 
 
 @functools.lru_cache(maxsize=4096)
-def _t_ppf(q: float, df: float) -> float:
+def t_ppf(q: float, df: float) -> float:
     """The ``q`` quantile of Student's t with ``df`` degrees of freedom: for 0 < q < 1 and
     df > 0, ``scipy.special.stdtrit(df, q)``, the very function ``scipy.stats.t.ppf``
     evaluates there (same bits: ppf returns it times scale 1 plus loc 0, and so does this),
-    without the ~1 ms of argument handling per call of the distribution method (a
+    without the distribution method's argument handling, slower than the function (a
     Welch-Satterthwaite df is a new float in nearly every call, so the cache rarely hits);
     elsewhere ``scipy.stats.t.ppf`` itself. Cached: integer dfs recur in every claim."""
     if 0.0 < q < 1.0 and df > 0.0:
@@ -231,7 +231,7 @@ def _t_ppf(q: float, df: float) -> float:
 @dataclasses.dataclass(frozen=True)
 class PairedEstimate:
     """An effect's mean over n paired seeds with a standard error that includes the
-    test-set sampling error (PROTOCOL §6).
+    test-set sampling error (PROTOCOL.md, section Statistics).
 
     Attributes (all in the units of the effect, e.g. accuracy points or nats)
     ----------
@@ -277,7 +277,7 @@ class PairedEstimate:
             return math.nan, math.nan
         if self.se == 0.0:
             return self.mean, self.mean
-        half = _t_ppf(0.5 + level / 2, self.df) * self.se
+        half = t_ppf(0.5 + level / 2, self.df) * self.se
         return self.mean - half, self.mean + half
 
     def lower_bound(self, alpha: float) -> float:
@@ -288,7 +288,7 @@ class PairedEstimate:
             return math.nan
         if self.se == 0.0:
             return self.mean
-        return self.mean - _t_ppf(1.0 - alpha, self.df) * self.se
+        return self.mean - t_ppf(1.0 - alpha, self.df) * self.se
 
     def p_greater(self, value: float) -> float:
         """One-sided p-value of H0: effect <= ``value`` (small p: the effect is above
@@ -313,7 +313,8 @@ class PairedEstimate:
 
 def paired_estimate(values, test_vars=None, *, shared_test_var=None,
                     test_df=None) -> PairedEstimate:
-    """The protocol's estimate of an effect from its per-seed values (PROTOCOL §6).
+    """The protocol's estimate of an effect from its per-seed values (PROTOCOL.md,
+    section Statistics).
 
     Parameters
     ----------
@@ -443,7 +444,7 @@ def _ordered_sum(x: np.ndarray, width: int = 128) -> float:
 
 def shared_test_variance(contrasts) -> tuple[float, float]:
     """Test-set sampling variance of the mean effect over seeds that share ONE test set,
-    without counting the within-seed item noise twice (PROTOCOL draft 4, issue 23 item 9).
+    without counting the within-seed item noise twice (PROTOCOL.md, "Draft 4: statistics").
 
     Parameters
     ----------
@@ -462,7 +463,7 @@ def shared_test_variance(contrasts) -> tuple[float, float]:
         degrees of freedom (MS_items - MS_res)^2 / (MS_items^2 / (N - 1) + MS_res^2 /
         ((n - 1)(N - 1))). Then sd(values)^2 / n + variance = (MS_seeds + MS_items -
         MS_res) / (n N), and ``paired_estimate``'s Welch-Satterthwaite df over the two
-        parts equals the Satterthwaite df of that sum of mean squares. Draft 2/3's
+        parts equals the Satterthwaite df of that sum of mean squares. The earlier
         variance, var_items(mean_s z) / N = MS_items / (n N), counted s_ab^2 / (n N) a
         second time. n = 1: no decomposition (MS_res undefined); var_items(z) / N with
         N - 1 df. Sums run in a fixed order (``_ordered_sum``): the same bits on every CPU.
@@ -566,14 +567,21 @@ def binomial_p(count: int, n: int, rate: float, *, greater: bool) -> float:
     return min(1.0, math.fsum(math.comb(n, k) * rate ** k * (1 - rate) ** (n - k) for k in ks))
 
 
-def clopper_pearson(count: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Two-sided Clopper-Pearson interval of a binomial rate at coverage ``level``."""
+def clopper_pearson(count, n: int, level: float = 0.95):
+    """Two-sided exact Clopper-Pearson interval of a binomial rate at coverage ``level``:
+    (low, high) for ``count`` successes out of ``n`` — floats for one count, arrays for an
+    array of counts (Theorem 1's violations per lag). Equals
+    ``scipy.stats.binomtest(count, n).proportion_ci(level, method="exact")``."""
     from scipy import stats
 
     level = check_open_unit("level", level)
     a = (1.0 - level) / 2
-    low = 0.0 if count == 0 else float(stats.beta.ppf(a, count, n - count + 1))
-    high = 1.0 if count == n else float(stats.beta.ppf(1 - a, count + 1, n - count))
+    k = np.asarray(count, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # the shapes at k = 0 and k = n are not used
+        low = np.where(k > 0, stats.beta.ppf(a, k, n - k + 1), 0.0)
+        high = np.where(k < n, stats.beta.ppf(1 - a, k + 1, n - k), 1.0)
+    if k.ndim == 0:
+        return float(low), float(high)
     return low, high
 
 
@@ -651,7 +659,7 @@ def markdown_table(rows, columns=None, *, digits: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CI_METHODS", "Estimate", "PairedBinary", "PairedComparison", "PairedEstimate",
+__all__ = ["CI_METHODS", "MeanCI", "PairedBinary", "PairedComparison", "PairedEstimate",
            "binomial_p", "clopper_pearson", "combination_variance", "format_number", "holm",
            "markdown_table", "mean_ci", "paired_binary_exact", "paired_difference",
            "paired_estimate", "shared_test_variance", "tost"]

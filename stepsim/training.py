@@ -1,9 +1,11 @@
-"""The training loop shared by every recipe: :func:`fit` (its :class:`~stepsim.fit_result.Trace`
-and :class:`~stepsim.fit_result.FitResult` live in :mod:`stepsim.fit_result`).
+"""The training loop shared by every recipe: :func:`fit`, a :class:`FitRun` driven from the
+first step to the last (its :class:`~stepsim.fit_result.Trace` and
+:class:`~stepsim.fit_result.FitResult` live in :mod:`stepsim.fit_result`).
 
 One step k = 1..T (SPEC section 3): draw a minibatch, ask the recipe for the forward
 weights (Pi_k * w_k in a sparse phase), take the problem's loss and gradient there, let the
-recipe update (optimizer + its gradient/weight pieces), record a row of the trace, and feed
+recipe update (the stages of :mod:`stepsim.recipes.sequence`, in place), record a row of
+the trace, and feed
 Adam's statistics (per module) to the switch schedule; when it fires for some modules after
 step k0 they enter their sparse phase (STEP: v* = v_{k0} of those modules). Recipes without a
 dense phase only observe a criterion (its step is still reported). A diverged run is an
@@ -22,8 +24,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from stepsim._ground.validate import _show, check_int, check_nm_pair
-from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Trace etc.)
+from stepsim._ground.validate import check_int, check_nm_pair, show
+from stepsim.core.finite import FiniteCheck
+from stepsim.fit_result import (
     STATUS_COMPLETED,
     STATUS_NON_FINITE,
     FitResult,
@@ -31,7 +34,6 @@ from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Tr
     record_step,
 )
 from stepsim.recipes.switch import StepStats, plan_schedule
-
 
 PROBLEM_API = ("specs", "init_params", "sample_batch", "loss_and_grad", "evaluate", "config")
 
@@ -92,8 +94,9 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     threads : int, optional
         numba threads for the kernels during the run (default 1; restored after). With
         one thread the kernels run inline, so no idle numba worker spins against BLAS's
-        threads (a 1024-1024-32 step measured 4-10x faster than numba and BLAS both on
-        2 threads). Results do not depend on it.
+        threads (on a small machine a step runs several times faster than with numba and
+        BLAS both on every core: ``stepsim bench --only train``). Results do not depend
+        on it.
     blas_threads : int or None
         BLAS threads for the problem's matmuls during the run (default 1; restored after;
         None leaves BLAS as it is). OpenBLAS's bits can depend on its thread count for
@@ -109,21 +112,9 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         ``status="non-finite"``, ``stopped_at`` (= ``diverged_at``) the step,
         ``diverged_param`` and ``message`` which parameter went non-finite first, and the lr.
     """
-    from stepsim._ground.portability import warn_if_not_portable
     from stepsim._ground.progress import Progress
     from stepsim._ground.threads import training_threads
-    from stepsim.recipes import Recipe
 
-    _check_problem(problem)
-    warn_if_not_portable()
-    if not isinstance(recipe, Recipe):
-        hint = f": build it with make_recipe({recipe!r})" if isinstance(recipe, str) else ""
-        raise TypeError(f"recipe must be a Recipe object{hint}; got {type(recipe).__name__}")
-    steps = check_int("steps", steps, minimum=1)
-    rng = _check_rng(rng)
-    nm = _check_nm_arg(nm)
-    if eval_every is not None:
-        eval_every = check_int("eval_every", eval_every, minimum=1)
     threads = 1 if threads is None else check_int("threads", threads, minimum=1)
     if blas_threads is not None:
         blas_threads = check_int("blas_threads", blas_threads, minimum=1)
@@ -132,10 +123,11 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     # reported once, by the status, not by NumPy warnings for every layer of every step
     with training_threads(kernels=threads, blas=blas_threads), \
             np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        run = _Run(problem, recipe, steps, rng, criterion, nm, log_stats, eval_every)
-        with Progress(steps, f"fit {recipe.name}", force=None if progress else False,
+        run = FitRun(problem, recipe, steps, rng=rng, criterion=criterion, nm=nm,
+                     log_stats=log_stats, eval_every=eval_every)
+        with Progress(run.steps, f"fit {recipe.name}", force=None if progress else False,
                       unit="step") as bar:
-            for k in range(1, steps + 1):
+            for k in range(1, run.steps + 1):
                 stats = run.step(k)
                 if stats is None:  # it diverged: run.status says where
                     break
@@ -144,17 +136,39 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         return run.result()
 
 
-class _Run:
-    """One run of :func:`fit`: its setup (``__init__``), one step (:meth:`step`), what
-    follows a step (:meth:`after_step`: criteria, switches, curves) and the
-    :class:`FitResult` (:meth:`result`). Internal; it exists so :func:`fit` reads on one
-    screen."""
+class FitRun:
+    """One run of :func:`fit`, a step at a time: its set-up (the constructor: the
+    arguments as :func:`fit` takes them, checked), one step (:meth:`step`), what follows a
+    step (:meth:`after_step`: criteria, switches, curves) and the :class:`FitResult`
+    (:meth:`result`). :func:`fit` runs it under its thread policy and NumPy error state;
+    ``stepsim bench`` times its steps exactly as fit runs them.
 
-    def __init__(self, problem, recipe, steps, rng, criterion, nm, log_stats, eval_every):
+    What a caller may read between steps: ``problem``, ``recipe``, ``ctx`` (the
+    RunContext), ``params`` (the weights the steps update: the lean step's own arrays),
+    ``state`` (the RecipeState), ``stepper`` (what runs the step's sequence: the
+    :class:`~stepsim.recipes.lean.LeanStep`, or the recipe's pure methods when the
+    weights are not float ndarrays), ``batch_rng``, ``trace``, ``status`` and ``message``.
+    """
+
+    def __init__(self, problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
+                 log_stats: bool = False, eval_every: int | None = None):
         from stepsim._ground.malloc import keep_freed_memory
-        from stepsim.core.sparsity import _with_nm
+        from stepsim._ground.portability import warn_if_not_portable
+        from stepsim.core.sparsity import with_nm
+        from stepsim.recipes import Recipe
         from stepsim.recipes.lean import LeanStep
         from stepsim.recipes.recipe import RunContext
+
+        _check_problem(problem)
+        warn_if_not_portable()
+        if not isinstance(recipe, Recipe):
+            hint = f": build it with make_recipe({recipe!r})" if isinstance(recipe, str) else ""
+            raise TypeError(f"recipe must be a Recipe object{hint}; got {type(recipe).__name__}")
+        steps = check_int("steps", steps, minimum=1)
+        rng = _check_rng(rng)
+        nm = _check_nm_arg(nm)
+        if eval_every is not None:
+            eval_every = check_int("eval_every", eval_every, minimum=1)
 
         self.problem, self.recipe, self.steps = problem, recipe, steps
         self.criterion, self.eval_every = criterion, eval_every
@@ -164,8 +178,8 @@ class _Run:
         init_rng, self.batch_rng = np.random.default_rng(rng).spawn(2)
 
         specs = dict(problem.specs)
-        if nm is not None:  # checked by fit, once (_check_nm_arg)
-            specs = _with_nm(specs, *nm)
+        if nm is not None:
+            specs = with_nm(specs, *nm)
         params = problem.init_params(init_rng)
         stats_on = crit_obj.stats_on if watched else "v"
         log = bool(log_stats) or bool(watched and crit_obj.needs_log)
@@ -184,8 +198,8 @@ class _Run:
                                           self.schedule.at_start(self.sstate))
         self.curves = ({"step": [0], **{k: [v] for k, v in self.initial_metrics.items()}}
                        if eval_every else {})
-        # the same step in place on buffers owned by this run (stepsim.recipes.lean); None
-        # when a piece of the recipe has no in-place form: then the recipe's pure methods
+        # the step in place on buffers owned by this run (stepsim.recipes.lean); None when
+        # the weights are not float ndarrays: then the recipe's pure methods
         self.lean = LeanStep.make(recipe, params, state, ctx)
         keep_freed_memory()  # a step's freed temporaries stay for the next (stepsim._ground.malloc)
         self.params = self.lean.params if self.lean is not None else params
@@ -194,7 +208,7 @@ class _Run:
         self.status, self.message, self.stopped, self.kept = STATUS_COMPLETED, "", None, steps
         self.where, self.diagnostics = None, {}
         self.lr_at = recipe.optimizer.lr_at
-        self.weights = _FiniteCheck()  # the lean step's weights: one address table a run
+        self.weights = FiniteCheck()  # the lean step's weights: one address table a run
 
     def step(self, k: int):
         """Step k: batch, forward, loss and gradient, update, trace row, checks. Returns the
@@ -210,7 +224,7 @@ class _Run:
         if bad is None:
             self.params, self.state, parts = self.stepper.update(self.state, self.params, grads,
                                                                  k, ctx, lr=lr)
-            frozen_v_diagnostics(self.diagnostics, k, grads, self.state)
+            self.recipe.diagnose(self.diagnostics, k, grads, self.state)
             stats = StepStats(parts, _total(parts, self.modules))
             record_step(self.trace, k - 1, loss, stats.total, self.state, self.layer_names, lr)
             bad, self.where = _first_non_finite_weight(self.params, self.weights)
@@ -268,8 +282,7 @@ class _Run:
                          steps=self.steps, seed=self.seed, problem=repr(self.problem),
                          status=self.status, message=message, stopped_at=self.stopped,
                          module_switch_steps=module_steps, diverged_param=self.where,
-                         curves=curves, diagnostics=(
-                             {"g2_over_vstar": self.diagnostics} if self.diagnostics else {}))
+                         curves=curves, diagnostics=self.diagnostics)
 
 
 def _checked_answer(problem, answer, params) -> tuple:
@@ -288,7 +301,7 @@ def _checked_answer(problem, answer, params) -> tuple:
             loss = loss[()]
         if isinstance(loss, (bool, np.bool_)) or not isinstance(loss, numbers.Real):
             raise TypeError(f"{where} must return a real number as its loss, got "
-                            f"{_show(loss)} ({type(loss).__name__})")
+                            f"{show(loss)} ({type(loss).__name__})")
     if type(grads) is not dict and not isinstance(grads, Mapping):  # dict: no ABC check
         raise TypeError(f"{where} must return its gradients as a dict name -> array, got "
                         f"{type(grads).__name__}")
@@ -319,11 +332,11 @@ def _first_non_finite(loss, grads) -> tuple[str | None, str | None]:
     in order; (None, None) when all are finite. A non-finite loss names the first
     parameter whose gradient is non-finite too (None if none is).
 
-    One pass per array, all in one kernel call (:class:`_FiniteCheck`).
+    One pass per array, all in one kernel call (:class:`~stepsim.core.finite.FiniteCheck`).
     """
     first = None
     names = list(grads)
-    i = _FiniteCheck().first([grads[name] for name in names])
+    i = FiniteCheck().first([grads[name] for name in names])
     if i >= 0:
         name = names[i]
         count = int(np.count_nonzero(~np.isfinite(grads[name])))
@@ -336,75 +349,14 @@ def _first_non_finite(loss, grads) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _has_non_finite(x: np.ndarray) -> bool:
-    """Whether x holds a NaN or an infinity: one vectorised pass (a numba kernel) for
-    C-contiguous float32/float64 arrays, NumPy's ``isfinite`` for any other."""
-    if x.dtype in _KERNEL_DTYPES and x.flags.c_contiguous:
-        from stepsim.core import _step_kernels
-
-        return bool(_step_kernels.has_non_finite(x.reshape(-1)))
-    return not np.isfinite(x).all()
-
-
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_KERNEL_DTYPES = (_F32, _F64)
-
-
-class _FiniteCheck:
-    """Which of a list of arrays first holds a NaN or an infinity: one kernel call
-    (:func:`stepsim.core._step_kernels.first_non_finite`) over a table of their data
-    addresses when every one is a C-contiguous float32/float64 ndarray, else
-    :func:`_has_non_finite` per array. The table is kept while the same arrays (by
-    identity) come back: the lean step's weights are the same arrays every step."""
-
-    def __init__(self):
-        self._arrays = ()
-        self._table = None
-
-    def first(self, arrays: list) -> int:
-        """The index of the first of ``arrays`` with a non-finite value; -1 if none."""
-        held = self._arrays
-        if len(held) != len(arrays) or any(a is not b for a, b in zip(held, arrays)):
-            self._table = _address_table(arrays)
-            # held (their addresses are in the table) only when the table is used
-            self._arrays = tuple(arrays) if self._table is not None else ()
-        if self._table is not None:
-            from stepsim.core import _step_kernels
-
-            return int(_step_kernels.first_non_finite(self._table))
-        for i, x in enumerate(arrays):
-            if _has_non_finite(x):
-                return i
-        return -1
-
-
-def _address_table(arrays):
-    """The (K, 3) table of :func:`~stepsim.core._step_kernels.first_non_finite` (data
-    address, size, 1 if float64) of ``arrays``, or None if one is not a C-contiguous
-    float32/float64 ndarray."""
-    from stepsim.core._optim_kernels import address
-
-    table = np.empty((len(arrays), 3), np.int64)
-    for i, x in enumerate(arrays):
-        if type(x) is not np.ndarray or not x.flags.c_contiguous:
-            return None
-        dtype = x.dtype
-        if dtype != _F32 and dtype != _F64:
-            return None
-        table[i, 0] = address(x)  # three item writes: a tuple into a row costs 2x more
-        table[i, 1] = x.size
-        table[i, 2] = dtype == _F64
-    return table
-
-
-def _first_non_finite_weight(params, check: _FiniteCheck | None = None) -> tuple[
+def _first_non_finite_weight(params, check: FiniteCheck | None = None) -> tuple[
         str | None, str | None]:
     """(description, parameter) of the first parameter with a non-finite weight after an
     update (an lr so large that the step overflows), else (None, None); one pass per
-    array, in one kernel call. ``check``: a :class:`_FiniteCheck` kept across steps (it
+    array, in one kernel call. ``check``: a :class:`FiniteCheck` kept across steps (it
     keeps the table of the same weight arrays)."""
     names = list(params)
-    i = (check or _FiniteCheck()).first([params[name] for name in names])
+    i = (check or FiniteCheck()).first([params[name] for name in names])
     if i < 0:
         return None, None
     name = names[i]
@@ -416,31 +368,3 @@ def _total(stats, modules):
     """The step's AdamStats over all parameters (None under SGD-M)."""
     parts = [stats[m] for m in modules]
     return None if parts[0] is None else type(parts[0]).combine(parts)
-
-
-#: steps after a module's switch at which :func:`frozen_v_diagnostics` records g^2 / v*
-DIAGNOSTIC_OFFSETS = (1, 10, 100)
-
-
-def frozen_v_diagnostics(out: dict, k: int, grads: dict, state) -> None:
-    """Record, into ``out`` (name -> {"+j": [median, p99]}), g^2 / v* of every parameter
-    whose v is frozen (STEP's phase 2) at step k = k0 + j for j in
-    :data:`DIAGNOSTIC_OFFSETS` (k0: the module's switch step). g: the problem's gradient at
-    step k; v*: the frozen denominator squared as phase 2 reads it (bias correction and
-    eps included: v*/c + eps inside the root, (sqrt(v*/c) + eps)^2 outside). Reads only:
-    the step's arithmetic is unchanged. Median and 99th percentile over the coordinates
-    (np.quantile, linear interpolation: exact, sorted values, no SIMD sums)."""
-    frozen = getattr(getattr(state, "opt", None), "frozen", None)
-    if not frozen:
-        return
-    for name, fz in frozen.items():
-        k0 = state.switched.get(name)
-        if k0 is None or k - k0 not in DIAGNOSTIC_OFFSETS or name not in grads:
-            continue
-        v = np.asarray(state.opt.v[name], dtype=np.float64) / fz.bias_correction2
-        denom2 = v + fz.eps if fz.eps_mode == "inside" else (np.sqrt(v) + fz.eps) ** 2
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            ratio = np.square(np.asarray(grads[name], dtype=np.float64)) / denom2
-        q = np.quantile(ratio.reshape(-1), (0.5, 0.99))
-        out.setdefault(name, {})[f"+{k - k0}"] = [float(q[0]), float(q[1])]
-

@@ -49,7 +49,7 @@ def atomic_path(path, *, suffix: str | None = None):
     try:
         mode = path.stat().st_mode & 0o7777
     except FileNotFoundError:
-        mode = 0o666 & ~_umask()
+        mode = 0o666 & ~current_umask()
     os.chmod(tmp, mode)
     try:
         yield tmp
@@ -62,7 +62,7 @@ def atomic_path(path, *, suffix: str | None = None):
         raise
 
 
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -14,7 +14,7 @@ decided once:
 * ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy (the references'
   semantics). numba's default "python" model checks every division so it can raise
   ZeroDivisionError, and that check stops LLVM from vectorising any loop that divides
-  (measured here: Adam ran 10x slower).
+  (Adam's among them).
 * No explicit signatures: a signature makes numba compile at decoration time, i.e. at
   import. Kernels compile (or load from the cache) on first call instead.
 
@@ -127,7 +127,7 @@ def num_threads() -> int:
     """Threads numba's parallel kernels use now (``numba.get_num_threads()``).
 
     Once numba's threads run, the count is read straight from the threading layer:
-    ``get_num_threads`` takes two locks around that read (~2 us, 10x the read), and the
+    ``get_num_threads`` takes two locks around that read (far slower than the read), and the
     kernels' wrappers ask before every call (the optimizer and each mask, every step)."""
     global _parallel
     if _parallel is None:

@@ -7,7 +7,7 @@ six replay digests change when NumPy's AVX-512 dispatch is disabled). stepsim co
 every transcendental function that can reach a result through this module instead: glibc's
 scalar functions, in float64, element by element (:mod:`stepsim._ground.libm_kernels`). glibc
 picks one variant of each for every CPU with AVX2 and FMA, so the bits are the same on
-all of them. The cost is speed (a scalar call, ~2-10 ns an element): hot float32 paths of
+all of them. The cost is speed (a scalar call per element): hot float32 paths of
 the transformer use stepsim's own vectorised exp instead (:mod:`stepsim.nn._kernels`).
 
 Every function takes an array (any shape; float32 results for float32 input, float64

@@ -56,13 +56,11 @@ What a user does:
 
 What it costs: ``stepsim bench --only portability`` measures it on your machine (portable
 vs ``--fast`` training steps, interleaved in two processes; glibc's exp vs NumPy's; see
-:mod:`stepsim.bench.portability`). Measured on an AMD Zen 4 with AVX-512: the pinned
-Haswell kernels are *faster* than OpenBLAS's own SkylakeX choice (a ``--fast`` step took
-1.15x as long on the digits MLP 64-256-256-10 with SR-STE, and 1.14x on the bench
-transformer), so the pin costs nothing there; glibc's scalar exp costs 4.7 ns an entry
-against NumPy's 0.5, about 0.6 ms a step on that transformer's logits (under 1% of its
-76 ms step). On AVX2 machines OpenBLAS picks Haswell/Zen kernels anyway. The committed
-evidence (``figures/``) is produced without ``--fast``.
+:mod:`stepsim.bench.portability`). On the AVX-512 machine this was written on, the pinned
+Haswell kernels were no slower than OpenBLAS's own SkylakeX choice, so the pin cost nothing
+there, and glibc's scalar exp, slower than NumPy's per entry, was a small part of a
+transformer step (the bench prints the numbers). On AVX2 machines OpenBLAS picks
+Haswell/Zen kernels anyway. The committed evidence (``figures/``) is produced without ``--fast``.
 
 How it is guarded: ``tests/package/test_cpu_portability.py`` runs short recorded runs (dense,
 SR-STE and STEP with AutoSwitch on the regression, the digits MLP, the transformer, a
@@ -124,17 +122,24 @@ def pin_blas_kernels() -> None:
 _ORIGINAL: dict = {}
 
 
+def restore_coretype(env) -> None:
+    """Put the environment's own ``OPENBLAS_CORETYPE`` (or its absence) back into ``env``
+    (``os.environ`` or a child process's environment dict), if the import pinned it."""
+    if "OPENBLAS_CORETYPE" in _ORIGINAL:
+        original = _ORIGINAL["OPENBLAS_CORETYPE"]
+        if original is None:
+            env.pop("OPENBLAS_CORETYPE", None)
+        else:
+            env["OPENBLAS_CORETYPE"] = original
+
+
 def release_blas_pin() -> None:
     """Fast mode from here on (``stepsim --fast``): restore the environment's own
     ``OPENBLAS_CORETYPE`` and set ``STEPSIM_FAST=1`` (inherited by worker processes).
     Effective only before NumPy loads OpenBLAS in this process."""
     os.environ[FAST_ENV] = "1"
-    if "OPENBLAS_CORETYPE" in _ORIGINAL:
-        original = _ORIGINAL.pop("OPENBLAS_CORETYPE")
-        if original is None:
-            os.environ.pop("OPENBLAS_CORETYPE", None)
-        else:
-            os.environ["OPENBLAS_CORETYPE"] = original
+    restore_coretype(os.environ)
+    _ORIGINAL.pop("OPENBLAS_CORETYPE", None)
 
 
 def blas_kernel() -> str | None:

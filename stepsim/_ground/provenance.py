@@ -32,7 +32,7 @@ def versions() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _versions() -> dict:
-    # importlib.metadata scans every sys.path entry for each package: ~14 ms a call, paid
+    # importlib.metadata scans every sys.path entry for each package: slow, and paid
     # by every saved run (a quick check saves 306); the versions cannot change while a
     # process runs (an upgraded package is not re-imported), so they are read once
     from importlib import metadata

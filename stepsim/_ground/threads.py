@@ -3,15 +3,16 @@
 A training step alternates NumPy matmuls (OpenBLAS, one thread per core) with numba kernels
 (Adam, masks). Both keep their idle worker threads spinning for a while after each call,
 and on a small machine the spinning workers of one library take the cores the other one
-needs next (measured on 2 cores, 1024-1024-32 MLP, batch 256: matmuls 14.4 ms instead of
-7.2 and Adam 10.5 ms instead of 2.8 — PERF_NOTES "Threads: numba vs BLAS").
+needs next, and both slow down severalfold (``stepsim bench --only train`` times whole
+``fit`` runs with and without the policy).
 
 The policy, :func:`training_threads`:
 
 * numba kernels run on **one thread**, the calling one. numba's parallel kernels then
   wake no worker, so none spins while BLAS works; and the worker BLAS leaves spinning
   sits on the other core, not on the kernel's. A step's element-wise work is small next to
-  its matmuls (Adam on 1M float32 parameters is ~0.5 ms on one thread), so little is lost.
+  its matmuls (Adam streams its arrays once, at memory speed, on one thread), so little
+  is lost.
 * BLAS keeps every core (or ``blas`` threads if given): matmuls are most of a step.
 
 Results do not depend on it: every stepsim kernel gives the same bits for any thread count.
@@ -33,8 +34,8 @@ def training_threads(kernels: int = 1, blas: int | str | None = "auto"):
     blas: an int; None to leave BLAS as it is; or "auto" (default): every core, unless the
     machine is busy (1-minute load average, less this process, leaves under 1.5 cores
     free), then one thread. A multi-threaded matmul waits for its slowest thread, and on
-    an oversubscribed machine that thread is often descheduled: with load ~10 on 2 cores
-    a 1024-1024-32 step measured 3.3x faster with BLAS on 1 thread than on 2.
+    an oversubscribed machine that thread is often descheduled, so a step runs faster with
+    BLAS on one thread than on two.
     Both settings are restored on exit. BLAS limits go through threadpoolctl (installed
     with scikit-learn); without it only numba's setting changes. Yields what was set:
     ``{"numba": 1, "blas": 2 or None, "why": "..."}``.
@@ -93,7 +94,7 @@ def serial_twin(parallel_kernel, name: str):
 
     With one thread, a serial kernel runs inline: no parallel launch, which costs a few
     microseconds with OpenMP and, with numba's workqueue layer (chosen beside PyTorch), a
-    hand-over to a worker thread that measured ~1 ms a call on a busy machine. The new name
+    hand-over to a worker thread that can outlast the work on a busy machine. The new name
     gives the twin its own on-disk cache entry (numba names cache files after the function).
     """
     func = parallel_kernel.py_func

@@ -17,18 +17,18 @@ import numpy as np
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _show(value) -> str:
+def show(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
 def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as ``int``; it must be an integer (bool is refused) within bounds."""
-    # exact int first: the ABC check below costs ~1 us, and kernels are called every step
+    # exact int first: the ABC check below is slow, and kernels are called every step
     if type(value) is not int and (
         isinstance(value, bool) or not isinstance(value, numbers.Integral)
     ):
-        raise TypeError(f"{name} must be an integer, got {_show(value)} ({type(value).__name__})")
+        raise TypeError(f"{name} must be an integer, got {show(value)} ({type(value).__name__})")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
@@ -51,7 +51,7 @@ def check_real(
         isinstance(value, bool) or not isinstance(value, numbers.Real)
     ):
         raise TypeError(
-            f"{name} must be a real number, got {_show(value)} ({type(value).__name__})"
+            f"{name} must be a real number, got {show(value)} ({type(value).__name__})"
         )
     value = float(value)
     if not math.isfinite(value):
@@ -73,7 +73,7 @@ def check_bool(name: str, value) -> bool:
     """``value`` must be True or False (a NumPy bool too); a string such as "off" is refused
     rather than read as ``bool("off") == True``."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {_show(value)} "
+        raise TypeError(f"{name} must be True or False, got {show(value)} "
                         f"({type(value).__name__})")
     return bool(value)
 
@@ -83,13 +83,13 @@ def check_widths(name: str, value) -> tuple:
     by the model). A string is refused: ``tuple("64")`` would be ("6", "4") and
     ``tuple("")`` no layer at all."""
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be an int or a tuple of ints, got {_show(value)}")
+        raise TypeError(f"{name} must be an int or a tuple of ints, got {show(value)}")
     if isinstance(value, numbers.Integral):
         return (value,)
     try:
         return tuple(value)
     except TypeError:
-        raise TypeError(f"{name} must be an int or a tuple of ints, got {_show(value)}") from None
+        raise TypeError(f"{name} must be an int or a tuple of ints, got {show(value)}") from None
 
 
 def check_beta(name: str, value) -> float:
@@ -110,7 +110,7 @@ def check_step_or_fraction(name: str, value) -> int | float:
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a step (int >= 0) or a fraction of the run (float in "
-                        f"[0, 1]), got {_show(value)}")
+                        f"[0, 1]), got {show(value)}")
     if isinstance(value, numbers.Integral):
         return check_int(name, value, minimum=0)
     value = float(value)
@@ -134,7 +134,7 @@ class UnknownOptionError(ValueError, TypeError):
 def check_choice(name: str, value, choices) -> str:
     """``value`` must be one of the strings in ``choices``."""
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, one of {sorted(choices)}, got {_show(value)}")
+        raise TypeError(f"{name} must be a string, one of {sorted(choices)}, got {show(value)}")
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; choose one of {sorted(choices)}")
     return value
@@ -171,7 +171,7 @@ class NMRatio(tuple):
         """"N:M" (e.g. "2:4") -> ``NMRatio``; ValueError naming ``name`` otherwise."""
         parts = text.split(":") if isinstance(text, str) else ()
         if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise ValueError(f"{name} must look like N:M (e.g. 2:4), got {_show(text)}")
+            raise ValueError(f"{name} must look like N:M (e.g. 2:4), got {show(text)}")
         return cls(int(parts[0]), int(parts[1]), name=name)
 
     n = property(lambda self: self[0], doc="N: entries kept in every group")
@@ -190,7 +190,7 @@ def check_nm_pair(name: str, value) -> NMRatio:
     ok = (isinstance(value, (tuple, list)) and len(value) == 2
           and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in value))
     if not ok:
-        raise TypeError(f"{name} must be an (n, m) tuple of ints, e.g. (2, 4); got {_show(value)}")
+        raise TypeError(f"{name} must be an (n, m) tuple of ints, e.g. (2, 4); got {show(value)}")
     return NMRatio(int(value[0]), int(value[1]), name=name)
 
 

@@ -200,9 +200,9 @@ def format_row(row: dict) -> str:
 def choose_threading_layer(torch_peers: bool) -> str:
     """numba's threading layer for this run: always the one a user's run gets.
 
-    numba's OpenMP layer and torch's OpenMP runtime contend in one process (rows of 100+
-    ns/element, "1000% of the probe"), and switching numba to ``workqueue`` to avoid it
-    made stepsim's kernels ~5x slower than users see them. So PyTorch peers run in a child
+    numba's OpenMP layer and torch's OpenMP runtime contend in one process (rows many
+    times the probe's time), and switching numba to ``workqueue`` to avoid it made
+    stepsim's kernels several times slower than users see them. So PyTorch peers run in a child
     process (:mod:`stepsim.bench._torch_peer`) and torch never loads here; numba keeps its
     default (or NUMBA_THREADING_LAYER). Returns a description for the header.
     """

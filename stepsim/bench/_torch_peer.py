@@ -2,7 +2,7 @@
 
 numba's OpenMP threading layer and torch's OpenMP runtime contend when both are loaded in
 one process (PERF_NOTES), and the workaround — numba's ``workqueue`` layer — made an
-``adam_step`` call ~5x slower: a bench that imported torch measured stepsim under a layer
+``adam_step`` call several times slower: a bench that imported torch measured stepsim under a layer
 no user runs. So torch never loads in the bench's process: :class:`TorchPeer` starts
 ``python -m stepsim.bench._torch_peer``, builds the peer models there, and asks it to time
 N calls at a time. The bench interleaves those rounds with its own (N stepsim steps, then N

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 TITLE = "lm: transformer training step vs PyTorch"
 
-# the model of issue 13's target: 2 blocks, width 128, context 64
+# the bench's transformer: 2 blocks, width 128, context 64
 BENCH_MODEL = {"vocab": 64, "order": 2, "context": 64, "width": 128, "blocks": 2, "heads": 4,
                "batch_size": 32}
 QUICK_MODEL = {"vocab": 16, "order": 2, "context": 16, "width": 32, "blocks": 1, "heads": 2,
@@ -23,7 +23,7 @@ QUICK_MODEL = {"vocab": 16, "order": 2, "context": 16, "width": 32, "blocks": 1,
 
 
 def run(bench) -> None:
-    """Steps/s of the issue-13 model (quick: a tiny one) in stepsim, and in PyTorch beside
+    """Steps/s of the bench transformer (quick: a tiny one) in stepsim, and in PyTorch beside
     it when the bench runs with torch peers (in a separate process, so that numba keeps
     its own threading layer here: :mod:`stepsim.bench._torch_peer`), with BLAS and torch
     at 1 and at 2 threads (quick: 1) and numba's kernels inline, as fit runs them. Rounds
@@ -51,7 +51,7 @@ def run(bench) -> None:
             peer.build("lm", "lm", problem=options)
         # the same thread count for torch and OpenBLAS; numba's kernels on one thread, as
         # fit runs them (stepsim._ground.threads: under numba's OpenMP layer its spinning workers
-        # take the cores from OpenBLAS's, measured 10x slower steps on this 2-core host);
+        # take the cores from OpenBLAS's, many times slower steps on a small host);
         # quick: one thread only
         for threads in (1,) if bench.quick else (1, 2):
             numba.set_num_threads(1)

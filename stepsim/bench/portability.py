@@ -40,11 +40,7 @@ def _worker_env(fast: bool) -> dict:
     env.pop(_portability.FAST_ENV, None)
     if fast:
         env[_portability.FAST_ENV] = "1"
-        original = _portability._ORIGINAL.get("OPENBLAS_CORETYPE")
-        if original is None:
-            env.pop("OPENBLAS_CORETYPE", None)
-        else:
-            env["OPENBLAS_CORETYPE"] = original
+        _portability.restore_coretype(env)
     return env
 
 

@@ -1,6 +1,6 @@
 """Bench section: fit's training steps beside PyTorch, and where a digits step's time goes.
 
-First the ratios the issue-18 and issue-26 targets are about (:func:`_ratio_rows`), each
+First fit's steps beside PyTorch's (:func:`_ratio_rows`), each
 with where its step's time goes (:func:`_fit_breakdown`: matmul, element-wise, optimizer,
 masks, batch, Python, each part timed on its own): for digits dense,
 digits SR-STE 2:4, ``lm`` at ``paper_checks/lm.md``'s settings and at the lm section's model,
@@ -13,13 +13,14 @@ sides on one thread, timed by their thread's CPU time; a ratio > 1 means stepsim
 
 Then the digits MLP (``make_problem("digits")``: 64-256-256-10, ReLU, batch 128, Adam lr
 1e-3, float32), dense and in STEP's sparse phase (recipe ``step`` after its switch: 2:4
-masks recomputed every step, Adam with v frozen), and where a step's time goes, each part
-timed on its own in the same run:
+masks recomputed every step, Adam with v frozen), fit's steps again (:class:`FitSteps`)
+but under fit's default thread policy, and where a step's time goes, each part timed on its
+own in the same run:
 ``matmul`` (the float32 matmuls of forward and backward, as NumPy runs them: five here),
 ``element-wise`` (the rest of loss_and_grad: ReLU, softmax, bias sums, copies), ``optimizer``
 (fit's in-place update: Adam and its statistics), ``masks`` (the forward weights: N:M masks
-and masked weights; ~0 when dense), ``batch`` (sampling), and ``python`` (the step minus
-those parts: dispatch, dicts, bookkeeping).
+and masked weights; none when dense), ``batch`` (sampling), and ``python`` (the step minus
+those parts: fit's checks, the trace, dispatch).
 
 Threads: stepsim rows run under :func:`stepsim._ground.threads.training_threads` (numba kernels on
 one thread, BLAS as the policy decides); the policy's effect is the last table: full
@@ -41,56 +42,6 @@ LR = 1e-3
 PROBLEM_OPTIONS: dict = {}  # make_problem("digits", **PROBLEM_OPTIONS); tests shrink the model
 
 
-class _Loop:
-    """One recipe's training state on a problem, stepped as fit's loop steps it."""
-
-    def __init__(self, problem, recipe_name: str, total_steps: int, seed: int = 0, **options):
-        from stepsim.recipes import RunContext, make_recipe
-
-        self.problem = problem
-        self.recipe = make_recipe(recipe_name, lr=LR, **options)
-        init_rng, self.batch_rng = np.random.default_rng(seed).spawn(2)
-        self.params = problem.init_params(init_rng)
-        self.ctx = RunContext.make(self.params, problem.specs, total_steps)
-        self.state = self.recipe.init(self.params, self.ctx)
-        from stepsim.recipes.lean import LeanStep
-
-        # fit's own step: in place on a workspace (stepsim.recipes.lean) when it can
-        self.lean = LeanStep.make(self.recipe, self.params, self.state, self.ctx)
-        if self.lean is not None:
-            self.params = self.lean.params
-        self.stepper = self.lean or self.recipe
-        self.k = 0
-
-    def step(self):
-        self.k += 1
-        batch = self.problem.sample_batch(self.batch_rng)
-        fwd, self.state = self.stepper.forward(self.state, self.params, self.k, self.ctx)
-        loss, grads = self.problem.loss_and_grad(fwd, batch)
-        self.params, self.state, _ = self.stepper.update(self.state, self.params, grads,
-                                                        self.k, self.ctx)
-        return loss
-
-    def switch(self):
-        self.params, self.state = self.recipe.switch(self.state, self.params, self.k, self.ctx)
-        if self.lean is not None:
-            self.params = self.lean.adopt(self.params)
-
-    # the parts of a step, each runnable on its own (they repeat the same step's work)
-    def part_batch(self):
-        return self.problem.sample_batch(self.batch_rng)
-
-    def part_masks(self):
-        return self.stepper.forward(self.state, self.params, self.k, self.ctx)
-
-    def part_loss_and_grad(self, fwd, batch):
-        return self.problem.loss_and_grad(fwd, batch)
-
-    def part_update(self, grads):
-        # fit's update (in place: repeating it keeps training on the same gradient)
-        return self.stepper.update(self.state, self.params, grads, self.k, self.ctx)
-
-
 def _matmuls(params, batch, layers):
     """The matmuls of the MLP's forward and backward, as stepsim's engine runs them: one
     per layer forward, and dW (and dx, except for the first layer) per layer backward."""
@@ -107,6 +58,7 @@ def _matmuls(params, batch, layers):
 def run(bench) -> None:
     from stepsim._ground.threads import training_threads
     from stepsim.problems.registry import make_problem
+    from stepsim.recipes import make_recipe
 
     _ratio_rows(bench)
     problem = make_problem("digits", **PROBLEM_OPTIONS)
@@ -115,15 +67,14 @@ def run(bench) -> None:
     with training_threads() as threads:
         bench.print(f"  threads: numba {threads['numba']}, BLAS {threads['blas']} "
                     f"({threads['why']})")
-        dense = _Loop(problem, "dense", 10**6)
-        sparse = _Loop(problem, "step", 10**6, switch_at=SWITCH_AFTER)
-        for _ in range(SWITCH_AFTER):
-            sparse.step()
-        sparse.switch()
+        dense = FitSteps(problem, make_recipe("dense", lr=LR), 10**5)
+        sparse = FitSteps(problem, make_recipe("step", lr=LR, switch_at=SWITCH_AFTER), 10**5)
+        sparse.run(SWITCH_AFTER)  # its dense phase; the switch fires after step SWITCH_AFTER
+        if sparse.state.phase != 1:
+            raise RuntimeError(f"recipe step did not switch after step {SWITCH_AFTER}")
         for loop in (dense, sparse):  # compile / load kernels outside any timing
-            for _ in range(3):
-                loop.step()
-        impls = {"dense": dense.step, "sparse": sparse.step}
+            loop.run(3)
+        impls = {"dense": partial(dense.run, 1), "sparse": partial(sparse.run, 1)}
         bench.print("  wall clock:")
         t = bench.compare(impls, repeats=reps, number=number)
         _emit_steps(bench, t, "wall")
@@ -137,7 +88,8 @@ def run(bench) -> None:
             t = bench.compare(impls, repeats=reps, number=number, clock=time.thread_time)
             _emit_steps(bench, t, "cpu")
         for loop, label in ((dense, "dense"), (sparse, "sparse")):
-            _breakdown(bench, loop, label, t[label], reps, clock)
+            _fit_breakdown(bench, f"{label} ({clock})", loop, number, rounds=reps,
+                           clock=time.thread_time if clock == "cpu" else time.perf_counter)
         _optimizer_rows(bench, dense.params, reps, clock)
     _fit_runs(bench, problem)
 
@@ -164,15 +116,15 @@ QUICK_PROBLEM = {"digits": {"hidden": (32,), "batch_size": 16},
 
 class FitSteps:
     """Steps exactly as :func:`stepsim.training.fit` runs them: fit's own run
-    (:class:`stepsim.training._Run`: its lean step, its checks of the problem's answer and
-    of the weights, its trace, what follows a step), on one problem and recipe; ``run(n)``
-    runs n (step numbers wrap around after ``total_steps``)."""
+    (:class:`stepsim.training.FitRun`: its lean step, its checks of the problem's answer
+    and of the weights, its trace, what follows a step: switches included), on one problem
+    and recipe; ``run(n)`` runs n (step numbers wrap around after ``total_steps``)."""
 
     def __init__(self, problem, recipe, total_steps: int, seed: int = 0):
-        from stepsim.training import _Run
+        from stepsim.training import FitRun
 
         self.problem, self.recipe, self.total = problem, recipe, total_steps
-        self.fit_run = _Run(problem, recipe, total_steps, seed, None, None, False, None)
+        self.fit_run = FitRun(problem, recipe, total_steps, rng=seed)
         self.k = 0
 
     # what the breakdown reads of the run
@@ -240,10 +192,11 @@ def _ratio_rows(bench) -> None:
             peer.close()
 
 
-def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int) -> None:
-    """Where one fit step of ``case`` goes, each part timed on its own (thread CPU time,
-    median of ``rounds`` runs of ``calls`` repeats, the parts and the whole step
-    interleaved round by round) on the step's own arrays:
+def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int,
+                   clock=time.thread_time) -> None:
+    """Where one fit step of ``case`` goes, each part timed on its own (``clock``: thread
+    CPU time unless said, median of ``rounds`` runs of ``calls`` repeats, the parts and the
+    whole step interleaved round by round) on the step's own arrays:
     ``matmul`` (the matrix products of loss_and_grad, replayed with the same shapes and
     operand layouts: :func:`_matmul_replay`), ``element-wise`` (loss_and_grad minus those),
     ``optimizer`` (the lean step's update: gradient pieces, the optimizer with its
@@ -272,10 +225,10 @@ def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int) -> Non
         fn()
     for _ in range(rounds):  # the parts and the whole step interleaved, round by round, so
         for name, fn in parts.items():  # that a busy machine's phases hit them alike
-            t0 = time.thread_time()
+            t0 = clock()
             for _ in range(calls):
                 fn()
-            runs[name].append((time.thread_time() - t0) / calls)
+            runs[name].append((clock() - t0) / calls)
     took = {name: float(np.median(r)) for name, r in runs.items()}
     step_seconds = took["step"]
     shares = {}
@@ -421,33 +374,6 @@ def _blas_threads():
     return max(counts) if counts else None
 
 
-def _breakdown(bench, loop, label, step_seconds, reps, clock):
-    """Time each part of one step on its own; print them as shares of the whole step."""
-    batch = loop.part_batch()
-    fwd, _ = loop.part_masks()
-    _, grads = loop.part_loss_and_grad(fwd, batch)
-    parts = bench.compare({
-        "batch": loop.part_batch,
-        "masks": loop.part_masks,
-        "loss_and_grad": partial(loop.part_loss_and_grad, fwd, batch),
-        "matmul": partial(_matmuls, fwd, batch, loop.problem.mlp.layers),
-        "optimizer": partial(loop.part_update, grads),
-    }, repeats=reps, number=20, clock=time.thread_time if clock == "cpu" else None)
-    shares = {
-        "matmul": parts["matmul"],
-        "element-wise": max(parts["loss_and_grad"] - parts["matmul"], 0.0),
-        "optimizer": parts["optimizer"],
-        "masks": parts["masks"],
-        "batch": parts["batch"],
-    }
-    shares["python"] = max(step_seconds - sum(shares.values()), 0.0)
-    text = ", ".join(f"{k} {1e6 * v:.0f} us ({100 * v / step_seconds:.0f}%)"
-                     for k, v in shares.items())
-    bench.print(f"    {label} step {1e6 * step_seconds:.0f} us ({clock}) = {text}")
-    bench.rows.append({"section": "train", "case": f"{label} step parts",
-                       "parts_seconds": shares, "step_seconds": step_seconds})
-
-
 def _optimizer_rows(bench, params, reps, clock):
     """One Adam step on the model's arrays: one multi-tensor call and one call per array,
     in place on copies, statistics on (torch's fused Adam: the kernels section)."""
@@ -486,7 +412,7 @@ def _fit_runs(bench, problem):
     cores = os.cpu_count() or 1
     steps = 300 if bench.quick else 5000
     fit(problem, dense, 5, rng=0, progress=False)  # load kernels outside the timing
-    # without the policy a step can take 100x longer on a busy machine: fewer steps there
+    # without the policy a step can take far longer on a busy machine: fewer steps there
     for label, threads in (("thread policy", {}),
                            ("all cores for numba and BLAS", {"threads": cores,
                                                              "blas_threads": None})):

@@ -135,7 +135,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     """
     import tempfile
 
-    from stepsim._ground.atomic import _umask
+    from stepsim._ground.atomic import current_umask
     from stepsim._ground.provenance import versions
     from stepsim.checks import _setup, protocol, tuning
     from stepsim.checks.report_files import write_report  # it imports this module
@@ -258,7 +258,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     staging = None
     if out_dir is not None:
         staging = Path(tempfile.mkdtemp(prefix=".figures-", dir=out_dir))
-        staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become figures/' mode
+        staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would become figures/' mode
     by_key = {b.key: b for b in final}
     by_key[plain.key] = plain
     undrawn = []  # (result, its seconds so far), in this order; the figures come after
@@ -645,7 +645,7 @@ def _draw_all(results, staging, workers: int) -> list:
             for f in futures.values():
                 f.cancel()
             if not isinstance(sys.exc_info()[1], Exception):  # Ctrl-C: do not wait
-                executors._stop(figure_pool)
+                executors.stop_pool(figure_pool)
             raise
 
 

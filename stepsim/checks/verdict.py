@@ -176,7 +176,7 @@ def _estimate_of(effect: Effect):
     elif len(effect.values) == n and n >= 2:
         se_seeds, se_test = float(np.std(effect.values, ddof=1)) / math.sqrt(n), 0.0
     elif n >= 2 and math.isfinite(effect.ci_low) and math.isfinite(effect.ci_high):
-        t = stats._t_ppf(0.5 + effect.ci_level / 2, n - 1)
+        t = stats.t_ppf(0.5 + effect.ci_level / 2, n - 1)
         se_seeds, se_test = (effect.ci_high - effect.ci_low) / (2 * t), 0.0
     else:
         se_seeds, se_test = math.nan, math.nan

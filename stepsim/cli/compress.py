@@ -156,7 +156,7 @@ def _cutlass_ok(array, n, m, axis):
 
 def _transposable_note(array, n, m) -> str:
     """Whether the stored mask (the non-zeros) of a 2-D array is N:M along its columns too,
-    so that W^T is N:M sparse as well (issue 24: a transposable mask, e.g. from a recipe
+    so that W^T is N:M sparse as well (a transposable mask, e.g. from a recipe
     trained with transposable=True); "" for other shapes."""
     from stepsim.core.transposable import is_transposable
 

@@ -102,7 +102,7 @@ def _adam_block_stats(w, g, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_
     two passes. Fused because the statistics' float64 adds and conversions then overlap
     the update's square roots and divisions (and, past the caches, its memory traffic)
     instead of running after them: the second pass over v and the copy of the old v cost
-    ~0.3-0.5 ns an element, most of the update's own time (issue 26). Returns (bad_g,
+    most of the update's own time. Returns (bad_g,
     bad_v) as :func:`_adam_block`, counted exactly in the loop (v is overwritten).
     """
     acc = np.zeros((4, LANES))  # dv_l1, v_l1, v_l2sq, zeros
@@ -181,8 +181,8 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
     gave other last bits.) LLVM will not vectorise eight running sums by itself (it may not
     reassociate, and its SLP pass does not start from loop-carried values), so
     :func:`_lanes8` writes the loop with one 8-wide vector per statistic: lane j of the
-    vector is lane j of the sum, the same additions in the same order (3x faster than the
-    scalar loop measured here). The tail (fewer than 8 entries) is added to lanes 0..r-1
+    vector is lane j of the sum, the same additions in the same order (several times
+    faster than the scalar loop). The tail (fewer than 8 entries) is added to lanes 0..r-1
     below. The count of zeros is kept as a float64 sum (exact below 2**53) so every lane is
     the same type.
     """
@@ -406,7 +406,7 @@ def _adam_lanes8(typingctx, w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, 
 
 
 @intrinsic
-def _pointer_to(typingctx, address, like):
+def pointer_to(typingctx, address, like):
     """A typed pointer (to elements of ``like``'s type) from an integer address."""
     sig = types.CPointer(like)(address, like)
 
@@ -486,7 +486,7 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
     All parameters are cut into one list of blocks of BLOCK elements (a block never spans
     two parameters), and each of the parallel tasks walks a contiguous run of it, keeping
     the old v of its current block in its own row of scratch (tasks, BLOCK or 1) (an
-    allocation per block cost ~10% of a step at 2^24, and a thread id would make the
+    allocation per block slowed the step, and a thread id would make the
     kernel uncacheable).
     per_param (K, N_STATS) float64, if with_stats, receives each parameter's statistics of
     dv = scale_new*v_new - scale_prev*v_old: sum|dv|, sum log|dv| over dv != 0 (0 unless
@@ -513,10 +513,10 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
             i = owner[b]
             lo = (b - first_block[i]) * BLOCK
             hi = min(lo + BLOCK, sizes[i])
-            w = carray(_pointer_to(table[i, 0], b1), sizes[i])[lo:hi]
-            g = carray(_pointer_to(table[i, 1], b1), sizes[i])[lo:hi]
-            m = carray(_pointer_to(table[i, 2], b1), sizes[i])[lo:hi]
-            v = carray(_pointer_to(table[i, 3], b1), sizes[i])[lo:hi]
+            w = carray(pointer_to(table[i, 0], b1), sizes[i])[lo:hi]
+            g = carray(pointer_to(table[i, 1], b1), sizes[i])[lo:hi]
+            m = carray(pointer_to(table[i, 2], b1), sizes[i])[lo:hi]
+            v = carray(pointer_to(table[i, 3], b1), sizes[i])[lo:hi]
             if freeze_v:
                 bad_g, bad_v = _adam_block_frozen_v(w, g, m, v, b1, c1, inv_bc1, inv_bc2,
                                                     eps_in, eps_out, lr, decay)
@@ -579,9 +579,9 @@ def sgdm(table, sizes, itemsize, lr, momentum, weight_decay, nesterov):
         i = owner[b]
         lo = (b - first_block[i]) * BLOCK
         hi = min(lo + BLOCK, sizes[i])
-        w = carray(_pointer_to(table[i, 0], lr), sizes[i])[lo:hi]
-        g = carray(_pointer_to(table[i, 1], lr), sizes[i])[lo:hi]
-        buf = carray(_pointer_to(table[i, 2], lr), sizes[i])[lo:hi]
+        w = carray(pointer_to(table[i, 0], lr), sizes[i])[lo:hi]
+        g = carray(pointer_to(table[i, 1], lr), sizes[i])[lo:hi]
+        buf = carray(pointer_to(table[i, 2], lr), sizes[i])[lo:hi]
         bad[b] = _sgdm_block(w, g, buf, lr, momentum, weight_decay, nesterov)
     return -1, bad.sum()
 

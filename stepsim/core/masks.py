@@ -43,8 +43,8 @@ def _validated_groups(w, n, m, axis):
     moved = _to_last(w, axis)
     # the bool mask, and a contiguous copy of w unless it already runs along the axis (a
     # broadcast view of 10^6 x 10^6 costs nothing until it is copied: refuse it here, in one
-    # line, rather than as NumPy's MemoryError); reading the system's memory costs ~0.1 ms,
-    # so only sizes that could fail are checked
+    # line, rather than as NumPy's MemoryError); reading the system's memory is slow next
+    # to a small mask, so only sizes that could fail are checked
     need = w.size * (1 if moved.flags.c_contiguous else 1 + w.itemsize)
     if need > _CHECKED_ABOVE:
         check_memory(f"the N:M mask of w with shape {w.shape} ({w.dtype})", need)
@@ -64,7 +64,7 @@ def nm_mask(w: np.ndarray, n: int, m: int, axis: int = -1) -> np.ndarray:
     return _mask_of_groups(w, n, m, axis, moved, groups)
 
 
-def _nm_mask(w: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
+def nm_mask_trusted(w: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
     """:func:`nm_mask` for trusted arguments: the training loop's entry (``fit`` and
     ``RunContext.make`` checked the dtype, the N:M and that M tiles the axis once per run;
     a step does not check them again). Same kernels, same bits; NaN is still reported."""
@@ -75,8 +75,8 @@ def _nm_mask(w: np.ndarray, n: int, m: int, axis: int) -> np.ndarray:
 
 def _to_last(a: np.ndarray, axis: int) -> np.ndarray:
     """``np.moveaxis(a, axis, -1)``, or ``a`` itself when ``axis`` is already the last: the
-    usual case (a Linear weight's input axis), where moveaxis, pure Python, cost ~5 us a
-    call twice per mask per step for nothing."""
+    usual case (a Linear weight's input axis), where moveaxis, pure Python, would cost
+    two calls per mask per step for nothing."""
     return a if axis == -1 or axis == a.ndim - 1 else np.moveaxis(a, axis, -1)
 
 

@@ -1,8 +1,9 @@
 """Optimizer steps on many arrays at once: the kernels' table of data addresses.
 
-The multi-array side of :mod:`stepsim.core.optim` (which holds the hyper-parameters, the
-statistics and the single-array steps): one validation pass turns every parameter's arrays
-into a row of the (K, arrays) address table, and one kernel launch walks it.
+The engine of :mod:`stepsim.core.optim` (the single-array steps) and of fit's optimizers,
+with the hyper-parameters, statistics and checks of :mod:`stepsim.core.optim_hyper`: one
+validation pass turns every parameter's arrays into a row of the (K, arrays) address
+table, and one kernel launch walks it.
 
 * :func:`adam_apply_many` — one Adam step on every parameter of a model.
 * :class:`AdamArrays` — a model's w, m, v validated once, stepped often.
@@ -10,7 +11,7 @@ into a row of the (K, arrays) address table, and one kernel launch walks it.
 * :class:`SGDMArrays` — a model's w, buf validated once, stepped often.
 
 ``adam_apply`` and ``sgdm_step`` in :mod:`stepsim.core.optim` run the same engine
-(``_adam_apply``, ``_sgdm_apply``) on a table of one row.
+(:func:`adam_apply_rows`, :func:`sgdm_apply_rows`) on a table of one row.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ import numpy as np
 
 from stepsim._ground.jit import num_threads
 from stepsim._ground.validate import check_beta, check_float_array, check_real, check_same_layout
-from stepsim.core.optim import (
-    _OPT_DTYPES,
+from stepsim.core.optim_hyper import (
+    OPT_DTYPES,
     AdamHyper,
     AdamStats,
-    _check_state,
-    _kernel_scalars,
-    _load_kernels,
-    _sgdm_fits,
+    check_state,
+    kernel_scalars,
+    load_kernels,
+    sgdm_fits,
 )
 
 def _fast_row(arrays, dtype, kernels):
@@ -36,7 +37,7 @@ def _fast_row(arrays, dtype, kernels):
     None if a check fails.
 
     The common case costs a few attribute reads; anything unusual returns None and the
-    caller runs the full checks (:func:`_check_state`), which name the bad argument.
+    caller runs the full checks (:func:`check_state`), which name the bad argument.
     g (second) is only read: a non-contiguous g is copied (nothing is lost, it is never
     written) and a read-only one is fine. Returns (row, arrays the kernel reads).
     """
@@ -73,11 +74,11 @@ def _address_table(names, params, kernels):
     dtype = first.dtype if isinstance(first, np.ndarray) else None
     rows, keep = [], []
     for i, arrays in enumerate(params):
-        fast = _fast_row(arrays, dtype, kernels) if dtype is not None and dtype in _OPT_DTYPES \
+        fast = _fast_row(arrays, dtype, kernels) if dtype is not None and dtype in OPT_DTYPES \
             else None
         if fast is None:  # the slow path exists to raise the right error
             labelled = _labelled(names, params, i)
-            _check_state(labelled)
+            check_state(labelled)
             if arrays[0].dtype != dtype:
                 raise TypeError(f"{labelled[0][0]} has dtype {arrays[0].dtype} but "
                                 f"{names[0]}s[0] has dtype {dtype}; all parameters of one "
@@ -141,7 +142,7 @@ def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper, *, per_param: bool = False
     With ``per_param=True`` it returns the list of each parameter's AdamStats instead
     (the same bits as :func:`adam_apply` on that parameter; a list of None if stats are off).
     One validation pass and one parallel kernel launch for the whole model, so the
-    per-call cost (~20 us for a small array) is paid once per step, not once per layer.
+    per-call cost (more than a small array's update) is paid once per step, not per layer.
     Raises ValueError if g holds a non-finite value or v a negative or NaN one (after the
     update, which then carries them into w, m and v), or if arrays overlap (before it).
     """
@@ -149,19 +150,20 @@ def adam_apply_many(ws, gs, ms, vs, hyper: AdamHyper, *, per_param: bool = False
     if not len(ws) == len(gs) == len(ms) == len(vs):
         raise ValueError(f"ws, gs, ms, vs must hold one array per parameter, got lengths "
                          f"{len(ws)}, {len(gs)}, {len(ms)}, {len(vs)}")
-    parts = _adam_apply(tuple(zip(ws, gs, ms, vs)), hyper)
+    parts = adam_apply_rows(tuple(zip(ws, gs, ms, vs)), hyper)
     if per_param:
         return parts
     return AdamStats.combine(parts) if hyper.stats else None
 
 
-def _adam_apply(params, hyper) -> list:
-    """Run the kernel; a list of each parameter's AdamStats (of None when stats are off)."""
+def adam_apply_rows(params, hyper) -> list:
+    """One Adam step on ``params``, a sequence of (w, g, m, v) tuples, each checked: the
+    kernel's run; a list of each parameter's AdamStats (of None when stats are off)."""
     if not isinstance(hyper, AdamHyper):
         raise TypeError(f"hyper must be an AdamHyper (from adam_hyper), got {type(hyper).__name__}")
     if not params:
         return []
-    k = _load_kernels()
+    k = load_kernels()
     table, sizes, _alive = _address_table(_ADAM_NAMES, params, k)  # alive: held until return
     dtype = params[0][0].dtype
     per_param = np.empty((len(params), k.N_STATS))
@@ -170,7 +172,7 @@ def _adam_apply(params, hyper) -> list:
     scratch = np.empty((tasks, k.BLOCK if not hyper.freeze_v else 1), dtype)
     kernel = k.adam if threads > 1 else k.adam_serial  # one thread: inline, no launch
     overlap, bad_g, bad_v = kernel(
-        table, sizes, dtype.itemsize, *_kernel_scalars(hyper, dtype), hyper.freeze_v,
+        table, sizes, dtype.itemsize, *kernel_scalars(hyper, dtype), hyper.freeze_v,
         hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new, scratch, per_param)
     if overlap >= 0:
         raise _overlap_error(_ADAM_NAMES, params, int(overlap))
@@ -205,7 +207,7 @@ class AdamArrays:
         # the table checks of adam_apply_many, with each w standing in for its gradient
         # (read-only role: only its layout matters here; overlaps are checked just below)
         params = tuple(zip(ws, ws, ms, vs))
-        k = _load_kernels()
+        k = load_kernels()
         table, sizes, _ = _address_table(_ADAM_NAMES, params, k)
         dtype = ws[0].dtype
         spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, f"{n}s[{i}]")
@@ -256,7 +258,7 @@ class AdamArrays:
         tasks = max(1, min(threads, -(-total // k.BLOCK)))
         kernel = k.adam if threads > 1 else k.adam_serial
         overlap, bad_g, bad_v = kernel(
-            sub, sizes, self.dtype.itemsize, *_kernel_scalars(hyper, self.dtype),
+            sub, sizes, self.dtype.itemsize, *kernel_scalars(hyper, self.dtype),
             hyper.freeze_v, hyper.stats, hyper.log_stats, hyper.scale_prev, hyper.scale_new,
             self._scratch[:tasks], per_param)
         params = [(self.arrays[r][0], g, self.arrays[r][1], self.arrays[r][2])
@@ -275,7 +277,7 @@ class AdamArrays:
     def _checked_gradient(self, r, g):
         """Gradient ``r`` as a C-contiguous array, or the error that names what is wrong."""
         name = "g" if len(self.arrays) == 1 else f"gs[{r}]"
-        check_float_array(name, g, dtypes=_OPT_DTYPES)
+        check_float_array(name, g, dtypes=OPT_DTYPES)
         w = self.arrays[r][0]
         check_same_layout("w" if len(self.arrays) == 1 else f"ws[{r}]", w, **{name: g})
         return np.ascontiguousarray(g)
@@ -292,14 +294,15 @@ def sgdm_apply_many(ws, gs, bufs, *, lr, momentum=0.9, weight_decay=0.0,
     if not len(ws) == len(gs) == len(bufs):
         raise ValueError(f"ws, gs, bufs must hold one array per parameter, got lengths "
                          f"{len(ws)}, {len(gs)}, {len(bufs)}")
-    _sgdm_apply(tuple(zip(ws, gs, bufs)), lr, momentum, weight_decay, nesterov)
+    sgdm_apply_rows(tuple(zip(ws, gs, bufs)), lr, momentum, weight_decay, nesterov)
 
 
-def _sgdm_apply(params, lr, momentum, weight_decay, nesterov):
+def sgdm_apply_rows(params, lr, momentum, weight_decay, nesterov):
+    """One momentum-SGD step on ``params``, a sequence of (w, g, buf) tuples, each checked."""
     lr, momentum, weight_decay = _sgdm_checked(lr, momentum, weight_decay, nesterov)
     if not params:
         return
-    k = _load_kernels()
+    k = load_kernels()
     table, sizes, _alive = _address_table(_SGDM_NAMES, params, k)  # alive: held until return
     _sgdm_run(k, table, sizes, params[0][0].dtype, lr, momentum, weight_decay, nesterov,
               lambda: params)
@@ -318,7 +321,7 @@ def _sgdm_checked(lr, momentum, weight_decay, nesterov) -> tuple:
 def _sgdm_run(k, table, sizes, dtype, lr, momentum, weight_decay, nesterov, params) -> None:
     """The SGD-M kernel on a checked table; ``params()`` gives the (w, g, buf) tuples that
     name the arrays in an error."""
-    _sgdm_fits(dtype, lr, momentum, weight_decay)
+    sgdm_fits(dtype, lr, momentum, weight_decay)
     dt = dtype.type
     kernel = k.sgdm if num_threads() > 1 else k.sgdm_serial  # one thread: inline
     overlap, bad_g = kernel(table, sizes, dtype.itemsize, dt(lr), dt(momentum),
@@ -343,7 +346,7 @@ class SGDMArrays:
             raise ValueError(f"ws, bufs must hold one array per parameter (at least one), "
                              f"got lengths {len(ws)}, {len(bufs)}")
         params = tuple(zip(ws, ws, bufs))  # each w stands in for its gradient, as AdamArrays
-        k = _load_kernels()
+        k = load_kernels()
         table, sizes, _ = _address_table(_SGDM_NAMES, params, k)
         spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, f"{n}s[{i}]")
                        for i, arrays in enumerate(zip(ws, bufs))

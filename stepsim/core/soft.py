@@ -27,7 +27,7 @@ def _groups(a, axis, m):
     return np.ascontiguousarray(np.moveaxis(a, axis, -1)).reshape(-1)
 
 
-def _soft_from_mask(w, mask, m, axis, beta):
+def soft_from_mask(w, mask, m, axis, beta):
     """beta * S(w) given w's N:M ``mask`` (trusted: same shape, M tiles ``axis``)."""
     from stepsim.core import _soft_kernels as k
 
@@ -69,7 +69,7 @@ def soft_threshold(w: np.ndarray, n: int, m: int, axis: int = -1, *, beta: float
     check_real("beta", beta)
     mask = nm_mask(w, n, m, axis)  # validates n, m, axis and NaN
     axis = axis % w.ndim
-    return _soft_from_mask(w, mask, m, axis, beta), mask
+    return soft_from_mask(w, mask, m, axis, beta), mask
 
 
 def sste_beta(w: np.ndarray, s: np.ndarray) -> float:

@@ -73,15 +73,9 @@ def check_specs(params: Mapping[str, np.ndarray], specs: Mapping[str, ParamSpec]
 
 
 def with_nm(specs: Mapping[str, ParamSpec], n: int, m: int) -> dict[str, ParamSpec]:
-    """Specs with every sparse parameter set to N:M (dense parameters stay dense)."""
+    """Specs with every sparse parameter set to N:M (dense parameters stay dense): new specs
+    by :meth:`ParamSpec.with_nm`, never a frozen spec changed in place."""
     n, m = check_nm(n, m)
-    return _with_nm(specs, n, m)
-
-
-def _with_nm(specs: Mapping[str, ParamSpec], n: int, m: int) -> dict[str, ParamSpec]:
-    """:func:`with_nm` for ``fit(nm=)``, whose N:M is an :class:`~stepsim._ground.validate.NMRatio`
-    (checked once, when it was made): new specs by :meth:`ParamSpec.with_nm`, never a
-    frozen spec changed in place."""
     return {name: spec.with_nm(n, m) for name, spec in specs.items()}
 
 

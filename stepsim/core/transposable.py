@@ -84,10 +84,10 @@ def transposable_mask(w: np.ndarray, n: int, m: int) -> np.ndarray:
     if np.isnan(w).any():
         raise ValueError(f"w contains {int(np.isnan(w).sum())} NaN value(s); a transposable "
                          "mask of NaN weights is undefined")
-    return _transposable_mask(w, n, m)
+    return transposable_mask_trusted(w, n, m)
 
 
-def _transposable_mask(w, n, m):
+def transposable_mask_trusted(w, n, m):
     """:func:`transposable_mask` for trusted arguments (the training loop's entry)."""
     if n == m:
         return np.ones(w.shape, dtype=bool)

@@ -30,7 +30,8 @@ compare(table, "test_loss", baseline="dense")            # paired t / Wilcoxon, 
   Table 1 scores).
 * :mod:`~stepsim.experiments.sweep` — :func:`plan_sweep` (check everything, train
   nothing) and :func:`run_sweep` (resume-safe).
-* :mod:`~stepsim.experiments.report` — summaries, paired comparisons, the figure.
+* :mod:`~stepsim.experiments.sweep_report` — a sweep table's summaries, paired comparisons,
+  the figure.
 
 One run: ``stepsim train`` and :class:`RunSpec`
 -----------------------------------------------
@@ -49,7 +50,7 @@ The names a run accepts:
 
 * recipes (:func:`stepsim.make_recipe`): ``dense``, ``ste``, ``sr-ste``, ``asp``, ``step``
   (Algorithm 1), ``step-v-updated``, ``decaying-mask``, ``layerwise-sr-ste``,
-  ``layerwise-step``, ``s-ste``, ``masked-decay``, ``s-ste-step`` (issue 24; every recipe
+  ``layerwise-step``, ``s-ste``, ``masked-decay``, ``s-ste-step`` (the successors; every recipe
   takes ``transposable``); optimizer ``adam`` | ``adamw`` | ``sgdm``. Options a recipe would not
   use are refused. ``layerwise-step`` switches per module with DominoSearch's dynamic N
   (``layerwise_rule="greedy"`` keeps the one-shot rule; ``domino_deadline``, default half of
@@ -116,7 +117,7 @@ into a :class:`RunStore` under ``--out DIR/runs/`` (by digest: a run two claims 
 runs once, and a killed check resumes where it stopped); see :mod:`stepsim.checks`.
 """
 
-from stepsim.experiments.report import (
+from stepsim.experiments.sweep_report import (
     compare,
     plot_vs_sparsity,
     report_markdown,

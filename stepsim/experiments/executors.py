@@ -261,7 +261,7 @@ def run_pool(tasks, on_done, workers: int) -> None:
             for fut in futures:
                 fut.cancel()
             if not isinstance(sys.exc_info()[1], Exception):  # Ctrl-C: do not wait for the
-                _stop(executor)                               # runs in flight to finish
+                stop_pool(executor)                               # runs in flight to finish
             raise
 
 
@@ -286,7 +286,7 @@ def connected(scheduler):
         client.close()
 
 
-def _stop(executor) -> None:
+def stop_pool(executor) -> None:
     """End a pool's workers now (their runs in flight are lost; files are atomic)."""
     processes = list((getattr(executor, "_processes", None) or {}).values())
     executor.shutdown(wait=False, cancel_futures=True)

@@ -50,7 +50,7 @@ import json
 import math
 from pathlib import Path
 
-from stepsim._ground.validate import _show, check_input_file, check_int
+from stepsim._ground.validate import check_input_file, check_int, show
 from stepsim.experiments.run import canonical_json
 
 SPEC_KEYS = ("name", "steps", "seeds", "nm", "problem", "problems", "criterion", "recipes",
@@ -201,7 +201,7 @@ def read_spec_file(path) -> dict:
         raise ValueError(f"sweep spec {str(path)!r} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise TypeError(f"sweep spec {str(path)!r} must hold a JSON object ({{\"recipes\": "
-                         f"[...], ...}}), got {type(data).__name__} {_show(data)}")
+                         f"[...], ...}}), got {type(data).__name__} {show(data)}")
     return data
 
 

@@ -78,14 +78,15 @@ def v_late_ratio(result, tail: float = 0.1) -> float:
     return float(np.mean(last)) / float(np.max(v))
 
 
-#: steps averaged at the start and up to k0 by :func:`plateau_ratio` (PROTOCOL §D4.5's
+#: steps averaged at the start and up to k0 by :func:`plateau_ratio` (PROTOCOL.md, "Switch
+#: premises":
 #: ``plateau.window``; a test keeps the two equal)
 PLATEAU_WINDOW = 20
 
 
 def plateau_ratio(loss, k0, window: int = PLATEAU_WINDOW) -> float | None:
     """The mean batch loss of the ``window`` steps up to k0 over the mean of the first
-    ``window`` steps (PROTOCOL §D4.5; the window is shortened to k0 // 2 when k0 < 2
+    ``window`` steps (PROTOCOL.md, "Switch premises"; the window is shortened to k0 // 2 when k0 < 2
     window, at least 1). loss: per-step batch losses (step k at index k - 1). None
     without a switch or a loss at k0; NaN when either mean is not finite or the start's
     is <= 0. Phase 1 of STEP is dense Adam, so at k0 this is the dense loss's fall."""
@@ -106,9 +107,9 @@ def plateau_ratio(loss, k0, window: int = PLATEAU_WINDOW) -> float | None:
 
 def switch(result) -> dict:
     """{"k0", "loss_ratio", "g2_over_vstar"}: the run's switch step, its batch loss at k0
-    over its start (:func:`plateau_ratio`: the plateau premise, PROTOCOL §D4.5; None
+    over its start (:func:`plateau_ratio`: the plateau premise, PROTOCOL.md "Switch premises"; None
     without a switch) and the g^2 / v* record of a run that froze v
-    (``training.frozen_v_diagnostics``; {} for runs stored before it existed)."""
+    (``FreezeV.diagnose``; {} for runs stored before it existed)."""
     k0 = result.switch_step
     return {"k0": k0, "loss_ratio": plateau_ratio(result.trace.loss, k0),
             "g2_over_vstar": dict((result.diagnostics or {}).get("g2_over_vstar", {}))}

@@ -20,12 +20,12 @@ from stepsim._ground.jit import njit
 
 # --------------------------------------------------------------------------- exp (float32)
 # numba has no vectorised exp here (no SVML): math.exp is a scalar libm call per entry,
-# measured 30x slower than this loop, which LLVM vectorises. exp(x) = 2^k * exp(r) with
+# far slower than this loop, which LLVM vectorises. exp(x) = 2^k * exp(r) with
 # k = round(x / ln 2), r = x - k ln 2 (Cody-Waite split of ln 2, so r is exact to float32),
 # exp(r) by its Taylor polynomial of degree 7 on |r| <= ln(2)/2, 2^k built from its bits
 # (exponent field k + 127; k >= -126 for x >= -87, so 2^k is a normal float32, exactly the
-# value a table of powers held before: same bits, but no gather from a table, which made
-# the vectorised loop ~1.7x slower and read outside the table for a NaN input).
+# value a table of powers held before: same bits, but no gather from a table, which slowed
+# the vectorised loop and read outside the table for a NaN input).
 # Measured max relative error on [-87, 0]: 1.02e-7 (< 2 float32 ulps); below -87 (results
 # under float32's smallest normal, ~1.2e-38) it returns 0; NaN gives NaN.
 _LOG2E = np.float32(1.4426950408889634)
@@ -129,9 +129,9 @@ def scatter_add_rows(index, rows, out):
 # reassociation is allowed (stepsim._ground.jit), so LLVM cannot pick an order by vector
 # width. A row is addressed by its index in a 2-d array, never as a view: a view is an
 # array struct with a reference count, and counting it up and down for each row cost more
-# than the row's arithmetic at the LM's widths (LayerNorm on 1024 x 32: 101 -> 44 us).
+# than the row's arithmetic at the LM's widths (LayerNorm more than halved without it).
 # One function per term, each written out: numba does not prune a branch on a term kind
-# passed as an argument (a shared loop with one measured 2x slower).
+# passed as an argument (a shared loop with one was slower).
 @njit(inline="always")
 def _lanes_total(s0, s1, s2, s3, s4, s5, s6, s7, tail):
     return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail

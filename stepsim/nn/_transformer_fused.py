@@ -2,7 +2,7 @@
 :mod:`stepsim.nn.transformer`. Private: call ``transformer.forward/backward``.
 
 The same model and the same bits as composing the layers of :mod:`stepsim.nn.layers`,
-:mod:`stepsim.nn.attention` and :mod:`stepsim.nn._fused` one call at a time (what
+:mod:`stepsim.nn.attention` and :mod:`stepsim.nn.fused` one call at a time (what
 ``kernels=True`` did before, recorded in ``tests/nn/test_transformer_bits.py``), in fewer
 calls out of Python and without copies:
 
@@ -21,7 +21,7 @@ calls out of Python and without copies:
 
 Shapes: B sequences of T tokens, width D, H heads of hd = D / H, MLP width F; the residual
 stream is kept as (B*T, D). Float32 runs GELU on its kernel; float64 on the exact
-reference (scipy's erf), as :mod:`stepsim.nn._fused` does.
+reference (scipy's erf), as :mod:`stepsim.nn.fused` does.
 """
 
 from __future__ import annotations

@@ -32,25 +32,25 @@ from scipy import special
 
 from stepsim._ground import libm as _libm
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _check_float(name: str, array) -> np.ndarray:
+def check_float(name: str, array) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{name} must be a NumPy array, got {type(array).__name__}")
-    if array.dtype not in _FLOATS:
+    if array.dtype not in FLOATS:
         raise TypeError(f"{name} must be float32 or float64, got dtype {array.dtype}")
     return array
 
 
-def _check_same_dtype(ref_name: str, ref: np.ndarray, name: str, array: np.ndarray) -> None:
-    _check_float(name, array)
+def check_same_dtype(ref_name: str, ref: np.ndarray, name: str, array: np.ndarray) -> None:
+    check_float(name, array)
     if array.dtype != ref.dtype:
         raise TypeError(f"{name} has dtype {array.dtype} but {ref_name} has {ref.dtype}; "
                         f"cast one of them (layers compute in one dtype, no silent upcast)")
 
 
-def _check_shape(name: str, array: np.ndarray, shape: tuple, ref: str) -> None:
+def check_shape(name: str, array: np.ndarray, shape: tuple, ref: str) -> None:
     if array.shape != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)} ({ref}), got {array.shape}")
 
@@ -82,8 +82,8 @@ def linear_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None):
     out : ndarray (..., out)
     cache : LinearCache
     """
-    _check_float("x", x)
-    _check_same_dtype("x", x, "w", w)
+    check_float("x", x)
+    check_same_dtype("x", x, "w", w)
     if w.ndim != 2:
         raise ValueError(f"w must be 2-D (out, in), got shape {w.shape}")
     if x.ndim < 1 or x.shape[-1] != w.shape[1]:
@@ -91,8 +91,8 @@ def linear_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None):
                          f"x's last axis must equal w's in = {w.shape[1]}")
     out = x @ w.T
     if b is not None:
-        _check_same_dtype("x", x, "b", b)
-        _check_shape("b", b, (w.shape[0],), "w's out")
+        check_same_dtype("x", x, "b", b)
+        check_shape("b", b, (w.shape[0],), "w's out")
         out += b
     return out, LinearCache(x, w, b is not None)
 
@@ -112,8 +112,8 @@ def linear_backward(dout: np.ndarray, cache: LinearCache):
     db : ndarray (out,) or None when the forward had no bias
     """
     x, w, has_bias = cache
-    _check_same_dtype("x", x, "dout", dout)
-    _check_shape("dout", dout, x.shape[:-1] + (w.shape[0],), "x's leading axes, w's out")
+    check_same_dtype("x", x, "dout", dout)
+    check_shape("dout", dout, x.shape[:-1] + (w.shape[0],), "x's leading axes, w's out")
     rows = _leading_size(x.shape)
     dout2 = dout.reshape(rows, w.shape[0])
     dx = dout @ w
@@ -131,7 +131,7 @@ class ActivationCache(NamedTuple):
 
 def relu_forward(x: np.ndarray):
     """``out = max(x, 0)``. x (...) -> out (...) and an ActivationCache."""
-    _check_float("x", x)
+    check_float("x", x)
     out = np.maximum(x, 0)
     return out, ActivationCache(out)
 
@@ -139,13 +139,13 @@ def relu_forward(x: np.ndarray):
 def relu_backward(dout: np.ndarray, cache: ActivationCache) -> np.ndarray:
     """dx (...) = dout where x > 0 else 0 (the subgradient at 0 is 0, as torch)."""
     out = cache.saved
-    _check_shape("dout", dout, out.shape, "the forward input's")
+    check_shape("dout", dout, out.shape, "the forward input's")
     return np.where(out > 0, dout, dout.dtype.type(0))
 
 
 def tanh_forward(x: np.ndarray):
     """``out = tanh(x)``. x (...) -> out (...) and an ActivationCache."""
-    _check_float("x", x)
+    check_float("x", x)
     out = _libm.tanh(x)
     return out, ActivationCache(out)
 
@@ -153,7 +153,7 @@ def tanh_forward(x: np.ndarray):
 def tanh_backward(dout: np.ndarray, cache: ActivationCache) -> np.ndarray:
     """dx (...) = dout * (1 - tanh(x)^2)."""
     out = cache.saved
-    _check_shape("dout", dout, out.shape, "the forward input's")
+    check_shape("dout", dout, out.shape, "the forward input's")
     return dout * (1 - out * out)
 
 
@@ -166,7 +166,7 @@ def gelu_forward(x: np.ndarray):
 
     x (...) -> out (...) and an ActivationCache holding x.
     """
-    _check_float("x", x)
+    check_float("x", x)
     cdf = special.erf(x * x.dtype.type(_INV_SQRT2))
     cdf += 1
     cdf *= x.dtype.type(0.5)
@@ -176,7 +176,7 @@ def gelu_forward(x: np.ndarray):
 def gelu_backward(dout: np.ndarray, cache: ActivationCache) -> np.ndarray:
     """dx (...) = dout * (Phi(x) + x * phi(x)), phi the normal density."""
     x = cache.saved
-    _check_shape("dout", dout, x.shape, "the forward input's")
+    check_shape("dout", dout, x.shape, "the forward input's")
     t = x.dtype.type
     cdf = t(0.5) * (1 + special.erf(x * t(_INV_SQRT2)))
     pdf = t(_INV_SQRT_2PI) * _libm.exp(t(-0.5) * x * x)
@@ -206,13 +206,13 @@ def layernorm_forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: f
     out : ndarray (..., D) = gamma * (x - mean) / sqrt(var + eps) + beta
     cache : LayerNormCache
     """
-    _check_float("x", x)
-    _check_same_dtype("x", x, "gamma", gamma)
-    _check_same_dtype("x", x, "beta", beta)
+    check_float("x", x)
+    check_same_dtype("x", x, "gamma", gamma)
+    check_same_dtype("x", x, "beta", beta)
     if x.ndim < 1:
         raise ValueError(f"x must have at least one axis, got shape {x.shape}")
-    _check_shape("gamma", gamma, (x.shape[-1],), "x's last axis")
-    _check_shape("beta", beta, (x.shape[-1],), "x's last axis")
+    check_shape("gamma", gamma, (x.shape[-1],), "x's last axis")
+    check_shape("beta", beta, (x.shape[-1],), "x's last axis")
     if not (isinstance(eps, numbers.Real) and eps > 0 and math.isfinite(eps)):
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     mean = x.mean(axis=-1, keepdims=True)
@@ -232,7 +232,7 @@ def layernorm_backward(dout: np.ndarray, cache: LayerNormCache):
     dgamma, dbeta : ndarray (D,), summed over the leading axes
     """
     xhat, rstd, gamma = cache
-    _check_shape("dout", dout, xhat.shape, "the forward input's")
+    check_shape("dout", dout, xhat.shape, "the forward input's")
     d = xhat.shape[-1]
     rows = _leading_size(xhat.shape)
     dgamma = np.sum((dout * xhat).reshape(rows, d), axis=0)
@@ -260,7 +260,7 @@ def softmax_cross_entropy(logits: np.ndarray, labels: np.ndarray):
         so large logits do not overflow)
     dlogits : ndarray (..., C) in logits' dtype, (softmax - onehot) / number of positions
     """
-    _check_float("logits", logits)
+    check_float("logits", logits)
     if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu":
         raise TypeError(f"labels must be an integer NumPy array, got "
                         f"{getattr(labels, 'dtype', type(labels).__name__)}")
@@ -301,11 +301,11 @@ def mse_loss(pred: np.ndarray, target: np.ndarray):
     loss : float, 0.5 / B * sum((pred - target) ** 2), summed in float64
     dpred : ndarray (B, ...) = (pred - target) / B
     """
-    _check_float("pred", pred)
-    _check_same_dtype("pred", pred, "target", target)
+    check_float("pred", pred)
+    check_same_dtype("pred", pred, "target", target)
     if pred.ndim < 1 or pred.shape[0] == 0:
         raise ValueError(f"pred must have a non-empty first (batch) axis, got shape {pred.shape}")
-    _check_shape("target", target, pred.shape, "pred's")
+    check_shape("target", target, pred.shape, "pred's")
     diff = pred - target
     batch = pred.shape[0]
     loss = 0.5 * float(np.sum(np.square(diff, dtype=np.float64))) / batch

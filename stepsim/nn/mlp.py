@@ -26,7 +26,7 @@ import numpy as np
 
 from stepsim._ground.validate import check_bool, check_choice, check_int, check_nm_pair
 from stepsim.core.sparsity import ParamSpec, check_divides
-from stepsim.nn import _fused
+from stepsim.nn import fused
 from stepsim.nn import layers as L
 
 ACTIVATIONS = {
@@ -114,7 +114,7 @@ class MLP:
         Returns C-contiguous arrays of ``dtype``, shapes as :meth:`shapes`.
         """
         rng = np.random.default_rng(rng)
-        dtype = _float_dtype(dtype)
+        dtype = float_dtype(dtype)
         gain = _GAIN[self.activation]
         params = {}
         for name, shape in self.shapes().items():
@@ -135,7 +135,7 @@ class MLP:
         h = x
         for l, (w_name, b_name) in enumerate(names, 1):
             if relu and l < last:  # bias and rectifier in one pass over the product
-                h, cache = _fused.linear_relu_forward(h, params[w_name], params.get(b_name))
+                h, cache = fused.linear_relu_forward(h, params[w_name], params.get(b_name))
             else:
                 h, cache = L.linear_forward(h, params[w_name], params.get(b_name))
             linear.append(cache)
@@ -160,7 +160,7 @@ class MLP:
             if l < last:
                 if relu:  # d is the fresh dx of the layer above: zeroed in place, and the
                     # bias gradient summed in the same pass
-                    d, db = _fused.relu_backward_bias_grad(d, cache.act[l - 1].saved,
+                    d, db = fused.relu_backward_bias_grad(d, cache.act[l - 1].saved,
                                                            self.bias)
                 else:
                     d = act_backward(d, cache.act[l - 1])
@@ -202,8 +202,8 @@ def _linear_backward(dout, cache: L.LinearCache, need_dx: bool, db=None):
 def _rows_sum(d):
     """``d.sum(axis=0)`` of a 2-d gradient, on the kernel that sums in NumPy's order
     (:func:`stepsim.nn._kernels.rows_sum`: the same bits) when d is C-contiguous float;
-    NumPy's reduction costs ~5 us of set-up for the output layer's few columns."""
-    if not (d.flags.c_contiguous and d.dtype in L._FLOATS and d.shape[0]):
+    NumPy's reduction sets up for longer than it sums the output layer's few columns."""
+    if not (d.flags.c_contiguous and d.dtype in L.FLOATS and d.shape[0]):
         return d.sum(axis=0)
     from stepsim.nn import _kernels as K
 
@@ -212,7 +212,7 @@ def _rows_sum(d):
     return out
 
 
-def _float_dtype(dtype) -> np.dtype:
+def float_dtype(dtype) -> np.dtype:
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"dtype must be float32 or float64, got {dtype}")

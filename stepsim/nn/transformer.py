@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._ground.validate import check_int, check_real
-from stepsim.nn import _fused, _transformer_fused
+from stepsim.nn import _transformer_fused, fused
 from stepsim.nn import layers as L
 from stepsim.nn.attention import self_attention_backward, self_attention_forward
 from stepsim.nn.embedding import embedding_forward, input_grads
@@ -183,8 +183,8 @@ def backward(dlogits, cache: TransformerCache, cfg: TransformerConfig, *,
     The cache decides the path (a forward with ``kernels=True`` gives a fused cache, one
     with ``kernels=False`` the reference's); ``kernels`` is kept for symmetry."""
     if isinstance(cache, _transformer_fused.FusedCache):
-        L._check_same_dtype("the forward's activations", cache.z, "dlogits", dlogits)
-        L._check_shape("dlogits", dlogits, cache.shape[:2] + (cfg.vocab,), "the logits'")
+        L.check_same_dtype("the forward's activations", cache.z, "dlogits", dlogits)
+        L.check_shape("dlogits", dlogits, cache.shape[:2] + (cfg.vocab,), "the logits'")
         grads = _transformer_fused.backward(dlogits, cache, cfg)
         return {name: np.ascontiguousarray(grads[name]) for name in param_shapes(cfg)}
     b, t, d = cache.shape
@@ -214,7 +214,7 @@ def backward(dlogits, cache: TransformerCache, cfg: TransformerConfig, *,
 def loss_and_grad(params, ids, targets, cfg: TransformerConfig, *, kernels: bool = True):
     """(mean next-token cross-entropy in nats, grads) for inputs ids and targets (B, T)."""
     logits, cache = forward(params, ids, cfg, kernels=kernels)
-    xent = _fused.softmax_cross_entropy if kernels else L.softmax_cross_entropy  # same bits
+    xent = fused.softmax_cross_entropy if kernels else L.softmax_cross_entropy  # same bits
     loss, dlogits = xent(logits, targets)
     return loss, backward(dlogits, cache, cfg, kernels=kernels)
 
@@ -238,8 +238,8 @@ def check_params(params, cfg: TransformerConfig) -> None:
         except KeyError:
             raise KeyError(f"params has no {name!r} (the model {cfg} needs it)") from None
         if dtype is None:
-            dtype = L._check_float(name, array).dtype
+            dtype = L.check_float(name, array).dtype
         elif getattr(array, "dtype", None) != dtype:
-            L._check_same_dtype(next(iter(params)), params[next(iter(params))], name, array)
+            L.check_same_dtype(next(iter(params)), params[next(iter(params))], name, array)
         if array.shape != shape:
             raise ValueError(f"{name} must have shape {shape}, got {array.shape}")

@@ -1,7 +1,7 @@
 """numba kernel for :meth:`stepsim.problems.markov.MarkovLanguage.sample`. Private.
 
 :func:`chain_tokens_reference` is the NumPy loop it replaced (one vectorised step per
-position, ~6 NumPy calls each: ~0.5 ms of a 32-sequence LM batch); the kernel walks the
+position, several NumPy calls each, a large part of an LM batch); the kernel walks the
 same chain with the same uniforms and the same comparisons, so the tokens are identical
 (integers: no rounding is involved). Imported lazily, so ``import stepsim`` stays fast.
 """

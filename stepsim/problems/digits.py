@@ -34,9 +34,9 @@ from stepsim._ground.options import (
     declared_keywords,
 )
 from stepsim._ground.validate import check_choice, check_problem_memory
-from stepsim.nn import _fused
+from stepsim.nn import fused
 from stepsim.nn import layers as L
-from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
+from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, float_dtype
 from stepsim.problems.base import ITEM_SPLITS
 
 
@@ -101,7 +101,7 @@ class Digits:
                        bias=bias)
         self.batch_size, self.test_fraction = batch_size, test_fraction
         self.validation_fraction = validation_fraction
-        self.dtype = _float_dtype(dtype)
+        self.dtype = float_dtype(dtype)
         self.seed = seed
         self.specs = self.mlp.specs()
         # parameters with Adam's m, v and copies, plus activations of the largest evaluation
@@ -150,12 +150,12 @@ class Digits:
     def sample_batch(self, rng) -> Batch:
         """batch_size training images drawn with replacement."""
         idx = rng.integers(0, len(self.y), size=self.batch_size)
-        # take copies the same rows as x[idx] (the same new C-contiguous array), ~3x faster
+        # take copies the same rows as x[idx] (the same new C-contiguous array), faster
         return Batch(self.x.take(idx, axis=0), self.y[idx])
 
     def loss_and_grad(self, params, batch: Batch):
         logits, cache = self.mlp.forward(params, batch.x)
-        loss, dlogits = _fused.softmax_cross_entropy(logits, batch.y)  # L's, in one kernel
+        loss, dlogits = fused.softmax_cross_entropy(logits, batch.y)  # L's, in one kernel
         return loss, self.mlp.backward(dlogits, cache)
 
     def evaluate(self, params) -> dict:

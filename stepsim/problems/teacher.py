@@ -44,7 +44,7 @@ from stepsim._ground.options import (
 )
 from stepsim._ground.validate import check_problem_memory
 from stepsim.nn import layers as L
-from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, _float_dtype
+from stepsim.nn.mlp import ACTIVATIONS, MLP, SPARSIFY, float_dtype
 
 TASKS = ("classification", "regression")
 
@@ -99,7 +99,7 @@ class TeacherStudent:
             raise ValueError(f"classification needs d_out >= 2 classes, got {d_out}")
         self.noise, self.n_train, self.n_test = noise, n_train, n_test
         self.batch_size = batch_size
-        self.dtype = _float_dtype(dtype)
+        self.dtype = float_dtype(dtype)
         self.seed = seed
         self.teacher_nm = teacher_nm
         self.specs = self.mlp.specs()

@@ -12,6 +12,8 @@
 * :mod:`~stepsim.recipes.domino`: DominoSearch's dynamic layer-wise N:M.
 * :mod:`~stepsim.recipes.recipe`: :class:`Recipe` (the composition), its state and run
   context, and the switch pieces (:class:`FreezeV`, :class:`AllocateGreedy`, ...).
+* :mod:`~stepsim.recipes.sequence`: the order of a training step's stages, said once, and
+  their pure form; :mod:`~stepsim.recipes.lean`: their in-place form (fit's step).
 * :mod:`~stepsim.recipes.registry`: :func:`make_recipe`, ``RECIPES``, :func:`make_optimizer`.
 * :mod:`~stepsim.recipes.criteria`: switch criteria (when STEP leaves its precondition
   phase; :func:`~stepsim.recipes.criteria.make_criterion`).

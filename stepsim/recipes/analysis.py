@@ -116,7 +116,7 @@ def run_criteria_on_v(v_trajectory, criteria, *, beta2: float = 0.999, v0=None,
     -------
     state or dict label -> state
     """
-    from stepsim.core.optim import AdamStats, vhat_scales
+    from stepsim.core.optim_hyper import AdamStats, vhat_scales
     from stepsim.core.reference import adam_stats
 
     single = not isinstance(criteria, dict)

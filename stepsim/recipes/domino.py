@@ -363,7 +363,7 @@ class DominoSearch:
         :mod:`stepsim.recipes.lean`): the same arithmetic, element by element."""
         if mstate.done or not mstate.layers:
             return grads
-        from stepsim.core import _step_kernels as k
+        from stepsim.core import select
 
         out = dict(grads)
         for name, lay in mstate.layers.items():
@@ -373,8 +373,7 @@ class DominoSearch:
             w, mask = params[name], masks[name]
             coef = w.dtype.type(self._decay_at(t) * mstate.factors[name])
             buf = ws.like("grad", name, w)
-            k.add_where_scaled(grads[name].reshape(-1), w.reshape(-1), mask.reshape(-1),
-                               coef, buf.reshape(-1))
+            select.add_where_scaled(grads[name], w, mask, coef, buf)
             out[name] = buf
         return out
 

@@ -1,11 +1,13 @@
 """Maskers: the pieces at a recipe's mask point (which Pi_k a step's forward pass uses).
 
-A masker is frozen configuration; its methods are pure and carry their own values in the
-recipe state's ``masker_state``. :class:`~stepsim.recipes.recipe.Recipe` calls them:
-``init`` (fresh values), ``start`` (modules switch to sparse after step k0), ``masks``
-(Pi_k of the sparse modules, from the masker's values and a :class:`MaskView` of the
-step), ``penalize``/``observe`` (DominoSearch's gradient term and its bookkeeping),
-``final_nm``/``final_masks`` (Pi_T) and ``report``.
+A masker is frozen configuration (a :class:`Masker`); its methods carry their own values
+in the recipe state's ``masker_state``. :class:`~stepsim.recipes.recipe.Recipe` and the
+step's sequence (:mod:`stepsim.recipes.sequence`) call them: ``init`` (fresh values),
+``start`` (modules switch to sparse after step k0), ``masks`` (Pi_k of the sparse
+modules, from the masker's values and a :class:`MaskView` of the step),
+``forward_weights``/``forward_into`` (the weights the forward pass uses),
+``penalize``/``penalize_into`` and ``observe`` (DominoSearch's gradient term and its
+bookkeeping), ``final_nm``/``final_masks`` (Pi_T) and ``report``.
 
 * :class:`EveryStepMask` — the STE family: Pi_k from |w_k| at every step.
 * :class:`FixedMask` — ASP: one mask, computed and applied when a module switches.
@@ -85,10 +87,28 @@ class MaskView(NamedTuple):
 
 
 # --------------------------------------------------------------------------- maskers
-class _Masker:
-    """No-op defaults of the mask point (a masker overrides what it needs)."""
+class Masker:
+    """The mask point's protocol, with no-op defaults (a masker overrides what it needs).
+
+    A stage that changes arrays has two forms (:mod:`stepsim.recipes.sequence`): the pure
+    one (new arrays) and the in-place one (into the run's workspace ``ws``), the same bits.
+    A class that overrides one form of a stage overrides the other too (checked when the
+    class is made: a missing in-place form would silently run the default's arithmetic).
+    """
 
     transposable = False  # the dataclass maskers declare it as a field
+
+    #: (pure form, in-place form) of the stages that change arrays
+    FORMS = (("forward_weights", "forward_into"), ("penalize", "penalize_into"))
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for pure, into in Masker.FORMS:
+            if (pure in cls.__dict__) != (into in cls.__dict__):
+                has, lacks = (pure, into) if pure in cls.__dict__ else (into, pure)
+                raise TypeError(f"masker {cls.__name__} overrides {has} but not {lacks}: a "
+                                "stage's pure and in-place forms change together "
+                                "(stepsim.recipes.sequence)")
 
     def init(self, params, specs):
         return None
@@ -112,17 +132,17 @@ class _Masker:
         return T.masked_forward(params, masks, alpha)
 
     def forward_into(self, mstate, params, masks, alpha, specs, nm, ws):
-        """The lean step's form of an overridden :meth:`forward_weights` (the in-place
-        protocol, :mod:`stepsim.recipes.lean`); the default Pi * w needs none: the lean step
-        writes it into its own buffers."""
-        raise NotImplementedError
+        """:meth:`forward_weights` in place: Pi * w into the workspace's buffers
+        (:func:`~stepsim.recipes.transforms.masked_forward_into`)."""
+        return T.masked_forward_into(params, masks, alpha, ws)
 
     def penalize(self, mstate, grads, params, masks, step):
+        """The gradient with the masker's own term (none by default)."""
         return grads
 
     def penalize_into(self, mstate, grads, params, masks, step, ws):
-        """:meth:`penalize` in the lean step (:mod:`stepsim.recipes.lean`): a masker that
-        overrides ``penalize`` overrides this too, writing into ``ws.like("grad", ...)``."""
+        """:meth:`penalize` in place: a changed gradient goes into ``ws.like("grad", name,
+        w)`` (the problem's gradient arrays are read, never written)."""
         return grads
 
     def observe(self, mstate, params, specs, step):
@@ -132,7 +152,7 @@ class _Masker:
         return nm
 
     def final_masks(self, mstate, params, specs, nm):
-        return T._nm_masks(params, specs, nm, self.transposable)
+        return T.nm_masks(params, specs, nm, self.transposable)
 
     def report(self, mstate) -> str:
         """A note for the run's result ("" when there is nothing to say)."""
@@ -148,7 +168,7 @@ class EveryStepState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class EveryStepMask(_Masker):
+class EveryStepMask(Masker):
     """STE family: Pi_k is recomputed from |w_k| at every step of the sparse phase.
 
     every: recompute the mask at steps k with (k - 1) % every == 0 (and at a module's first
@@ -207,11 +227,11 @@ class EveryStepMask(_Masker):
     def final_masks(self, mstate, params, specs, nm):
         if mstate.dense_from is not None:  # ended dense (dense fine-tuning)
             return dict.fromkeys(params)
-        return T._nm_masks(params, specs, nm, self.transposable)
+        return T.nm_masks(params, specs, nm, self.transposable)
 
 
 @dataclasses.dataclass(frozen=True)
-class FixedMask(_Masker):
+class FixedMask(Masker):
     """ASP: the mask is computed once from |w| when a module switches, and the pruned
     weights are zeroed then (the prune); afterwards the mask is fixed."""
 
@@ -223,7 +243,7 @@ class FixedMask(_Masker):
 
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
         fixed = dict(mstate)
-        fresh = T._nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
+        fresh = T.nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
         fixed.update(fresh)
         return fixed, T.mask_weights(params, fresh)
 
@@ -232,13 +252,13 @@ class FixedMask(_Masker):
                 0.0)
 
     def final_masks(self, mstate, params, specs, nm):
-        out = T._nm_masks(params, specs, nm, self.transposable)
+        out = T.nm_masks(params, specs, nm, self.transposable)
         out.update(mstate)  # switched modules keep their fixed mask
         return out
 
 
 @dataclasses.dataclass(frozen=True)
-class DecayingMask(_Masker):
+class DecayingMask(Masker):
     """Decaying mask (Kao et al.): N decreases in equal frames over the sparse phase.
 
     Per sparse layer a :class:`~stepsim.recipes.transforms.DecaySchedule` from its target
@@ -274,7 +294,7 @@ class DecayingMask(_Masker):
 
 
 @dataclasses.dataclass(frozen=True)
-class DynamicLayerwise(_Masker):
+class DynamicLayerwise(Masker):
     """Every-step masks at the N that :class:`DominoSearch` assigns and changes per layer."""
 
     search: DominoSearch = DominoSearch()
@@ -326,21 +346,21 @@ class SoftThresholdMask(EveryStepMask):
     kind = "soft-threshold"
 
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
-        from stepsim.core.soft import _soft_from_mask, sste_beta
+        from stepsim.core.soft import soft_from_mask, sste_beta
 
         mstate, params = super().start(mstate, params, names, specs, nm, k0, total_steps)
         betas = dict(mstate.betas)
-        masks = T._nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
+        masks = T.nm_masks({k: params[k] for k in names}, specs, nm, self.transposable)
         for name in names:
             if name in betas:
                 continue  # a module's beta is frozen once
             w, spec = params[name], specs[name]
-            s = _soft_from_mask(w, masks[name], nm[name][1], spec.axis % w.ndim, 1.0)
+            s = soft_from_mask(w, masks[name], nm[name][1], spec.axis % w.ndim, 1.0)
             betas[name] = sste_beta(w, s)
         return mstate._replace(betas=betas), params
 
     def forward_weights(self, mstate, params, masks, alpha, specs, nm):
-        from stepsim.core.soft import _soft_from_mask, sste_beta
+        from stepsim.core.soft import soft_from_mask, sste_beta
 
         out = {}
         for name, w in params.items():
@@ -351,8 +371,8 @@ class SoftThresholdMask(EveryStepMask):
             m, axis = nm[name][1], specs[name].axis % w.ndim
             beta = mstate.betas.get(name)
             if beta is None:  # a module that never went sparse: its one-shot beta at w_T
-                beta = sste_beta(w, _soft_from_mask(w, mask, m, axis, 1.0))
-            out[name] = _soft_from_mask(w, mask, m, axis, beta)
+                beta = sste_beta(w, soft_from_mask(w, mask, m, axis, 1.0))
+            out[name] = soft_from_mask(w, mask, m, axis, beta)
         return out
 
     def forward_into(self, mstate, params, masks, alpha, specs, nm, ws):
@@ -363,8 +383,8 @@ class SoftThresholdMask(EveryStepMask):
 
 def _masks_at(view: MaskView, nm, transposable: bool = False) -> dict:
     """The N:M masks of ``view.names`` from |w| at the (n, m) ``nm`` gives each."""
-    return T._nm_masks({k: view.params[k] for k in view.names}, view.specs, nm, transposable)
+    return T.nm_masks({k: view.params[k] for k in view.names}, view.specs, nm, transposable)
 
 
 __all__ = ["DecayingMask", "DynamicLayerwise", "EveryStepMask", "EveryStepState", "FixedMask",
-           "MaskView", "SoftThresholdMask"]
+           "MaskView", "Masker", "SoftThresholdMask"]

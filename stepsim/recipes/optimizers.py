@@ -93,6 +93,12 @@ class FrozenV(NamedTuple):
     eps: float
     eps_mode: str
 
+    def denominator2(self, v: np.ndarray) -> np.ndarray:
+        """Phase 2's denominator squared over the raw frozen v* (float64 array): v*/c + eps
+        inside the root, (sqrt(v*/c) + eps)^2 outside (c: ``bias_correction2``)."""
+        v = np.asarray(v, dtype=np.float64) / self.bias_correction2
+        return v + self.eps if self.eps_mode == "inside" else (np.sqrt(v) + self.eps) ** 2
+
 
 class AdamState(NamedTuple):
     """Adam's state (values only; the hyper-parameters live in :class:`Adam`).
@@ -158,11 +164,11 @@ class Adam:
         """name -> the validated :class:`~stepsim.core.optim.AdamHyper` of each parameter at
         ``step`` (one object per distinct freezing, shared by its parameters).
 
-        checked=False skips :func:`~stepsim.core.optim.adam_hyper`'s checks (same values): for
+        checked=False skips :func:`~stepsim.core.optim_hyper.adam_hyper`'s checks (same values): for
         fit's lean step, whose step numbers fit has checked and whose hyper-parameters
         this frozen object checked when it was made (and freeze_second_moment when a v
         froze)."""
-        from stepsim.core.optim import adam_hyper
+        from stepsim.core.optim_hyper import adam_hyper
 
         lr = self.lr_at(step, total_steps) if lr is None else lr
         made = {}  # one validated hyper per distinct freezing (one for a global switch)
@@ -185,8 +191,9 @@ class Adam:
 
     def _hyper_checked(self, step, lr, frozen: FrozenV | None, stats_on, log_stats):
         """The AdamHyper of a step for parameters frozen as ``frozen`` (None: v updated),
-        without :func:`~stepsim.core.optim.adam_hyper`'s checks (``hypers(checked=False)``)."""
-        from stepsim.core.optim import adam_hyper_checked
+        without :func:`~stepsim.core.optim_hyper.adam_hyper`'s checks
+        (``hypers(checked=False)``)."""
+        from stepsim.core.optim_hyper import adam_hyper_checked
 
         eps, mode = (self.eps, self.eps_mode) if frozen is None else frozen[1:]
         bc2 = None if frozen is None else frozen.bias_correction2

@@ -8,7 +8,7 @@ and a new :class:`RecipeState`, whose fields are values only). One step k (1-bas
     fwd, state = recipe.forward(state, params, k, ctx)   # mask: Pi_k from w_k
     loss, grads = problem.loss_and_grad(fwd, batch)       # gradient at the forward weights
     params, state, stats = recipe.update(state, params, grads, k, ctx)
-        # gradient pieces -> optimizer -> after-update pieces
+        # penalty -> gradient pieces -> optimizer -> after-update pieces
     # when the switch schedule fires for some modules after step k0:
     params, state = recipe.switch(state, params, k0, ctx, names)   # switch pieces, mask start
 
@@ -26,6 +26,10 @@ after update    :class:`~transforms.SrsteDecoupled` (SR-STE after Adam),
 switch          :class:`FreezeV` (STEP), :class:`AllocateGreedy` / :class:`AllocateFixed`
                 (one-shot layer-wise N), then the masker's ``start`` (ASP prunes there)
 ==============  ===========================================================================
+
+The order of a step's stages is said once, in :mod:`stepsim.recipes.sequence`; each piece
+implements a stage twice, pure (these methods) and in place (fit's lean step,
+:mod:`stepsim.recipes.lean`).
 
 So ASP = FixedMask + MaskGradients + MaskWeights after a dense phase; SR-STE = EveryStepMask
 + SrsteTerm (before) or SrsteDecoupled (after); STEP = a dense phase + FreezeV +
@@ -46,6 +50,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import NamedTuple
 
+import numpy as np
+
 from stepsim._ground.options import Choice, Fraction, Int, Option, Options
 from stepsim._ground.validate import (
     check_choice,
@@ -53,9 +59,10 @@ from stepsim._ground.validate import (
     check_int,
 )
 from stepsim.core.sparsity import check_divides, check_specs, sparsity
+from stepsim.recipes import sequence
 from stepsim.recipes import transforms as T
 from stepsim.recipes.allocation import allocate_layerwise
-from stepsim.recipes.maskers import MaskView, _Masker
+from stepsim.recipes.maskers import Masker, MaskView
 from stepsim.recipes.optimizers import DENOMINATORS, SGDM, V_STAR, Adam, freeze_second_moment
 from stepsim.recipes.switch import Schedule
 
@@ -77,7 +84,7 @@ class RunContext(NamedTuple):
     def make(cls, params, specs, total_steps, *, stats_on="v", log_stats=False) -> RunContext:
         """Validated context for ``params`` (every parameter needs a spec; a sparse one is a
         float array whose N:M groups tile its axis): checked once here, so the steps' masks
-        trust it (``transforms._nm_masks``)."""
+        trust it (``transforms.nm_masks``)."""
         check_specs(params, specs)
         for name, spec in specs.items():
             if spec.sparse:
@@ -130,11 +137,36 @@ class FreezeV:
     def __post_init__(self):
         FREEZE_V_OPTIONS.check_values(v_star=self.v_star, denominator=self.denominator)
 
+    #: steps after a module's switch at which :meth:`diagnose` records g^2 / v*
+    DIAGNOSTIC_OFFSETS = (1, 10, 100)
+
     def apply(self, sw: SwitchView, specs) -> SwitchView:
         opt = freeze_second_moment(sw.opt, sw.k0, self.beta2, self.eps, self.eps_mode,
                                      v_star=self.v_star, denominator=self.denominator,
                                      names=sw.names)
         return sw._replace(opt=opt)
+
+    def diagnose(self, out: dict, k: int, grads: Mapping, state) -> None:
+        """Record g^2 / v* into ``out["g2_over_vstar"]`` (name -> {"+j": [median, p99]}) for
+        every parameter whose v is frozen, at step k = k0 + j for j in
+        :data:`DIAGNOSTIC_OFFSETS` (k0: the module's switch step). g: the problem's gradient
+        at step k; v*: the frozen denominator squared as phase 2 reads it
+        (:meth:`~stepsim.recipes.optimizers.FrozenV.denominator2`). Reads only: the step's
+        arithmetic is unchanged. Median and 99th percentile over the coordinates
+        (np.quantile, linear interpolation: exact, sorted values, no SIMD sums)."""
+        frozen = getattr(state.opt, "frozen", None)
+        if not frozen:
+            return
+        for name, fz in frozen.items():
+            k0 = state.switched.get(name)
+            if k0 is None or k - k0 not in self.DIAGNOSTIC_OFFSETS or name not in grads:
+                continue
+            denom2 = fz.denominator2(state.opt.v[name])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                ratio = np.square(np.asarray(grads[name], dtype=np.float64)) / denom2
+            q = np.quantile(ratio.reshape(-1), (0.5, 0.99))
+            out.setdefault("g2_over_vstar", {}).setdefault(name, {})[f"+{k - k0}"] = [
+                float(q[0]), float(q[1])]
 
 
 # a layer-wise allocation's target and M as a recipe takes them, declared once: the
@@ -245,7 +277,7 @@ class Recipe:
 
     name: str
     optimizer: Adam | SGDM
-    masker: _Masker | None = None
+    masker: Masker | None = None
     schedule: Schedule = dataclasses.field(default_factory=Schedule)
     gradient: tuple = ()
     after: tuple = ()
@@ -327,7 +359,7 @@ class Recipe:
     def masks_now(self, state: RecipeState, params: Mapping, step: int, ctx: RunContext):
         """The masks of step ``step``: (masks: name -> bool array or None for a dense
         parameter, nm_now: name -> its (n, m), alpha), or None when every module is dense
-        now. Shared by :meth:`forward` and the lean stepper (``recipes.lean``)."""
+        now: the masks stage of both forms of the step (:mod:`stepsim.recipes.sequence`)."""
         names = self._sparse_now(state, ctx) if self.sparse else ()
         if not names:
             return None
@@ -338,42 +370,29 @@ class Recipe:
         return masks, {**_dense_nm(state.nm), **now}, alpha
 
     def forward(self, state: RecipeState, params: Mapping, step: int, ctx: RunContext):
-        """Weights the forward pass of step ``step`` uses; returns (weights, state)."""
-        now = self.masks_now(state, params, step, ctx)
-        if now is None:
-            return dict(params), state._replace(flips=0)
-        masks, nm_now, alpha = now
-        flips = T.count_flips(state.masks, masks)
-        fwd = self.masker.forward_weights(state.masker_state, params, masks, alpha, ctx.specs,
-                                          nm_now)
-        return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
+        """Weights the forward pass of step ``step`` uses; returns (weights, state): the
+        step's forward stages in their pure form (:func:`stepsim.recipes.sequence.forward`)."""
+        return sequence.forward(self, sequence.PURE, state, params, step, ctx)
 
     def update(self, state: RecipeState, params: Mapping, grads: Mapping, step: int,
                ctx: RunContext, *, lr: float | None = None):
-        """One optimizer step from the gradient at the forward weights.
+        """One optimizer step from the gradient at the forward weights: the step's update
+        stages in their pure form (:func:`stepsim.recipes.sequence.update`).
 
         Returns (params, state, stats): stats maps every parameter to its AdamStats of
         this step (None under SGDM); ``AdamStats.combine`` of them is the step's total.
         lr: the step's ``optimizer.lr_at(step, T)`` if the caller has it (computed once a
         step, by ``fit``); None: computed here.
         """
-        total = ctx.total_steps
-        if lr is None:
-            lr = self.optimizer.lr_at(step, total)
-        kw = {"stats_on": ctx.stats_on, "log_stats": ctx.log_stats, "lr": lr}
-        if state.masks is None:  # every module dense: the plain optimizer
-            new, opt, stats = self.optimizer.update(state.opt, params, grads, step, total, **kw)
-            return new, state._replace(opt=opt), stats
-        view = T.StepView(params, state.masks, step, lr)
-        mstate = state.masker_state
-        grads = self.masker.penalize(mstate, grads, params, state.masks, step)
-        mstate = self.masker.observe(mstate, params, ctx.specs, step)
-        for piece in self.gradient:
-            grads = piece.apply(grads, view)
-        new, opt, stats = self.optimizer.update(state.opt, params, grads, step, total, **kw)
-        for piece in self.after:
-            new = piece.apply(new, view)
-        return new, state._replace(opt=opt, masker_state=mstate), stats
+        return sequence.update(self, sequence.PURE, state, params, grads, step, ctx, lr=lr)
+
+    def diagnose(self, out: dict, k: int, grads: Mapping, state: RecipeState) -> None:
+        """Let the switch pieces that keep read-only diagnostics (``diagnose``: FreezeV's
+        g^2 / v* after its switch) record step k's into ``out``, after its update."""
+        for piece in self.on_switch:
+            diagnose = getattr(piece, "diagnose", None)
+            if diagnose is not None:
+                diagnose(out, k, grads, state)
 
     def final_nm(self, state: RecipeState, params: Mapping, ctx: RunContext) -> dict:
         """The N:M of each sparse parameter in Pi_T (dense recipes: M:M).

@@ -90,7 +90,7 @@ _STEP = Options({
                                        "true for layer-wise N without switch_at)"),
 }) | _LAYERWISE
 
-# the mask pieces of issue 24 (maskers.EveryStepMask): each a separate option
+# the successors' mask pieces (maskers.EveryStepMask): each a separate option
 MASKED_DECAY = 6e-5  # Hu et al. 2024's alpha for GPT-2 124M (their repo's nanoGPT runs)
 _TRANSPOSABLE = TRANSPOSABLE_OPTIONS  # declared beside the maskers, which read them
 _MASKING = _TRANSPOSABLE | MASKING_OPTIONS
@@ -203,7 +203,7 @@ def _dense(name, opt, given):
 
 def _every_step(name, masker, given, transposable, mask_every, dense_tail, cls=EveryStepMask):
     """The layer-wise masker if any (which takes neither mask_every nor dense_tail), else
-    an every-step masker with the issue-24 pieces."""
+    an every-step masker with the successors' pieces (mask_every, dense_tail)."""
     if masker is not None:
         _unused(name, given, ("mask_every", "dense_tail"),
                 "layer-wise N changes the mask its own way")
@@ -249,10 +249,10 @@ def _masked_decay(name, opt, given, *, decay, mask_every, dense_tail, transposab
 def _sste_step(name, opt, given, *, v_star, denominator, switch_at, per_module, transposable):
     """S-STE's forward beta * S(w) (Hu, Zhu & Chen, NeurIPS 2024, arXiv 2409.09099) with
     STEP's precondition phase and frozen v (Lu et al., ICML 2023, Algorithm 1: dense Adam
-    until the switch k0, then the sparse phase with Adam's v frozen at v*; issue 24,
-    item 5): does STEP's gain come from its variance estimate or from hard masking's
-    discontinuity? STEP's other options keep their declared defaults (v frozen, no SR-STE
-    term, no layer-wise N)."""
+    until the switch k0, then the sparse phase with Adam's v frozen at v*; the protocol's
+    S1, the successors comparison): does STEP's gain come from its variance estimate or
+    from hard masking's discontinuity? STEP's other options keep their declared defaults
+    (v frozen, no SR-STE term, no layer-wise N)."""
     fields = _step(name, opt, given, **{
         **_STEP.defaults(), "v_star": v_star, "denominator": denominator,
         "switch_at": switch_at, "per_module": per_module, "transposable": transposable})
@@ -356,7 +356,8 @@ def make_recipe(name: str, *, optimizer: str = "adam", **options) -> Recipe:
     """A recipe by name, with its options as keywords (SPEC section 3).
 
     Names (``RECIPES``): dense, ste, sr-ste, asp, step, step-v-updated (Fig. 8),
-    decaying-mask, layerwise-sr-ste, layerwise-step, and issue 24's successors: s-ste
+    decaying-mask, layerwise-sr-ste, layerwise-step, and the successors (the protocol's
+    S1): s-ste
     (Hu, Zhu & Chen, NeurIPS 2024: beta S(w)), masked-decay (Hu et al., ICML 2024: masked
     decay before Adam, the mask every K = 40 steps, the last 1/6 dense) and s-ste-step
     (S-STE's forward with STEP's precondition phase and frozen v). Every recipe takes

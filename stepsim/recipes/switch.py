@@ -154,7 +154,7 @@ class SwitchWhen:
         return ()
 
     def update(self, state: ScheduleState, step: int, stats) -> tuple[ScheduleState, tuple]:
-        from stepsim.core.optim import AdamStats
+        from stepsim.core.optim_hyper import AdamStats
 
         if isinstance(stats, StepStats):
             by_module, total = stats

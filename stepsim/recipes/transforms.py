@@ -9,7 +9,7 @@ is not sparsified.
 
 Pieces, in the order a step uses them:
 
-* masks: :func:`_nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
+* masks: :func:`nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
   (decaying mask: which N at which step); layer-wise N:M is
   :func:`stepsim.recipes.allocation.allocate_layerwise`.
 * forward: :func:`masked_forward` — Pi * w, or (Pi + alpha (1 - Pi)) * w for a decaying scale.
@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim._ground.validate import check_choice, check_int, check_nm, check_real
+from stepsim.core import select
 from stepsim.core.sparsity import ParamSpec
 
 
@@ -38,7 +39,7 @@ Masks = dict  # name -> bool ndarray, or None for a dense parameter
 
 
 # --------------------------------------------------------------------------- masks
-def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
+def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
               nm: Mapping[str, tuple[int, int]], transposable: bool = False) -> Masks:
     """Pi: the N:M magnitude mask of every sparse parameter (``nm[name] = (n, m)``), else
     None: dict name -> bool ndarray (shaped like the parameter) or None. For the training
@@ -51,7 +52,7 @@ def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
     (:func:`stepsim.core.transposable.transposable_mask`); the others (e.g. a 10-class
     output layer at M = 4) keep the usual N:M mask along their axis, and ``stepsim
     compress`` says which weights' masks are transposable."""
-    from stepsim.core.masks import _nm_mask
+    from stepsim.core.masks import nm_mask_trusted
 
     out = {}
     for name, w in params.items():
@@ -59,14 +60,14 @@ def _nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
         if not spec.sparse:
             out[name] = None
         elif transposable and transposable_ok(w.shape, nm[name][1]):
-            from stepsim.core.transposable import _transposable_mask
+            from stepsim.core.transposable import transposable_mask_trusted
 
             if np.isnan(w).any():
                 raise ValueError(f"parameter {name!r} contains NaN; its transposable N:M "
                                  "mask is undefined")
-            out[name] = _transposable_mask(w, *nm[name])
+            out[name] = transposable_mask_trusted(w, *nm[name])
         else:
-            out[name] = _nm_mask(w, *nm[name], spec.axis)
+            out[name] = nm_mask_trusted(w, *nm[name], spec.axis)
     return out
 
 
@@ -129,6 +130,26 @@ def masked_forward(params: Mapping, masks: Masks, alpha: float | Mapping = 0.0) 
         return w.dtype.type(0) if a == 0.0 else w * w.dtype.type(a)
 
     return _on_pruned(params, masks, pruned)
+
+
+def masked_forward_into(params: Mapping, masks: Masks, alpha: float | Mapping, ws) -> Params:
+    """:func:`masked_forward` in place: each masked parameter's Pi * w (pruned entries
+    scaled by ``alpha``) into the workspace buffer ``ws.like("forward", name, w)``, the
+    same bits (:mod:`stepsim.core.select`); the others are passed through."""
+    per_name = isinstance(alpha, Mapping)
+    out = {}
+    for name, w in params.items():
+        mask = masks.get(name)
+        if mask is None:
+            out[name] = w
+            continue
+        a = alpha.get(name, 0.0) if per_name else alpha
+        buf = out[name] = ws.like("forward", name, w)
+        if a == 0.0:
+            select.where_zero(w, mask, buf)
+        else:
+            select.where_scaled(w, mask, w.dtype.type(a), buf)
+    return out
 
 
 def srste_term(grads: Mapping, params: Mapping, masks: Masks, lam: float) -> Params:
@@ -240,7 +261,7 @@ class DecaySchedule:
     the last frame always uses a binary mask (alpha 0). ``alpha_clock`` says what t counts:
     "phase" (default): steps since the sparse phase began (t = step - start), once, as Kao
     et al.'s group's code does; "frame": steps since the current frame began, restarting
-    at every frame (stepsim before issue 11), so that each frame's first step forwards the
+    at every frame (stepsim's earlier default), so that each frame's first step forwards the
     pruned weights at full scale — kept only as an option.
     """
 
@@ -317,12 +338,10 @@ class SrsteTerm:
 
     def apply_into(self, grads: Mapping, view: StepView, ws) -> Params:
         """:meth:`apply` into the step's gradient buffers (:mod:`stepsim.recipes.lean`)."""
-        k = _step_kernels()
         out = dict(grads)
         for name, mask, w in _masked(view):
             buf = ws.like("grad", name, w)
-            k.where_add_scaled(_flat(grads[name]), _flat(w), _flat(mask),
-                               w.dtype.type(self.lam), _flat(buf))
+            select.where_add_scaled(grads[name], w, mask, w.dtype.type(self.lam), buf)
             out[name] = buf
         return out
 
@@ -343,11 +362,9 @@ class SrsteDecoupled:
 
     def apply_into(self, params: Mapping, view: StepView, ws) -> None:
         """:meth:`apply` in place on ``params`` (:mod:`stepsim.recipes.lean`)."""
-        k = _step_kernels()
         for name, mask, w_k in _masked(view):
-            w = _flat(params[name])
-            k.where_sub_scaled(w, _flat(w_k), _flat(mask),
-                               params[name].dtype.type(view.lr * self.lam), w)
+            w = params[name]
+            select.where_sub_scaled(w, w_k, mask, w.dtype.type(view.lr * self.lam), w)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,12 +376,11 @@ class MaskGradients:
 
     def apply_into(self, grads: Mapping, view: StepView, ws) -> Params:
         """:meth:`apply` into the step's gradient buffers (:mod:`stepsim.recipes.lean`)."""
-        k = _step_kernels()
         out = dict(grads)
         for name, mask in view.masks.items():
             if mask is not None:
                 buf = ws.like("grad", name, grads[name])
-                k.where_zero(_flat(grads[name]), _flat(mask), _flat(buf))
+                select.where_zero(grads[name], mask, buf)
                 out[name] = buf
         return out
 
@@ -378,22 +394,9 @@ class MaskWeights:
 
     def apply_into(self, params: Mapping, view: StepView, ws) -> None:
         """:meth:`apply` in place on ``params`` (:mod:`stepsim.recipes.lean`)."""
-        k = _step_kernels()
         for name, mask in view.masks.items():
             if mask is not None:
-                w = _flat(params[name])
-                k.where_zero(w, _flat(mask), w)
-
-
-def _step_kernels():
-    """The select kernels of the in-place forms (numba: imported at the first step)."""
-    from stepsim.core import _step_kernels as k
-
-    return k
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    return a.reshape(-1)
+                select.where_zero(params[name], mask, params[name])
 
 
 def _masked(view: StepView):

@@ -3,8 +3,8 @@
 Kernels never validate; the public wrappers in :mod:`.layout` and :mod:`.spmm` check and
 prepare the operands. Each kernel has a NumPy reference the tests compare it with bit for
 bit: ``layout._compress_numpy`` / the ``impl="numpy"`` path of ``decompress_2to4`` and
-``spmm._spmm_numpy``. All kernels are serial: they compile in ~0.5 s each, and on this
-shared 2-core host parallel kernels lose more to oversubscription than they gain.
+``spmm._spmm_numpy``. All kernels are serial: they compile faster, and on a small shared
+host parallel kernels lose more to oversubscription than they gain.
 """
 
 from __future__ import annotations

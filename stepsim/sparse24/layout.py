@@ -342,7 +342,7 @@ def compress_2to4(dense: np.ndarray, *, truncate: bool = False, impl: str = "num
 
 
 # --------------------------------------------------------------------------- decompress
-def _check_operands(values, meta) -> LayoutSpec:
+def check_operands(values, meta) -> LayoutSpec:
     for name, arr in (("values", values), ("meta", meta)):
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"{name} must be a numpy.ndarray, got {type(arr).__name__}")
@@ -390,7 +390,7 @@ def nibbles_2to4(meta: np.ndarray, spec: LayoutSpec, *, check: bool = True) -> n
         bad = ~np.isin(nib, spec.valid_nibbles)
         if bad.any():
             r, g = (int(i) for i in np.argwhere(bad)[0])
-            raise _nibble_error(r, g, nib[r, g], spec)
+            raise nibble_error(r, g, nib[r, g], spec)
     return nib
 
 
@@ -405,7 +405,7 @@ def column_indices(meta: np.ndarray, spec: LayoutSpec) -> np.ndarray:
     return 2 * np.arange(groups, dtype=np.int64)[None, :] + (nib == 0xE)
 
 
-def _nibble_error(r, g, nib, spec):
+def nibble_error(r, g, nib, spec):
     return ValueError(
         f"meta holds nibble {int(nib):#x} for row {r}, group {g}; only "
         f"{[hex(v) for v in spec.valid_nibbles]} are meaningful for {spec.name} mma.sp"
@@ -423,7 +423,7 @@ def decompress_2to4(values: np.ndarray, meta: np.ndarray, *, impl: str = "numba"
     """
     from stepsim._ground.validate import check_choice
 
-    spec = _check_operands(values, meta)
+    spec = check_operands(values, meta)
     check_choice("impl", impl, ("numba", "numpy"))
     m, half_k = values.shape
     vbits = np.ascontiguousarray(values).view(spec.bits_dtype)
@@ -444,5 +444,5 @@ def decompress_2to4(values: np.ndarray, meta: np.ndarray, *, impl: str = "numba"
     if hit.size:
         r, g = int(hit[0]), int(bad_rows[hit[0]])
         q = spec.nibbles_per_word
-        raise _nibble_error(r, g, (int(words[r, g // q]) >> (4 * (g % q))) & 0xF, spec)
+        raise nibble_error(r, g, (int(words[r, g // q]) >> (4 * (g % q))) & 0xF, spec)
     return dense_bits.view(values.dtype)

@@ -35,9 +35,9 @@ import numpy as np
 
 from stepsim.sparse24.layout import (
     LayoutSpec,
-    _check_operands,
-    _nibble_error,
+    check_operands,
     meta_offsets,
+    nibble_error,
 )
 
 __all__ = [
@@ -132,7 +132,7 @@ def _columns_from_registers(meta: np.ndarray, spec: LayoutSpec) -> np.ndarray:
     bad = ~valid[nib]
     if bad.any():
         r, g = (int(i) for i in np.argwhere(bad)[0])
-        raise _nibble_error(r, g, nib[r, g], spec)
+        raise nibble_error(r, g, nib[r, g], spec)
     groups = ncols * q
     if spec.group == 4:
         slots = np.stack((nib & 3, nib >> 2), axis=-1)
@@ -178,7 +178,7 @@ def spmm_2to4(values: np.ndarray, meta: np.ndarray, b: np.ndarray, *, tf32: str 
     """
     from stepsim._ground.validate import check_choice
 
-    spec = _check_operands(values, meta)
+    spec = check_operands(values, meta)
     _check_b(values, b, spec)
     check_choice("impl", impl, ("numba", "numpy"))
     check_choice("tf32", tf32, _TF32_MODES)
@@ -307,7 +307,7 @@ def explain_tile(values: np.ndarray, meta: np.ndarray, row_block: int,
     from stepsim._ground.validate import check_int
     from stepsim.sparse24.layout import column_indices
 
-    spec = _check_operands(values, meta)
+    spec = check_operands(values, meta)
     m, half_k = values.shape
     rows_per_chunk = spec.rows_per_chunk
     row_block = check_int("row_block", row_block, minimum=0, maximum=m // rows_per_chunk - 1)
@@ -398,7 +398,7 @@ def locate_element(values: np.ndarray, meta: np.ndarray, row: int, col: int) -> 
     from stepsim._ground.validate import check_int
     from stepsim.sparse24.layout import meta_rowmajor, nibbles_2to4
 
-    spec = _check_operands(values, meta)
+    spec = check_operands(values, meta)
     m, half_k = values.shape
     row = check_int("row", row, minimum=0, maximum=m - 1)
     col = check_int("col", col, minimum=0, maximum=2 * half_k - 1)

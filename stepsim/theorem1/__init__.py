@@ -4,7 +4,9 @@
 moment under a gradient process and tests the bound at log-spaced lags, with exact
 confidence intervals and verdicts; ``stepsim theorem1`` is its command line. Modules:
 ``processes`` (gradient processes and the plug-in protocol), ``engine`` (numba engine and
-NumPy reference), ``check`` (bounds, intervals, verdicts, result), ``plot`` (the figure),
+NumPy reference), ``closed_forms`` (the paper's bound, the worst case, Hoeffding's),
+``check`` (intervals, verdicts, result), ``scoring`` (a bound against simulated
+statistics), ``plot`` (the figure),
 ``bounds`` (the corrected bounds: Chebyshev, Statement A for Gaussian g, Statement B for
 Markov chains with a spectral gap, a heuristic plug-in; ``chernoff``: exact Chernoff
 bounds A+ for Gaussian g and B+ for finite-state Markov modulation;
@@ -34,6 +36,7 @@ stationary process, and a heuristic sub-Gaussian one). The write-up is
 from the command recorded in its JSON (``--dry-run`` lists them).
 """
 
+from stepsim.stats import clopper_pearson
 from stepsim.theorem1.check import (
     HOLDS,
     INCONCLUSIVE,
@@ -43,11 +46,8 @@ from stepsim.theorem1.check import (
     Theorem1Result,
     analyse,
     check_theorem1,
-    clopper_pearson,
-    hoeffding_bound,
-    theorem1_bound,
-    worst_case,
 )
+from stepsim.theorem1.closed_forms import hoeffding_bound, theorem1_bound, worst_case
 from stepsim.theorem1.engine import k0_proof, k0_statement, lag_grid, simulate, vhat_reference
 from stepsim.theorem1.processes import PROCESSES, BuiltinProcess, make_process
 

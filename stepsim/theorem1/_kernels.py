@@ -23,28 +23,35 @@ import numpy as np
 from numba import prange
 
 from stepsim._ground.jit import njit
+from stepsim.theorem1._rng import (  # the references' constants, one copy
+    GOLDEN,
+    LB1,
+    LB2,
+    MIX1,
+    MIX2,
+    NDTRI_CENTRAL,
+    NDTRI_FAR,
+    NDTRI_NEAR,
+    OPEN_OFFSET,
+    TO_UNIT,
+    TWO31,
+    TWO_PI,
+)
 
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-MIX2 = np.uint64(0x94D049BB133111EB)
 SH30 = np.uint64(30)
 SH27 = np.uint64(27)
 SH31 = np.uint64(31)
 SH32 = np.uint64(32)
 LOW32 = np.uint64(0xFFFFFFFF)
-LB1 = np.uint32(0x7FEB352D)
-LB2 = np.uint32(0x846CA68B)
 S15 = np.uint32(15)
 S16 = np.uint32(16)
 ONE32 = np.uint32(1)
 FOUR32 = np.uint32(4)
 STREAMS = np.uint64(4)
-SHARED_COORD = np.uint64(0xFFFFFFFF)
-TWO31 = 2.0**31
-OPEN_OFFSET = 2.0**31 + 0.5
-TO_UNIT = 2.0**-32
-TWO_PI = 2.0 * np.pi
+SHARED_COORD = np.uint64(0xFFFFFFFF)  # _rng's, as the kernels' uint64
 INV_SQRT2 = 1.0 / np.sqrt(2.0)
+(CENTRAL_NUM, CENTRAL_DEN), (NEAR_NUM, NEAR_DEN), (FAR_NUM, FAR_DEN) = (
+    NDTRI_CENTRAL, NDTRI_NEAR, NDTRI_FAR)  # tuples: numba freezes them as constants
 U32 = np.uint32  # every 32-bit operation is wrapped in U32(...): numba widens uint32
 # arithmetic to 64 bits; the truncation tells LLVM that 32-bit instructions suffice
 
@@ -122,44 +129,31 @@ def uniform_open(key, step, stream):
     return to_uniform_open(draw(key, step, stream))
 
 
+@njit(inline="always")
+def horner(c, x):
+    """_rng.horner: ((c_0 x + c_1) x + ...) + c_7 for an 8-coefficient tuple."""
+    acc = c[0] * x + c[1]
+    for i in range(2, len(c)):
+        acc = acc * x + c[i]
+    return acc
+
+
 @njit
 def ndtri(p):
-    """Standard normal quantile, Wichura's AS 241 (PPND16, relative error ~1e-16)."""
+    """Standard normal quantile, Wichura's AS 241 (PPND16, relative error ~1e-16): the
+    coefficients of ``_rng`` (NDTRI_CENTRAL, NDTRI_NEAR, NDTRI_FAR), its operations."""
     q = p - 0.5
     if abs(q) <= 0.425:
         r = 0.180625 - q * q
-        num = (((((((2509.0809287301226727 * r + 33430.575583588128105) * r
-                    + 67265.770927008700853) * r + 45921.953931549871457) * r
-                  + 13731.693765509461125) * r + 1971.5909503065514427) * r
-                + 133.14166789178437745) * r + 3.387132872796366608)
-        den = (((((((5226.495278852545925 * r + 28729.085735721942674) * r
-                    + 39307.89580009271061) * r + 21213.794301586595867) * r
-                  + 5394.1960214247511077) * r + 687.1870074920579083) * r
-                + 42.313330701600911252) * r + 1.0)
-        return q * num / den
+        return q * horner(CENTRAL_NUM, r) / horner(CENTRAL_DEN, r)
     r = p if q < 0.0 else 1.0 - p
     r = math.sqrt(-math.log(r))
     if r <= 5.0:
         r = r - 1.6
-        num = (((((((7.7454501427834140764e-4 * r + 0.0227238449892691845833) * r
-                    + 0.24178072517745061177) * r + 1.27045825245236838258) * r
-                  + 3.64784832476320460504) * r + 5.7694972214606914055) * r
-                + 4.6303378461565452959) * r + 1.42343711074968357734)
-        den = (((((((1.05075007164441684324e-9 * r + 5.475938084995344946e-4) * r
-                    + 0.0151986665636164571966) * r + 0.14810397642748007459) * r
-                  + 0.68976733498510000455) * r + 1.6763848301838038494) * r
-                + 2.05319162663775882187) * r + 1.0)
+        value = horner(NEAR_NUM, r) / horner(NEAR_DEN, r)
     else:
         r = r - 5.0
-        num = (((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r
-                    + 0.0012426609473880784386) * r + 0.026532189526576123093) * r
-                  + 0.29656057182850489123) * r + 1.7848265399172913358) * r
-                + 5.4637849111641143699) * r + 6.6579046435011037772)
-        den = (((((((2.04426310338993978564e-15 * r + 1.4215117583164458887e-7) * r
-                    + 1.8463183175100546818e-5) * r + 7.868691311456132591e-4) * r
-                  + 0.0148753612908506148525) * r + 0.13692988092273580531) * r
-                + 0.59983220655588793769) * r + 1.0)
-    value = num / den
+        value = horner(FAR_NUM, r) / horner(FAR_DEN, r)
     return -value if q < 0.0 else value
 
 
@@ -178,7 +172,7 @@ def normal(key, step, stream):
 #   3. advance_block: the recurrence, v[lane] and the running max of g^2
 #      (advance_uniform does 2 and 3 in one loop for the uniform process).
 # Long lane loops amortise the per-step work (slot check, loop set-up): 256 lanes ran
-# ~1.3x faster than 64 here. Each lane performs exactly the operations of the one-pair
+# faster than 64. Each lane performs exactly the operations of the one-pair
 # NumPy reference, in order.
 # ---------------------------------------------------------------------------------------
 

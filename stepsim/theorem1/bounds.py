@@ -1,4 +1,4 @@
-"""Theorem 1's bounds at each lag: the paper's, and the corrected ones of issue 25.
+"""Theorem 1's bounds at each lag: the paper's, and the corrected ones (theorem1.md §4-5).
 
 Notation (paper_checks/theorem1.md §5). Y_j = g_j^2 (one coordinate), n = k - k0 the lag,
 w = ``corrected.weights(beta2, k0, n)`` the difference of the two bias-corrected EMA
@@ -53,6 +53,7 @@ import numpy as np
 
 from stepsim._ground import libm as _libm
 from stepsim._ground.validate import check_choice, check_int, check_real
+from stepsim.theorem1.closed_forms import theorem1_bound, worst_case
 from stepsim.theorem1.corrected import autocovariance, weights
 
 KINDS = ("paper", "chebyshev", "gaussian", "markov", "gaussian-chernoff", "markov-chernoff",
@@ -361,8 +362,6 @@ def bound(kind: str, process, *, beta2: float, k0: int, lags, delta: float, dim:
     (m, s). Raises ValueError for an unknown kind, delta outside (0, 1), dim < 1, or a
     process that does not meet the bound's assumptions (``applicable``).
     """
-    from stepsim.theorem1.check import theorem1_bound
-
     kind, delta, dim = check_bound_args(kind, delta, dim)
     lags = np.asarray(lags, dtype=np.int64)
     why = applicable(kind, process)
@@ -416,7 +415,6 @@ def corrected_bound(process, *, beta2: float, k0: int, lags, delta: float,
     the lag, dim and delta decide it; nothing depends on the sample), so at each lag the
     minimum equals one term b* and P(stat > min) = P(stat > b*) <= delta.
     """
-    from stepsim.theorem1.check import worst_case
 
     best = bound("chebyshev", process, beta2=beta2, k0=k0, lags=lags, delta=delta, dim=dim)
     used = []

@@ -1,4 +1,4 @@
-"""Stationary Markov and Gaussian processes for the corrected Theorem 1 (issue 25).
+"""Stationary Markov and Gaussian processes for the corrected Theorem 1.
 
 Processes that follow the protocol of :mod:`.processes` (NumPy only; the engine runs them
 through its generic path) and that carry what the proved bounds of :mod:`.bounds` need:

@@ -27,13 +27,15 @@ is used, so the Clopper-Pearson interval's independence assumption is true.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
 from stepsim._ground.validate import check_int, check_real
+from stepsim.stats import clopper_pearson
+from stepsim.theorem1 import bounds
+from stepsim.theorem1.closed_forms import hoeffding_bound, theorem1_bound, worst_case
 from stepsim.theorem1.engine import (
-    _check_beta2,
+    check_beta2,
     check_lags,
     k0_proof,
     k0_statement,
@@ -41,74 +43,9 @@ from stepsim.theorem1.engine import (
     simulate,
 )
 from stepsim.theorem1.processes import BuiltinProcess, check_process, make_process, process_name
+from stepsim.theorem1.scoring import plugin_bounds, pre_switch_g2, score
 
 HOLDS, VIOLATED, INCONCLUSIVE = "HOLDS", "VIOLATED", "INCONCLUSIVE"
-
-
-def theorem1_bound(G: float, beta2: float, lags, delta: float) -> np.ndarray:
-    """The paper's bound sqrt(4 G^2 (1-b2)^2 n log(2/delta)) at each lag n (float64)."""
-    n = np.asarray(lags, dtype=np.float64)
-    return np.sqrt(4.0 * G * G * (1.0 - beta2) ** 2 * n * math.log(2.0 / delta))
-
-
-def _pow(base: float, exponents) -> np.ndarray:
-    """base ** e for each e, by ``math.pow`` one element at a time (float64 array).
-
-    Why not ``base ** array``: NumPy's vectorised power has CPU-specific SIMD paths
-    (AVX-512 among them) that differ from the scalar libm ``pow`` in the last bit, so the
-    analytic columns of a committed result would depend on the CPU that made them.
-    ``math.pow`` is the platform's scalar ``pow``, the same on every x86-64 CPU; the
-    remaining operations here (+, -, *, /, sqrt) are correctly rounded by IEEE 754.
-    """
-    return np.array([math.pow(base, float(e)) for e in np.asarray(exponents).ravel()],
-                    dtype=np.float64).reshape(np.shape(exponents))
-
-
-def worst_case(G: float, beta2: float, k0: int, lags) -> np.ndarray:
-    """sup |vhat_{k0+n} - vhat_k0| over ALL sequences g_j^2 in [0, G]: G (1-b2^n)/(1-b2^k).
-
-    vhat_k - vhat_k0 = sum_j w_j g_j^2 with sum_j w_j = 0 and positive weight
-    (1-b2^n)/(1-b2^k) on the steps after k0. Where this is below the bound, no process
-    whatever (stationary or not) can violate the theorem at that lag. Computed in a fixed
-    order with scalar ``pow`` (:func:`_pow`): the same bits on every CPU.
-    """
-    n = np.asarray(lags, dtype=np.float64)
-    return G * (1.0 - _pow(beta2, n)) / (1.0 - _pow(beta2, k0 + n))
-
-
-def hoeffding_bound(G: float, beta2: float, k0: int, lags, delta: float) -> np.ndarray:
-    """A valid (1 - delta) bound when the g_j^2 are INDEPENDENT in [0, G] with equal means.
-
-    Hoeffding for the weighted sum sum_j w_j (g_j^2 - mu): G sqrt(S log(2/delta) / 2) with
-    S = sum_j w_j^2 = (1-b2)^2/(1-b2^2) [(1-b2^{2n})/(1-b2^k)^2 + (1-b2^{2 k0}) D^2],
-    D = (1-b2^n) / ((1-b2^k0)(1-b2^k)). For k0 past the statement's condition
-    S <= 6 (1-b2)^2 n, so this never exceeds the paper's bound (see paper_checks/theorem1.md).
-    Powers by scalar ``pow`` (:func:`_pow`): the same bits on every CPU.
-    """
-    n = np.asarray(lags, dtype=np.float64)
-    b = beta2
-    k = k0 + n
-    b_n, b_k, b_2n = _pow(b, n), _pow(b, k), _pow(b, 2 * n)
-    b_k0, b_2k0 = math.pow(b, k0), math.pow(b, 2 * k0)
-    d = (1.0 - b_n) / ((1.0 - b_k0) * (1.0 - b_k))
-    s = (1.0 - b) ** 2 / (1.0 - b * b) * ((1.0 - b_2n) / ((1.0 - b_k) * (1.0 - b_k))
-                                         + (1.0 - b_2k0) * d * d)
-    return G * np.sqrt(s * math.log(2.0 / delta) / 2.0)
-
-
-def clopper_pearson(k, n: int, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Exact two-sided Clopper-Pearson interval(s) for k successes out of n (arrays ok).
-
-    Equals ``scipy.stats.binomtest(k, n).proportion_ci(level, method="exact")``.
-    """
-    from scipy.stats import beta
-
-    k = np.asarray(k, dtype=np.float64)
-    alpha = 1.0 - level
-    with np.errstate(invalid="ignore"):
-        lo = np.where(k > 0, beta.ppf(alpha / 2, k, n - k + 1), 0.0)
-        hi = np.where(k < n, beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
-    return lo, hi
 
 
 def verdicts(ci_low, ci_high, delta: float) -> tuple[str, ...]:
@@ -339,26 +276,23 @@ def score_bound(kind: str, process, stats: np.ndarray, *, beta2: float, k0: int,
     is per trial; its median is shown), violations, Clopper-Pearson interval, bound /
     empirical (1 - delta)-quantile and bound / trivial bound.
     """
-    from stepsim.theorem1.bounds import PROVED, bound, check_bound_args
-    from stepsim.theorem1.verify import _plugin_bounds, _pre_switch, _score
-
-    kind, delta, _ = check_bound_args(kind, delta, 1)
+    kind, delta, _ = bounds.check_bound_args(kind, delta, 1)
     trials, dim, _ = stats.shape
     lags = check_lags(lags)
     independent = bool(getattr(process, "independent_coordinates", False))
     trivial = (None if hasattr(process, "gaussian_autocovariance")
                else worst_case(float(process.G), beta2, k0, lags))
-    out = {"kind": kind, "proved": PROVED[kind], "assumptions": ASSUMPTIONS[kind]}
-    pre = _pre_switch(process, seed, trials, dim, k0) if kind == "plugin" else None
+    out = {"kind": kind, "proved": bounds.PROVED[kind], "assumptions": ASSUMPTIONS[kind]}
+    pre = pre_switch_g2(process, seed, trials, dim, k0) if kind == "plugin" else None
     for form, d in (("coord", 1), ("inf", dim)):
         if kind == "plugin":
-            b = _plugin_bounds(pre[:, :, :1] if d == 1 else pre, beta2, k0, lags, delta, d)
+            b = plugin_bounds(pre[:, :, :1] if d == 1 else pre, beta2, k0, lags, delta, d)
             sample = stats[:, 0, :] if d == 1 else stats.max(axis=1)
         else:
-            b = bound(kind, process, beta2=beta2, k0=k0, lags=lags, delta=delta, dim=d)
+            b = bounds.bound(kind, process, beta2=beta2, k0=k0, lags=lags, delta=delta, dim=d)
             sample = (stats.reshape(-1, len(lags)) if independent else stats[:, 0, :]) \
                 if d == 1 else stats.max(axis=1)
-        out[form] = _score(sample, b, kind == "paper", delta, trivial)
+        out[form] = score(sample, b, kind == "paper", delta, trivial)
     return out
 
 
@@ -473,9 +407,8 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
     "plugin" (heuristic: estimated autocovariance). A process outside the chosen bound's
     assumptions raises ValueError before simulating.
     """
-    from stepsim.theorem1.bounds import applicable, check_bound_args
 
-    beta2 = _check_beta2(beta2)
+    beta2 = check_beta2(beta2)
     delta = check_real("delta", delta, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
     ci_level = check_real("ci_level", ci_level, minimum=0.0, maximum=1.0, min_open=True,
                           max_open=True)
@@ -489,8 +422,8 @@ def check_theorem1(process="uniform", *, beta2: float = 0.999, delta: float = 0.
             raise ValueError(f"G={G!r} differs from process.G={process.G!r}; omit G or make "
                              "them equal")
     G = float(process.G)
-    bound = check_bound_args(bound, delta, 1)[0]
-    why = applicable(bound, process)
+    bound = bounds.check_bound_args(bound, delta, 1)[0]
+    why = bounds.applicable(bound, process)
     if why is not None:
         raise ValueError(f"bound {bound!r}: {why}")
     if k0 is None or k0 == "statement":
@@ -542,6 +475,8 @@ class _Null:
         return False
 
 
-__all__ = ["BuiltinProcess", "Estimate", "LagRow", "Theorem1Result", "analyse", "check_theorem1",
-           "clopper_pearson", "hoeffding_bound", "score_bound", "theorem1_bound", "verdicts",
-           "worst_case"]
+# clopper_pearson (stepsim.stats) and the closed forms (.closed_forms) are re-exported: the
+# check's verdicts are made of them
+__all__ = ["BuiltinProcess", "Estimate", "LagRow", "Theorem1Result", "analyse",
+           "check_theorem1", "clopper_pearson", "hoeffding_bound", "score_bound",
+           "theorem1_bound", "verdicts", "worst_case"]

@@ -1,4 +1,4 @@
-"""Exact Chernoff bounds for D = sum_j w_j Y_j, Y_j = g_j^2 (issue 25, Statements A+ / B+).
+"""Exact Chernoff bounds for D = sum_j w_j Y_j, Y_j = g_j^2 (Statements A+ / B+).
 
 Both bounds compute the moment generating function (m.g.f.) of D EXACTLY (no inequality
 between the m.g.f. and the bound other than Markov's) and apply Markov's inequality to
@@ -195,7 +195,7 @@ class StateModel:
         t = np.asarray(t, dtype=np.float64)
         out = []
         for law in self.laws:
-            terms = [math.log(p) + t * lo + (_log_phi(t * (hi - lo)) if hi > lo else 0.0)
+            terms = [math.log(p) + t * lo + (log_phi(t * (hi - lo)) if hi > lo else 0.0)
                      for p, lo, hi in law if p > 0.0]
             if len(terms) == 1:  # log-sum-exp of one term is the term
                 out.append(np.broadcast_to(terms[0], t.shape))
@@ -205,7 +205,7 @@ class StateModel:
         return np.array(out)
 
 
-def _log_phi(s: np.ndarray) -> np.ndarray:
+def log_phi(s: np.ndarray) -> np.ndarray:
     """log E e^{s U}, U ~ U[0, 1]: log(expm1(s) / s), stable for all s (0 at s = 0)."""
     s = np.asarray(s, dtype=np.float64)
     small = np.abs(s) < 1e-4

@@ -1,4 +1,4 @@
-"""Statement A'+: a Chernoff bound for g^2 = G Phi(x), x a stationary Gaussian AR(1) (issue 25).
+"""Statement A'+: a Chernoff bound for g^2 = G Phi(x), x a stationary Gaussian AR(1).
 
 The built-in ``ar1`` draws g_j^2 = G Phi(x_j), x_j = rho x_{j-1} + sqrt(1 - rho^2) z_j,
 x ~ N(0, 1) stationary (|rho| < 1). The m.g.f. of D = sum_j w_j g_j^2 has no closed form, but

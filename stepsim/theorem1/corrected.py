@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 from stepsim._ground import libm as _libm
+from stepsim.theorem1.closed_forms import worst_case
 
 
 def autocovariance(process, max_lag: int) -> np.ndarray:
@@ -155,8 +156,6 @@ def corrected_bounds(process, *, beta2: float, k0: int, lags, delta: float,
     (dependence factor; nan when gamma(0) = 0), "chebyshev_coord", "chebyshev_inf",
     "gauss_coord", "gauss_inf" (each capped by the worst case), "worst_case".
     """
-    from stepsim.theorem1.check import worst_case
-
     lags = np.asarray(lags, dtype=np.int64)
     gamma = autocovariance(process, k0 + int(lags[-1]))
     var, s = variance(gamma, beta2, k0, lags)

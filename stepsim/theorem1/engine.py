@@ -32,13 +32,13 @@ CHUNK_BYTES = 32 << 20  # g^2 chunk size of the generic path (bytes)
 
 def k0_statement(beta2: float) -> int:
     """Smallest integer k0 > log_{beta2}(1 - 1/sqrt(2)) (the theorem's statement)."""
-    beta2 = _check_beta2(beta2)
+    beta2 = check_beta2(beta2)
     return math.floor(math.log(1.0 - 1.0 / math.sqrt(2.0)) / math.log(beta2)) + 1
 
 
 def k0_proof(beta2: float) -> int:
     """Smallest integer k0 > log(1/2) / log(beta2) (the constant written in the proof)."""
-    beta2 = _check_beta2(beta2)
+    beta2 = check_beta2(beta2)
     return math.floor(math.log(0.5) / math.log(beta2)) + 1
 
 
@@ -112,7 +112,7 @@ def simulate(process, *, beta2: float, k0: int, lags, trials: int, dim: int, see
     if isinstance(process, str):
         process = make_process(process)
     check_process(process)
-    beta2 = _check_beta2(beta2)
+    beta2 = check_beta2(beta2)
     k0 = check_int("k0", k0, minimum=1)
     lags = check_lags(lags)
     trials = check_int("trials", trials, minimum=1)
@@ -148,7 +148,7 @@ def check_lags(lags) -> np.ndarray:
     return arr
 
 
-def _check_beta2(beta2) -> float:
+def check_beta2(beta2) -> float:
     return check_real("beta2", beta2, minimum=0.0, maximum=1.0, min_open=True, max_open=True)
 
 
@@ -156,7 +156,7 @@ def _run_builtin(process, seed, trials, dim, slot, den, beta2, chunk_trials, pro
     from stepsim.theorem1 import _kernels
 
     n_lags = int(np.count_nonzero(slot >= 0))
-    if chunk_trials is None:  # ~2e8 coordinate-steps per call: progress ~ every 0.1 s,
+    if chunk_trials is None:  # 2e8 coordinate-steps per call: progress often enough,
         # and each call has hundreds of work items, so the threads finish together
         chunk_trials = max(1, int(2e8 // (dim * len(slot))))
     chunk_trials = check_int("chunk_trials", chunk_trials, minimum=1)

@@ -299,7 +299,7 @@ def make_process(name: str, G: float = 1.0, **params) -> BuiltinProcess:
     if name not in PROCESSES:
         from stepsim.theorem1.chains import CHAINS, make_chain
 
-        if name in CHAINS:  # the NumPy-only chains of issue 25 (run by the generic path)
+        if name in CHAINS:  # the corrected bounds' NumPy-only chains (the generic path)
             return make_chain(name, G, **params)
         raise ValueError(f"unknown process {name!r}; choose one of "
                          f"{sorted(PROCESSES) + sorted(CHAINS)}")

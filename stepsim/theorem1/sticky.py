@@ -1,4 +1,4 @@
-"""Statement B'+: the m.g.f. of D for the sticky chain, and its Chernoff bound (issue 25).
+"""Statement B'+: the m.g.f. of D for the sticky chain, and its Chernoff bound.
 
 The built-in ``sticky`` chain (``chains.Sticky``) draws g_j^2 = Y_j = G u_j with
 u_j = u_{j-1} with probability r = 1 - q and a fresh U[0, 1] otherwise, started from its
@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from stepsim._ground import libm as _libm
-from stepsim.theorem1.chernoff import _log_phi
+from stepsim.theorem1.chernoff import log_phi
 
 #: every STRIDE-th exponent of ``chernoff.lam_grid`` is tried (each one gives a valid bound)
 STRIDE = 3
@@ -176,7 +176,7 @@ def log_mgf_exact_reference(w, lams, *, q: float, G: float = 1.0,
         for k in range(n - 1, -1, -1):
             m = np.arange(k, n) if q < 1.0 else np.array([k])
             runs = np.array([0.0 if j == k else (j - k) * logr for j in m])
-            terms = runs + logc[m] + _log_phi(G * P[m + 1] - G * P[k])
+            terms = runs + logc[m] + log_phi(G * P[m + 1] - G * P[k])
             top = float(np.max(terms))
             logI = top + _libm.log(float(np.sum(_libm.exp(terms - top))))
             if k > 0:
@@ -202,9 +202,9 @@ def log_mgf_runs(w, lams, *, q: float, G: float = 1.0) -> np.ndarray:
                     run += lam * w[j]
                 else:
                     prob *= q
-                    value *= _libm.exp(float(_log_phi(G * run)))
+                    value *= _libm.exp(float(log_phi(G * run)))
                     run = lam * w[j]
-            total += prob * value * _libm.exp(float(_log_phi(G * run)))
+            total += prob * value * _libm.exp(float(log_phi(G * run)))
         out[i] = _libm.log(total)
     return out
 

@@ -1,4 +1,5 @@
-"""Numerical verification of the corrected Theorem 1 bounds (issue 25), in the engine.
+"""Numerical verification of the corrected Theorem 1 bounds (paper_checks/theorem1.md §5),
+in the engine.
 
 ``verify(specs, ...)`` simulates each process with :func:`.engine.simulate` and, for each
 delta and each d in (1, dim), evaluates every bound of :mod:`.bounds` whose assumptions
@@ -8,7 +9,7 @@ violations (statistic > bound; >= for the paper's strict bound), their Clopper-P
 interval, and the tightness bound / empirical (1 - delta)-quantile and bound / trivial.
 The plug-in bound is estimated per trial from the g^2 of that trial before k0 (the
 process's NumPy path with the same seed, which is the path the engine simulated):
-coordinate 0 for d = 1, the first ``POOL`` = 10 coordinates pooled for the inf-norm.
+coordinate 0 for d = 1, the first ``scoring.POOL`` coordinates pooled for the inf-norm.
 Driven by ``paper_checks/theorem1_bounds.py`` (full and ``--quick``).
 """
 
@@ -24,20 +25,17 @@ from stepsim.theorem1.bounds import (
     PROVED,
     applicable,
     bound,
-    weight_autocorrelations,
-    sokal_autocovariance,
 )
-from stepsim.theorem1.check import clopper_pearson, worst_case
+from stepsim.theorem1.closed_forms import worst_case
 from stepsim.theorem1.engine import k0_statement, lag_grid, simulate
-
-CI_LEVEL = 0.95
-TIE = 1e-12
+from stepsim.theorem1.scoring import plugin_bounds, pre_switch_g2, score
 
 
 def default_specs():
-    """(label, process) pairs of the issue: AR(1) rho 0.5/0.9/0.99 (squashed: B, A' and A'+ apply;
-    Gaussian g: A and A+ apply), sticky (B, B'+), regime switching and two-state chains with
-    known lambda (B and B+), and the sine (no spectral gap: Chebyshev and the plug-in)."""
+    """(label, process) pairs of the verification: AR(1) rho 0.5/0.9/0.99 (squashed: B,
+    A' and A'+ apply; Gaussian g: A and A+ apply), sticky (B, B'+), regime switching and
+    two-state chains with known lambda (B and B+), and the sine (no spectral gap: Chebyshev
+    and the plug-in)."""
     from stepsim.theorem1.chains import make_chain
     from stepsim.theorem1.processes import make_process
 
@@ -51,53 +49,6 @@ def default_specs():
     return specs
 
 
-def _plugin_bounds(pre: np.ndarray, beta2, k0, lags, delta, d) -> np.ndarray:
-    """(trials, n_lags) plug-in bounds, one Sokal estimate per trial (pre: (k0, trials, s)).
-
-    Same numbers as ``bounds.plugin_bound`` per trial; the weights' autocorrelations
-    A(h), h < k0, are computed once for all trials (Var^ = sum_|h|<=M gamma^(h) A(h)).
-    """
-    auto = weight_autocorrelations(beta2, k0, lags, pre.shape[0])  # (n_lags, k0)
-    out = np.empty((pre.shape[1], len(lags)))
-    L = math.log(2.0 * d / delta)
-    for t in range(pre.shape[1]):
-        gamma, _ = sokal_autocovariance(pre[:, t, :])
-        var = gamma[0] * auto[:, 0] + 2.0 * auto[:, 1:gamma.size] @ gamma[1:]
-        out[t] = np.sqrt(2.0 * np.maximum(var, 0.0) * L)
-    return out
-
-
-POOL = 10  # coordinates per trial pooled by the plug-in estimate for the inf-norm
-
-
-def _pre_switch(process, seed, trials, dim, k0, chunk=128) -> np.ndarray:
-    """g^2 at steps 1..k0 of the first POOL coordinates of each trial (the engine's path:
-    same seed, same start), drawn in chunks so the full (k0, trials, dim) is never held."""
-    state = process.start(seed, (trials, dim))
-    parts = [process.sample(state, k, min(chunk, k0 + 1 - k))[:, :, :POOL]
-             for k in range(1, k0 + 1, chunk)]
-    return np.concatenate(parts)
-
-
-def _score(sample, b, strict_paper: bool, delta: float, trivial) -> dict:
-    """Violations and tightness of bound b ((n_lags,) or per trial (n, n_lags))."""
-    n = sample.shape[0]
-    # a sample AT a bound is no violation of "P(|D| > b) <= delta"; TIE = 1e-12 relative
-    # absorbs rounding where a path attains the trivial bound exactly (e.g. a two-state
-    # chain in its low state for all k0 steps, then high: |D| = G(1-b2^n)/(1-b2^k))
-    viol = np.count_nonzero(sample >= b if strict_paper else sample > b * (1.0 + TIE), axis=0)
-    lo, hi = clopper_pearson(viol, n, CI_LEVEL)
-    q = np.quantile(sample, 1.0 - delta, axis=0, method="inverted_cdf")
-    level = np.median(b, axis=0) if np.ndim(b) == 2 else b  # plug-in: the median bound
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio_q = level / q
-        ratio_t = level / trivial if trivial is not None else np.full(len(level), np.nan)
-    return {"bound": level.tolist(), "n": int(n), "violations": viol.tolist(),
-            "rate": (viol / n).tolist(), "ci_low": lo.tolist(), "ci_high": hi.tolist(),
-            "max_ci_high": float(np.max(hi)), "ratio_quantile": ratio_q.tolist(),
-            "ratio_trivial": ratio_t.tolist()}
-
-
 def verify_one(label, process, *, beta2=0.999, trials=1000, dim=100, horizon=10_000,
                per_decade=8, seed=0, deltas=(0.05, 0.01)) -> dict:
     """Everything for one process (see the module docstring); a JSON-able dict."""
@@ -109,7 +60,7 @@ def verify_one(label, process, *, beta2=0.999, trials=1000, dim=100, horizon=10_
     independent = bool(getattr(process, "independent_coordinates", False))
     samples = {1: sim.stats.reshape(-1, len(lags)) if independent else sim.stats[:, 0, :],
                dim: sim.stats.max(axis=1)}
-    pre = _pre_switch(process, seed, trials, dim, k0)  # (k0, trials, <= POOL)
+    pre = pre_switch_g2(process, seed, trials, dim, k0)  # (k0, trials, <= POOL)
     why = {kind: applicable(kind, process) for kind in KINDS}
     if gaussian_g:
         why["paper"] = "g^2 is unbounded: the paper's G does not exist"
@@ -129,26 +80,26 @@ def verify_one(label, process, *, beta2=0.999, trials=1000, dim=100, horizon=10_
                     continue
                 if kind == "plugin":
                     if d == 1:  # coordinate 0 of each trial, its own pre-k0 path
-                        b = _plugin_bounds(pre[:, :, :1], beta2, k0, lags, delta, 1)
+                        b = plugin_bounds(pre[:, :, :1], beta2, k0, lags, delta, 1)
                         s = sim.stats[:, 0, :]
                     else:
-                        b = _plugin_bounds(pre, beta2, k0, lags, delta, d)
+                        b = plugin_bounds(pre, beta2, k0, lags, delta, d)
                         s = sample
-                    case["bounds"][kind] = _score(s, b, False, delta, trivial)
+                    case["bounds"][kind] = score(s, b, False, delta, trivial)
                     continue
                 values[kind] = bound(kind, process, beta2=beta2, k0=k0, lags=lags,
                                      delta=delta, dim=d)
-                case["bounds"][kind] = _score(sample, values[kind], kind == "paper", delta,
+                case["bounds"][kind] = score(sample, values[kind], kind == "paper", delta,
                                               trivial)
             proved = [values[k] for k in CORRECTED_TERMS[1:] if k in values]
             if proved:
                 best = np.minimum(np.min(proved, axis=0), values["chebyshev"])
                 if trivial is not None:
                     best = np.minimum(best, trivial)
-                case["bounds"]["corrected"] = _score(sample, best, False, delta, trivial)
+                case["bounds"]["corrected"] = score(sample, best, False, delta, trivial)
             for kind in ("gaussian", "gaussian-chernoff", "markov-chernoff", "copula-chernoff",
                          "sticky-chernoff"):
-                if kind in values:  # A / Chebyshev (the issue's "done when"), A+, B+, ... too
+                if kind in values:  # A / Chebyshev, A+, B+, ... too
                     key = "gaussian_over_chebyshev" if kind == "gaussian" else \
                         f"{kind}_over_chebyshev"
                     case[key] = (values[kind] / values["chebyshev"]).tolist()

@@ -203,7 +203,9 @@ def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
                  "regression"):  # fit's steps, the targets' rows
         assert rows[(f"fit step {case}", "stepsim fit")]["seconds"] > 0
     assert ("STEP sparse-phase step", "stepsim (wall)") in rows
-    parts = [r for r in bench.rows if r["case"].endswith("step parts")]
+    parts = [r for r in bench.rows if r["case"].endswith(" parts")]
+    for label in ("dense", "sparse"):  # the policy's clock: cpu, or wall if BLAS threads
+        assert any(p["case"].startswith(f"fit step {label} (") for p in parts), label
     assert {tuple(sorted(p["parts_seconds"])) for p in parts} == {
         ("batch", "element-wise", "masks", "matmul", "optimizer", "python")}
     fits = [r for r in bench.rows if r["case"].startswith("fit dense")]
@@ -218,16 +220,16 @@ def _fast_compare(compare):
     return fast
 
 
-def test_sparse_loop_trains_on_exactly_nm_weights():
-    from stepsim.bench.train import _Loop
+def test_sparse_fit_steps_train_on_exactly_nm_weights():
+    from stepsim.bench.train import FitSteps
     from stepsim.problems.registry import make_problem
+    from stepsim.recipes import make_recipe
 
-    loop = _Loop(make_problem("digits", hidden=(16,), batch_size=8), "step", 100, switch_at=2)
-    loop.step()
-    loop.step()
-    loop.switch()
-    loop.step()
-    fwd, _ = loop.part_masks()
+    steps = FitSteps(make_problem("digits", hidden=(16,), batch_size=8),
+                     make_recipe("step", switch_at=2), 100)
+    steps.run(3)  # fit's own run: it switches after step 2
+    assert steps.state.phase == 1 and steps.fit_run.result().switch_step == 2
+    fwd, _ = steps.stepper.forward(steps.state, steps.params, steps.k + 1, steps.ctx)
     for name in ("w1", "w2"):
         groups = fwd[name].reshape(-1, 4)
         assert (np.count_nonzero(groups, axis=1) <= 2).all()

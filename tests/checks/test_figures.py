@@ -150,7 +150,7 @@ def test_a_recorded_command_reproduces_its_committed_result(tmp_path):
     again = json.loads(out.read_text())["result"]
     # everything but the wall time must match to the bit (same seed, same bits): the
     # Monte-Carlo counts are counter-based and the analytic columns use scalar pow in a
-    # fixed order (stepsim.theorem1.check._pow), so this holds on any x86-64 CPU
+    # fixed order (stepsim.theorem1.closed_forms._pow), so this holds on any x86-64 CPU
     assert committed.pop("seconds") > 0 and again.pop("seconds") > 0
     differences = list(leaf_differences(committed, again))
     assert not differences, short_summary(differences)

@@ -422,7 +422,7 @@ def test_adam_stats_combine_adds_each_field_in_order():
 def _kernel_scalars_reference(hyper, dtype):
     """The kernel scalars as made before the run-long part was cached: every check and
     conversion at every call."""
-    from stepsim.core.optim import _check_fits
+    from stepsim.core.optim_hyper import _check_fits
 
     eps = hyper.eps_inside or hyper.eps_outside
     root = eps ** 0.5 if hyper.eps_inside else eps
@@ -447,10 +447,10 @@ def _kernel_scalars_reference(hyper, dtype):
        frozen=st.booleans())
 def test_kernel_scalars_are_the_checked_conversions(dtype, step, lr, beta1, beta2, eps,
                                                     eps_mode, weight_decay, frozen):
-    """_kernel_scalars (run-long part cached, a step's part checked fast): the same values
+    """kernel_scalars (run-long part cached, a step's part checked fast): the same values
     in the same dtype as converting and checking everything at each call, and the same
     error, word for word, when a value overflows or eps rounds to 0."""
-    from stepsim.core.optim import _kernel_scalars, adam_hyper
+    from stepsim.core.optim_hyper import adam_hyper, kernel_scalars
 
     hyper = adam_hyper(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, eps_mode=eps_mode,
                        weight_decay=weight_decay, freeze_v=frozen,
@@ -460,10 +460,10 @@ def test_kernel_scalars_are_the_checked_conversions(dtype, step, lr, beta1, beta
         want = _kernel_scalars_reference(hyper, dtype)
     except ValueError as exc:
         with pytest.raises(ValueError) as got:
-            _kernel_scalars(hyper, dtype)
+            kernel_scalars(hyper, dtype)
         assert str(got.value) == str(exc)
         return
-    got = _kernel_scalars(hyper, dtype)
+    got = kernel_scalars(hyper, dtype)
     assert [type(x) for x in got] == [type(x) for x in want]
     assert np.array(got).tobytes() == np.array(want).tobytes()
 

@@ -355,9 +355,9 @@ def test_fit_checks_nm_once_and_not_per_step(monkeypatch):
 
 
 def test_trusted_masks_are_the_public_masks():
-    from stepsim.core.masks import _nm_mask, nm_mask
+    from stepsim.core.masks import nm_mask, nm_mask_trusted
 
     rng = np.random.default_rng(0)
     for shape, n, m, axis in [((8, 16), 2, 4, -1), ((4, 8, 3), 1, 8, 1), ((6, 12), 5, 6, -1)]:
         w = rng.standard_normal(shape).astype(np.float32)
-        assert np.array_equal(_nm_mask(w, n, m, axis), nm_mask(w, n, m, axis))
+        assert np.array_equal(nm_mask_trusted(w, n, m, axis), nm_mask(w, n, m, axis))

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from stepsim.nn import _fused as F
+from stepsim.nn import fused as F
 from stepsim.nn import layers as L
 from tests.gradcheck import numeric_grad
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepsim.nn import _fused
+from stepsim.nn import fused
 from stepsim.nn import layers as L
 from stepsim.nn import transformer as tr
 from stepsim.nn.embedding import embedding_backward, embedding_forward
@@ -150,12 +150,12 @@ def test_fused_layernorm_matches_reference(seed, rows, d, dtype, shift):
     rng = np.random.default_rng(seed)
     x = (shift + rng.standard_normal((rows, d))).astype(dtype)
     g, b = (rng.standard_normal(d).astype(dtype) for _ in range(2))
-    out, cache = _fused.layernorm_forward(x, g, b)
+    out, cache = fused.layernorm_forward(x, g, b)
     ref, ref_cache = L.layernorm_forward(x, g, b)
     tol = 2e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
     dout = rng.standard_normal(x.shape).astype(dtype)
-    for got, want in zip(_fused.layernorm_backward(dout, cache),
+    for got, want in zip(fused.layernorm_backward(dout, cache),
                          L.layernorm_backward(dout, ref_cache)):
         assert got.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1, rows))
@@ -167,10 +167,10 @@ def test_fused_layernorm_matches_reference(seed, rows, d, dtype, shift):
 def test_fused_gelu_matches_reference(seed, shape, dtype, spread):
     rng = np.random.default_rng(seed)
     x = (spread * rng.standard_normal(shape)).astype(dtype)
-    out, cache = _fused.gelu_forward(x)
+    out, cache = fused.gelu_forward(x)
     exact, exact_cache = L.gelu_forward(x.astype(np.float64))
     dout = rng.standard_normal(shape).astype(dtype)
-    dx = _fused.gelu_backward(dout, cache)
+    dx = fused.gelu_backward(dout, cache)
     dexact = L.gelu_backward(dout.astype(np.float64), exact_cache)
     assert out.dtype == dx.dtype == dtype
     if dtype == np.float64:  # float64 is the exact reference itself
@@ -186,7 +186,7 @@ def test_float32_normal_cdf_error_is_within_its_bound():
     from scipy.special import ndtr
 
     x = np.linspace(-12, 12, 200_001).astype(np.float32)
-    out, _ = _fused.gelu_forward(x)
+    out, _ = fused.gelu_forward(x)
     phi = np.divide(out, x, out=np.full_like(out, 0.5), where=x != 0)
     err = np.abs(phi.astype(np.float64) - ndtr(x.astype(np.float64)))
     # A&S 7.1.26 (|erf error| <= 1.5e-7, so Phi's <= 7.5e-8) plus the float32 rounding of

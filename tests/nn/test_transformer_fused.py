@@ -4,7 +4,7 @@ the NumPy calls it replaces.
 
 :func:`composed_loss_and_grad` below is the reference: the model written layer by layer
 with the public layers (``layers.linear_*``, the LayerNorm/GELU kernels of
-``stepsim.nn._fused``, ``attention.self_attention_*``), one call per layer, copies into
+``stepsim.nn.fused``, ``attention.self_attention_*``), one call per layer, copies into
 head-major layouts included. It is what ``kernels=True`` ran before the fused path.
 """
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepsim.nn import _fused
 from stepsim.nn import attention as A
+from stepsim.nn import fused
 from stepsim.nn import layers as L
 from stepsim.nn import transformer as tr
 from stepsim.nn.embedding import embedding_backward, embedding_forward
@@ -32,39 +32,39 @@ def composed_loss_and_grad(params, ids, targets, cfg):
     caches = []
     for i in range(cfg.blocks):
         p = f"blocks.{i}."
-        a, ln1 = _fused.layernorm_forward(h, params[p + "ln1.g"], params[p + "ln1.b"], cfg.eps)
+        a, ln1 = fused.layernorm_forward(h, params[p + "ln1.g"], params[p + "ln1.b"], cfg.eps)
         keys = ("wq", "wk", "wv", "wo") + (("bq", "bk", "bv", "bo") if cfg.bias else ())
         att, attn = A.self_attention_forward(a.reshape(b, t, d),
                                              {k: params[p + "attn." + k] for k in keys},
                                              cfg.heads, kernel=True)
         h = h + att.reshape(b * t, d)
-        m, ln2 = _fused.layernorm_forward(h, params[p + "ln2.g"], params[p + "ln2.b"], cfg.eps)
+        m, ln2 = fused.layernorm_forward(h, params[p + "ln2.g"], params[p + "ln2.b"], cfg.eps)
         u, fc1 = L.linear_forward(m, params[p + "mlp.w1"], params.get(p + "mlp.b1"))
-        g, act = _fused.gelu_forward(u)
+        g, act = fused.gelu_forward(u)
         f, fc2 = L.linear_forward(g, params[p + "mlp.w2"], params.get(p + "mlp.b2"))
         h = h + f
         caches.append((ln1, attn, ln2, fc1, act, fc2))
-    z, lnf = _fused.layernorm_forward(h, params["lnf.g"], params["lnf.b"], cfg.eps)
+    z, lnf = fused.layernorm_forward(h, params["lnf.g"], params["lnf.b"], cfg.eps)
     head_w = params["tok_emb"] if cfg.tied else params["head.w"]
     logits, head = L.linear_forward(z, head_w, None)
-    loss, dlogits = _fused.softmax_cross_entropy(logits.reshape(b, t, cfg.vocab), targets)
+    loss, dlogits = fused.softmax_cross_entropy(logits.reshape(b, t, cfg.vocab), targets)
     grads = {}
     dz, dhead, _ = L.linear_backward(dlogits.reshape(b * t, cfg.vocab), head)
-    dh, grads["lnf.g"], grads["lnf.b"] = _fused.layernorm_backward(dz, lnf)
+    dh, grads["lnf.g"], grads["lnf.b"] = fused.layernorm_backward(dz, lnf)
     for i in reversed(range(cfg.blocks)):
         p = f"blocks.{i}."
         ln1, attn, ln2, fc1, act, fc2 = caches[i]
         dg, grads[p + "mlp.w2"], db2 = L.linear_backward(dh, fc2)
-        du = _fused.gelu_backward(dg, act)
+        du = fused.gelu_backward(dg, act)
         dm, grads[p + "mlp.w1"], db1 = L.linear_backward(du, fc1)
         if cfg.bias:
             grads[p + "mlp.b1"], grads[p + "mlp.b2"] = db1, db2
-        dres, grads[p + "ln2.g"], grads[p + "ln2.b"] = _fused.layernorm_backward(dm, ln2)
+        dres, grads[p + "ln2.g"], grads[p + "ln2.b"] = fused.layernorm_backward(dm, ln2)
         dh = dh + dres
         da, attn_grads = A.self_attention_backward(dh.reshape(b, t, d), attn, kernel=True)
         for k, g in attn_grads.items():
             grads[p + "attn." + k] = g
-        dres, grads[p + "ln1.g"], grads[p + "ln1.b"] = _fused.layernorm_backward(
+        dres, grads[p + "ln1.g"], grads[p + "ln1.b"] = fused.layernorm_backward(
             da.reshape(b * t, d), ln1)
         dh = dh + dres
     dtable, grads["pos_emb"] = embedding_backward(dh.reshape(b, t, d), emb)
@@ -169,7 +169,7 @@ def test_residual_layernorm_gives_the_bits_of_add_then_layernorm(dtype, seed, ro
     h[0, 0] = -0.0  # signed zeros: the add's order decides them
     f[0, 0] = 0.0
     want_h = h + (f + b if bias else f)
-    want, cache = _fused.layernorm_forward(want_h, gamma, beta, 1e-5)
+    want, cache = fused.layernorm_forward(want_h, gamma, beta, 1e-5)
     got_h = h.copy()
     out, xhat, rstd = np.empty_like(h), np.empty_like(h), np.empty(rows, dtype)
     K.residual_layernorm(got_h, f, b, bias, gamma, beta, dtype(1e-5), out, xhat, rstd)
@@ -187,8 +187,8 @@ def test_layernorm_backward_residual_gives_the_bits_of_its_three_steps(dtype, se
 
     _, r = _rows(dtype, seed, rows, d)
     x, gamma, beta, dout, res = r(rows, d), r(d), r(d), r(rows, d), r(rows, d)
-    _, cache = _fused.layernorm_forward(x, gamma, beta, 1e-5)
-    dx_ref, dg_ref, db_ref = _fused.layernorm_backward(dout, cache)
+    _, cache = fused.layernorm_forward(x, gamma, beta, 1e-5)
+    dx_ref, dg_ref, db_ref = fused.layernorm_backward(dout, cache)
     if resid:
         dx_ref = res + dx_ref
     dx, dg, db, dsum = (np.empty_like(x), np.empty(d, dtype), np.empty(d, dtype),
@@ -215,8 +215,8 @@ def test_bias_gelu_and_its_slope_give_the_bits_of_the_gelu_kernels(seed, rows, d
     b, dout = r(d), r(rows, d)
     u[0, 0] = -0.0
     want_u = u + b if bias else u.copy()
-    want, act = _fused.gelu_forward(want_u)
-    want_dx = _fused.gelu_backward(dout, act)
+    want, act = fused.gelu_forward(want_u)
+    want_dx = fused.gelu_backward(dout, act)
     got_u = u.copy()
     out, slope = np.empty_like(u), np.empty_like(u)
     K.bias_gelu(got_u, b, bias, out, slope)

@@ -137,6 +137,95 @@ def test_sgdm_with_mixed_dtypes_runs_in_place_with_the_pure_bits():
                 assert p_pure[n].tobytes() == lean.params[n].tobytes(), (name, k, n)
 
 
+def test_both_forms_run_one_sequence_in_its_order():
+    """The pure step (Recipe.forward/update) and the lean one (LeanStep) run the stages of
+    stepsim.recipes.sequence in one order — masks, forward weights; penalty, the masker's
+    bookkeeping, gradient pieces, optimizer, after pieces — each through its own form."""
+    import dataclasses
+
+    from stepsim.recipes import Adam, MaskWeights, SrsteTerm
+    from stepsim.recipes.maskers import DynamicLayerwise
+
+    log = []
+
+    class Masker(DynamicLayerwise):  # a masker with a penalty: every stage is used
+        def masks(self, mstate, view):
+            log.append(("masks", "one"))
+            return super().masks(mstate, view)
+
+        def forward_weights(self, *args):
+            log.append(("forward weights", "pure"))
+            return super().forward_weights(*args)
+
+        def forward_into(self, *args):
+            log.append(("forward weights", "in place"))
+            return super().forward_into(*args)
+
+        def penalize(self, *args):
+            log.append(("penalty", "pure"))
+            return super().penalize(*args)
+
+        def penalize_into(self, *args):
+            log.append(("penalty", "in place"))
+            return super().penalize_into(*args)
+
+        def observe(self, *args):
+            log.append(("observe", "one"))
+            return super().observe(*args)
+
+    class Gradient(SrsteTerm):
+        def apply(self, grads, view):
+            log.append(("gradient piece", "pure"))
+            return super().apply(grads, view)
+
+        def apply_into(self, grads, view, ws):
+            log.append(("gradient piece", "in place"))
+            return super().apply_into(grads, view, ws)
+
+    class After(MaskWeights):
+        def apply(self, params, view):
+            log.append(("after piece", "pure"))
+            return super().apply(params, view)
+
+        def apply_into(self, params, view, ws):
+            log.append(("after piece", "in place"))
+            return super().apply_into(params, view, ws)
+
+    class Optimizer(Adam):
+        def update(self, *args, **kw):
+            log.append(("optimizer", "pure"))
+            return super().update(*args, **kw)
+
+        def update_into(self, *args, **kw):
+            log.append(("optimizer", "in place"))
+            return super().update_into(*args, **kw)
+
+    base = make_recipe("layerwise-sr-ste", domino_penalty_every=1)
+    recipe = dataclasses.replace(
+        base, masker=Masker(search=base.masker.search), gradient=(Gradient(lam=2e-4),),
+        after=(After(),), optimizer=Optimizer(**dataclasses.asdict(base.optimizer)))
+    problem = make_problem("digits", hidden=(16,), nm=(2, 4), batch_size=16)
+    params = problem.init_params(0)
+    ctx = RunContext.make(params, problem.specs, 10)
+    state = recipe.init(params, ctx)
+    params, state = recipe.switch(state, params, 0, ctx)
+    logs = {}
+    for form, stepper in (("pure", recipe), ("in place", lean_module.LeanStep.make(
+            recipe, params, state, ctx))):
+        log.clear()
+        p, s, rng = getattr(stepper, "params", params), state, np.random.default_rng(0)
+        for k in (1, 2):
+            fwd, s = stepper.forward(s, p, k, ctx)
+            _, grads = problem.loss_and_grad(fwd, problem.sample_batch(rng))
+            p, s, _ = stepper.update(s, p, grads, k, ctx)
+        logs[form] = list(log)
+    order = ["masks", "forward weights", "penalty", "observe", "gradient piece", "optimizer",
+             "after piece"]
+    for form, entries in logs.items():
+        assert [stage for stage, _ in entries] == order * 2, form
+        assert {f for _, f in entries} == {"one", form}, form
+
+
 def test_a_piece_without_an_in_place_form_is_refused_loudly():
     import dataclasses
 

@@ -354,7 +354,7 @@ def test_conv_weights_group_input_channels():
 
     w = np.random.default_rng(0).standard_normal((3, 8, 2, 2))
     specs = {"conv": ParamSpec(2, 4, axis=1)}
-    masks = T._nm_masks({"conv": w}, specs, {"conv": (2, 4)})  # the maskers' masks
+    masks = T.nm_masks({"conv": w}, specs, {"conv": (2, 4)})  # the maskers' masks
     assert np.array_equal(masks["conv"], nm_mask_conv(w, 2, 4))
     alloc = allocate_layerwise({"conv": w}, {"conv": ParamSpec(2, 8, axis=1)}, 0.5)
     assert alloc == {"conv": (4, 8)}

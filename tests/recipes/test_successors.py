@@ -373,7 +373,8 @@ def test_lean_step_gives_the_pure_bits_for_the_new_mask_pieces(monkeypatch, name
 def test_sste_owns_an_in_place_forward_and_a_piece_without_one_is_refused():
     """S-STE's forward is not Pi * w: the lean step runs it through the masker's
     ``forward_into`` (tests/recipes/test_lean_step.py checks its bits against the pure step); a
-    masker that overrides ``forward_weights`` without ``forward_into`` is refused."""
+    masker class that overrides ``forward_weights`` without ``forward_into`` is refused when
+    it is made, and a masker object without the in-place forms by the lean step."""
     import dataclasses
 
     from stepsim.recipes import RunContext, make_recipe
@@ -388,12 +389,19 @@ def test_sste_owns_an_in_place_forward_and_a_piece_without_one_is_refused():
         assert isinstance(LeanStep.make(recipe, params, recipe.init(params, ctx), ctx),
                           LeanStep)
 
-    @dataclasses.dataclass(frozen=True)
-    class Halved(EveryStepMask):
-        def forward_weights(self, mstate, params, masks, alpha, specs, nm):
-            return {k: w / 2 for k, w in params.items()}
+    with pytest.raises(TypeError, match="overrides forward_weights but not forward_into"):
+        @dataclasses.dataclass(frozen=True)
+        class Halved(EveryStepMask):
+            def forward_weights(self, mstate, params, masks, alpha, specs, nm):
+                return {k: w / 2 for k, w in params.items()}
 
-    recipe = dataclasses.replace(make_recipe("ste"), masker=Halved())
+    class PureOnly:  # a duck-typed masker (no Masker base) with the pure forms only
+        def __getattr__(self, name):
+            if name.endswith("_into"):
+                raise AttributeError(name)
+            return getattr(EveryStepMask(), name)
+
+    recipe = dataclasses.replace(make_recipe("ste"), masker=PureOnly())
     with pytest.raises(TypeError, match="forward_into"):
         LeanStep.make(recipe, params, recipe.init(params, ctx), ctx)
 

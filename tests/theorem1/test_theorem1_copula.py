@@ -12,7 +12,7 @@ from scipy.special import ndtr
 from stepsim.theorem1 import make_process
 from tests.theorem1.engine_check import assert_bound_holds_in_the_engine
 from stepsim.theorem1.bounds import bound, corrected_bound
-from stepsim.theorem1.check import worst_case
+from stepsim.theorem1.closed_forms import worst_case
 from stepsim.theorem1.copula import TANGENTS, log_mgf, majorant, majorant_curvature
 from stepsim.theorem1.corrected import weights
 

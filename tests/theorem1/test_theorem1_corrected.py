@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stepsim.theorem1 import k0_statement, make_process, simulate
-from stepsim.theorem1.check import hoeffding_bound
+from stepsim.theorem1.closed_forms import hoeffding_bound
 from stepsim.theorem1.corrected import autocovariance, corrected_bounds, variance, weights
 
 

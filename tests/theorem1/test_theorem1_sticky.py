@@ -16,7 +16,7 @@ from tests.theorem1.engine_check import assert_bound_holds_in_the_engine
 from stepsim.theorem1 import sticky
 from stepsim.theorem1.bounds import bound, chernoff_psi, corrected_bound
 from stepsim.theorem1.chernoff import StateModel, markov_log_mgf
-from stepsim.theorem1.check import worst_case
+from stepsim.theorem1.closed_forms import worst_case
 from stepsim.theorem1.corrected import weights
 
 B2, K0, LAGS = 0.9, 25, np.array([1, 4, 15, 60])

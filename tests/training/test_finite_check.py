@@ -1,4 +1,4 @@
-"""fit's once-a-step finiteness check (stepsim.training._has_non_finite and its numba kernel
+"""fit's once-a-step finiteness check (stepsim.core.finite.has_non_finite and its numba kernel
 core._step_kernels.has_non_finite) against NumPy's isfinite, across shapes, dtypes, layouts
 and where the bad value sits."""
 
@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from stepsim.training import _first_non_finite, _first_non_finite_weight, _has_non_finite
+from stepsim.core.finite import FiniteCheck, has_non_finite
+from stepsim.training import _first_non_finite, _first_non_finite_weight
 
 DTYPES = [np.float16, np.float32, np.float64]
 
@@ -29,7 +30,7 @@ def test_kernel_agrees_with_isfinite(dtype, data):
             x.reshape(-1)[i] = data.draw(st.sampled_from([np.nan, np.inf, -np.inf]))
     if data.draw(st.booleans()) and x.ndim >= 1:
         x = x[..., ::2]  # not contiguous: the NumPy path
-    assert _has_non_finite(x) == (not np.isfinite(x).all())
+    assert has_non_finite(x) == (not np.isfinite(x).all())
 
 
 def test_a_sum_that_overflows_is_still_finite():
@@ -38,7 +39,7 @@ def test_a_sum_that_overflows_is_still_finite():
     x = np.full(1000, 3e38, dtype=np.float32)
     with np.errstate(over="ignore"):
         assert not np.isfinite(x.sum())
-    assert not _has_non_finite(x)
+    assert not has_non_finite(x)
 
 
 def test_first_non_finite_names_the_parameter_and_counts():
@@ -62,12 +63,10 @@ def _first_bad_reference(arrays):
 
 @given(data=st.data())
 def test_one_call_over_many_arrays_finds_the_first_bad_one(data):
-    """_FiniteCheck (one first_non_finite kernel call over the arrays' address table, or
+    """FiniteCheck (one first_non_finite kernel call over the arrays' address table, or
     the per-array path when one is not a C-contiguous float32/float64 array): the index
     of the first array that np.isfinite finds bad, whatever the mix of dtypes and shapes
     (0-d and empty included)."""
-    from stepsim.training import _FiniteCheck
-
     arrays = []
     for _ in range(data.draw(st.integers(1, 6))):
         dtype = data.draw(st.sampled_from([np.float32, np.float64]))
@@ -81,15 +80,13 @@ def test_one_call_over_many_arrays_finds_the_first_bad_one(data):
         arrays.append(x)
     if data.draw(st.integers(0, 4)) == 0:
         arrays.append(np.zeros((4, 4), np.float32)[:, ::2])  # not contiguous: per array
-    assert _FiniteCheck().first(arrays) == _first_bad_reference(arrays)
+    assert FiniteCheck().first(arrays) == _first_bad_reference(arrays)
 
 
 def test_the_kept_table_reads_the_arrays_again_and_follows_new_ones():
     """The weights' check keeps its table while the same arrays come back; it reads
     their values at every call, and new arrays (or another layout) make a new table."""
-    from stepsim.training import _FiniteCheck
-
-    check = _FiniteCheck()
+    check = FiniteCheck()
     a, b = np.zeros(5, np.float32), np.zeros((3, 2))
     assert check.first([a, b]) == -1
     b[1, 1] = np.inf  # in place: the same arrays, read again

@@ -25,12 +25,12 @@ _F32 = np.dtype(np.float32)
 
 def layernorm_forward(x, gamma, beta, eps: float = 1e-5):
     """:func:`stepsim.nn.layers.layernorm_forward` for C-contiguous x (N, D)."""
-    if x.ndim != 2 or not x.flags.c_contiguous or x.dtype not in L._FLOATS:
+    if x.ndim != 2 or not x.flags.c_contiguous or x.dtype not in L.FLOATS:
         return L.layernorm_forward(x, gamma, beta, eps)
-    L._check_same_dtype("x", x, "gamma", gamma)
-    L._check_same_dtype("x", x, "beta", beta)
-    L._check_shape("gamma", gamma, (x.shape[-1],), "x's last axis")
-    L._check_shape("beta", beta, (x.shape[-1],), "x's last axis")
+    L.check_same_dtype("x", x, "gamma", gamma)
+    L.check_same_dtype("x", x, "beta", beta)
+    L.check_shape("gamma", gamma, (x.shape[-1],), "x's last axis")
+    L.check_shape("beta", beta, (x.shape[-1],), "x's last axis")
     if not (isinstance(eps, (int, float)) and eps > 0 and np.isfinite(eps)):
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     from stepsim.nn import _kernels as K
@@ -47,7 +47,7 @@ def layernorm_backward(dout, cache: L.LayerNormCache):
     xhat, rstd, gamma = cache
     if xhat.ndim != 2 or dout.dtype != xhat.dtype:
         return L.layernorm_backward(dout, cache)
-    L._check_shape("dout", dout, xhat.shape, "the forward input's")
+    L.check_shape("dout", dout, xhat.shape, "the forward input's")
     from stepsim.nn import _kernels as K
 
     dout = np.ascontiguousarray(dout)
@@ -81,7 +81,7 @@ def gelu_backward(dout, cache):
     if not isinstance(cache, GeluCache):
         return L.gelu_backward(dout, cache)
     x = cache.x
-    L._check_shape("dout", dout, x.shape, "the forward input's")
+    L.check_shape("dout", dout, x.shape, "the forward input's")
     if dout.dtype != _F32:
         raise TypeError(f"dout has dtype {dout.dtype} but the forward ran in float32")
     from stepsim.nn import _kernels as K
@@ -95,7 +95,7 @@ def gelu_backward(dout, cache):
 def softmax_cross_entropy(logits, labels):
     """:func:`stepsim.nn.layers.softmax_cross_entropy` in one kernel pass (the same checks,
     the same arithmetic in the same order: the same bits). (loss, dlogits)."""
-    L._check_float("logits", logits)
+    L.check_float("logits", logits)
     if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu":
         return L.softmax_cross_entropy(logits, labels)  # raises, naming the problem
     if logits.ndim < 1 or labels.shape != logits.shape[:-1] or labels.size == 0:
@@ -131,8 +131,8 @@ def linear_relu_forward(x, w, b):
     from stepsim.nn import _kernels as K
 
     if b is not None:
-        L._check_same_dtype("x", x, "b", b)
-        L._check_shape("b", b, (w.shape[0],), "w's out")
+        L.check_same_dtype("x", x, "b", b)
+        L.check_shape("b", b, (w.shape[0],), "w's out")
     if out.ndim != 2:  # the kernel takes (R, D): other shapes on NumPy
         if b is not None:
             out += b
