@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-LAM = 2e-4  # SR-STE's lambda, the protocol's (checks.protocol.RULES["srste_lam"])
+LAM = 2e-4  # SR-STE's lambda, the protocol's (checks.protocol.RULES.srste_lam)
 
 #: label -> (registry recipe, recipe options)
 RECIPES = {
@@ -44,10 +44,10 @@ BETA2 = 0.99  # the protocol's fast timescale (T = 2000)
 def spec_of(label, seed, *, nm, lr, steps):
     """The RunSpec of one run: digits with the protocol's options, Adam (beta2 of the fast
     timescale), STEP-type recipes switching by the default criterion (clipped AutoSwitch)."""
-    from stepsim.checks.protocol import problem_rules
+    from stepsim.checks.protocol import RULES
     from stepsim.experiments.run import RunSpec
 
-    rules = problem_rules("digits")
+    rules = RULES.problem("digits").to_dict()
     name, options = RECIPES[label]
     options = dict(options, lr=float(lr), beta2=BETA2)
     return RunSpec(problem=rules["registry"], problem_options=rules["options"], recipe=name,

@@ -100,9 +100,9 @@ def _mix(quick: bool) -> tuple[str, list]:
     from stepsim.experiments.run import RunSpec
 
     claims = ("C1",) if quick else CLAIMS
-    seeds, lrs = tuple(protocol.RULES["seeds"]["quick"]), tuning.committed()
+    seeds, lrs = protocol.RULES.seeds.quick, tuning.committed()
     specs = {}
-    for problem, timescale, only in protocol.settings("quick", None):
+    for problem, timescale, only in protocol.RULES.settings("quick"):
         b = _setup.Budget("quick", problem, timescale, seeds, only=only)
         b = _setup.Budget("quick", problem, timescale, seeds, lrs=lrs.get(b.key, {}), only=only)
         for claim in claims:

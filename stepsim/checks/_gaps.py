@@ -67,7 +67,7 @@ def plateau_gate(budget, results, parts: dict, step_runs: dict, claim: str = "C5
     seeds)", whatever its interval says. Applies to the claims of ``plateau.claims``."""
     from stepsim.checks.operating import plateau_count
 
-    if claim not in protocol.RULES["plateau"]["claims"]:
+    if claim not in budget.rules.plateau.claims:
         return parts
     out = dict(parts)
     for name, group in step_runs.items():
@@ -78,7 +78,7 @@ def plateau_gate(budget, results, parts: dict, step_runs: dict, claim: str = "C5
             out[name] = dataclasses.replace(
                 p, verdict=INCONCLUSIVE,
                 reason=f"switched on the plateau ({j} of {n} seeds: the batch loss at k0 "
-                f"above {protocol.RULES['plateau']['max_ratio']:g} x its start); "
+                f"above {budget.rules.plateau.max_ratio:g} x its start); "
                 f"the interval alone said {p.verdict}")
     return out
 

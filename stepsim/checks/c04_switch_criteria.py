@@ -37,17 +37,17 @@ CRITERIA = {"AutoSwitch": None, "Eq. 10": ("agarwal", {}), "Eq. 11": ("tang", {}
 
 #: draft 4 (PROTOCOL §D4.6): Eq. 10 switches at k0 = 2-4 < 1/(1 - beta2), where raw v* is
 #: biased low by 1 - beta2^k0; its runs are made with both v*, its parts decided with:
-EQ10_DECIDES = protocol.RULES["v_star"]["c4_eq10_decides"]
+EQ10_DECIDES = protocol.RULES.v_star.c4_eq10_decides
 
 
 def _runs(budget):
     nm = budget.nms[0]
     out = {(r, c, scale): budget.runs(key, nm=nm, switch=switch, loss_scale=scale)
            for r, key in STEP_KEYS.items() for c, switch in CRITERIA.items()
-           for scale in protocol.RULES["c4_loss_scales"]}
-    if "bias-corrected" in protocol.RULES["v_star"]["c4_eq10"]:
+           for scale in budget.rules.c4_loss_scales}
+    if "bias-corrected" in budget.rules.v_star.c4_eq10:
         for r, key in STEP_KEYS.items():
-            for scale in protocol.RULES["c4_loss_scales"]:
+            for scale in budget.rules.c4_loss_scales:
                 out[(r, "Eq. 10 bias-corrected v*", scale)] = budget.runs(
                     key + "-bc", nm=nm, switch=CRITERIA["Eq. 10"], loss_scale=scale)
     return out

@@ -33,11 +33,11 @@ RULE = rule_of(__doc__)
 def nms(budget):
     from stepsim.checks import protocol
 
-    agreement = protocol.RULES["agreement"]
-    if (budget.only == (CLAIM,) and budget.problem == agreement["problem"]
-            and budget.mode == "full" and budget.timescale in agreement["timescales"][1:]
+    agreement = budget.rules.agreement
+    if (budget.only == (CLAIM,) and budget.problem == agreement.problem
+            and budget.mode == "full" and budget.timescale in agreement.timescales[1:]
             and not budget.tag and budget.schedule == "constant"):
-        return (tuple(agreement["nm"]),)  # the fast-timescale agreement run
+        return (tuple(agreement.nm),)  # the fast-timescale agreement run
     return budget.nms  # (an operating point restricted to C5 keeps its own N:M)
 
 

@@ -46,8 +46,8 @@ from stepsim.checks.verdict import (
 CLAIM = "C7"
 TITLE = "Final error is flat for switch fractions in [10%, 80%]; AutoSwitch lands near 20% (Fig. 7)"
 RULE = rule_of(__doc__)
-FRACTIONS = tuple(protocol.RULES["c7_fractions"])
-LANDING = protocol.RULES["c7_landing"]
+FRACTIONS = protocol.RULES.c7_fractions
+LANDING = protocol.RULES.c7_landing
 
 
 def _fixed(budget, key, f):
@@ -63,15 +63,15 @@ def jobs(budget):
     for key in STEP_KEYS.values():
         for f in FRACTIONS:
             out += _fixed(budget, key, f)
-        for scale in LANDING["loss_scales"]:
+        for scale in LANDING.loss_scales:
             out += _auto(budget, key, scale)
     return out
 
 
 def _landing(name, rows) -> Directional:
     """A landing part (module docstring, rule (b)) for ``decide_equivalence``'s families."""
-    lo, hi = LANDING["interval"]
-    rate = LANDING["fired_rate"]
+    lo, hi = LANDING.interval
+    rate = LANDING.fired_rate
     fractions = [1.0 if r["fraction"] is None else r["fraction"] for r in rows]
     n = len(rows)
     fired = sum(r["cause"] == "fired" for r in rows)
@@ -124,7 +124,7 @@ def decide_claim(budget, results):
             readings[r].append(name)
     switches, landing = {}, {}
     for r, key in STEP_KEYS.items():
-        for scale in LANDING["loss_scales"]:
+        for scale in LANDING.loss_scales:
             name = f"STEP-{r} AutoSwitch lands, loss x{scale:g}"
             rows = causes(results, _auto(budget, key, scale), budget, clip=False)
             switches[name] = rows

@@ -29,7 +29,7 @@ FROZEN = {"raw v*": "", "bias-corrected v*": "-bc"}
 
 def _switches(budget) -> dict:
     return {f"{w:g} T_w": max(1, round(w * budget.window))
-            for w in protocol.RULES["c8_switch_windows"]}
+            for w in protocol.RULES.c8_switch_windows}
 
 
 def _runs(budget):

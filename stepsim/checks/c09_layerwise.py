@@ -27,7 +27,7 @@ from stepsim.checks.verdict import decide_parts, rule_of
 CLAIM = "C9"
 TITLE = "Layer-wise N:M with STEP beats layer-wise N:M alone (Table 4)"
 RULE = rule_of(__doc__)
-MS = tuple(protocol.RULES["layerwise"]["ms"])
+MS = protocol.RULES.layerwise.ms
 STEPS = {"SR": "lw-step-sr", "A1": "lw-step-a1"}
 
 
@@ -63,7 +63,7 @@ def decide_claim(budget, results):
     parts = _gaps.plateau_gate(budget, results, decide_parts(todo),
                                {f"STEP-{r} M={m}": runs[(r, m)] for m in MS for r in STEPS},
                                claim=CLAIM)
-    numbers = {"ms": list(MS), "target": protocol.RULES["layerwise"]["target"],
+    numbers = {"ms": list(MS), "target": budget.rules.layerwise.target,
                "switches": switches}
     return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
 

@@ -32,10 +32,10 @@ def tie_set(grid, per_seed, choice, *, se: float | None = None) -> list[float]:
     position; None or a non-finite value for a run that diverged); choice: the chosen lr
     (a grid value). lr is tied iff none of its runs diverged and mean(d) <= se * sd(d) /
     sqrt(n) with d_s = e(lr, s) - e(choice, s) (sd with n - 1; 0 for one seed). ``se``:
-    ``RULES["operating_points"]["tie"]["se"]`` unless given. The choice is always in it
+    ``RULES.operating_points.tie.se`` unless given. The choice is always in it
     (when its own runs are finite)."""
     if se is None:
-        se = float(protocol.RULES["operating_points"]["tie"]["se"])
+        se = float(protocol.RULES.operating_points.tie.se)
     if se < 0 or not math.isfinite(se):
         raise ValueError(f"se must be a finite number >= 0, got {se!r}")
     grid = [float(g) for g in grid]
@@ -68,10 +68,10 @@ def _finite(values) -> bool:
 # --------------------------------------------------------------------------- stability
 def clopper_pearson(k: int, n: int, level: float | None = None) -> tuple[float, float]:
     """The exact two-sided Clopper-Pearson interval of a rate k / n at ``level`` (default
-    ``RULES["stability"]["level"]``)."""
+    ``RULES.stability.level``)."""
     from stepsim.theorem1.check import clopper_pearson as cp
 
-    level = float(protocol.RULES["stability"]["level"] if level is None else level)
+    level = float(protocol.RULES.stability.level if level is None else level)
     if not (isinstance(n, int) and n >= 1 and isinstance(k, int) and 0 <= k <= n):
         raise ValueError(f"need integers 0 <= k <= n, n >= 1; got k={k!r}, n={n!r}")
     if not 0 < level < 1:
@@ -143,18 +143,18 @@ def plateau_ratio(loss, k0, window: int | None = None) -> float | None:
     the mean batch loss of the window up to k0 over the mean of the first window."""
     from stepsim.experiments.traces import plateau_ratio as ratio
 
-    return ratio(loss, k0, int(protocol.RULES["plateau"]["window"] if window is None
+    return ratio(loss, k0, int(protocol.RULES.plateau.window if window is None
                                else window))
 
 
 def on_plateau(ratio, max_ratio: float | None = None) -> bool | None:
     """True when a switch with plateau ratio ``ratio`` fell on the initial plateau: the
-    loss had not fallen below ``max_ratio`` (``RULES["plateau"]["max_ratio"]``) of its
+    loss had not fallen below ``max_ratio`` (``RULES.plateau.max_ratio``) of its
     start (a non-finite ratio counts as on the plateau); None without a switch."""
     if ratio is None:
         return None
     if max_ratio is None:
-        max_ratio = float(protocol.RULES["plateau"]["max_ratio"])
+        max_ratio = float(protocol.RULES.plateau.max_ratio)
     return not (math.isfinite(ratio) and ratio <= max_ratio)
 
 

@@ -151,17 +151,17 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         raise ValueError(f"extended must be True or False and needs mode 'full', got "
                          f"extended={extended!r} with mode={mode!r}")
     modules = {c: claim_module(c) for c in names}
-    seeds = tuple(protocol.RULES["seeds"][mode])
+    seeds = tuple(getattr(protocol.RULES.seeds, mode))
     budgets = [_setup.Budget(mode, p, ts, seeds, only=only, steps=steps or 0)
-               for p, ts, only in protocol.settings(mode, problems)]
+               for p, ts, only in protocol.RULES.settings(mode, problems)]
     budgets += [o for b in budgets
                 for o in _setup.operating_points(b, names, extended=extended)]
     budgets = [b for b in budgets if any(b.applies(c) for c in names)]
     plain = _setup.NoProblem(mode)
     covered = {(c, b.key) for b in budgets for c in names if b.applies(c)} | {
-        (c, plain.key) for c in names if c in protocol.RULES["claims"]["none"]}
+        (c, plain.key) for c in names if c in protocol.RULES.claims_on("none")}
     if not covered:
-        where = ", ".join(f"{p} ({ts})" for p, ts, _ in protocol.settings(mode)) or "none"
+        where = ", ".join(f"{p} ({ts})" for p, ts, _ in protocol.RULES.settings(mode)) or "none"
         raise ValueError(f"no verdict to make: claim(s) {', '.join(names)} on problem(s) "
                          f"{', '.join(problems or ['every'])} have no setting in {mode} mode "
                          f"(its settings: {where}); nothing was run or written")
@@ -171,7 +171,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     planned = {}  # recording pass: which configs need a learning rate, and a first check
     for b in budgets:
         planned[b.key] = [job for c in names if b.applies(c) for job in modules[c].jobs(b)]
-    free = {c: modules[c].jobs(plain) for c in names if c in protocol.RULES["claims"]["none"]}
+    free = {c: modules[c].jobs(plain) for c in names if c in protocol.RULES.claims_on("none")}
     for task in [t for ts in planned.values() for t in ts] + [t for ts in free.values()
                                                               for t in ts]:
         if hasattr(task, "check"):  # bad names, options or N:M: an error before any work
@@ -200,9 +200,9 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             chosen, table = (tuning.committed() if budgets else {}), {}
         else:  # tune: every config a full budget needs, and quick mode's at its timescale
             needs = {}
-            quick = [_setup.Budget("quick", p, ts, tuple(protocol.RULES["seeds"]["quick"]),
+            quick = [_setup.Budget("quick", p, ts, protocol.RULES.seeds.quick,
                                    steps=steps or 0)
-                     for p, ts, _ in protocol.settings("quick", problems)]
+                     for p, ts, _ in protocol.RULES.settings("quick", problems)]
             quick += [o for q in quick for o in _setup.operating_points(q, names)]
             for q in quick:
                 for c in names:
@@ -218,7 +218,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
             if extended:  # more tuning seeds for the stability map only (PROTOCOL §D4.3)
                 adam = {s: (b, {k for k in keys if k.startswith("adam|")})
                         for s, (b, keys) in needs.items()}
-                more = tuning.jobs(adam, seeds=protocol.RULES["extended"]["stability_seeds"])
+                more = tuning.jobs(adam, seeds=protocol.RULES.extended.stability_seeds)
                 seen = execute([t for g in more.values() for t in g["tasks"]], "stability")
                 done = {**done, **seen}
                 stability_table = tuning.extend_errors(table, tuning.choose(more, seen)[1])
@@ -497,7 +497,7 @@ def protocol_record(altered: bool, names=()) -> dict:
     from stepsim.checks import protocol
 
     out = {"commit": protocol.protocol_commit(), "rules_sha256": protocol.rules_digest(),
-           "rules_version": protocol.RULES["version"], "altered_for_testing": bool(altered)}
+           "rules_version": protocol.RULES.version, "altered_for_testing": bool(altered)}
     extras = {c: protocol.extra_record(c) for c in names if c in protocol.EXTRAS}
     if extras:
         out["extras"] = extras

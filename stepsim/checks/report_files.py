@@ -184,7 +184,7 @@ def _operating_markdown(report: Report) -> list:
 def _plateau_max() -> float:
     from stepsim.checks import protocol
 
-    return float(protocol.RULES["plateau"]["max_ratio"])
+    return float(protocol.RULES.plateau.max_ratio)
 
 
 def _g(value) -> str:

@@ -30,14 +30,14 @@ def jobs(needs: dict, seeds=None) -> dict:
     the stability map only, :func:`extend_errors`)."""
     from stepsim.checks import _setup
 
-    seeds = tuple(protocol.RULES["seeds"]["tuning"] if seeds is None else seeds)
     out = {}
     for setting, (budget, keys) in sorted(needs.items()):
-        tuner = _setup.Budget(budget.mode, budget.problem, budget.timescale, seeds,
-                              steps=budget.steps, schedule=budget.schedule)
+        tuner = _setup.Budget(budget.mode, budget.problem, budget.timescale,
+                              tuple(budget.rules.seeds.tuning if seeds is None else seeds),
+                              steps=budget.steps, schedule=budget.schedule, rules=budget.rules)
         for key in sorted(keys):
             optimizer, recipe, nm, m = protocol.parse_key(key)
-            lrs = protocol.grid(budget.problem, optimizer)
+            lrs = budget.rules.grid(budget.problem, optimizer)
             # a STEP key tuned for itself (draft 4) switches by the default AutoSwitch
             tasks = [tuner.run(recipe, seed, nm=nm, m=m, optimizer=optimizer, lr=lr,
                                evaluate=False)
@@ -98,7 +98,7 @@ def tie_budgets(budget, table: dict, claims) -> list:
 
     from stepsim.checks import c06_high_sparsity
 
-    rules = protocol.RULES["operating_points"]
+    rules = budget.rules.operating_points
     if budget.tag or budget.only is not None or budget.schedule != "constant":
         return []
     rows = table.get(budget.setting, {})
@@ -107,14 +107,14 @@ def tie_budgets(budget, table: dict, claims) -> list:
         key = protocol.config_key("adam", "sr-ste", nm)
         if key not in rows:
             continue
-        wanted = [c for c in rules["claims"] if c in claims and (
+        wanted = [c for c in rules.claims if c in claims and (
             c != "C6" or tuple(nm) in c06_high_sparsity.HIGH[budget.problem])]
         if not wanted:
             continue
         for lr in rows[key]["tie"]:
             out.append(dataclasses.replace(
                 budget, lrs={**budget.lrs, key: lr}, nm_only=tuple(nm), only=tuple(wanted),
-                readings=tuple(rules["tie"]["readings"][budget.problem]),
+                readings=tuple(rules.tie.readings[budget.problem]),
                 tag=f"sr-ste {protocol.nm_label(nm)} lr={lr:g}"))
     return out
 

@@ -246,7 +246,7 @@ def min_finite_pairs() -> int:
     """The fewest seeds with every run finite for an error effect to be judged (RULES)."""
     from stepsim.checks import protocol
 
-    return int(protocol.RULES["divergence"]["min_finite_pairs"])
+    return int(protocol.RULES.divergence.min_finite_pairs)
 
 
 def divergence_test(effect: Effect):

@@ -68,17 +68,17 @@ def test_config_keys_round_trip_and_step_reuses_srste():
 
 
 def test_settings_of_full_and_quick_mode():
-    assert protocol.settings("full") == [("digits", "main", None), ("digits", "fast", ("C5",)),
+    assert protocol.RULES.settings("full") == [("digits", "main", None), ("digits", "fast", ("C5",)),
                                          ("lm", "fast", None)]
-    assert protocol.settings("quick") == [("digits", "fast", None)]
-    assert protocol.settings("full", ["lm"]) == [("lm", "fast", None)]
-    assert protocol.settings("full", ["digits"]) == [("digits", "main", None),
+    assert protocol.RULES.settings("quick") == [("digits", "fast", None)]
+    assert protocol.RULES.settings("full", ["lm"]) == [("lm", "fast", None)]
+    assert protocol.RULES.settings("full", ["digits"]) == [("digits", "main", None),
                                                      ("digits", "fast", ("C5",))]
     with pytest.raises(ValueError, match=r"problem 'lm' is not in quick mode, which runs only "
                        r"\['digits'\]; check it in full mode"):
-        protocol.settings("quick", ["lm"])  # refused, not an empty check
+        protocol.RULES.settings("quick", ["lm"])  # refused, not an empty check
     with pytest.raises(ValueError, match="problem must be one of"):
-        protocol.settings("full", ["regression"])
+        protocol.RULES.settings("full", ["regression"])
 
 
 def test_budget_runs_use_the_tuned_lr_of_their_config_and_the_timescale():
@@ -107,7 +107,8 @@ def test_budget_runs_use_the_tuned_lr_of_their_config_and_the_timescale():
 @pytest.fixture
 def five_point_grid(monkeypatch):
     """The tuning rule on a fixed 5-value grid (the protocol's grid may grow by its edge rule)."""
-    monkeypatch.setitem(protocol.RULES["grids"]["digits"], "adam", [3e-4, 1e-3, 3e-3, 1e-2, 3e-2])
+    monkeypatch.setattr(protocol, "RULES", protocol.RULES.with_value(
+        "grids.digits.adam", [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]))
 
 
 def tuning_case(means_by_lr, diverged=()):
@@ -117,12 +118,12 @@ def tuning_case(means_by_lr, diverged=()):
     groups = tuning.jobs({"digits/main": (probe, {"adam|sr-ste|1:8"})})
     (key, group), = groups.items()
     assert key == ("digits/main", "adam|sr-ste|1:8")
-    grid = protocol.grid("digits", "adam")
+    grid = protocol.RULES.grid("digits", "adam")
     assert group["grid"] == grid and group["seeds"] == 3 and len(group["tasks"]) == 15
     results = {}
     for j, lr in enumerate(grid):
         tasks = group["tasks"][3 * j:3 * j + 3]
-        assert [t.seed for t in tasks] == protocol.RULES["seeds"]["tuning"]
+        assert tuple(t.seed for t in tasks) == protocol.RULES.seeds.tuning
         for k, t in enumerate(tasks):
             assert dict(t.recipe_options)["lr"] == lr and t.eval_every is None
             assert t.steps == 200 and t.nm == (1, 8) and t.recipe == "sr-ste"

@@ -84,15 +84,15 @@ def test_sigkill_in_tuning_and_in_evaluation_then_resume_gives_the_same_report(t
     # and for quick mode's (the fast one), before the evaluation runs
     assert set(report.tuning) == {"digits/main", "digits/fast"}
     row = report.tuning["digits/main"]["adam|dense|-"]
-    assert row["grid"] == protocol.grid("digits", "adam") and row["choice"] in row["grid"]
+    assert row["grid"] == protocol.RULES.grid("digits", "adam") and row["choice"] in row["grid"]
     assert report.lrs["digits/main"]["adam|dense|-"] == row["choice"]
     n_tuning = sum(len(r["grid"]) * 3 for s in report.tuning.values() for r in s.values())
     # one config (Adam, dense) on the whole grid x 3 tuning seeds, at both timescales
-    assert n_tuning == 2 * 3 * len(protocol.grid("digits", "adam"))
+    assert n_tuning == 2 * 3 * len(protocol.RULES.grid("digits", "adam"))
     assert total == n_tuning + 24 + 1
     assert [(c.claim, c.setting) for c in report.claims] == [("C3", "digits/main"),
                                                              ("C12", "none")]
-    assert report.claims[0].seeds == tuple(protocol.RULES["seeds"]["full"])
+    assert report.claims[0].seeds == protocol.RULES.seeds.full
     assert report.protocol["altered_for_testing"]
 
     out = tmp_path / "killed"
@@ -122,7 +122,7 @@ def test_equal_runs_are_shared_between_claims_and_a_second_call_runs_nothing(tmp
     lrs = {"digits/main": {"adam|dense|-": 0.003, "adam|sr-ste|1:8": 0.01,
                            "adam|sr-ste|1:16": 0.01}}
     claims = ["C2", "C3"]  # both run dense Adam at loss x1 on each seed
-    b = Budget("full", "digits", "main", tuple(protocol.RULES["seeds"]["full"]),
+    b = Budget("full", "digits", "main", protocol.RULES.seeds.full,
                lrs=lrs["digits/main"], steps=200)
     specs = [s for c in claims for s in claim_module(c).jobs(b)]
     distinct = {s.digest for s in specs}

@@ -141,7 +141,7 @@ def test_plateau_ratio_compares_the_loss_at_k0_with_its_start():
     assert operating.plateau_ratio(loss, None) is None
     assert operating.plateau_ratio(loss[:10], 20) is None
     assert math.isnan(operating.plateau_ratio([1.0, np.inf, 1.0, 1.0], 4))
-    assert protocol.RULES["plateau"]["window"] == traces.PLATEAU_WINDOW
+    assert protocol.RULES.plateau.window == traces.PLATEAU_WINDOW
     with pytest.raises(ValueError, match="window"):
         traces.plateau_ratio(loss, 100, 0)
 
@@ -391,9 +391,12 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
     from stepsim.checks import protocol
     from stepsim.checks.report import run_checks
 
-    full_grid = protocol.grid
-    monkeypatch.setattr(protocol, "grid", lambda problem, optimizer:
-                        full_grid(problem, optimizer)[2::2][:2])
+    rules = protocol.RULES
+    for optimizer in ("adam", "sgdm"):
+        for problem in rules.problems:
+            rules = rules.with_value(f"grids.{problem}.{optimizer}",
+                                     rules.grid(problem, optimizer)[2::2][:2])
+    monkeypatch.setattr(protocol, "RULES", rules)
 
     report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
                         out=tmp_path / "r", progress=False, jobs=2)  # both cores

@@ -14,7 +14,7 @@ from stepsim.checks import _setup, c05_step_vs_baselines as c05, protocol
 from stepsim.checks import s01_successors as s1
 from stepsim.checks.verdict import INCONCLUSIVE, REPRODUCED
 
-SEEDS = tuple(protocol.RULES["seeds"]["full"])
+SEEDS = protocol.RULES.seeds.full
 
 
 def all_lrs(problem: str, timescale: str) -> dict:
@@ -57,10 +57,11 @@ def test_s1_jobs_count_and_digests_shared_with_c5(problem, timescale, nms):
 
 def test_s1_rules_block_and_draft_4_unchanged():
     assert protocol.document_extra("S1") == protocol.RULES_S1
-    assert protocol.document_rules() == protocol.RULES  # draft 4's block and digest stay
+    assert protocol.document_rules() == protocol.RULES.to_dict()  # draft 4's block stays
     assert protocol.RULES_S1 not in protocol.DRAFTS.values()
     rec = protocol.extra_record("S1")
     assert rec["rules_sha256"] == protocol.rules_digest(protocol.RULES_S1)
+    assert protocol.EXTRAS["S1"].to_dict() == protocol.RULES_S1
     for key, (name, options) in protocol.RULES_S1["recipes"].items():
         assert _setup.RECIPES[key] == (name, options)
 
@@ -119,7 +120,7 @@ def test_s1_decides_synthetic_views():
 def _merged(tmp_path, first_claim: str):
     from stepsim.checks.report import run_checks
 
-    q = _setup.Budget("quick", "digits", "fast", tuple(protocol.RULES["seeds"]["quick"]))
+    q = _setup.Budget("quick", "digits", "fast", protocol.RULES.seeds.quick)
     s1.jobs(q)
     c05.jobs(q)
     lrs = {"digits/fast": {k: 1e-3 for k in q.needed}}
