@@ -1,16 +1,16 @@
-"""Operating points of STEP (PROTOCOL draft 4): tie sets, the stability map, the plateau.
+"""Operating points of STEP (PROTOCOL.md "Draft 4"): tie sets, the stability map, the plateau.
 
 Pure functions of numbers (no runs, no NumPy at import):
 
-* :func:`tie_set` — the grid values statistically tied with a config's choice (§D4.2): no
-  tuning run diverged there and the mean paired difference to the choice over the tuning
-  seeds is at most ``se`` standard errors of that difference.
+* :func:`tie_set` — the grid values statistically tied with a config's choice ("Tie-aware
+  tuning"): no tuning run diverged there and the mean paired difference to the choice
+  over the tuning seeds is at most ``se`` standard errors of that difference.
 * :func:`clopper_pearson` — the exact two-sided interval of a divergence rate k / n.
 * :func:`stability_rows` / :func:`stability_map` — per config, error and divergence rate
   against the learning rate, the smallest diverging and the largest stable lr, and STEP's
-  stable range relative to SR-STE's (§D4.3), from the tuning table.
+  stable range relative to SR-STE's ("Stability map"), from the tuning table.
 * :func:`plateau_ratio` / :func:`on_plateau` — the batch loss at the switch relative to
-  the start, and whether the switch fell on the initial plateau (§D4.5).
+  the start, and whether the switch fell on the initial plateau ("Switch premises").
 * :func:`switch_findings` — per setting, how AutoSwitch's runs switched: causes and plateau.
 """
 
@@ -26,7 +26,7 @@ STEP_RECIPES = ("step-a1", "step-sr")
 
 # --------------------------------------------------------------------------- tie set
 def tie_set(grid, per_seed, choice, *, se: float | None = None) -> list[float]:
-    """The grid values tied with ``choice`` (PROTOCOL §D4.2), in grid order.
+    """The grid values tied with ``choice`` (PROTOCOL.md "Tie-aware tuning"), in grid order.
 
     grid: the lrs; per_seed: per lr, the final error of each tuning seed (paired by
     position; None or a non-finite value for a run that diverged); choice: the chosen lr
@@ -81,7 +81,7 @@ def clopper_pearson(k: int, n: int, level: float | None = None) -> tuple[float, 
 
 
 def stability_rows(grid, per_seed, *, level: float | None = None) -> dict:
-    """One config's stability over its grid (PROTOCOL §D4.3).
+    """One config's stability over its grid (PROTOCOL.md "Stability map").
 
     Returns {"lr": grid, "mean": mean error of the finite runs per lr (None if none),
     "finite": their count, "diverged": k per lr, "n": runs per lr, "ci": [(lo, hi)] the
@@ -192,9 +192,9 @@ def stability_figure(setting: str, per: dict, path):
     mean final error of the finite tuning runs against the lr (log axis) per recipe, and
     the divergence count k/n printed at every lr where a run diverged (a cross at the top
     of the panel). ``per``: :func:`stability_map`'s value for the setting."""
-    from stepsim.checks import _plots
+    from stepsim.checks import plots
 
-    plt = _plots._pyplot()
+    plt = plots.pyplot()
     panels = [w for w in sorted(per) if w != "-"] or sorted(per)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
     for ax, where in zip(axes[0], panels):
@@ -218,7 +218,7 @@ def stability_figure(setting: str, per: dict, path):
         ax.set_title(f"{where}")
         ax.legend(fontsize=7)
     fig.suptitle(f"Stability map, {setting}: error vs lr; x = diverged tuning runs (k/n)")
-    return _plots.finish(fig, path, "tuning seeds only (never evidence); divergence k/n "
+    return plots.finish(fig, path, "tuning seeds only (never evidence); divergence k/n "
                          "with 95% Clopper-Pearson intervals in the report's table")
 
 

@@ -110,7 +110,8 @@ RULES = Rules.parse(DRAFTS[CURRENT], f"draft {CURRENT}'s rules")
 #: beyond the paper, its own rules and digest; draft 4's RULES and digest are untouched.
 #: recipes: key -> [registry recipe, options] of the recipes new to S1 (tuned as a
 #: baseline, section 3); "dense", "sr-ste" and STEP ("step_lr": "own": the own-lr reading
-#: of "STEP at its own tuned learning rate") are the claims' runs. dense_result: recipes whose trained model is dense.
+#: of "STEP at its own tuned learning rate") are the claims' runs. dense_result: recipes
+#: whose trained model is dense.
 RULES_S1 = {
     "id": "S1",
     "settings": {"digits": {"timescale": "main", "nms": [[1, 8], [1, 16]]},

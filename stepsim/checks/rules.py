@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import typing
 from collections.abc import Mapping
@@ -339,7 +340,7 @@ class Rules(Record):
         if mode == "quick":
             if problems is not None and not set(chosen) <= set(quick):
                 # refused, not ignored: a quick check of these would run nothing of them
-                raise ValueError(f"problem {sorted(set(chosen) - set(quick))[0]!r} is not "
+                raise ValueError(f"problem {min(set(chosen) - set(quick))!r} is not "
                                  f"in quick mode, which runs only {list(quick)}; check it "
                                  f"in full mode")
             return [(p, self.quick.timescale, None) for p in quick if p in chosen]
@@ -367,7 +368,7 @@ def _check_rules(r: Rules) -> None:
     need(set(r.grids) == problems, f"grids for {sorted(r.grids)}, problems {sorted(problems)}")
     for name, grids in r.grids.items():
         for opt, lrs in grids.items():
-            need(lrs and all(0 < a < b for a, b in zip(lrs, lrs[1:])) and lrs[0] > 0,
+            need(lrs and lrs[0] > 0 and all(a < b for a, b in itertools.pairwise(lrs)),
                  f"grid {name}/{opt} must be positive and increasing")
     need(set(r.claims) <= problems | {"none"}, f"claims on unknown problems {sorted(r.claims)}")
     need(not set(r.seeds.tuning) & (set(r.seeds.full) | set(r.seeds.quick))

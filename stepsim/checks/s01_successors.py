@@ -1,14 +1,14 @@
-"""S1 (beyond the paper, issue 24): STEP among its successors, on the same paired seeds.
+"""S1 (beyond the paper, PROTOCOL.md section S1): STEP among its successors, on paired seeds.
 
 Quantity. Per problem and N:M of the comparison's rules (``protocol.EXTRAS["S1"]``: digits at
 the main timescale, 1:8 and 1:16; the LM at the fast timescale, 2:4) and evaluation seed,
 the error e of every recipe at its own tuned learning rate: dense, SR-STE (lambda 2e-4),
-STEP (both readings, at STEP's own tuned lr, draft 4 §D4.1: the claims' runs, shared),
-and the recipes new to S1, each tuned exactly as a baseline (§3): S-STE (Hu, Zhu & Chen,
-NeurIPS 2024), masked decay with a dense tail (Hu et al., ICML 2024; its trained model is
-DENSE), masked decay without it (an N:M model), transposable SR-STE, and S-STE with STEP's
-precondition phase and frozen v ("s-ste-step"). Per recipe: its gap to dense
-e_X - e_dense with its CI (the checks' paired per-seed estimate, the seeds x items SE),
+STEP (both readings, at STEP's own tuned lr as in "STEP at its own tuned learning rate": the
+claims' runs, shared), and the recipes new to S1, each tuned exactly as a baseline (§3):
+S-STE (Hu, Zhu & Chen, NeurIPS 2024), masked decay with a dense tail (Hu et al., ICML 2024;
+its trained model is DENSE), masked decay without it (an N:M model), transposable SR-STE,
+and S-STE with STEP's precondition phase and frozen v ("s-ste-step"). Per recipe: its gap to
+dense e_X - e_dense with its CI (the checks' paired per-seed estimate, the seeds x items SE),
 its divergence rate k/8 with its Clopper-Pearson interval, the mean mask flip rate over
 the last 10% of steps, and its paired difference to SR-STE.
 
@@ -32,21 +32,20 @@ import dataclasses
 import math
 import statistics
 
-from stepsim.checks import _plots, protocol
-from stepsim.checks._setup import STEP_KEYS, effect
+from stepsim.checks import plots, protocol
+from stepsim.checks.budget import STEP_KEYS, effect
+from stepsim.checks.registry import Claim, register
 from stepsim.checks.verdict import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     REPRODUCED,
     ClaimResult,
+    Evidence,
     combine,
     decide_parts,
     rule_of,
 )
 
-CLAIM = "S1"
-TITLE = "Beyond the paper: STEP among its successors"
-RULE = rule_of(__doc__)
 RULES = protocol.EXTRAS["S1"]
 
 #: recipe key -> the label the table and figure use
@@ -72,9 +71,28 @@ def recipes() -> list[str]:
     return [RULES.baseline, *steps, *RULES.recipes]
 
 
+def part_name(key: str, nm) -> str:
+    """The part comparing recipe ``key`` with SR-STE at ``nm`` ("s-ste vs sr-ste 1:8")."""
+    return f"{key} vs {RULES.baseline} {protocol.nm_label(nm)}"
+
+
+def part_names(budget) -> tuple:
+    """Per N:M, one part per recipe other than SR-STE (each N:M its own Holm family)."""
+    return tuple(part_name(key, nm) for nm in nms(budget) for key in recipes()
+                 if key != RULES.baseline)
+
+
+def primary_parts(budget) -> tuple:
+    """The parts the line's verdict rests on: the successors' ("a successor beats
+    SR-STE"); the other recipes' parts are reported beside it."""
+    return tuple(part_name(key, nm) for nm in nms(budget) for key in recipes()
+                 if key in RULES.successors)
+
+
 def groups(budget) -> dict:
     """(recipe key, N:M or None) -> the runs over the evaluation seeds. Dense and SR-STE
-    are the claims' runs (C5), STEP the runs of its own-lr operating point (§D4.1): the
+    are the claims' runs (C5), STEP the runs of its own-lr operating point (PROTOCOL.md
+    "STEP at its own tuned learning rate"): the
     same RunSpecs, so a store that holds the claims' runs serves them."""
     own = dataclasses.replace(budget, step_lr=RULES.step.lr)  # shares ``needed``
     out = {(RULES.reference, None): budget.runs(RULES.reference)}
@@ -140,7 +158,7 @@ def decide_claim(budget, results):
                 e = effect(results, [(1, g[(base, nm)]), (-1, runs)],
                            name=f"e({base}) - e({key}) at {label}", units=budget.units,
                            margin=float(RULES.margin))
-                todo[f"{key} vs {base} {label}"] = (e, None, "")
+                todo[part_name(key, nm)] = Evidence(e)
         decided = decide_parts(todo, alpha=budget.rules.alpha)  # Holm: this N:M
         for name, part in decided.items():
             key = name.split(" vs ")[0]
@@ -168,7 +186,7 @@ def decide_claim(budget, results):
     # S1 runs STEP at its own lr (its rules' "step"), whatever the plain setting's label says
     problem = budget.label.replace("STEP at SR-STE's tuned lr", "STEP and every recipe at "
                                    "its own tuned lr")
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, first, problem,
+    return ClaimResult(CLAIM.id, CLAIM.title, verdict, reason, CLAIM.rule, first, problem,
                        tuple(budget.seeds), budget.mode, numbers, parts=tuple(parts.values()))
 
 
@@ -235,10 +253,10 @@ def readme_table(report_json) -> str:
     doc = json.loads(Path(report_json).read_text())["result"]
     lines = []
     for c in doc["claims"]:
-        if c["claim"] == CLAIM:
+        if c["claim"] == CLAIM.id:
             lines += markdown_table(c) + [""]
     if not lines:
-        raise ValueError(f"{report_json} holds no {CLAIM} result")
+        raise ValueError(f"{report_json} holds no {CLAIM.id} result")
     return "\n".join(lines)
 
 
@@ -254,8 +272,15 @@ def figures(result, out_dir):
             tag = f" ({row['diverged']} div.)" if row["diverged"] else ""
             groups[f"{label} {key}{tag}"] = row["gap_values"] or [math.nan]
     path = Path(out_dir) / f"successors-{result.setting.replace('/', '-')}.png"
-    return [_plots.bars(path, title=f"S1: gap to dense by recipe — {result.verdict}",
+    return [plots.bars(path, title=f"S1: gap to dense by recipe — {result.verdict}",
                         groups=groups, ylabel=f"gap to dense ({n['units']})", hline=0.0,
                         note=f"{result.problem}; seeds {list(result.seeds)}; each recipe at "
                         "its own tuned lr; md-dense's model is dense; diverged runs left "
                         "out (counted)")]
+
+
+CLAIM = register(Claim(
+    id="S1",
+    title="Beyond the paper: STEP among its successors",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    primary=primary_parts, figures=figures, markdown=markdown_table))

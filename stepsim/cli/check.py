@@ -52,7 +52,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from stepsim.checks import parse_claims, run_checks
-    from stepsim.checks.report import default_out
+    from stepsim.checks.outputs import default_out
     from stepsim.experiments.executors import connected
 
     # bad input is a one-line error before any work starts (run_checks probes --out after
@@ -78,7 +78,7 @@ def run(args) -> int:
 
 def interrupted(args) -> str:
     """The line Ctrl-C prints: the runs kept in ``--out``'s runs/ (``stepsim.cli``)."""
-    from stepsim.checks.report import RUNS_DIR
+    from stepsim.checks.outputs import RUNS_DIR
 
     out = getattr(args, "_out", None)
     if out is None or not (out / RUNS_DIR).is_dir():

@@ -382,19 +382,19 @@ API_CASES = [
         id="load_table-no-result"),
     api(_np(lambda: __import__("stepsim.checks").checks.parse_claims(["all", "C99"])),
         ValueError, r"unknown claim 'C99'", id="parse_claims-all-and-unknown"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C3"], mode="slow")), ValueError, r"mode must be 'quick' or 'full', got 'slow'",
         id="run_checks-mode"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C3"], mode="full", problems=["regression"])), ValueError,
         r"problem must be one of \['digits', 'lm'\], got 'regression'",
         id="run_checks-problem"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C3"], mode="full", steps=50)), ValueError, r"steps must be an integer >= 200, got 50",
         id="run_checks-steps"),
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.parse_key(
         "adam|sr-ste")), ValueError, r"config key must be", id="parse_key-short"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C5"], mode="quick", extended=True)), ValueError,
         r"extended must be True or False and needs mode 'full'", id="run_checks-extended"),
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.document_rules(
@@ -414,7 +414,7 @@ API_CASES = [
         id="tie_set-choice"),
     api(_np(lambda: __import__("stepsim.checks.operating").checks.operating.clopper_pearson(
         4, 3)), ValueError, r"need integers 0 <= k <= n", id="clopper_pearson-k"),
-    api(_np(lambda: __import__("stepsim.checks._setup").checks._setup.Budget(
+    api(_np(lambda: __import__("stepsim.checks.budget").checks.budget.Budget(
         "full", "digits", "main", (0,), schedule="linear")), ValueError,
         r"schedule must be 'constant' or one of \['cosine-warmup'\], got 'linear'",
         id="budget-schedule"),
@@ -446,10 +446,10 @@ API_CASES = [
         quick=True, only=["layout"], json_path=""), ValueError,
         r"json_path: empty path; give a file name \(None: do not save\)",
         id="run_bench-json-empty"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C12"], mode="quick", out="")), ValueError, r"--out: empty path; give a directory",
         id="run_checks-out-empty"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C1"], mode="quick", problems=["lm"])), ValueError,
         r"problem 'lm' is not in quick mode, which runs only \['digits'\]",
         id="run_checks-quick-problem-not-in-quick-mode"),

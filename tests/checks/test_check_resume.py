@@ -115,9 +115,9 @@ def test_sigkill_in_tuning_and_in_evaluation_then_resume_gives_the_same_report(t
 @pytest.mark.slow
 def test_equal_runs_are_shared_between_claims_and_a_second_call_runs_nothing(tmp_path,
                                                                            monkeypatch):
-    from stepsim.checks import claim_module
-    from stepsim.checks._setup import Budget
+    from stepsim.checks.budget import Budget
     from stepsim.experiments import executors
+    from tests.checks.fake_views import claim_module
 
     lrs = {"digits/main": {"adam|dense|-": 0.003, "adam|sr-ste|1:8": 0.01,
                            "adam|sr-ste|1:16": 0.01}}
@@ -213,7 +213,7 @@ def test_bad_calls_fail_before_any_run(tmp_path, monkeypatch):
 
 
 def test_the_default_out_is_not_the_current_directory(monkeypatch, tmp_path):
-    from stepsim.checks.report import default_out
+    from stepsim.checks.outputs import default_out
 
     monkeypatch.delenv("STEPSIM_CHECK_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -224,7 +224,9 @@ def test_the_default_out_is_not_the_current_directory(monkeypatch, tmp_path):
 
 def test_a_failure_while_drawing_leaves_the_old_report_and_its_figures_together(tmp_path,
                                                                              monkeypatch):
-    from stepsim.checks import claim_module
+    import dataclasses
+
+    from stepsim.checks.registry import REGISTRY, get_claim
 
     out = tmp_path / "r"
     run_checks(["C12"], mode="full", out=out, progress=False)  # no training: a count
@@ -234,7 +236,7 @@ def test_a_failure_while_drawing_leaves_the_old_report_and_its_figures_together(
     def broken(result, path):  # as a kill while drawing would leave it
         raise RuntimeError("drawing failed")
 
-    monkeypatch.setattr(claim_module("C12"), "figure", broken)
+    monkeypatch.setitem(REGISTRY, "C12", dataclasses.replace(get_claim("C12"), figure=broken))
     with pytest.raises(RuntimeError, match="drawing failed"):
         run_checks(["C12"], mode="full", out=out, progress=False)
     assert json.loads((out / "report.json").read_text())["result"]["run_id"] == old

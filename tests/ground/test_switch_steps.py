@@ -10,7 +10,7 @@ import pytest
 
 from stepsim._ground.switch_steps import CLIP_BOUNDS, fraction_to_step, legal_switch_steps
 from stepsim.checks import protocol
-from stepsim.checks._setup import switch_cause
+from stepsim.checks.budget import switch_cause
 from stepsim.recipes.criteria import AutoSwitch
 
 

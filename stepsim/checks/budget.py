@@ -261,9 +261,9 @@ def combination(results: dict, terms, seeds=None) -> tuple[list[float], float, f
     freedom. seeds: the positions to use (None: all; ``effect`` passes the seeds whose runs
     all stayed finite). Every seed is evaluated on the same test set, so that error is
     common to the seeds and does not average out: ``stats.shared_test_variance`` of the
-    seeds x items table of per-item contrasts z[s, i] = sum_j c_j x_j[s, i] (PROTOCOL
-    draft 4: the item part of a seeds x items decomposition, so the within-seed item noise
-    that the seeds' spread already holds is not counted again)."""
+    seeds x items table of per-item contrasts z[s, i] = sum_j c_j x_j[s, i] (PROTOCOL.md
+    "Draft 4: statistics": the item part of a seeds x items decomposition, so the
+    within-seed item noise that the seeds' spread already holds is not counted again)."""
     import numpy as np
 
     from stepsim import stats
@@ -284,7 +284,8 @@ def combination(results: dict, terms, seeds=None) -> tuple[list[float], float, f
 
 
 def divergence(results: dict, terms) -> dict:
-    """Which seeds of a combination lost a run (PROTOCOL draft 4: divergence is an outcome).
+    """Which seeds of a combination lost a run (PROTOCOL.md "Draft 4: statistics":
+    divergence is an outcome).
 
     A run's *side* is the sign of its coefficient in E: "plus" runs raise E when their error
     rises (the recipe the claim says is worse), "minus" runs lower it (the one it says is
@@ -355,7 +356,8 @@ def switch_cause(k0, steps: int, window: int, *, clip: bool, bounds=None) -> str
 def causes(results: dict, runs, budget: Budget, *, clip: bool, fixed: bool = False) -> list[dict]:
     """Per run: {"k0", "fraction", "cause", "loss_ratio", "plateau"}: its switch step, why
     (``switch_cause``; "fixed" for a fixed switch), the batch loss at k0 over its start and
-    whether the switch fell on the initial plateau (PROTOCOL §D4.5; None when unknown)."""
+    whether the switch fell on the initial plateau (PROTOCOL.md "Switch premises"; None
+    when unknown)."""
     from stepsim.checks.operating import on_plateau
 
     out = []
