@@ -15,14 +15,11 @@ def add_arguments(parser) -> None:
                              "and STEP), runs only when named")
     parser.add_argument("--quick", action="store_true",
                         help="quick mode: digits only, 3 seeds, the fast timescale and the "
-                             "learning rates of the committed full run (162-176 s measured "
-                             "on 2 idle cores once numba's kernels are compiled, longer the "
-                             "first time; indicative, not evidence). "
-                             "Default: full mode, the registered "
+                             "learning rates of the committed full run (a few minutes; "
+                             "indicative, not evidence). Default: full mode, the registered "
                              "protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 seeds, digits "
-                             "and the transformer LM, with draft 4's operating points (draft "
-                             "3's runs: 24.5 min measured on 2 cores; draft 4 adds an "
-                             "estimated 30-45 min)")
+                             "and the transformer LM, with the operating points of its "
+                             "current draft (--dry-run estimates the time)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write DIR/report.json, DIR/report.md, DIR/figures/ and keep "
                              "every finished run in DIR/runs/ (a second call resumes; equal "
@@ -35,20 +32,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run on a Dask cluster at ADDRESS (tcp://host:port) instead")
     parser.add_argument("--extended", action="store_true",
-                        help="full mode plus the extended set of PROTOCOL.md draft 4 (§D4.8: "
-                             "STEP-A1 on the LM at the fixed switch fractions and the tie "
-                             "set, the LM under cosine, tuning seeds 1003-1007 for the stability "
-                             "map); beyond the 60-minute budget, meant "
-                             "for --scheduler (Dask); not registered evidence")
+                        help="full mode plus the extended set of PROTOCOL.md (\"Budget and "
+                             "the extended set\": STEP-A1 on the LM at the fixed switch "
+                             "fractions and the tie set, the LM under cosine, more tuning "
+                             "seeds for the stability map); beyond the protocol's time "
+                             "budget, meant for --scheduler (Dask); not registered evidence")
     parser.add_argument("--problem", action="append", choices=("digits", "lm"),
                         default=None, metavar="NAME",
                         help="only this problem of the protocol (digits | lm); repeatable "
                              "(default: every problem of the mode)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan — the runs and tasks per setting and claim, "
+                             "tuning and evaluation, how many --out's store already holds, "
+                             "the estimated worker time — and exit without running or "
+                             "writing anything")
 
 
 def run(args) -> int:
     import time
-
     from pathlib import Path
 
     from stepsim.checks import parse_claims, run_checks
@@ -64,7 +65,10 @@ def run(args) -> int:
                          "--quick")
     if args.out is not None and not args.out.strip():  # Path("") is "." (the current directory)
         raise ValueError("--out: empty path; give a directory")
-    out = args._out = Path(args.out if args.out is not None else default_out(mode))
+    out = Path(args.out if args.out is not None else default_out(mode))
+    if args.dry_run:
+        return _dry_run(claims, mode, out, args)
+    args._out = out
     start = time.perf_counter()
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
         report = run_checks(claims, mode=mode, out=out, jobs=args.jobs,
@@ -73,6 +77,18 @@ def run(args) -> int:
     print(report.table())
     print(f"{len(report.claims)} verdict(s) in {time.perf_counter() - start:.1f} s; wrote "
           f"{out}/report.json, {out}/report.md and {out}/figures/")
+    return 0
+
+
+def _dry_run(claims, mode: str, out, args) -> int:
+    """Print the plan (``stepsim.checks.dry_run``); nothing is run, created or written."""
+    from stepsim.checks.dry_run import describe
+    from stepsim.checks.planning import plan
+    from stepsim.experiments.executors import usable_cores
+
+    made = plan(claims, mode, problems=args.problem, extended=bool(args.extended))
+    workers = args.jobs or usable_cores()
+    print(describe(made, out, workers))
     return 0
 
 
