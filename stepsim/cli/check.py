@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import positive_int
+from stepsim.cli.args import positive_int
 
 HELP = "check the STEP paper's claims C1-C12: verdicts with CIs, report.json/.md and figures"
 

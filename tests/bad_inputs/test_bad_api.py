@@ -461,18 +461,18 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim._ground.validate")._ground.validate.check_finite_array(
         "x", np.array([1.0, np.inf]))), ValueError, r"x contains 0 NaN and 1 infinite",
         id="check_finite_array"),
-    api(_np(lambda: __import__("stepsim.cli._args").cli._args.seed("-1")), ValueError,
+    api(_np(lambda: __import__("stepsim.cli.args").cli.args.seed("-1")), ValueError,
         r"non-negative integer, got '-1'", id="args-seed"),
-    api(_np(lambda: __import__("stepsim.cli._args").cli._args.positive_int("0")), ValueError,
+    api(_np(lambda: __import__("stepsim.cli.args").cli.args.positive_int("0")), ValueError,
         r"positive integer, got '0'", id="args-positive-int"),
-    api(_np(lambda: __import__("stepsim.cli._args").cli._args.finite_float("nan")), ValueError,
+    api(_np(lambda: __import__("stepsim.cli.args").cli.args.finite_float("nan")), ValueError,
         r"finite number, got 'nan'", id="args-finite-float"),
-    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+    api(lambda files: __import__("stepsim.cli.args").cli.args.output_path(
         files["d"] + "/t.npz", option="--json", sidecars=(".npz",)), ValueError,
         r"--json .*t\.npz must not end in \.npz: the \.npz file written beside it would be "
         r".*t\.npz itself",
         id="output_path-sidecar"),
-    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+    api(lambda files: __import__("stepsim.cli.args").cli.args.output_path(
         files["d"] + "/good.json", option="--json", sidecars=(".npy",),
         inputs=(files["good"],)), ValueError, r"\(its \.npy file .*good\.npy\) is the input",
         id="output_path-sidecar-is-input"),

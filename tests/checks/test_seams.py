@@ -77,6 +77,7 @@ def private_imports(paths, inside: str, root: Path = ROOT) -> list[str]:
 def test_no_private_name_crosses_a_module_in_checks_or_into_paper_checks():
     checks = sorted(CHECKS.glob("*.py")) + [ROOT / "stepsim" / "cli" / "check.py"]
     assert private_imports(checks, PACKAGE) == []
+    assert private_imports(checks, "stepsim.cli") == []
     assert private_imports(sorted((ROOT / "paper_checks").glob("*.py")), "stepsim") == []
 
 
