@@ -210,3 +210,28 @@ def test_a_full_check_of_a_problem_outside_quick_mode_is_planned():
     assert {b.problem for b in made.budgets} == {"lm"}
     with pytest.raises(ValueError, match="not in quick mode"):
         plan(["C5"], "quick", problems=["lm"])
+
+
+def test_same_report_compares_reports_apart_from_their_times(tmp_path):
+    """tests/checks/same_report.py (the refactors' check that no result moved): times and
+    run ids are ignored, a verdict or a run count that moved is found."""
+    import json
+
+    from tests.checks import same_report
+
+    def write(name, *, runtime, verdict, runs):
+        doc = {"result": {"runtime_s": runtime, "run_id": name, "compute": {
+            "runs": runs, "worker_s": runtime * 2},
+            "claims": [{"claim": "C1", "verdict": verdict, "runtime_s": runtime}]},
+            "provenance": {"params": {"run_id": name, "mode": "quick"}, "created_utc": name}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        return str(path)
+
+    a = write("a", runtime=1.0, verdict="REPRODUCED", runs=3)
+    b = write("b", runtime=9.0, verdict="REPRODUCED", runs=3)
+    assert same_report.main([a, b]) == 0
+    c = write("c", runtime=1.0, verdict="INCONCLUSIVE", runs=4)
+    found = same_report.differences(same_report.comparable(a), same_report.comparable(c))
+    assert found == [".result.claims[0].verdict: 'REPRODUCED' != 'INCONCLUSIVE'",
+                     ".result.compute.runs: 3 != 4"]

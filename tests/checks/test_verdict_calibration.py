@@ -789,7 +789,7 @@ def _c7_case(case: str, c_a1: float, landing: dict) -> dict:
                          "cause": "fired" if x else "window"} for x in fired]
                 name = f"STEP-{r} lands x{scale:g}"
                 others[name] = c07._landing(name, rows)
-                truths[name] = landing["fired"] > c07.LANDING["fired_rate"]
+                truths[name] = landing["fired"] > c07.LANDING.fired_rate
         parts = V.decide_equivalence(flat, DELTA, others=others)
         wrong_r += any(p.verdict == R and not truths[n] for n, p in parts.items())
         wrong_nr += any(p.verdict == NR and truths[n] for n, p in parts.items())
