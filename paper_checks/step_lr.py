@@ -8,7 +8,7 @@ evidence for a verdict: the learning rates below were chosen after seeing the fu
 
     python paper_checks/step_lr.py [--jobs 2] [--out paper_checks/step_lr.json]
 
-Runs (the protocol's problems and timescales, ``stepsim.checks._setup.Budget``; 8 seeds on
+Runs (the protocol's problems and timescales, ``stepsim.checks.budget.Budget``; 8 seeds on
 digits, 4 on the LM): digits 1:8 main timescale, STEP-A1, STEP-SR and SR-STE at lr 1e-3
 and 3e-3; LM 2:4 fast timescale, STEP-SR and SR-STE at lr 1e-3. Each run's error (digits:
 test error in points; LM: test-loss gap to the entropy floor, nats), whether it went
@@ -28,7 +28,7 @@ LM = [("lm", "fast", key, (2, 4), 1e-3, seed) for key in ("step-sr", "sr-ste")
 
 def run_spec(job):
     """The RunSpec of one run (the protocol's Budget at the job's problem and timescale)."""
-    from stepsim.checks._setup import Budget
+    from stepsim.checks.budget import Budget
 
     problem, timescale, key, nm, lr, seed = job
     return Budget("full", problem, timescale, (seed,), lrs={}).run(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-LAM = 2e-4  # SR-STE's lambda, the protocol's (checks.protocol.RULES["srste_lam"])
+LAM = 2e-4  # SR-STE's lambda, the protocol's (checks.protocol.RULES.srste_lam)
 
 #: label -> (registry recipe, recipe options)
 RECIPES = {
@@ -44,10 +44,10 @@ BETA2 = 0.99  # the protocol's fast timescale (T = 2000)
 def spec_of(label, seed, *, nm, lr, steps):
     """The RunSpec of one run: digits with the protocol's options, Adam (beta2 of the fast
     timescale), STEP-type recipes switching by the default criterion (clipped AutoSwitch)."""
-    from stepsim.checks.protocol import problem_rules
+    from stepsim.checks.protocol import RULES
     from stepsim.experiments.run import RunSpec
 
-    rules = problem_rules("digits")
+    rules = RULES.problem("digits").to_dict()
     name, options = RECIPES[label]
     options = dict(options, lr=float(lr), beta2=BETA2)
     return RunSpec(problem=rules["registry"], problem_options=rules["options"], recipe=name,
@@ -112,9 +112,9 @@ def figure(rows, path, note: str) -> Path:
     """Flip rate vs step per recipe (mean over seeds; a moving average over 1% of T)."""
     import numpy as np
 
-    from stepsim.checks._plots import _pyplot, finish
+    from stepsim.checks.plots import finish, pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     groups = {}
     for r in rows:
@@ -138,13 +138,13 @@ def main(argv=None) -> int:
     import stepsim  # noqa: F401  (portable BLAS before NumPy)
     from stepsim._ground.atomic import write_text
     from stepsim._ground.provenance import save_json
-    from stepsim.cli._args import nm as parse_nm
+    from stepsim._ground.validate import NMRatio
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="60 steps, one seed (tests)")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--nm", type=parse_nm, default=(1, 8))
+    parser.add_argument("--nm", type=NMRatio.parse, default=(1, 8))
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(Path(__file__).with_name("successors.json")))

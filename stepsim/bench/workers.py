@@ -95,19 +95,20 @@ def _cache_rows(bench) -> None:
 def _mix(quick: bool) -> tuple[str, list]:
     """(label, the distinct RunSpecs) of ``stepsim check C1 --quick`` (``quick``) or of
     ``stepsim check --quick``: every quick setting of the protocol with the committed
-    learning rates, as :func:`stepsim.checks.report.run_checks` builds them."""
-    from stepsim.checks import CLAIMS, _setup, claim_module, protocol, tuning
+    learning rates, as :func:`stepsim.checks.pipeline.run_checks` builds them."""
+    from stepsim.checks import CLAIMS, get_claim, protocol, tuning
+    from stepsim.checks.budget import Budget
     from stepsim.experiments.run import RunSpec
 
     claims = ("C1",) if quick else CLAIMS
-    seeds, lrs = tuple(protocol.RULES["seeds"]["quick"]), tuning.committed()
+    seeds, lrs = protocol.RULES.seeds.quick, tuning.committed()
     specs = {}
-    for problem, timescale, only in protocol.settings("quick", None):
-        b = _setup.Budget("quick", problem, timescale, seeds, only=only)
-        b = _setup.Budget("quick", problem, timescale, seeds, lrs=lrs.get(b.key, {}), only=only)
+    for problem, timescale, only in protocol.RULES.settings("quick"):
+        b = Budget("quick", problem, timescale, seeds, only=only)
+        b = Budget("quick", problem, timescale, seeds, lrs=lrs.get(b.key, {}), only=only)
         for claim in claims:
             if b.applies(claim):
-                specs.update((job.digest, job) for job in claim_module(claim).jobs(b)
+                specs.update((job.digest, job) for job in get_claim(claim).jobs(b)
                              if isinstance(job, RunSpec))
     label = "check C1 --quick" if quick else "check --quick"
     return label, list(specs.values())

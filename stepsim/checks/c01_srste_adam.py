@@ -18,15 +18,12 @@ parts with their premise are decided by the generic rule with Holm across parts
 
 from __future__ import annotations
 
-import sys
+from stepsim.checks import outcome, plots
+from stepsim.checks.budget import effect
+from stepsim.checks.protocol import nm_label
+from stepsim.checks.registry import Claim, register
+from stepsim.checks.verdict import Evidence, decide_parts, premise_present, rule_of
 
-from stepsim.checks import _parts, _plots
-from stepsim.checks._setup import effect
-from stepsim.checks.verdict import decide_parts, premise_present, rule_of
-
-CLAIM = "C1"
-TITLE = "SR-STE's gap to dense is larger under Adam than under momentum SGD (Fig. 1)"
-RULE = rule_of(__doc__)
 OPTIMIZERS = ("adam", "sgdm")
 
 
@@ -41,6 +38,11 @@ def _runs(budget):
 
 def jobs(budget):
     return [r for group in _runs(budget).values() for r in group]
+
+
+def part_names(budget) -> tuple:
+    """One part per N:M of the budget ("1:8")."""
+    return tuple(nm_label(nm) for nm in budget.nms)
 
 
 def curve_errors(results, runs) -> dict:
@@ -79,7 +81,7 @@ def decide_claim(budget, results):
     moves = {opt: converged(results, runs[("dense", opt, None)], budget) for opt in OPTIMIZERS}
     todo, parts, gaps = {}, {}, {}
     for nm in budget.nms:
-        label = f"{nm[0]}:{nm[1]}"
+        label = nm_label(nm)
         gap = {opt: effect(results, [(1, runs[("sr-ste", opt, nm)]),
                                      (-1, runs[("dense", opt, None)])],
                            name=f"gap(SR-STE, {opt}) at {label}", units=units, margin=margin)
@@ -92,25 +94,32 @@ def decide_claim(budget, results):
         has_gap = any(premise_present(g, alpha=0.025) for g in gap.values())
         not_converged = [o for o, (ok, _) in moves.items() if not ok]
         if not has_gap:
-            parts[label] = _parts.absent(label, e, "SR-STE's gap to dense is not above 0 under "
+            parts[label] = outcome.absent(label, e, "SR-STE's gap to dense is not above 0 under "
                                          "either tuned optimizer (" + ", ".join(
                                              f"{o} {g.estimate:.3g}" for o, g in gap.items())
                                          + f" {units})")
         elif not_converged:
-            parts[label] = _parts.absent(label, e, "dense not converged under " + ", ".join(
+            parts[label] = outcome.absent(label, e, "dense not converged under " + ", ".join(
                 f"{o} (moved {moves[o][1]:.3g} between 0.8 T and T)" for o in not_converged))
         else:
-            todo[label] = (e, None, "")
+            todo[label] = Evidence(e)
     parts.update(decide_parts(todo))
-    parts = {f"{nm[0]}:{nm[1]}": parts[f"{nm[0]}:{nm[1]}"] for nm in budget.nms}
+    parts = {name: parts[name] for name in part_names(budget)}
     numbers = {"gap": gaps, "dense_moved_late": {o: m for o, (_, m) in moves.items()}}
-    return _parts.result(sys.modules[__name__], budget, parts, numbers)
+    return outcome.result(CLAIM, budget, parts, numbers)
 
 
 def figure(result, path):
     n = result.numbers
     groups = {f"gap {o}, {nm}": v for nm, g in n["gap"].items() for o, v in g.items()}
-    return _plots.bars(path, title=f"C1 (Fig. 1): SR-STE gap to dense by optimizer — "
+    return plots.bars(path, title=f"C1 (Fig. 1): SR-STE gap to dense by optimizer — "
                        f"{result.verdict}", groups=groups, ylabel=f"gap ({n['units']})",
                        hline=0.0, note=f"{result.problem}; seeds {list(result.seeds)}; bars: "
                        "mean and 95% t-CI over seeds, dots: seeds; tuned lrs")
+
+
+CLAIM = register(Claim(
+    id="C1",
+    title="SR-STE's gap to dense is larger under Adam than under momentum SGD (Fig. 1)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

@@ -17,15 +17,12 @@ end > 0: REPRODUCED; upper end < 0: NOT REPRODUCED) with Holm across the N:M par
 from __future__ import annotations
 
 import math
-import sys
 
 from stepsim._ground import libm as _libm
-from stepsim.checks import _parts, _plots
-from stepsim.checks.verdict import decide_parts, effect_from, rule_of
-
-CLAIM = "C2"
-TITLE = "Under SR-STE, Adam's v stays large late; under dense it decays (Fig. 2)"
-RULE = rule_of(__doc__)
+from stepsim.checks import outcome, plots
+from stepsim.checks.protocol import nm_label
+from stepsim.checks.registry import Claim, register
+from stepsim.checks.verdict import Evidence, decide_parts, effect_from, rule_of
 
 
 def _runs(budget):
@@ -39,17 +36,22 @@ def jobs(budget):
     return [j for group in _runs(budget).values() for j in group]
 
 
+def part_names(budget) -> tuple:
+    """One part per N:M of the budget ("1:8")."""
+    return tuple(nm_label(nm) for nm in budget.nms)
+
+
 def decide_claim(budget, results):
     runs = _runs(budget)
     ratio = {k: [results[j.digest]["v_late_ratio"] for j in group] for k, group in runs.items()}
     dense = ratio[("dense", None)]
-    broken = _parts.diverged(results, runs[("dense", None)])
+    broken = outcome.diverged(results, runs[("dense", None)])
     todo, size, parts = {}, {}, {}
     for nm in budget.nms:
-        label = f"{nm[0]}:{nm[1]}"
-        lost = broken + _parts.diverged(results, runs[("sr-ste", nm)])
+        label = nm_label(nm)
+        lost = broken + outcome.diverged(results, runs[("sr-ste", nm)])
         if lost:  # a diverged run has no v to read
-            parts[label] = _parts.lost(label, f"{lost} run(s) have no v to read",
+            parts[label] = outcome.lost(label, f"{lost} run(s) have no v to read",
                                        units="e-folds", margin=0.0)
             continue
         premise = effect_from([0.5 - r for r in dense], name="0.5 - R(dense)", units="ratio",
@@ -57,21 +59,21 @@ def decide_claim(budget, results):
         values = [a - b for a, b in zip(_libm.log(ratio[("sr-ste", nm)]), _libm.log(dense))]
         e = effect_from(values, name=f"ln R(SR-STE) - ln R(dense) at {label}", units="e-folds",
                         margin=0.0)
-        todo[label] = (e, premise, "dense's v does not decay (R(dense) not below 0.5)")
+        todo[label] = Evidence(e, premise, "dense's v does not decay (R(dense) not below 0.5)")
         size[label] = {"estimate": e.estimate, "ln2": math.log(2.0)}
     parts.update(decide_parts(todo))
-    parts = {f"{nm[0]}:{nm[1]}": parts[f"{nm[0]}:{nm[1]}"] for nm in budget.nms}
+    parts = {name: parts[name] for name in part_names(budget)}
     for label, row in size.items():
         row["reached"] = bool(parts[label].effect.ci_low >= math.log(2.0))
     curves = {k[0] if k[1] is None else f"{k[0]} {k[1][0]}:{k[1][1]}":
               [results[j.digest]["v_curve"] for j in group] for k, group in runs.items()}
     numbers = {"ratio": {("dense" if k[1] is None else f"sr-ste {k[1][0]}:{k[1][1]}"): v
                          for k, v in ratio.items()}, "size": size, "curves": curves}
-    return _parts.result(sys.modules[__name__], budget, parts, numbers)
+    return outcome.result(CLAIM, budget, parts, numbers)
 
 
 def figure(result, path):
-    plt = _plots._pyplot()
+    plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
     for i, (recipe, curves) in enumerate(result.numbers["curves"].items()):
         for j, c in enumerate(curves):
@@ -82,5 +84,12 @@ def figure(result, path):
     ax.set_title(f"C2 (Fig. 2): Adam's second moment, dense vs SR-STE — {result.verdict}",
                  fontsize=9)
     ax.legend(fontsize=7)
-    return _plots.finish(fig, path, f"{result.problem}; one line per seed {list(result.seeds)}; "
+    return plots.finish(fig, path, f"{result.problem}; one line per seed {list(result.seeds)}; "
                           f"effect {result.effect}")
+
+
+CLAIM = register(Claim(
+    id="C2",
+    title="Under SR-STE, Adam's v stays large late; under dense it decays (Fig. 2)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

@@ -16,14 +16,11 @@ protocol's run lengths; stated in the report); one part, decided by the generic 
 from __future__ import annotations
 
 import math
-import sys
 
-from stepsim.checks import _parts, _plots
-from stepsim.checks.verdict import decide_parts, effect_from, rule_of
+from stepsim.checks import outcome, plots
+from stepsim.checks.registry import Claim, register
+from stepsim.checks.verdict import Evidence, decide_parts, effect_from, rule_of
 
-CLAIM = "C3"
-TITLE = "Adam's variance change Z_k falls below eps during training (Fig. 3)"
-RULE = rule_of(__doc__)
 EPS = 1e-8
 SCALES = (1.0, 0.01, 100.0)
 
@@ -34,6 +31,11 @@ def _runs(budget):
 
 def jobs(budget):
     return [j for group in _runs(budget).values() for j in group]
+
+
+def part_names(budget) -> tuple:
+    """One part: the variance change at loss x1."""
+    return ("x1",)
 
 
 def _decades(view) -> float:
@@ -47,17 +49,17 @@ def _decades(view) -> float:
 def decide_claim(budget, results):
     runs = _runs(budget)
     per = {scale: [_decades(results[j.digest]) for j in group] for scale, group in runs.items()}
-    lost = _parts.diverged(results, runs[1.0])
+    lost = outcome.diverged(results, runs[1.0])
     values = [v if math.isfinite(v) else 0.0 for v in per[1.0]]
     e = effect_from(values, name="log10(eps / min windowed Z)", units="decades", margin=0.1)
     premise_ok = budget.steps >= 5 * budget.window
     if lost:
-        parts = {"x1": _parts.lost("x1", f"{lost} dense run(s): no variance change to read",
+        parts = {"x1": outcome.lost("x1", f"{lost} dense run(s): no variance change to read",
                                    units="decades", margin=0.1)}
     elif premise_ok:
-        parts = decide_parts({"x1": (e, None, "")})
+        parts = decide_parts({"x1": Evidence(e)})
     else:
-        parts = {"x1": _parts.absent("x1", e, f"T = {budget.steps} < 5 T_w = "
+        parts = {"x1": outcome.absent("x1", e, f"T = {budget.steps} < 5 T_w = "
                                      f"{5 * budget.window}")}
     views = [results[j.digest] for j in runs[1.0]]
     numbers = {"eps": EPS, "decades": {str(k): v for k, v in per.items()},
@@ -67,11 +69,11 @@ def decide_claim(budget, results):
                f"{5 * budget.window}: {premise_ok}",
                "z_curves": [{"step": v["v_curve"]["step"], "z": v["v_curve"]["z"]}
                             for v in views]}
-    return _parts.result(sys.modules[__name__], budget, parts, numbers)
+    return outcome.result(CLAIM, budget, parts, numbers)
 
 
 def figure(result, path):
-    plt = _plots._pyplot()
+    plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
     for i, c in enumerate(result.numbers["z_curves"]):
         ax.loglog(c["step"], c["z"], color="C0", lw=0.8, alpha=0.7,
@@ -85,5 +87,12 @@ def figure(result, path):
     ax.set_title(f"C3 (Fig. 3): variance change vs eps, dense Adam — {result.verdict}",
                  fontsize=9)
     ax.legend(fontsize=7)
-    return _plots.finish(fig, path, f"{result.problem}; seeds {list(result.seeds)}; "
+    return plots.finish(fig, path, f"{result.problem}; seeds {list(result.seeds)}; "
                                     f"effect {result.effect}")
+
+
+CLAIM = register(Claim(
+    id="C3",
+    title="Adam's variance change Z_k falls below eps during training (Fig. 3)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

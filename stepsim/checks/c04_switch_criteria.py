@@ -23,34 +23,45 @@ parts are decided with the bias-corrected ones (raw reported beside).
 
 from __future__ import annotations
 
-import sys
+from stepsim.checks import outcome, plots, protocol
+from stepsim.checks.budget import STEP_KEYS, causes, effect
+from stepsim.checks.registry import Claim, register
+from stepsim.checks.verdict import Evidence, decide_parts, rule_of
 
-from stepsim.checks import _parts, _plots, protocol
-from stepsim.checks._setup import STEP_KEYS, causes, effect
-from stepsim.checks.verdict import decide_parts, rule_of
-
-CLAIM = "C4"
-TITLE = "AutoSwitch picks a better switch step than Eq. 10 and Eq. 11 (Table 1)"
-RULE = rule_of(__doc__)
 CRITERIA = {"AutoSwitch": None, "Eq. 10": ("agarwal", {}), "Eq. 11": ("tang", {})}
 
 
-#: draft 4 (PROTOCOL §D4.6): Eq. 10 switches at k0 = 2-4 < 1/(1 - beta2), where raw v* is
-#: biased low by 1 - beta2^k0; its runs are made with both v*, its parts decided with:
-EQ10_DECIDES = protocol.RULES["v_star"]["c4_eq10_decides"]
+#: PROTOCOL.md "v*": Eq. 10 switches at k0 = 2-4 < 1/(1 - beta2), where raw v* is biased
+#: low by 1 - beta2^k0; its runs are made with both v*, its parts decided with:
+EQ10_DECIDES = protocol.RULES.v_star.c4_eq10_decides
+
+
+def _groups(budget):
+    """(reading, criterion label, loss scale, recipe key, switch) of every group of runs."""
+    scales = budget.rules.c4_loss_scales
+    for r, key in STEP_KEYS.items():
+        for c, switch in CRITERIA.items():
+            for scale in scales:
+                yield r, c, scale, key, switch
+    if "bias-corrected" in budget.rules.v_star.c4_eq10:
+        for r, key in STEP_KEYS.items():
+            for scale in scales:
+                yield r, "Eq. 10 bias-corrected v*", scale, key + "-bc", CRITERIA["Eq. 10"]
 
 
 def _runs(budget):
     nm = budget.nms[0]
-    out = {(r, c, scale): budget.runs(key, nm=nm, switch=switch, loss_scale=scale)
-           for r, key in STEP_KEYS.items() for c, switch in CRITERIA.items()
-           for scale in protocol.RULES["c4_loss_scales"]}
-    if "bias-corrected" in protocol.RULES["v_star"]["c4_eq10"]:
-        for r, key in STEP_KEYS.items():
-            for scale in protocol.RULES["c4_loss_scales"]:
-                out[(r, "Eq. 10 bias-corrected v*", scale)] = budget.runs(
-                    key + "-bc", nm=nm, switch=CRITERIA["Eq. 10"], loss_scale=scale)
-    return out
+    return {(r, c, scale): budget.runs(key, nm=nm, switch=switch, loss_scale=scale)
+            for r, c, scale, key, switch in _groups(budget)}
+
+
+def _name(reading: str, criterion: str, scale: float) -> str:
+    return f"STEP-{reading} {criterion} x{scale:g}"
+
+
+def part_names(budget) -> tuple:
+    """One part per reading of STEP, deciding criterion and loss scale."""
+    return tuple(_name(r, c, scale) for r, c, scale, _, _ in _groups(budget) if _decides(c))
 
 
 def _decides(c: str) -> bool:
@@ -72,11 +83,11 @@ def decide_claim(budget, results):
     for (r, c, scale), group in runs.items():
         if not _decides(c):
             continue
-        name = f"STEP-{r} {c} x{scale:g}"
+        name = _name(r, c, scale)
         e = effect(results, [(1, group), (-1, runs[(r, "AutoSwitch", scale)])],
                    name=f"e({c}) - e(AutoSwitch), STEP-{r}, loss x{scale:g}",
                    units=budget.units, margin=budget.margin)
-        todo[name] = (e, None, "")
+        todo[name] = Evidence(e)
         readings[r].append(name)
     parts = decide_parts(todo)
     switches = {}
@@ -84,13 +95,20 @@ def decide_claim(budget, results):
         rows = causes(results, group, budget, clip=(c == "AutoSwitch"))
         for row, j in zip(rows, group):
             row["table1_score"] = results[j.digest]["table1"]["score"]
-        switches[f"STEP-{r} {c} x{scale:g}"] = rows
-    errors = {f"STEP-{r} {c} x{scale:g}": [results[j.digest]["error"] for j in group]
+        switches[_name(r, c, scale)] = rows
+    errors = {_name(r, c, scale): [results[j.digest]["error"] for j in group]
               for (r, c, scale), group in runs.items()}
     numbers = {"nm": list(budget.nms[0]), "switches": switches, "errors": errors,
                "eq10_decided_with": EQ10_DECIDES}
-    return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
+    return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
 
 
 def figure(result, path):
-    return _plots.parts_figure(result, path)
+    return plots.parts_figure(result, path)
+
+
+CLAIM = register(Claim(
+    id="C4",
+    title="AutoSwitch picks a better switch step than Eq. 10 and Eq. 11 (Table 1)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

@@ -20,38 +20,42 @@ warm-up and at every tied SR-STE lr (robust or fragile), each its own verdict li
 
 from __future__ import annotations
 
-import sys
-
-from stepsim.checks import _gaps, _parts
+from stepsim.checks import gaps, outcome
+from stepsim.checks.registry import Claim, register
 from stepsim.checks.verdict import rule_of
-
-CLAIM = "C5"
-TITLE = "STEP closes most of the gap of ASP and SR-STE to dense (Fig. 4, Tab. 2-3)"
-RULE = rule_of(__doc__)
 
 
 def nms(budget):
-    from stepsim.checks import protocol
-
-    agreement = protocol.RULES["agreement"]
-    if (budget.only == (CLAIM,) and budget.problem == agreement["problem"]
-            and budget.mode == "full" and budget.timescale in agreement["timescales"][1:]
+    agreement = budget.rules.agreement
+    if (budget.only == (CLAIM.id,) and budget.problem == agreement.problem
+            and budget.mode == "full" and budget.timescale in agreement.timescales[1:]
             and not budget.tag and budget.schedule == "constant"):
-        return (tuple(agreement["nm"]),)  # the fast-timescale agreement run
+        return (tuple(agreement.nm),)  # the fast-timescale agreement run
     return budget.nms  # (an operating point restricted to C5 keeps its own N:M)
 
 
 def jobs(budget):
-    return [r for group in _gaps.runs(budget, nms(budget)).values() for r in group]
+    return [r for group in gaps.runs(budget, nms(budget)).values() for r in group]
+
+
+def part_names(budget) -> tuple:
+    return gaps.part_names(budget, nms(budget))
 
 
 def decide_claim(budget, results):
-    parts, readings, table = _gaps.gap_parts(
+    parts, readings, table = gaps.gap_parts(
         budget, results, nms(budget), (1, -2, 1),
         lambda b, label, r: f"gap({b}) - 2 gap(STEP-{r}) at {label}")
-    numbers = {"gap_to_dense": table, "switches": _gaps.switch_record(budget, results, nms(budget))}
-    return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
+    numbers = {"gap_to_dense": table, "switches": gaps.switch_record(budget, results, nms(budget))}
+    return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
 
 
 def figure(result, path):
-    return _gaps.gap_figure(result, path)
+    return gaps.gap_figure(result, path)
+
+
+CLAIM = register(Claim(
+    id="C5",
+    title="STEP closes most of the gap of ASP and SR-STE to dense (Fig. 4, Tab. 2-3)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

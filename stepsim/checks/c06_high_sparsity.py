@@ -15,18 +15,14 @@ points of C5.
 
 from __future__ import annotations
 
-import sys
-
-from stepsim.checks import _gaps, _parts
+from stepsim.checks import gaps, outcome
+from stepsim.checks.registry import Claim, register
 from stepsim.checks.verdict import rule_of
 
-CLAIM = "C6"
-TITLE = "STEP holds accuracy at high sparsity where ASP and SR-STE degrade (Fig. 5)"
-RULE = rule_of(__doc__)
 HIGH = {"digits": ((1, 8), (1, 16)), "lm": ((1, 8),)}
 
 
-def nms(budget) -> tuple:
+def high_nms(budget) -> tuple:
     """The high ratios of the problem (an operating point restricted to one N:M keeps it
     if it is one of them)."""
     return tuple(nm for nm in HIGH[budget.problem]
@@ -34,17 +30,28 @@ def nms(budget) -> tuple:
 
 
 def jobs(budget):
-    return [r for group in _gaps.runs(budget, nms(budget)).values() for r in group]
+    return [r for group in gaps.runs(budget, high_nms(budget)).values() for r in group]
+
+
+def part_names(budget) -> tuple:
+    return gaps.part_names(budget, high_nms(budget))
 
 
 def decide_claim(budget, results):
-    nms = globals()["nms"](budget)
-    parts, readings, table = _gaps.gap_parts(
+    nms = high_nms(budget)
+    parts, readings, table = gaps.gap_parts(
         budget, results, nms, (1, -1, 0),
         lambda b, label, r: f"gap({b}) - gap(STEP-{r}) at {label}")
-    numbers = {"gap_to_dense": table, "switches": _gaps.switch_record(budget, results, nms)}
-    return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
+    numbers = {"gap_to_dense": table, "switches": gaps.switch_record(budget, results, nms)}
+    return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
 
 
 def figure(result, path):
-    return _gaps.gap_figure(result, path)
+    return gaps.gap_figure(result, path)
+
+
+CLAIM = register(Claim(
+    id="C6",
+    title="STEP holds accuracy at high sparsity where ASP and SR-STE degrade (Fig. 5)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

@@ -15,21 +15,17 @@ rule with Holm across all; the claim is REPRODUCED if either reading is.
 
 from __future__ import annotations
 
-import sys
+from stepsim.checks import outcome, plots
+from stepsim.checks.budget import STEP_KEYS, effect
+from stepsim.checks.registry import Claim, register
+from stepsim.checks.verdict import Evidence, decide_parts, rule_of
 
-from stepsim.checks import _parts, _plots, protocol
-from stepsim.checks._setup import STEP_KEYS, effect
-from stepsim.checks.verdict import decide_parts, rule_of
-
-CLAIM = "C8"
-TITLE = "Freezing v in phase 2 beats updating it (Fig. 8)"
-RULE = rule_of(__doc__)
 FROZEN = {"raw v*": "", "bias-corrected v*": "-bc"}
 
 
 def _switches(budget) -> dict:
     return {f"{w:g} T_w": max(1, round(w * budget.window))
-            for w in protocol.RULES["c8_switch_windows"]}
+            for w in budget.rules.c8_switch_windows}
 
 
 def _runs(budget):
@@ -48,6 +44,16 @@ def jobs(budget):
     return [j for group in _runs(budget).values() for j in group]
 
 
+def _part_name(reading: str, frozen: str, when: str) -> str:
+    return f"STEP-{reading} {frozen} at {when}"
+
+
+def part_names(budget) -> tuple:
+    """Per reading of STEP, switch step and frozen v*, one part."""
+    return tuple(_part_name(r, label, when) for r in STEP_KEYS for when in _switches(budget)
+                 for label in FROZEN)
+
+
 def decide_claim(budget, results):
     runs = _runs(budget)
     todo, readings = {}, {r: [] for r in STEP_KEYS}
@@ -58,17 +64,24 @@ def decide_claim(budget, results):
                              name=f"e(v updated) - e(dense), STEP-{r} at {when}",
                              units=budget.units, margin=budget.margin)
             for label in FROZEN:
-                name = f"STEP-{r} {label} at {when}"
+                name = _part_name(r, label, when)
                 e = effect(results, [(1, updated), (-1, runs[(r, when, label)])],
                            name=f"e(v updated) - e(frozen {label}), STEP-{r} at {when}",
                            units=budget.units, margin=budget.margin)
                 text = f"STEP-{r} with v updated (switch at {when}) has no gap to dense"
-                todo[name] = (e, premise, text)
+                todo[name] = Evidence(e, premise, text)
                 readings[r].append(name)
     parts = decide_parts(todo)
     numbers = {"nm": list(budget.nms[0]), "switch_steps": _switches(budget)}
-    return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
+    return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
 
 
 def figure(result, path):
-    return _plots.parts_figure(result, path)
+    return plots.parts_figure(result, path)
+
+
+CLAIM = register(Claim(
+    id="C8",
+    title="Freezing v in phase 2 beats updating it (Fig. 8)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

@@ -18,16 +18,12 @@ switched on the initial plateau is INCONCLUSIVE.
 
 from __future__ import annotations
 
-import sys
+from stepsim.checks import gaps, outcome, plots, protocol
+from stepsim.checks.budget import causes, effect
+from stepsim.checks.registry import Claim, register
+from stepsim.checks.verdict import Evidence, decide_parts, rule_of
 
-from stepsim.checks import _gaps, _parts, _plots, protocol
-from stepsim.checks._setup import causes, effect
-from stepsim.checks.verdict import decide_parts, rule_of
-
-CLAIM = "C9"
-TITLE = "Layer-wise N:M with STEP beats layer-wise N:M alone (Table 4)"
-RULE = rule_of(__doc__)
-MS = tuple(protocol.RULES["layerwise"]["ms"])
+MS = protocol.RULES.layerwise.ms
 STEPS = {"SR": "lw-step-sr", "A1": "lw-step-a1"}
 
 
@@ -44,6 +40,15 @@ def jobs(budget):
     return [j for group in _runs(budget).values() for j in group]
 
 
+def _part_name(reading: str, m: int) -> str:
+    return f"STEP-{reading} M={m}"
+
+
+def part_names(budget) -> tuple:
+    """Per layer-wise M, one part per reading of STEP ("STEP-SR M=8")."""
+    return tuple(_part_name(r, m) for m in MS for r in STEPS)
+
+
 def decide_claim(budget, results):
     runs = _runs(budget)
     todo, readings, switches = {}, {r: [] for r in STEPS}, {}
@@ -53,20 +58,27 @@ def decide_claim(budget, results):
                          name=f"gap(layer-wise SR-STE) at M={m}", units=budget.units,
                          margin=budget.margin)
         for r in STEPS:
-            name = f"STEP-{r} M={m}"
-            todo[name] = (effect(results, [(1, base), (-1, runs[(r, m)])],
-                                 name=f"e(layer-wise SR-STE) - e(layer-wise STEP-{r}), M={m}",
-                                 units=budget.units, margin=budget.margin),
-                          premise, f"layer-wise SR-STE at M={m} has no gap to dense")
+            name = _part_name(r, m)
+            e = effect(results, [(1, base), (-1, runs[(r, m)])],
+                       name=f"e(layer-wise SR-STE) - e(layer-wise STEP-{r}), M={m}",
+                       units=budget.units, margin=budget.margin)
+            todo[name] = Evidence(e, premise, f"layer-wise SR-STE at M={m} has no gap to dense")
             readings[r].append(name)
             switches[name] = causes(results, runs[(r, m)], budget, clip=True)
-    parts = _gaps.plateau_gate(budget, results, decide_parts(todo),
-                               {f"STEP-{r} M={m}": runs[(r, m)] for m in MS for r in STEPS},
-                               claim=CLAIM)
-    numbers = {"ms": list(MS), "target": protocol.RULES["layerwise"]["target"],
+    parts = gaps.plateau_gate(budget, results, decide_parts(todo),
+                               {_part_name(r, m): runs[(r, m)] for m in MS for r in STEPS},
+                               claim=CLAIM.id)
+    numbers = {"ms": list(MS), "target": budget.rules.layerwise.target,
                "switches": switches}
-    return _parts.result(sys.modules[__name__], budget, parts, numbers, readings=readings)
+    return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
 
 
 def figure(result, path):
-    return _plots.parts_figure(result, path)
+    return plots.parts_figure(result, path)
+
+
+CLAIM = register(Claim(
+    id="C9",
+    title="Layer-wise N:M with STEP beats layer-wise N:M alone (Table 4)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

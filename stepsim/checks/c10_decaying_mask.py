@@ -14,15 +14,11 @@ them and combined by ``verdict.combine``.
 
 from __future__ import annotations
 
-import sys
-
-from stepsim.checks import _parts, _plots
-from stepsim.checks._setup import effect
-from stepsim.checks.verdict import decide_parts, rule_of
-
-CLAIM = "C10"
-TITLE = "The decaying mask without its dense phase ends worse than with it (Fig. 6)"
-RULE = rule_of(__doc__)
+from stepsim.checks import outcome, plots
+from stepsim.checks.budget import effect
+from stepsim.checks.protocol import nm_label
+from stepsim.checks.registry import Claim, register
+from stepsim.checks.verdict import Evidence, decide_parts, rule_of
 
 
 def _runs(budget):
@@ -37,21 +33,33 @@ def jobs(budget):
     return [j for group in _runs(budget).values() for j in group]
 
 
+def part_names(budget) -> tuple:
+    """One part per N:M of the budget ("1:8")."""
+    return tuple(nm_label(nm) for nm in budget.nms)
+
+
 def decide_claim(budget, results):
     runs = _runs(budget)
     todo = {}
     for nm in budget.nms:
-        label = f"{nm[0]}:{nm[1]}"
+        label = nm_label(nm)
         without = runs[("decay-nodense", nm)]
         premise = effect(results, [(1, without), (-1, runs["dense"])],
                          name=f"e(no dense phase) - e(dense) at {label}", units=budget.units,
                          margin=budget.margin)
-        todo[label] = (effect(results, [(1, without), (-1, runs[("decay-dense", nm)])],
-                              name=f"e(no dense phase) - e(dense phase) at {label}",
-                              units=budget.units, margin=budget.margin),
-                       premise, f"no dense phase has no gap to dense at {label}")
-    return _parts.result(sys.modules[__name__], budget, decide_parts(todo), {})
+        e = effect(results, [(1, without), (-1, runs[("decay-dense", nm)])],
+                   name=f"e(no dense phase) - e(dense phase) at {label}", units=budget.units,
+                   margin=budget.margin)
+        todo[label] = Evidence(e, premise, f"no dense phase has no gap to dense at {label}")
+    return outcome.result(CLAIM, budget, decide_parts(todo), {})
 
 
 def figure(result, path):
-    return _plots.parts_figure(result, path)
+    return plots.parts_figure(result, path)
+
+
+CLAIM = register(Claim(
+    id="C10",
+    title="The decaying mask without its dense phase ends worse than with it (Fig. 6)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    figure=figure))

@@ -47,7 +47,8 @@ import math
 
 import numpy as np
 
-from stepsim.checks import _plots
+from stepsim.checks import plots
+from stepsim.checks.registry import Claim, register
 from stepsim.checks.verdict import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -57,10 +58,6 @@ from stepsim.checks.verdict import (
 )
 from stepsim.experiments.tasks import Task
 
-CLAIM = "C11"
-TITLE = ("Theorem 1: ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1-b2)^2 (k-k0) log(2/delta)) "
-         "w.p. >= 1-delta")
-RULE = rule_of(__doc__)
 BETA2, DELTA = 0.999, 0.05
 
 #: (label, process, parameters): every built-in, the dependent ones at several strengths
@@ -297,15 +294,15 @@ def decide_claim(budget, results) -> ClaimResult:
                    for label, s in FULL_SAMPLE.items() if budget.mode == "full")
     problem = (f"Theorem 1 engine: {size['trials']} trials x {size['dim']} coordinates per "
                f"process{more}, b2={BETA2}, delta={DELTA}, k0 = statement's, lags 1..10^4")
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, None, problem, (0,), budget.mode,
-                       numbers)
+    return ClaimResult(CLAIM.id, CLAIM.title, verdict, reason, CLAIM.rule, None, problem, (0,),
+                       budget.mode, numbers)
 
 
 def figures(result, out_dir):
     """Two figures: the inflation factor per process; bounds vs simulation for AR(1)."""
     from pathlib import Path
 
-    plt = _plots._pyplot()
+    plt = plots.pyplot()
     table = result.numbers["table"]
     labels = list(table)
     fig, ax = plt.subplots(figsize=(8, 3.8), dpi=90)
@@ -322,9 +319,9 @@ def figures(result, out_dir):
                  f"{result.verdict}", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    _plots.footer(fig, f"{result.problem}; seed 0; c > 1: the bound fails (c = how much it "
+    plots.footer(fig, f"{result.problem}; seed 0; c > 1: the bound fails (c = how much it "
                   "must be inflated); point estimates from the empirical quantile")
-    paths = [_plots.save(fig, Path(out_dir) / "c11_inflation.png")]
+    paths = [plots.save(fig, Path(out_dir) / "c11_inflation.png")]
 
     per = result.numbers["per_process"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=90)
@@ -348,6 +345,13 @@ def figures(result, out_dir):
         ax.legend(fontsize=6)
     fig.suptitle(f"C11: Theorem 1 bound vs simulation (b2={BETA2}, delta={DELTA})", fontsize=9)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    _plots.footer(fig, f"{result.problem}; seed 0; quantiles are point estimates")
-    paths.append(_plots.save(fig, Path(out_dir) / "c11_bounds.png"))
+    plots.footer(fig, f"{result.problem}; seed 0; quantiles are point estimates")
+    paths.append(plots.save(fig, Path(out_dir) / "c11_bounds.png"))
     return paths
+
+
+CLAIM = register(Claim(
+    id="C11",
+    title=("Theorem 1: ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1-b2)^2 (k-k0) log(2/delta)) "
+           "w.p. >= 1-delta"),
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, figures=figures))

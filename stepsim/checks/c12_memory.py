@@ -17,13 +17,11 @@ metadata is counted. Every tensor counted is reported too.
 
 from __future__ import annotations
 
-from stepsim.checks import _plots
+from stepsim.checks import plots
+from stepsim.checks.registry import Claim, register
 from stepsim.checks.verdict import NOT_REPRODUCED, REPRODUCED, ClaimResult, rule_of
 from stepsim.experiments.tasks import Task
 
-CLAIM = "C12"
-TITLE = "Table 5: BERT-Base / GPT-2 memory at 2:4, 1:4, 1:16 (2 bytes a value + metadata)"
-RULE = rule_of(__doc__)
 MODELS = ("bert-base", "gpt2")
 ACCOUNTINGS = {"stated (paper tensors + index metadata)": ("paper", "index"),
                "paper tensors, no metadata": ("paper", "none"),
@@ -67,14 +65,14 @@ def decide_claim(budget, results) -> ClaimResult:
               f"metadata sentence: {n_stated}/{len(stated)} cells match with metadata")
     numbers = {"cells": {k: v for k, v in cells.items() if k != "seconds"},
                "metadata_sentence_matches": n_stated}
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, None,
+    return ClaimResult(CLAIM.id, CLAIM.title, verdict, reason, CLAIM.rule, None,
                        "bert-base-uncased, GPT-2 124M (exact counts)", (), budget.mode, numbers)
 
 
 def figure(result, path):
     import numpy as np
 
-    plt = _plots._pyplot()
+    plt = plots.pyplot()
     cells = result.numbers["cells"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), dpi=90)
     for ax, model in zip(axes, MODELS):
@@ -92,6 +90,12 @@ def figure(result, path):
     fig.suptitle(f"C12 Table 5: memory, paper vs stepsim's exact counts — {result.verdict}",
                  fontsize=9)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    _plots.footer(fig, "2 bytes a value; index metadata = ceil(log2 M) bits per kept value; "
+    plots.footer(fig, "2 bytes a value; index metadata = ceil(log2 M) bits per kept value; "
                   "exact counts (no seeds, no CI)")
-    return _plots.save(fig, path)
+    return plots.save(fig, path)
+
+
+CLAIM = register(Claim(
+    id="C12",
+    title="Table 5: BERT-Base / GPT-2 memory at 2:4, 1:4, 1:16 (2 bytes a value + metadata)",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, figure=figure))

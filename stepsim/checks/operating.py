@@ -1,16 +1,16 @@
-"""Operating points of STEP (PROTOCOL draft 4): tie sets, the stability map, the plateau.
+"""Operating points of STEP (PROTOCOL.md "Draft 4"): tie sets, the stability map, the plateau.
 
 Pure functions of numbers (no runs, no NumPy at import):
 
-* :func:`tie_set` — the grid values statistically tied with a config's choice (§D4.2): no
-  tuning run diverged there and the mean paired difference to the choice over the tuning
-  seeds is at most ``se`` standard errors of that difference.
+* :func:`tie_set` — the grid values statistically tied with a config's choice ("Tie-aware
+  tuning"): no tuning run diverged there and the mean paired difference to the choice
+  over the tuning seeds is at most ``se`` standard errors of that difference.
 * :func:`clopper_pearson` — the exact two-sided interval of a divergence rate k / n.
 * :func:`stability_rows` / :func:`stability_map` — per config, error and divergence rate
   against the learning rate, the smallest diverging and the largest stable lr, and STEP's
-  stable range relative to SR-STE's (§D4.3), from the tuning table.
+  stable range relative to SR-STE's ("Stability map"), from the tuning table.
 * :func:`plateau_ratio` / :func:`on_plateau` — the batch loss at the switch relative to
-  the start, and whether the switch fell on the initial plateau (§D4.5).
+  the start, and whether the switch fell on the initial plateau ("Switch premises").
 * :func:`switch_findings` — per setting, how AutoSwitch's runs switched: causes and plateau.
 """
 
@@ -26,16 +26,16 @@ STEP_RECIPES = ("step-a1", "step-sr")
 
 # --------------------------------------------------------------------------- tie set
 def tie_set(grid, per_seed, choice, *, se: float | None = None) -> list[float]:
-    """The grid values tied with ``choice`` (PROTOCOL §D4.2), in grid order.
+    """The grid values tied with ``choice`` (PROTOCOL.md "Tie-aware tuning"), in grid order.
 
     grid: the lrs; per_seed: per lr, the final error of each tuning seed (paired by
     position; None or a non-finite value for a run that diverged); choice: the chosen lr
     (a grid value). lr is tied iff none of its runs diverged and mean(d) <= se * sd(d) /
     sqrt(n) with d_s = e(lr, s) - e(choice, s) (sd with n - 1; 0 for one seed). ``se``:
-    ``RULES["operating_points"]["tie"]["se"]`` unless given. The choice is always in it
+    ``RULES.operating_points.tie.se`` unless given. The choice is always in it
     (when its own runs are finite)."""
     if se is None:
-        se = float(protocol.RULES["operating_points"]["tie"]["se"])
+        se = float(protocol.RULES.operating_points.tie.se)
     if se < 0 or not math.isfinite(se):
         raise ValueError(f"se must be a finite number >= 0, got {se!r}")
     grid = [float(g) for g in grid]
@@ -68,10 +68,10 @@ def _finite(values) -> bool:
 # --------------------------------------------------------------------------- stability
 def clopper_pearson(k: int, n: int, level: float | None = None) -> tuple[float, float]:
     """The exact two-sided Clopper-Pearson interval of a rate k / n at ``level`` (default
-    ``RULES["stability"]["level"]``)."""
+    ``RULES.stability.level``)."""
     from stepsim.theorem1.check import clopper_pearson as cp
 
-    level = float(protocol.RULES["stability"]["level"] if level is None else level)
+    level = float(protocol.RULES.stability.level if level is None else level)
     if not (isinstance(n, int) and n >= 1 and isinstance(k, int) and 0 <= k <= n):
         raise ValueError(f"need integers 0 <= k <= n, n >= 1; got k={k!r}, n={n!r}")
     if not 0 < level < 1:
@@ -81,7 +81,7 @@ def clopper_pearson(k: int, n: int, level: float | None = None) -> tuple[float, 
 
 
 def stability_rows(grid, per_seed, *, level: float | None = None) -> dict:
-    """One config's stability over its grid (PROTOCOL §D4.3).
+    """One config's stability over its grid (PROTOCOL.md "Stability map").
 
     Returns {"lr": grid, "mean": mean error of the finite runs per lr (None if none),
     "finite": their count, "diverged": k per lr, "n": runs per lr, "ci": [(lo, hi)] the
@@ -143,18 +143,18 @@ def plateau_ratio(loss, k0, window: int | None = None) -> float | None:
     the mean batch loss of the window up to k0 over the mean of the first window."""
     from stepsim.experiments.traces import plateau_ratio as ratio
 
-    return ratio(loss, k0, int(protocol.RULES["plateau"]["window"] if window is None
+    return ratio(loss, k0, int(protocol.RULES.plateau.window if window is None
                                else window))
 
 
 def on_plateau(ratio, max_ratio: float | None = None) -> bool | None:
     """True when a switch with plateau ratio ``ratio`` fell on the initial plateau: the
-    loss had not fallen below ``max_ratio`` (``RULES["plateau"]["max_ratio"]``) of its
+    loss had not fallen below ``max_ratio`` (``RULES.plateau.max_ratio``) of its
     start (a non-finite ratio counts as on the plateau); None without a switch."""
     if ratio is None:
         return None
     if max_ratio is None:
-        max_ratio = float(protocol.RULES["plateau"]["max_ratio"])
+        max_ratio = float(protocol.RULES.plateau.max_ratio)
     return not (math.isfinite(ratio) and ratio <= max_ratio)
 
 
@@ -192,9 +192,9 @@ def stability_figure(setting: str, per: dict, path):
     mean final error of the finite tuning runs against the lr (log axis) per recipe, and
     the divergence count k/n printed at every lr where a run diverged (a cross at the top
     of the panel). ``per``: :func:`stability_map`'s value for the setting."""
-    from stepsim.checks import _plots
+    from stepsim.checks import plots
 
-    plt = _plots._pyplot()
+    plt = plots.pyplot()
     panels = [w for w in sorted(per) if w != "-"] or sorted(per)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
     for ax, where in zip(axes[0], panels):
@@ -218,7 +218,7 @@ def stability_figure(setting: str, per: dict, path):
         ax.set_title(f"{where}")
         ax.legend(fontsize=7)
     fig.suptitle(f"Stability map, {setting}: error vs lr; x = diverged tuning runs (k/n)")
-    return _plots.finish(fig, path, "tuning seeds only (never evidence); divergence k/n "
+    return plots.finish(fig, path, "tuning seeds only (never evidence); divergence k/n "
                          "with 95% Clopper-Pearson intervals in the report's table")
 
 

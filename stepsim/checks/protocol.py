@@ -1,18 +1,19 @@
 """The registered protocol of ``stepsim check`` in code: ``paper_checks/PROTOCOL.md``.
 
-:data:`RULES` holds every number the current draft (:data:`CURRENT`) fixes (problems, N:M,
-seeds, learning-rate grids, run lengths, margins, alpha, draft 4's operating points);
+:data:`DRAFTS` holds every draft's numbers as the document states them (problems, N:M,
+seeds, learning-rate grids, run lengths, margins, alpha, the operating points):
 ``PROTOCOL.md`` repeats draft 3's as a JSON block between its ``RULES`` markers and each
 later draft's changes in a block of its own (``RULES 4`` markers), appended, so earlier
-drafts stay byte for byte. :data:`DRAFTS` keeps every draft's full rules: a report
-declares its draft (``rules_version``) and is checked against exactly that draft's rules
-and digest, and a test fails when code and document disagree for any draft. The report
-records :func:`rules_digest` (SHA-256 of the canonical JSON of the draft's rules) and
-:func:`protocol_commit` (the git commit that last changed ``PROTOCOL.md``).
+drafts stay byte for byte. A report declares its draft (``rules_version``) and is checked
+against exactly that draft's rules and digest, and a test fails when code and document
+disagree for any draft. :data:`RULES` is the current draft (:data:`CURRENT`) as a typed,
+validated :class:`~stepsim.checks.rules.Rules` (``RULES.seeds.quick``); the report
+records its digest (:func:`rules_digest`, SHA-256 of the canonical JSON of the draft's
+rules) and :func:`protocol_commit` (the git commit that last changed ``PROTOCOL.md``).
 
 Vocabulary:
 
-* a **problem** is one of ``RULES["problems"]`` ("digits", "lm"): a registry problem with
+* a **problem** is one of ``RULES.problems`` ("digits", "lm"): a registry problem with
   fixed options, its N:M ratios, its error unit and margin;
 * a **timescale** is "main" (beta2 = 0.999, T_w = 1000, T = 5000) or "fast" (time-scaled:
   beta2 = 0.99, T_w = 100, T = 2000);
@@ -25,12 +26,12 @@ Importing this module imports neither NumPy nor numba.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 from pathlib import Path
 
 from stepsim._ground.switch_steps import CLIP_BOUNDS
+from stepsim.checks.rules import Rules, SuccessorRules, canonical, digest
 
 #: Draft 3's numbers (PROTOCOL.md, the JSON block between the first RULES markers): the
 #: rules of the committed report figures/check/report.json, kept unchanged.
@@ -100,15 +101,17 @@ CHANGES_4 = {
 #: draft -> its full rules. A report declares its draft (``rules_version``) and is checked
 #: against exactly that draft's rules and digest; later drafts only append to PROTOCOL.md.
 DRAFTS = {3: RULES_3, 4: {**RULES_3, **CHANGES_4}}
-#: the draft this code runs (every number the protocol fixes)
+#: the draft this code runs
 CURRENT = 4
-RULES = DRAFTS[CURRENT]
+#: every number the current draft fixes, typed and validated once (``rules.Rules``)
+RULES = Rules.parse(DRAFTS[CURRENT], f"draft {CURRENT}'s rules")
 
 #: The successors comparison S1 (PROTOCOL.md, "S1", the block between the RULES S1 markers):
 #: beyond the paper, its own rules and digest; draft 4's RULES and digest are untouched.
 #: recipes: key -> [registry recipe, options] of the recipes new to S1 (tuned as a
-#: baseline, §3); "dense", "sr-ste" and STEP ("step_lr": "own": draft 4's own-lr reading,
-#: §D4.1) are the claims' runs. dense_result: recipes whose trained model is dense.
+#: baseline, section 3); "dense", "sr-ste" and STEP ("step_lr": "own": the own-lr reading
+#: of "STEP at its own tuned learning rate") are the claims' runs. dense_result: recipes
+#: whose trained model is dense.
 RULES_S1 = {
     "id": "S1",
     "settings": {"digits": {"timescale": "main", "nms": [[1, 8], [1, 16]]},
@@ -127,8 +130,9 @@ RULES_S1 = {
     "margin": 0.0,
     "flip_tail": 0.1,
 }
-#: extra comparison -> its rules (a report records each one's SHA-256 beside the draft's)
-EXTRAS = {"S1": RULES_S1}
+#: extra comparison -> its rules, typed (a report records each one's SHA-256 beside the
+#: draft's)
+EXTRAS = {"S1": SuccessorRules.parse(RULES_S1, "the rules of S1")}
 
 #: recipe key -> the config key's recipe whose tuned lr it reuses (the paper: STEP reuses
 #: the hyper-parameters tuned for SR-STE)
@@ -136,19 +140,16 @@ TUNED_AS = {"step-a1": "sr-ste", "step-sr": "sr-ste", "step-a1-bc": "sr-ste",
             "step-sr-bc": "sr-ste", "step-a1-vupd": "sr-ste", "step-sr-vupd": "sr-ste",
             "lw-step-a1": "lw-sr-ste", "lw-step-sr": "lw-sr-ste"}
 #: the two readings of STEP (PROTOCOL §5): reading -> extra recipe options
-READINGS = {"A1": {}, "SR": {"srste_lam": RULES["srste_lam"]}}
+READINGS = {"A1": {}, "SR": {"srste_lam": RULES.srste_lam}}
 
 PROTOCOL_PATH = Path(__file__).resolve().parents[2] / "paper_checks" / "PROTOCOL.md"
 BEGIN, END = "<!-- RULES BEGIN -->", "<!-- RULES END -->"
 
 
-def canonical(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def rules_digest(rules: dict | None = None) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``rules`` (default :data:`RULES`)."""
-    return hashlib.sha256(canonical(RULES if rules is None else rules).encode()).hexdigest()
+def rules_digest(rules=None) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``rules`` (a dict as registered, or a typed
+    record; default :data:`RULES`)."""
+    return digest(RULES if rules is None else rules)
 
 
 def markers(draft) -> tuple[str, str]:
@@ -200,7 +201,7 @@ def document_extra(name: str, path=None) -> dict:
 def extra_record(name: str) -> dict:
     """What a report records of extra comparison ``name``: its rules' SHA-256 and the
     commit of PROTOCOL.md it ran under (``protocol_commit``)."""
-    return {"rules_sha256": rules_digest(EXTRAS[name]), "commit": protocol_commit()}
+    return {"rules_sha256": EXTRAS[name].digest, "commit": protocol_commit()}
 
 
 def draft_of(record: dict) -> int:
@@ -235,12 +236,6 @@ def protocol_commit() -> str | None:
     return log.stdout.strip() or None
 
 
-def problem_rules(problem: str) -> dict:
-    if problem not in RULES["problems"]:
-        raise ValueError(f"problem must be one of {list(RULES['problems'])}, got {problem!r}")
-    return RULES["problems"][problem]
-
-
 def nm_label(nm) -> str:
     return f"{nm[0]}:{nm[1]}"
 
@@ -271,38 +266,7 @@ def parse_key(key: str) -> tuple[str, str, tuple | None, int | None]:
     return optimizer, recipe, (int(n), int(m)), None
 
 
-def grid(problem: str, optimizer: str) -> list[float]:
-    return list(RULES["grids"][problem][optimizer])
-
-
-def settings(mode: str, problems=None) -> list[tuple[str, str, tuple | None]]:
-    """The (problem, timescale, only_claims) settings a check of ``mode`` runs, in report
-    order: every problem at each of its timescales (the fast timescale on digits runs
-    only the agreement claim in full mode, and everything in quick mode)."""
-    chosen = list(RULES["problems"]) if problems is None else list(problems)
-    for p in chosen:
-        problem_rules(p)
-    out = []
-    quick = RULES["quick"]["problems"]
-    if mode == "quick" and problems is not None and not set(chosen) <= set(quick):
-        # refused, not ignored: a quick check of these would run nothing of them
-        raise ValueError(f"problem {sorted(set(chosen) - set(quick))[0]!r} is not in quick "
-                         f"mode, which runs only {quick}; check it in full mode")
-    if mode == "quick":
-        for p in RULES["quick"]["problems"]:
-            if p in chosen:
-                out.append((p, RULES["quick"]["timescale"], None))
-        return out
-    agreement = RULES["agreement"]
-    for p in chosen:
-        main = problem_rules(p)["timescales"][0]
-        out.append((p, main, None))
-        if p == agreement["problem"]:
-            out.append((p, "fast", (agreement["claim"],)))
-    return out
-
-
 __all__ = ["CURRENT", "DRAFTS", "EXTRAS", "READINGS", "RULES", "RULES_S1", "TUNED_AS",
-           "config_key", "document_extra", "document_rules", "draft_of", "extra_record",
-           "grid", "markers", "parse_key", "problem_rules", "protocol_commit",
-           "rules_digest", "settings"]
+           "canonical", "config_key", "document_extra", "document_rules", "draft_of",
+           "extra_record", "markers", "nm_label", "parse_key", "protocol_commit",
+           "rules_digest"]

@@ -1,14 +1,14 @@
-"""S1 (beyond the paper, issue 24): STEP among its successors, on the same paired seeds.
+"""S1 (beyond the paper, PROTOCOL.md section S1): STEP among its successors, on paired seeds.
 
-Quantity. Per problem and N:M of the comparison's rules (``protocol.RULES_S1``: digits at
+Quantity. Per problem and N:M of the comparison's rules (``protocol.EXTRAS["S1"]``: digits at
 the main timescale, 1:8 and 1:16; the LM at the fast timescale, 2:4) and evaluation seed,
 the error e of every recipe at its own tuned learning rate: dense, SR-STE (lambda 2e-4),
-STEP (both readings, at STEP's own tuned lr, draft 4 §D4.1: the claims' runs, shared),
-and the recipes new to S1, each tuned exactly as a baseline (§3): S-STE (Hu, Zhu & Chen,
-NeurIPS 2024), masked decay with a dense tail (Hu et al., ICML 2024; its trained model is
-DENSE), masked decay without it (an N:M model), transposable SR-STE, and S-STE with STEP's
-precondition phase and frozen v ("s-ste-step"). Per recipe: its gap to dense
-e_X - e_dense with its CI (the checks' paired per-seed estimate, the seeds x items SE),
+STEP (both readings, at STEP's own tuned lr as in "STEP at its own tuned learning rate": the
+claims' runs, shared), and the recipes new to S1, each tuned exactly as a baseline (§3):
+S-STE (Hu, Zhu & Chen, NeurIPS 2024), masked decay with a dense tail (Hu et al., ICML 2024;
+its trained model is DENSE), masked decay without it (an N:M model), transposable SR-STE,
+and S-STE with STEP's precondition phase and frozen v ("s-ste-step"). Per recipe: its gap to
+dense e_X - e_dense with its CI (the checks' paired per-seed estimate, the seeds x items SE),
 its divergence rate k/8 with its Clopper-Pearson interval, the mean mask flip rate over
 the last 10% of steps, and its paired difference to SR-STE.
 
@@ -32,22 +32,21 @@ import dataclasses
 import math
 import statistics
 
-from stepsim.checks import _plots, protocol
-from stepsim.checks._setup import STEP_KEYS, effect
+from stepsim.checks import plots, protocol
+from stepsim.checks.budget import STEP_KEYS, effect
+from stepsim.checks.registry import Claim, register
 from stepsim.checks.verdict import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     REPRODUCED,
     ClaimResult,
+    Evidence,
     combine,
     decide_parts,
     rule_of,
 )
 
-CLAIM = "S1"
-TITLE = "Beyond the paper: STEP among its successors"
-RULE = rule_of(__doc__)
-RULES = protocol.RULES_S1
+RULES = protocol.EXTRAS["S1"]
 
 #: recipe key -> the label the table and figure use
 LABELS = {"dense": "dense", "sr-ste": "SR-STE", "step-a1": "STEP-A1 (own lr)",
@@ -62,22 +61,41 @@ READS = {REPRODUCED: "better", NOT_REPRODUCED: "worse", INCONCLUSIVE: "no differ
 def nms(budget) -> tuple:
     """The N:M ratios S1 compares on ``budget``'s problem (quick mode: its own)."""
     if budget.mode == "quick":
-        return tuple(tuple(nm) for nm in RULES["quick"]["nms"])
-    return tuple(tuple(nm) for nm in RULES["settings"][budget.problem]["nms"])
+        return RULES.quick.nms
+    return RULES.settings[budget.problem].nms
 
 
 def recipes() -> list[str]:
     """Every sparse recipe key of the comparison, SR-STE first (the table's order)."""
-    steps = [STEP_KEYS[r] for r in RULES["step"]["readings"]]
-    return [RULES["baseline"], *steps, *RULES["recipes"]]
+    steps = [STEP_KEYS[r] for r in RULES.step.readings]
+    return [RULES.baseline, *steps, *RULES.recipes]
+
+
+def part_name(key: str, nm) -> str:
+    """The part comparing recipe ``key`` with SR-STE at ``nm`` ("s-ste vs sr-ste 1:8")."""
+    return f"{key} vs {RULES.baseline} {protocol.nm_label(nm)}"
+
+
+def part_names(budget) -> tuple:
+    """Per N:M, one part per recipe other than SR-STE (each N:M its own Holm family)."""
+    return tuple(part_name(key, nm) for nm in nms(budget) for key in recipes()
+                 if key != RULES.baseline)
+
+
+def primary_parts(budget) -> tuple:
+    """The parts the line's verdict rests on: the successors' ("a successor beats
+    SR-STE"); the other recipes' parts are reported beside it."""
+    return tuple(part_name(key, nm) for nm in nms(budget) for key in recipes()
+                 if key in RULES.successors)
 
 
 def groups(budget) -> dict:
     """(recipe key, N:M or None) -> the runs over the evaluation seeds. Dense and SR-STE
-    are the claims' runs (C5), STEP the runs of its own-lr operating point (§D4.1): the
+    are the claims' runs (C5), STEP the runs of its own-lr operating point (PROTOCOL.md
+    "STEP at its own tuned learning rate"): the
     same RunSpecs, so a store that holds the claims' runs serves them."""
-    own = dataclasses.replace(budget, step_lr=RULES["step"]["lr"])  # shares ``needed``
-    out = {(RULES["reference"], None): budget.runs(RULES["reference"])}
+    own = dataclasses.replace(budget, step_lr=RULES.step.lr)  # shares ``needed``
+    out = {(RULES.reference, None): budget.runs(RULES.reference)}
     for nm in nms(budget):
         for key in recipes():
             b = own if key in STEP_KEYS.values() else budget
@@ -92,7 +110,7 @@ def jobs(budget):
 def _flip_tail(view) -> float | None:
     """A run's mean flip rate over the last ``flip_tail`` of its steps (block means)."""
     blocks = (view.get("flip_blocks") or {}).get("rate") or []
-    tail = blocks[-max(1, round(RULES["flip_tail"] * len(blocks))):] if blocks else []
+    tail = blocks[-max(1, round(RULES.flip_tail * len(blocks))):] if blocks else []
     tail = [x for x in tail if x is not None]
     return sum(tail) / len(tail) if tail else None
 
@@ -126,9 +144,9 @@ def _nm_result(results, runs, nm) -> str:
 
 def decide_claim(budget, results):
     g = groups(budget)
-    dense = g[(RULES["reference"], None)]
-    base = RULES["baseline"]
-    table, parts, per_successor = {}, {}, {s: [] for s in RULES["successors"]}
+    dense = g[(RULES.reference, None)]
+    base = RULES.baseline
+    table, parts, per_successor = {}, {}, {s: [] for s in RULES.successors}
     for nm in nms(budget):
         label = protocol.nm_label(nm)
         rows, todo = {}, {}
@@ -139,9 +157,9 @@ def decide_claim(budget, results):
             if key != base:
                 e = effect(results, [(1, g[(base, nm)]), (-1, runs)],
                            name=f"e({base}) - e({key}) at {label}", units=budget.units,
-                           margin=float(RULES["margin"]))
-                todo[f"{key} vs {base} {label}"] = (e, None, "")
-        decided = decide_parts(todo, alpha=protocol.RULES["alpha"])  # Holm: this N:M
+                           margin=float(RULES.margin))
+                todo[part_name(key, nm)] = Evidence(e)
+        decided = decide_parts(todo, alpha=budget.rules.alpha)  # Holm: this N:M
         for name, part in decided.items():
             key = name.split(" vs ")[0]
             rows[key]["vs_baseline"] = {
@@ -154,21 +172,21 @@ def decide_claim(budget, results):
         parts.update(decided)
         table[label] = rows
     dense_view = [results[r.digest] for r in dense]
-    numbers = {"table": table, "units": budget.units, "margin": float(RULES["margin"]),
+    numbers = {"table": table, "units": budget.units, "margin": float(RULES.margin),
                "dense": {"lr": float(dict(dense[0].recipe_options)["lr"]),
                          "diverged": sum(bool(v.get("diverged")) for v in dense_view),
                          "error": statistics.fmean(v["error"] for v in dense_view
                                                    if not v.get("diverged"))
                          if not all(v.get("diverged") for v in dense_view) else None},
-               "labels": {k: LABELS.get(k, k) for k in [RULES["reference"], *recipes()]},
-               "dense_result": list(RULES["dense_result"]),
-               "rules_sha256": protocol.rules_digest(RULES)}
+               "labels": {k: LABELS.get(k, k) for k in [RULES.reference, *recipes()]},
+               "dense_result": list(RULES.dense_result),
+               "rules_sha256": RULES.digest}
     verdict, reason = _verdict(per_successor, table)
     first = next(iter(parts.values())).effect if parts else None
-    # S1 runs STEP at its own lr (RULES_S1 "step"), whatever the plain setting's label says
+    # S1 runs STEP at its own lr (its rules' "step"), whatever the plain setting's label says
     problem = budget.label.replace("STEP at SR-STE's tuned lr", "STEP and every recipe at "
                                    "its own tuned lr")
-    return ClaimResult(CLAIM, TITLE, verdict, reason, RULE, first, problem,
+    return ClaimResult(CLAIM.id, CLAIM.title, verdict, reason, CLAIM.rule, first, problem,
                        tuple(budget.seeds), budget.mode, numbers, parts=tuple(parts.values()))
 
 
@@ -235,10 +253,10 @@ def readme_table(report_json) -> str:
     doc = json.loads(Path(report_json).read_text())["result"]
     lines = []
     for c in doc["claims"]:
-        if c["claim"] == CLAIM:
+        if c["claim"] == CLAIM.id:
             lines += markdown_table(c) + [""]
     if not lines:
-        raise ValueError(f"{report_json} holds no {CLAIM} result")
+        raise ValueError(f"{report_json} holds no {CLAIM.id} result")
     return "\n".join(lines)
 
 
@@ -254,8 +272,15 @@ def figures(result, out_dir):
             tag = f" ({row['diverged']} div.)" if row["diverged"] else ""
             groups[f"{label} {key}{tag}"] = row["gap_values"] or [math.nan]
     path = Path(out_dir) / f"successors-{result.setting.replace('/', '-')}.png"
-    return [_plots.bars(path, title=f"S1: gap to dense by recipe — {result.verdict}",
+    return [plots.bars(path, title=f"S1: gap to dense by recipe — {result.verdict}",
                         groups=groups, ylabel=f"gap to dense ({n['units']})", hline=0.0,
                         note=f"{result.problem}; seeds {list(result.seeds)}; each recipe at "
                         "its own tuned lr; md-dense's model is dense; diverged runs left "
                         "out (counted)")]
+
+
+CLAIM = register(Claim(
+    id="S1",
+    title="Beyond the paper: STEP among its successors",
+    rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
+    primary=primary_parts, figures=figures, markdown=markdown_table))

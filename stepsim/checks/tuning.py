@@ -28,16 +28,16 @@ def jobs(needs: dict, seeds=None) -> dict:
     (setting, config) -> {"grid": [lr...], "tasks": [RunSpec...] (grid-major, seeds
     inner)}. seeds: the tuning seeds (default the protocol's; ``--extended`` adds more for
     the stability map only, :func:`extend_errors`)."""
-    from stepsim.checks import _setup
+    from stepsim.checks.budget import Budget
 
-    seeds = tuple(protocol.RULES["seeds"]["tuning"] if seeds is None else seeds)
     out = {}
     for setting, (budget, keys) in sorted(needs.items()):
-        tuner = _setup.Budget(budget.mode, budget.problem, budget.timescale, seeds,
-                              steps=budget.steps, schedule=budget.schedule)
+        tuner = Budget(budget.mode, budget.problem, budget.timescale,
+                              tuple(budget.rules.seeds.tuning if seeds is None else seeds),
+                              steps=budget.steps, schedule=budget.schedule, rules=budget.rules)
         for key in sorted(keys):
             optimizer, recipe, nm, m = protocol.parse_key(key)
-            lrs = protocol.grid(budget.problem, optimizer)
+            lrs = budget.rules.grid(budget.problem, optimizer)
             # a STEP key tuned for itself (draft 4) switches by the default AutoSwitch
             tasks = [tuner.run(recipe, seed, nm=nm, m=m, optimizer=optimizer, lr=lr,
                                evaluate=False)
@@ -50,8 +50,9 @@ def choose(tune_jobs: dict, results: dict) -> tuple[dict, dict]:
     """(chosen, table): chosen = setting -> config -> lr; table = setting -> config ->
     {"grid", "means" (mean final error per grid value, inf when a run diverged),
     "choice", "edge", "errors" (per grid value, each tuning seed's error, None for a
-    diverged run: the stability map's input), "tie" (the tie set, PROTOCOL §D4.2)}."""
-    from stepsim.checks._setup import error
+    diverged run: the stability map's input), "tie" (the tie set, PROTOCOL.md "Tie-aware
+    tuning")}."""
+    from stepsim.checks.budget import error
     from stepsim.checks.operating import tie_set
 
     chosen, table = {}, {}
@@ -76,7 +77,7 @@ def choose(tune_jobs: dict, results: dict) -> tuple[dict, dict]:
 def extend_errors(table: dict, extra: dict) -> dict:
     """``table`` with each config's per-lr ``errors`` joined by those of ``extra`` (a
     :func:`choose` table of more seeds): the stability map's input under ``--extended``
-    (PROTOCOL §D4.3). Choices and tie sets stay the protocol's."""
+    (PROTOCOL.md "Stability map"). Choices and tie sets stay the protocol's."""
     out = {}
     for setting, configs in table.items():
         for key, row in configs.items():
@@ -89,16 +90,16 @@ def extend_errors(table: dict, extra: dict) -> dict:
 
 
 def tie_budgets(budget, table: dict, claims) -> list:
-    """The operating points of the tie set (PROTOCOL §D4.2) of a finished-tuning budget:
-    per N:M and every lr tied with SR-STE's choice (the choice included, so each N:M has
-    a verdict of its own at every tied lr), a budget with SR-STE's lr (and so STEP's)
-    set to that lr, restricted to that N:M, the readings of ``tie.readings`` and the
-    in-place claims among ``claims`` that study that N:M."""
+    """The operating points of the tie set (PROTOCOL.md "Tie-aware tuning") of a
+    finished-tuning budget: per N:M and every lr tied with SR-STE's choice (the choice
+    included, so each N:M has a verdict of its own at every tied lr), a budget with SR-STE's
+    lr (and so STEP's) set to that lr, restricted to that N:M, the readings of
+    ``tie.readings`` and the in-place claims among ``claims`` that study that N:M."""
     import dataclasses
 
     from stepsim.checks import c06_high_sparsity
 
-    rules = protocol.RULES["operating_points"]
+    rules = budget.rules.operating_points
     if budget.tag or budget.only is not None or budget.schedule != "constant":
         return []
     rows = table.get(budget.setting, {})
@@ -107,14 +108,14 @@ def tie_budgets(budget, table: dict, claims) -> list:
         key = protocol.config_key("adam", "sr-ste", nm)
         if key not in rows:
             continue
-        wanted = [c for c in rules["claims"] if c in claims and (
+        wanted = [c for c in rules.claims if c in claims and (
             c != "C6" or tuple(nm) in c06_high_sparsity.HIGH[budget.problem])]
         if not wanted:
             continue
         for lr in rows[key]["tie"]:
             out.append(dataclasses.replace(
                 budget, lrs={**budget.lrs, key: lr}, nm_only=tuple(nm), only=tuple(wanted),
-                readings=tuple(rules["tie"]["readings"][budget.problem]),
+                readings=tuple(rules.tie.readings[budget.problem]),
                 tag=f"sr-ste {protocol.nm_label(nm)} lr={lr:g}"))
     return out
 

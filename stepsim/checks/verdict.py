@@ -20,7 +20,8 @@ The rules (PROTOCOL.md §6):
   ``se_test`` and ``df`` so later rules can recompute intervals at other levels.
 * :func:`premise_present` — the premise gate: the premise's one-sided lower bound at
   alpha = 0.05 is > 0.
-* :func:`decide_parts` — one :class:`Part` verdict per part of a claim with margin m > 0
+* :func:`decide_parts` — one :class:`Part` verdict per part of a claim (its
+  :class:`Evidence`: effect, premise) with margin m > 0
   (the smallest effect that counts): premise gate, then Holm's step-down
   (:func:`stepsim.stats.holm`, family-wise alpha = 0.05) with
   p_i = min(1, 2 min(P(E <= 0), P(E >= m))); a part rejected at Holm level a_i is judged on
@@ -30,7 +31,7 @@ The rules (PROTOCOL.md §6):
 * :func:`decide_equivalence` — flatness claims (C7): two one-sided tests per part against
   (-m, m) in a REPRODUCED family, the test that the effect lies outside (-m, m) in a NOT
   REPRODUCED family, Holm in each (draft 4).
-* Divergence (draft 4): an effect of runs (``_setup.effect``) is computed on the seeds
+* Divergence (draft 4): an effect of runs (``budget.effect``) is computed on the seeds
   whose runs all stayed finite; the two sides' divergence is its own outcome, compared by
   an exact paired test in the same Holm family (:func:`decide_parts`).
 * :func:`combine` — a claim's verdict from its parts: NOT REPRODUCED if any part is, else
@@ -41,7 +42,7 @@ Every part reports the interval at the level it was judged at (``Part.level``, a
 n = 8 seeds and one shared test set, that each rule gives at most 5% wrong verdicts
 (REPRODUCED with a true effect <= 0, NOT REPRODUCED with a true effect >= margin); its
 draft-4 section simulates per-item 0/100 errors and divergence and feeds them through
-``_setup.effect`` and these functions (PROTOCOL.md, "Draft 4: statistics").
+``budget.effect`` and these functions (PROTOCOL.md, "Draft 4: statistics").
 Everything here is plain data: frozen dataclasses that serialise to JSON with
 :func:`stepsim._ground.provenance.to_jsonable`.
 """
@@ -71,8 +72,8 @@ class Effect:
     (:class:`stepsim.stats.PairedEstimate`, units of the estimate) when the Effect was made
     by :func:`effect_from`; NaN for an Effect built directly without them (the rules then
     use sd(values)/sqrt(n)).
-    divergence: for an effect of runs (``_setup.effect``), which seeds lost a run
-    (``_setup.divergence``: the estimate and ``values`` are over the ``finite`` seeds only,
+    divergence: for an effect of runs (``budget.effect``), which seeds lost a run
+    (``budget.divergence``: the estimate and ``values`` are over the ``finite`` seeds only,
     n = their number); None for effects of other quantities.
     """
 
@@ -162,7 +163,7 @@ def effect_from(values, test_vars=None, *, name: str, units: str, margin: float,
                   se_seeds=est.se_seeds, se_test=est.se_test, df=float(est.df))
 
 
-def _estimate_of(effect: Effect):
+def estimate_of(effect: Effect):
     """The :class:`stepsim.stats.PairedEstimate` behind ``effect``: from its se fields when
     both are finite (:func:`effect_from`), else sd(values)/sqrt(n) from its values (an
     Effect built without them), else from its interval's width; NaN se if none is known."""
@@ -192,12 +193,52 @@ def _at_level(effect: Effect, est, level: float) -> Effect:
     return dataclasses.replace(effect, ci_low=low, ci_high=high, ci_level=level)
 
 
-def _pct(level: float) -> str:
+def percent(level: float) -> str:
+    """A coverage level as the verdicts write it: 0.975 -> "97.5%"."""
     return f"{100 * level:.4g}%"
 
 
 def _u(units: str) -> str:
     return f" {units}" if units else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What one part of a claim is decided from (:func:`decide_parts`): its effect (an
+    :class:`Effect`, margin >= 0; 0 = direction only), its premise (an Effect whose
+    presence the part needs, or None) and what the premise says (premise_text)."""
+
+    effect: Effect
+    premise: Effect | None = None
+    premise_text: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.effect, Effect):
+            raise TypeError(f"effect must be an Effect, got {type(self.effect).__name__}")
+        if self.premise is not None and not isinstance(self.premise, Effect):
+            raise TypeError(f"premise must be an Effect or None, "
+                            f"got {type(self.premise).__name__}")
+        if not (math.isfinite(self.effect.margin) and self.effect.margin >= 0):
+            raise ValueError(f"margin must be finite and >= 0, got {self.effect.margin!r}")
+        object.__setattr__(self, "premise_text", str(self.premise_text))
+
+
+@dataclasses.dataclass(frozen=True)
+class Standing:
+    """Where one part stands after Holm's step-down (:func:`decide_parts`,
+    :func:`decide_equivalence`): est, the estimate behind its effect (None: its error
+    hypothesis is not in the family: too few finite values); holm, (level a_i, rejected)
+    of its error hypothesis (flatness: in the REPRODUCED family); p, that hypothesis's
+    p-value; against, flatness only: (level, rejected) of "outside the band" in the NOT
+    REPRODUCED family; div, (level, rejected) of its divergence hypothesis (None: not in
+    the family); test, its exact divergence test (None: nothing to compare)."""
+
+    est: object = None
+    holm: tuple | None = None
+    p: float | None = None
+    against: tuple | None = None
+    div: tuple | None = None
+    test: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +271,7 @@ def premise_present(premise: Effect, alpha: float = 0.05) -> bool:
     from stepsim._ground.validate import check_open_unit
 
     alpha = check_open_unit("alpha", alpha)
-    lb = _estimate_of(premise).lower_bound(alpha)
+    lb = estimate_of(premise).lower_bound(alpha)
     return bool(lb > 0)
 
 
@@ -246,7 +287,7 @@ def min_finite_pairs() -> int:
     """The fewest seeds with every run finite for an error effect to be judged (RULES)."""
     from stepsim.checks import protocol
 
-    return int(protocol.RULES["divergence"]["min_finite_pairs"])
+    return int(protocol.RULES.divergence.min_finite_pairs)
 
 
 def divergence_test(effect: Effect):
@@ -313,11 +354,11 @@ def _tarone(n_fixed: int, p_min: dict, alpha: float) -> set:
 
 def decide_parts(parts, *, alpha: float = 0.05) -> dict:
     """The generic verdict of every part of a claim, with the premise gate, divergence as its
-    own outcome and Holm's step-down across the parts (PROTOCOL §6 and draft 4).
+    own outcome and Holm's step-down across the parts (PROTOCOL.md section 6 and "Draft 4:
+    statistics").
 
-    parts: mapping name -> (effect, premise, premise_text): effect an :class:`Effect`
-    (margin >= 0; 0 = direction only), premise an Effect or None, premise_text a string.
-    Returns name -> :class:`Part`, in the input order.
+    parts: mapping name -> :class:`Evidence` (effect, premise, premise_text). Returns
+    name -> :class:`Part`, in the input order.
 
     1. premise given and absent (:func:`premise_present` at alpha)  -> INCONCLUSIVE;
     2. the family (Holm at ``alpha``) holds two kinds of hypotheses:
@@ -338,84 +379,75 @@ def decide_parts(parts, *, alpha: float = 0.05) -> dict:
 
     alpha = check_open_unit("alpha", alpha)
     if not hasattr(parts, "items"):
-        raise TypeError(f"parts must map name -> (effect, premise, premise_text), "
-                        f"got {type(parts).__name__}")
+        raise TypeError(f"parts must map name -> Evidence, got {type(parts).__name__}")
+    for name, given in parts.items():
+        if not isinstance(given, Evidence):
+            raise TypeError(f"parts[{name!r}] must be an Evidence (effect, premise, "
+                            f"premise_text), got {given!r:.80}")
     need = min_finite_pairs()
-    out: dict = {}
-    family_est: dict = {}
-    family_p: dict = {}
-    div_tests: dict = {}
-    given: dict = {}
-    for name, spec in parts.items():
-        if not isinstance(spec, tuple) or len(spec) != 3:
-            raise TypeError(f"parts[{name!r}] must be (effect, premise, premise_text), "
-                            f"got {spec!r:.80}")
-        effect, premise, text = spec
-        if not isinstance(effect, Effect):
-            raise TypeError(f"parts[{name!r}] effect must be an Effect, "
-                            f"got {type(effect).__name__}")
-        if premise is not None and not isinstance(premise, Effect):
-            raise TypeError(f"parts[{name!r}] premise must be an Effect or None, "
-                            f"got {type(premise).__name__}")
-        if not (math.isfinite(effect.margin) and effect.margin >= 0):
-            raise ValueError(f"parts[{name!r}] margin must be finite and >= 0, "
-                             f"got {effect.margin!r}")
-        given[name] = (effect, premise, str(text))
-        est = _estimate_of(effect)
-        if premise is not None and _lost(premise) and premise.n < need:
-            d = (effect if _lost(effect) else premise).divergence
-            head = "both diverged" if d["plus"] and d["minus"] else "diverged"
-            out[name] = Part(name, effect, INCONCLUSIVE,
-                             f"{head}: the premise ({text}) has {premise.n} finite seed(s) of "
-                             f"{premise.divergence['seeds']} (need {need}); "
-                             f"{_divergence_text(effect, divergence_test(effect))}"
-                             if _lost(effect) else
-                             f"{head}: the premise ({text}) has {premise.n} finite seed(s) of "
-                             f"{premise.divergence['seeds']} (need {need})",
-                             1.0 - alpha, premise, str(text))
+    out = {name: _gated(name, given, alpha, need) for name, given in parts.items()}
+    family_est, family_p, div_tests = {}, {}, {}
+    for name, given in parts.items():
+        if out[name] is not None:
             continue
-        if premise is not None and not premise_present(premise, alpha):
-            p_est = _estimate_of(premise)
-            level = 1.0 - 2.0 * alpha
-            lost = (f"; its runs diverged: {_divergence_text(premise, None)}"
-                    if _lost(premise) else "")
-            out[name] = Part(name, _at_level(effect, est, level) if est.n >= 2 else effect,
-                             INCONCLUSIVE,
-                             f"premise absent: {text} ({p_est.mean:.3g}, one-sided "
-                             f"{_pct(1.0 - alpha)} lower bound {p_est.lower_bound(alpha):.3g}"
-                             f"{lost})", level, premise, str(text))
-            continue
+        effect = given.effect
         test = divergence_test(effect)
         if test is not None:
             div_tests[name] = test
-        enough = est.n >= (need if _lost(effect) else 2)
-        if enough and math.isfinite(est.se):
-            m = effect.margin
+        est = estimate_of(effect)
+        if est.n >= (need if _lost(effect) else 2) and math.isfinite(est.se):
             family_est[name] = est
-            family_p[("e", name)] = min(1.0, 2.0 * min(est.p_greater(0.0), est.p_less(m)))
+            family_p[("e", name)] = min(1.0, 2.0 * min(est.p_greater(0.0),
+                                                       est.p_less(effect.margin)))
     keep = _tarone(len(family_p), {k: t.p_min for k, t in div_tests.items()}, alpha)
     for k in keep:
         family_p[("d", k)] = div_tests[k].p_two_sided
     holm = _holm_family(family_p, alpha)
-    for name, (effect, premise, text) in given.items():
-        if name in out:
-            continue
-        out[name] = _judge_part(name, effect, premise, text, family_est.get(name),
-                                holm.get(("e", name)), holm.get(("d", name)),
-                                div_tests.get(name), family_p.get(("e", name)), alpha, need)
-    return {name: out[name] for name in given}
+    for name, given in parts.items():
+        if out[name] is None:
+            standing = Standing(est=family_est.get(name), holm=holm.get(("e", name)),
+                                p=family_p.get(("e", name)), div=holm.get(("d", name)),
+                                test=div_tests.get(name))
+            out[name] = _judge_part(name, given, standing, alpha, need)
+    return out
 
 
-def _judge_part(name, effect, premise, text, est, e_holm, d_holm, test, p_err, alpha,
-                need) -> Part:
+def _gated(name, given: Evidence, alpha: float, need: int) -> Part | None:
+    """The part's verdict when its premise decides it (too few finite seeds, or absent),
+    else None: the part joins the Holm family."""
+    effect, premise, text = given.effect, given.premise, given.premise_text
+    if premise is None:
+        return None
+    if _lost(premise) and premise.n < need:
+        d = (effect if _lost(effect) else premise).divergence
+        head = "both diverged" if d["plus"] and d["minus"] else "diverged"
+        reason = (f"{head}: the premise ({text}) has {premise.n} finite seed(s) of "
+                  f"{premise.divergence['seeds']} (need {need})")
+        if _lost(effect):
+            reason += f"; {_divergence_text(effect, divergence_test(effect))}"
+        return Part(name, effect, INCONCLUSIVE, reason, 1.0 - alpha, premise, text)
+    if premise_present(premise, alpha):
+        return None
+    est, p_est = estimate_of(effect), estimate_of(premise)
+    level = 1.0 - 2.0 * alpha
+    lost = f"; its runs diverged: {_divergence_text(premise, None)}" if _lost(premise) else ""
+    return Part(name, _at_level(effect, est, level) if est.n >= 2 else effect, INCONCLUSIVE,
+                f"premise absent: {text} ({p_est.mean:.3g}, one-sided "
+                f"{percent(1.0 - alpha)} lower bound {p_est.lower_bound(alpha):.3g}{lost})",
+                level, premise, text)
+
+
+def _judge_part(name, given: Evidence, standing: Standing, alpha: float, need: int) -> Part:
     """One part's verdict from its error and divergence hypotheses (:func:`decide_parts`)."""
+    effect, premise, text = given.effect, given.premise, given.premise_text
+    test, d_holm = standing.test, standing.div
     m, u = effect.margin, _u(effect.units)
     lost = _lost(effect)
     err_dir, judged, level = None, effect, 1.0 - alpha
-    if e_holm is not None:
-        a, rejected = e_holm
+    if standing.holm is not None:
+        a, rejected = standing.holm
         level = 1.0 - a
-        judged = _at_level(effect, est, level)
+        judged = _at_level(effect, standing.est, level)
         if rejected and judged.ci_high < m:
             err_dir = NOT_REPRODUCED
         elif rejected and judged.ci_low > 0:
@@ -423,59 +455,61 @@ def _judge_part(name, effect, premise, text, est, e_holm, d_holm, test, p_err, a
     div_dir, div_where = None, ""
     if d_holm is not None and d_holm[1]:
         div_dir = REPRODUCED if test.p_a_more <= test.p_b_more else NOT_REPRODUCED
-        div_where = f"Holm level {_pct(1.0 - d_holm[0])}"
-        if e_holm is None:
+        div_where = f"Holm level {percent(1.0 - d_holm[0])}"
+        if standing.holm is None:
             level = 1.0 - d_holm[0]
     div = f"; {_divergence_text(effect, test)}" if lost else ""
     low, high = judged.ci_low, judged.ci_high
-    where = f"(Holm level {_pct(level)})"
+    where = f"(Holm level {percent(level)})"
+
+    def part(verdict, reason, effect_shown=judged) -> Part:
+        return Part(name, effect_shown, verdict, reason, level, premise, text)
+
     if div_dir == NOT_REPRODUCED:
         d = effect.divergence
-        return Part(name, judged, NOT_REPRODUCED,
+        return part(NOT_REPRODUCED,
                     f"the better-claimed side diverged more often ({d['only_minus']} vs "
                     f"{d['only_plus']} seeds only one side, exact McNemar p = "
-                    f"{test.p_two_sided:.3g}, {div_where}){div}", level, premise, text)
+                    f"{test.p_two_sided:.3g}, {div_where}){div}")
     if div_dir == REPRODUCED and err_dir != NOT_REPRODUCED:
         d = effect.divergence
-        return Part(name, judged, REPRODUCED,
+        return part(REPRODUCED,
                     f"the worse-claimed side diverged more often ({d['only_plus']} vs "
                     f"{d['only_minus']} seeds only one side, exact McNemar p = "
-                    f"{test.p_two_sided:.3g}, {div_where}){div}", level, premise, text)
+                    f"{test.p_two_sided:.3g}, {div_where}){div}")
     if div_dir == REPRODUCED:
-        return Part(name, judged, INCONCLUSIVE,
+        return part(INCONCLUSIVE,
                     f"the outcomes disagree: the worse-claimed side diverged more often "
                     f"(exact McNemar p = {test.p_two_sided:.3g}, {div_where}) but on the "
-                    f"finite pairs CI upper end {high:.3g} < margin {m:.3g}{u}{div}",
-                    level, premise, text)
+                    f"finite pairs CI upper end {high:.3g} < margin {m:.3g}{u}{div}")
     if err_dir == NOT_REPRODUCED:
         reason = (f"CI upper end {high:.3g} < margin {m:.3g}{u} {where}: an effect of the "
                   f"claimed size is ruled out" if m > 0 else
                   f"CI upper end {high:.3g} < 0{u} {where}: the opposite direction")
-        return Part(name, judged, NOT_REPRODUCED, reason + div, level, premise, text)
+        return part(NOT_REPRODUCED, reason + div)
     if err_dir == REPRODUCED:
-        return Part(name, judged, REPRODUCED, f"CI lower end {low:.3g} > 0{u} {where}{div}",
-                    level, premise, text)
-    if e_holm is None:
+        return part(REPRODUCED, f"CI lower end {low:.3g} > 0{u} {where}{div}")
+    if standing.holm is None:
         n = effect.n
         if lost and n < need:
             d = effect.divergence
             head = "both diverged" if d["plus"] and d["minus"] else "diverged"
             p = "" if test is None else f", exact McNemar p = {test.p_two_sided:.3g}" + (
-                "" if d_holm is None else f" (Holm level {_pct(1.0 - d_holm[0])})")
+                "" if d_holm is None else f" (Holm level {percent(1.0 - d_holm[0])})")
             reason = (f"{head}: {n} finite pair(s) of {d['seeds']} (need {need}); a diverged "
                       f"run in {d['plus']}/{d['seeds']} seeds on the worse-claimed side, "
                       f"{d['minus']}/{d['seeds']} on the better-claimed side{p}")
         else:
             reason = f"{n} paired value(s): no interval"
-        return Part(name, effect, INCONCLUSIVE, reason, level, premise, text)
-    ci = f"{_pct(level)} CI [{low:.3g}, {high:.3g}]{u}"
+        return part(INCONCLUSIVE, reason, effect)
+    ci = f"{percent(level)} CI [{low:.3g}, {high:.3g}]{u}"
     if low <= 0 and high >= m:
         reason = (f"{ci} contains 0 and reaches the margin {m:.3g} (Holm)" if m > 0
                   else f"{ci} contains 0 (Holm)")
     else:
         reason = (f"{ci}, margin {m:.3g}: not rejected by Holm's step-down "
-                  f"(p = {p_err:.3g})")
-    return Part(name, judged, INCONCLUSIVE, reason + div, level, premise, text)
+                  f"(p = {standing.p:.3g})")
+    return part(INCONCLUSIVE, reason + div)
 
 
 def decide_equivalence(parts, margin: float, *, alpha: float = 0.05, others=None) -> dict:
@@ -520,7 +554,7 @@ def decide_equivalence(parts, margin: float, *, alpha: float = 0.05, others=None
     for name, effect in parts.items():
         if not isinstance(effect, Effect):
             raise TypeError(f"parts[{name!r}] must be an Effect, got {type(effect).__name__}")
-        est = _estimate_of(effect)
+        est = estimate_of(effect)
         test = divergence_test(effect)
         if test is not None and test.p_min <= alpha:
             tests[name] = test
@@ -539,9 +573,10 @@ def decide_equivalence(parts, margin: float, *, alpha: float = 0.05, others=None
     holm_rep = _holm_family(p_rep, alpha)
     holm_not = _holm_family(p_not, alpha)
     for name, effect in parts.items():
-        out[name] = _judge_flat(name, effect, margin, family_est.get(name), holm_rep.get(name),
-                                holm_not.get(("e", name)), holm_not.get(("d", name)),
-                                tests.get(name), p_rep.get(name), alpha, need)
+        standing = Standing(est=family_est.get(name), holm=holm_rep.get(name),
+                            p=p_rep.get(name), against=holm_not.get(("e", name)),
+                            div=holm_not.get(("d", name)), test=tests.get(name))
+        out[name] = _judge_flat(name, effect, margin, standing, alpha, need)
     for name, spec in others.items():
         out[name] = spec.decide(holm_rep[name], holm_not[("o", name)])
     return out
@@ -558,15 +593,16 @@ class Directional:
     decide: object
 
 
-def _judge_flat(name, effect, margin, est, rep, not_e, not_d, test, p_tost, alpha,
-                need) -> Part:
+def _judge_flat(name, effect, margin, standing: Standing, alpha: float, need: int) -> Part:
+    """One flatness part's verdict from its two families (:func:`decide_equivalence`)."""
+    est, test, not_d = standing.est, standing.test, standing.div
     u = _u(effect.units)
     band = f"(-{margin:.3g}, {margin:.3g}){u}"
     div = f"; {_divergence_text(effect, test)}" if _lost(effect) else ""
     if not_d is not None and not_d[1]:
         return Part(name, effect, NOT_REPRODUCED,
                     f"divergence depends on the part (exact McNemar p = "
-                    f"{test.p_two_sided:.3g}, Holm level {_pct(1.0 - not_d[0])}){div}",
+                    f"{test.p_two_sided:.3g}, Holm level {percent(1.0 - not_d[0])}){div}",
                     1.0 - not_d[0])
     if est is None:
         if _lost(effect) and effect.n < need:
@@ -577,22 +613,23 @@ def _judge_flat(name, effect, margin, est, rep, not_e, not_d, test, p_tost, alph
                         f"{div}", 1.0 - 2.0 * alpha)
         return Part(name, effect, INCONCLUSIVE, f"{effect.n} paired value(s): no interval",
                     1.0 - 2.0 * alpha)
-    a, rejected = rep
+    a, rejected = standing.holm
     inside = _at_level(effect, est, 1.0 - 2.0 * a)
     if rejected and -margin < inside.ci_low and inside.ci_high < margin:
         return Part(name, inside, REPRODUCED,
-                    f"{_pct(1.0 - 2.0 * a)} CI [{inside.ci_low:.3g}, {inside.ci_high:.3g}] "
+                    f"{percent(1.0 - 2.0 * a)} CI [{inside.ci_low:.3g}, {inside.ci_high:.3g}] "
                     f"inside {band} (TOST, Holm){div}", 1.0 - 2.0 * a)
-    b, out_rejected = not_e
+    b, out_rejected = standing.against
     judged = _at_level(effect, est, 1.0 - b)
     low, high = judged.ci_low, judged.ci_high
-    ci = f"{_pct(1.0 - b)} CI [{low:.3g}, {high:.3g}]"
+    ci = f"{percent(1.0 - b)} CI [{low:.3g}, {high:.3g}]"
     if out_rejected and (low >= margin or high <= -margin):
         return Part(name, judged, NOT_REPRODUCED,
                     f"{ci} outside {band}: a deviation of at least the margin (Holm over "
                     f"the NOT REPRODUCED family){div}", 1.0 - b)
     return Part(name, judged, INCONCLUSIVE,
-                f"{ci} neither inside nor outside {band} (TOST p = {p_tost:.3g}, Holm){div}",
+                f"{ci} neither inside nor outside {band} (TOST p = {standing.p:.3g}, "
+                f"Holm){div}",
                 1.0 - b)
 
 
@@ -648,14 +685,18 @@ __all__ = [
     "ClaimResult",
     "Directional",
     "Effect",
+    "Evidence",
     "Part",
+    "Standing",
     "combine",
     "decide_equivalence",
     "decide_parts",
     "divergence_test",
-    "effect_text",
     "effect_from",
+    "effect_text",
+    "estimate_of",
     "min_finite_pairs",
+    "percent",
     "premise_present",
     "rule_of",
 ]

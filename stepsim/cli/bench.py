@@ -41,7 +41,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from stepsim.bench import run_bench
-    from stepsim.cli._args import output_path
+    from stepsim.cli.args import output_path
 
     json_path = output_path(args.json, option="--json")  # checked before any work
     run_bench(quick=args.quick, json_path=json_path, only=args.only, torch_peers=args.torch)

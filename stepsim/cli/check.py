@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import add_quiet, output_dir, positive_int
+from stepsim.cli.args import add_quiet, output_dir, positive_int
 
 HELP = "check the STEP paper's claims C1-C12: verdicts with CIs, report.json/.md and figures"
 
@@ -15,14 +15,11 @@ def add_arguments(parser) -> None:
                              "and STEP), runs only when named")
     parser.add_argument("--quick", action="store_true",
                         help="quick mode: digits only, 3 seeds, the fast timescale and the "
-                             "learning rates of the committed full run (162-176 s measured "
-                             "on 2 idle cores once numba's kernels are compiled, longer the "
-                             "first time; indicative, not evidence). "
-                             "Default: full mode, the registered "
+                             "learning rates of the committed full run (a few minutes; "
+                             "indicative, not evidence). Default: full mode, the registered "
                              "protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 seeds, digits "
-                             "and the transformer LM, with draft 4's operating points (draft "
-                             "3's runs: 24.5 min measured on 2 cores; draft 4 adds an "
-                             "estimated 30-45 min)")
+                             "and the transformer LM, with the operating points of its "
+                             "current draft (--dry-run estimates the time)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write DIR/report.json, DIR/report.md, DIR/figures/ and keep "
                              "every finished run in DIR/runs/ (a second call resumes; equal "
@@ -35,11 +32,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run on a Dask cluster at ADDRESS (tcp://host:port) instead")
     parser.add_argument("--extended", action="store_true",
-                        help="full mode plus the extended set of PROTOCOL.md draft 4 (§D4.8: "
-                             "STEP-A1 on the LM at the fixed switch fractions and the tie "
-                             "set, the LM under cosine, tuning seeds 1003-1007 for the stability "
-                             "map); beyond the 60-minute budget, meant "
-                             "for --scheduler (Dask); not registered evidence")
+                        help="full mode plus the extended set of PROTOCOL.md (\"Budget and "
+                             "the extended set\": STEP-A1 on the LM at the fixed switch "
+                             "fractions and the tie set, the LM under cosine, more tuning "
+                             "seeds for the stability map); beyond the protocol's time "
+                             "budget, meant for --scheduler (Dask); not registered evidence")
     parser.add_argument("--verify", metavar="DIR", default=None,
                         help="read every run stored in DIR/runs (a check's --out) and list "
                              "the damaged ones (cut short, changed, half a pair) and foreign "
@@ -51,16 +48,20 @@ def add_arguments(parser) -> None:
                         default=None, metavar="NAME",
                         help="only this problem of the protocol (digits | lm); repeatable "
                              "(default: every problem of the mode)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan — the runs and tasks per setting and claim, "
+                             "tuning and evaluation, how many --out's store already holds, "
+                             "the estimated worker time — and exit without running or "
+                             "writing anything")
     add_quiet(parser)
 
 
 def run(args) -> int:
     import time
-
     from pathlib import Path
 
     from stepsim.checks import parse_claims, run_checks
-    from stepsim.checks.report import default_out
+    from stepsim.checks.outputs import default_out
     from stepsim.experiments.executors import connected
 
     if args.verify is not None:
@@ -76,7 +77,10 @@ def run(args) -> int:
         raise ValueError("--out: empty path; give a directory")
     if args.out is not None and not Path(args.out).absolute().parent.exists():
         output_dir(args.out, option="--out")  # made if missing, in a directory that exists
-    out = args._out = Path(args.out if args.out is not None else default_out(mode))
+    out = Path(args.out if args.out is not None else default_out(mode))
+    if args.dry_run:
+        return _dry_run(claims, mode, out, args)
+    args._out = out
     start = time.perf_counter()
     with connected(args.scheduler) as scheduler:  # an unreachable one: no folder made
         report = run_checks(claims, mode=mode, out=out, jobs=args.jobs,
@@ -92,7 +96,7 @@ def verify(args) -> int:
     """``--verify DIR``: every run stored in DIR/runs read and judged; 0 whole, 1 not."""
     from pathlib import Path
 
-    from stepsim.checks.report import RUNS_DIR
+    from stepsim.checks.outputs import RUNS_DIR
     from stepsim.experiments.store import RunStore
 
     if args.out is not None or args.claims != ["all"]:
@@ -107,9 +111,21 @@ def verify(args) -> int:
     return 0 if check.ok else 1
 
 
+def _dry_run(claims, mode: str, out, args) -> int:
+    """Print the plan (``stepsim.checks.dry_run``); nothing is run, created or written."""
+    from stepsim.checks.dry_run import describe
+    from stepsim.checks.planning import plan
+    from stepsim.experiments.executors import usable_cores
+
+    made = plan(claims, mode, problems=args.problem, extended=bool(args.extended))
+    workers = args.jobs or usable_cores()
+    print(describe(made, out, workers))
+    return 0
+
+
 def interrupted(args) -> str:
     """The line Ctrl-C prints: the runs kept in ``--out``'s runs/ (``stepsim.cli``)."""
-    from stepsim.checks.report import RUNS_DIR
+    from stepsim.checks.outputs import RUNS_DIR
 
     out = getattr(args, "_out", None)
     if out is None or not (out / RUNS_DIR).is_dir():

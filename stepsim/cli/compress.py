@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import integer, nm, output_path
+from stepsim.cli.args import integer, nm, output_path
 
 HELP = "compress .npy/.npz weights to N:M storage (2:4 in CUTLASS's layout) and report bytes saved"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import integer, nm, output_path, registry_names
+from stepsim.cli.args import integer, nm, output_path, registry_names
 
 HELP = "bytes of BERT-Base / GPT-2 weights dense vs N:M-compressed, beside the paper's Table 5"
 

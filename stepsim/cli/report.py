@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import OptionError, finite_float, seed
+from stepsim.cli.args import OptionError, finite_float, seed
 
 HELP = "summarise a sweep directory: mean and CI over seeds, paired tests, metric vs sparsity"
 
@@ -28,7 +28,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from stepsim._ground.atomic import write_text
-    from stepsim.cli._args import output_path
+    from stepsim.cli.args import output_path
     from stepsim.experiments import load_table, plot_vs_sparsity, report_markdown
 
     for option, value in (("--metric", args.metric), ("--baseline", args.baseline)):

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import OptionError, add_quiet, choices_text, key_values, output_dir, positive_int
-from stepsim.cli._args import value as _value
+from stepsim.cli.args import (
+    OptionError,
+    add_quiet,
+    choices_text,
+    key_values,
+    output_dir,
+    positive_int,
+)
+from stepsim.cli.args import value as _value
 
 HELP = "run a grid of recipes x N:M x seeds (TOML/JSON spec or flags); resumes after a kill"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepsim.cli._args import (
+from stepsim.cli.args import (
     add_quiet,
     check_distinct_outputs,
     finite_float,

@@ -26,7 +26,7 @@ passes for one run; readers (``stepsim compress``, ``Trace.load_npz``) refuse a 
 
 from __future__ import annotations
 
-from stepsim.cli._args import (
+from stepsim.cli.args import (
     add_quiet,
     choices_text,
     integer,
@@ -39,7 +39,7 @@ from stepsim.cli._args import (
     run_params,
     seed,
 )
-from stepsim.cli._args import value as _value
+from stepsim.cli.args import value as _value
 
 HELP = ("train one recipe (" + ", ".join(registry_names("stepsim.recipes.registry", "RECIPES")[:5])
         + ", ...) on a problem (" + choices_text("stepsim.problems.registry", "PROBLEMS") + ")")

@@ -79,7 +79,7 @@ with the trace and the weights beside it)::
     stepsim train --recipe step --criterion fixed-fraction -c fraction=0.2 -o v_star=bias-corrected
 
 ``-p/-o/-c KEY=VALUE`` share one value grammar in train, sweep and check
-(:func:`stepsim.cli._args.value`): ``-p hidden=64,`` is a one-element tuple, ``-p nm=1:4``
+(:func:`stepsim.cli.args.value`): ``-p hidden=64,`` is a one-element tuple, ``-p nm=1:4``
 an N:M.
 
 Sweeps

@@ -321,14 +321,14 @@ API_CASES = [
     api(_np(lambda: _progress_with_interval("-1")), ValueError,
         r"^STEPSIM_PROGRESS_INTERVAL must be a positive number of seconds, got '-1'$",
         id="progress-interval-negative"),
-    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+    api(lambda files: __import__("stepsim.cli.args").cli.args.output_path(
         files["d"] + "/no/such/x.json", option="--json"), ValueError,
         r"^--json .*no/such/x\.json: directory .*no/such does not exist; create it first",
         id="output_path-missing-dir"),
-    api(lambda files: __import__("stepsim.cli._args").cli._args.output_dir(
+    api(lambda files: __import__("stepsim.cli.args").cli.args.output_dir(
         files["d"] + "/no/such/out", option="--out"), ValueError,
         r"^--out .*no/such/out: directory .*no/such does not exist", id="output_dir-missing-parent"),
-    api(lambda files: __import__("stepsim.cli._args").cli._args.output_dir(
+    api(lambda files: __import__("stepsim.cli.args").cli.args.output_dir(
         files["good"], option="--out"), ValueError, r"^--out .*good\.npy is a file, not a dir",
         id="output_dir-a-file"),
     api(_np(lambda: _fit(steps=0)), ValueError, r"steps must be >= 1", id="fit-steps"),
@@ -432,19 +432,19 @@ API_CASES = [
         id="load_table-no-result"),
     api(_np(lambda: __import__("stepsim.checks").checks.parse_claims(["all", "C99"])),
         ValueError, r"unknown claim 'C99'", id="parse_claims-all-and-unknown"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C3"], mode="slow")), ValueError, r"mode must be 'quick' or 'full', got 'slow'",
         id="run_checks-mode"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C3"], mode="full", problems=["regression"])), ValueError,
         r"problem must be one of \['digits', 'lm'\], got 'regression'",
         id="run_checks-problem"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C3"], mode="full", steps=50)), ValueError, r"steps must be an integer >= 200, got 50",
         id="run_checks-steps"),
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.parse_key(
         "adam|sr-ste")), ValueError, r"config key must be", id="parse_key-short"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C5"], mode="quick", extended=True)), ValueError,
         r"extended must be True or False and needs mode 'full'", id="run_checks-extended"),
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.document_rules(
@@ -464,7 +464,7 @@ API_CASES = [
         id="tie_set-choice"),
     api(_np(lambda: __import__("stepsim.checks.operating").checks.operating.clopper_pearson(
         4, 3)), ValueError, r"need integers 0 <= k <= n", id="clopper_pearson-k"),
-    api(_np(lambda: __import__("stepsim.checks._setup").checks._setup.Budget(
+    api(_np(lambda: __import__("stepsim.checks.budget").checks.budget.Budget(
         "full", "digits", "main", (0,), schedule="linear")), ValueError,
         r"schedule must be 'constant' or one of \['cosine-warmup'\], got 'linear'",
         id="budget-schedule"),
@@ -496,10 +496,10 @@ API_CASES = [
         quick=True, only=["layout"], json_path=""), ValueError,
         r"json_path: empty path; give a file name \(None: do not save\)",
         id="run_bench-json-empty"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C12"], mode="quick", out="")), ValueError, r"--out: empty path; give a directory",
         id="run_checks-out-empty"),
-    api(_np(lambda: __import__("stepsim.checks.report").checks.report.run_checks(
+    api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C1"], mode="quick", problems=["lm"])), ValueError,
         r"problem 'lm' is not in quick mode, which runs only \['digits'\]",
         id="run_checks-quick-problem-not-in-quick-mode"),
@@ -511,18 +511,18 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim._ground.validate")._ground.validate.check_finite_array(
         "x", np.array([1.0, np.inf]))), ValueError, r"x contains 0 NaN and 1 infinite",
         id="check_finite_array"),
-    api(_np(lambda: __import__("stepsim.cli._args").cli._args.seed("-1")), ValueError,
+    api(_np(lambda: __import__("stepsim.cli.args").cli.args.seed("-1")), ValueError,
         r"non-negative integer, got '-1'", id="args-seed"),
-    api(_np(lambda: __import__("stepsim.cli._args").cli._args.positive_int("0")), ValueError,
+    api(_np(lambda: __import__("stepsim.cli.args").cli.args.positive_int("0")), ValueError,
         r"positive integer, got '0'", id="args-positive-int"),
-    api(_np(lambda: __import__("stepsim.cli._args").cli._args.finite_float("nan")), ValueError,
+    api(_np(lambda: __import__("stepsim.cli.args").cli.args.finite_float("nan")), ValueError,
         r"finite number, got 'nan'", id="args-finite-float"),
-    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+    api(lambda files: __import__("stepsim.cli.args").cli.args.output_path(
         files["d"] + "/t.npz", option="--json", sidecars=(".npz",)), ValueError,
         r"--json .*t\.npz must not end in \.npz: the \.npz file written beside it would be "
         r".*t\.npz itself",
         id="output_path-sidecar"),
-    api(lambda files: __import__("stepsim.cli._args").cli._args.output_path(
+    api(lambda files: __import__("stepsim.cli.args").cli.args.output_path(
         files["d"] + "/good.json", option="--json", sidecars=(".npy",),
         inputs=(files["good"],)), ValueError, r"\(its \.npy file .*good\.npy\) is the input",
         id="output_path-sidecar-is-input"),

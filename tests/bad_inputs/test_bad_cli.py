@@ -237,7 +237,7 @@ CLI_CASES = [
          r".*no/such does not exist", id="check-out-missing-parent"),
     case("report {sweep} --figure {d}/no/such/f.png", r"--figure .*: directory .*no/such does "
          r"not exist", id="report-figure-missing-dir"),
-    # (either the API's message or, once train uses cli._args, argparse's)
+    # (either the API's message or, once train uses cli.args, argparse's)
     case("train --steps 0", r"steps must be >= 1, got 0|argument --steps: must be a positive",
          id="train-steps-zero"),
     case("train --steps x", r"argument --steps: (invalid int value|must be an integer)",
@@ -477,13 +477,13 @@ def test_a_full_disk_is_one_line_before_and_after_the_work(files, monkeypatch, c
     """No space left: refused by the probe before work; if the disk fills during the run,
     the write fails as one line too (and leaves no partial file)."""
     from stepsim._ground import atomic as _atomic
-    from stepsim.cli import _args
+    from stepsim.cli import args as cli_args
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     with monkeypatch.context() as patch:
-        patch.setattr(_args.tempfile, "TemporaryFile", full)
+        patch.setattr(cli_args.tempfile, "TemporaryFile", full)
         assert main(["compress", files["good"], "-o", files["out"]]) == 2
         err = _error_lines(capsys.readouterr().err)
         assert len(err) == 1 and "cannot write in" in err[0] and "No space left" in err[0]

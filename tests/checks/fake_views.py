@@ -11,11 +11,13 @@ loss gaps.
 
 from __future__ import annotations
 
+import importlib
 import zlib
 
 import numpy as np
 
-from stepsim.checks._setup import RECIPES, Budget
+from stepsim.checks.budget import RECIPES, Budget
+from stepsim.checks.registry import CLAIMS, EXTRAS
 from stepsim.checks.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult, combine
 
 R, NR, INC = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
@@ -27,6 +29,11 @@ PER_RUN = {"lr", "beta2", "momentum", "layerwise_m", "layerwise_target"}
 
 
 # --- budgets and job classification -----------------------------------------------------
+
+
+def claim_module(claim: str):
+    """The module of ``claim`` (its ``jobs``, ``decide_claim`` and registered ``CLAIM``)."""
+    return importlib.import_module(f"stepsim.checks.{({**CLAIMS, **EXTRAS})[claim]}")
 
 
 def needed_keys(module, problem="digits", timescale="main", only=None, steps=0) -> set:
@@ -76,7 +83,7 @@ def lm_items(gap: float, salt: str) -> np.ndarray:
 
 def make_view(items, *, steps=5000, switch_step=None, curve=None, lm=False, v_late_ratio=0.05,
               z_min=1e-9, diverged=False, score=1.0) -> dict:
-    """A run's view as ``report._view`` makes it. curve: error at each of the 10 evaluation
+    """A run's view as ``execution.view`` makes it. curve: error at each of the 10 evaluation
     points (default: flat at the final error, i.e. converged)."""
     items = np.asarray(items, dtype=np.float64)
     error = float(np.mean(items))
@@ -113,7 +120,8 @@ def views(module, budget, scenario) -> dict:
 
 def decided(module, budget, scenario) -> ClaimResult:
     result = module.decide_claim(budget, views(module, budget, scenario))
-    assert result.verdict in (R, NR, INC) and result.rule == module.RULE
+    assert result.verdict in (R, NR, INC) and result.rule == module.CLAIM.rule
+    assert tuple(p.name for p in result.parts) == module.CLAIM.parts(budget)  # as declared
     assert result.parts and all(p.verdict in (R, NR, INC) for p in result.parts)
     assert combine(p.verdict for p in result.parts) in (R, NR, INC)
     return result

@@ -147,6 +147,40 @@ def test_quick_subset_writes_a_well_formed_report(tmp_path, capsys, committed_lr
     assert "from the committed full run" in md
 
 
+def test_dry_run_prints_the_plan_and_runs_or_writes_nothing(tmp_path, capsys, no_work):
+    from stepsim.checks.planning import plan
+
+    out = tmp_path / "quick"
+    assert main(["check", "--dry-run", "--quick", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "the plan; nothing is run" in printed and "committed full run" in printed
+    made = plan(["all"], "quick")
+    for claim, key in made.evaluation.jobs:  # a row per claim and setting
+        assert f"evaluation {key} {claim} " in printed, (claim, key)
+    distinct = {j.digest for jobs in made.evaluation.jobs.values() for j in jobs}
+    assert f"{len(distinct)} distinct evaluation job(s)" in printed
+    assert "0 stored" in printed and "built-in model" in printed  # an empty store
+    assert not out.exists()  # not even the folder
+    # full mode: the tuning first, the evaluation and the tie set after it
+    assert main(["check", "C5", "--dry-run", "--problem", "digits", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "tuning digits/main (" in printed and "learning rates: tuned first" in printed
+    assert "after tuning" in printed and "tie set" in printed and not out.exists()
+    # bad input is still one line
+    assert main(["check", "--dry-run", "--quick", "--extended"]) == 2
+
+
+def test_dry_run_counts_what_the_store_holds_and_its_recorded_time(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["check", "C12", "--out", str(out)]) == 0  # a count: no training
+    capsys.readouterr()
+    assert main(["check", "C12", "--dry-run", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "its store holds 1 finished run(s) and task(s)" in printed
+    (row,) = [line for line in printed.splitlines() if "evaluation none C12" in line]
+    assert "1 tasks" in row and "1 stored" in row and "all stored" in row
+
+
 def test_help_imports_nothing_heavy():
     code = ("import sys; from stepsim.cli import build_parser; build_parser(); "
             "import stepsim.checks, stepsim.checks.protocol; "
@@ -160,7 +194,7 @@ def test_same_results_in_process_in_a_pool_and_on_dask():
     """Every executor gives the same numbers for the same runs (runtime aside)."""
     from dask.distributed import LocalCluster
 
-    from stepsim.checks._setup import Budget
+    from stepsim.checks.budget import Budget
     from stepsim.experiments import executors, traces
 
     b = Budget("full", "digits", "main", (0, 1), lrs={"adam|dense|-": 1e-3}, steps=60)

@@ -11,20 +11,28 @@ import re
 import numpy as np
 import pytest
 
-from stepsim.checks import CLAIMS, claim_module, parse_claims, protocol, tuning
-from stepsim.checks._setup import Budget, switch_cause
+from stepsim.checks import CLAIMS, EXTRAS, get_claim, parse_claims, protocol, tuning
+from stepsim.checks.budget import Budget, switch_cause
 from stepsim.checks.verdict import rule_of
 from tests.checks.fake_views import N_DIGITS, SEEDS, digit_items, make_view
-
 
 # --- the rules and the small pieces ------------------------------------------------------
 
 
-def test_every_claim_module_states_its_registered_rule_and_parse_claims():
-    for claim in CLAIMS:
-        module = claim_module(claim)
-        assert module.CLAIM == claim and module.RULE.startswith("Rule (PROTOCOL"), claim
-        assert module.RULE == rule_of(module.__doc__)
+def test_every_claim_module_registers_its_claim_with_its_rule_and_parse_claims():
+    import importlib
+
+    for claim, name in {**CLAIMS, **EXTRAS}.items():
+        record = get_claim(claim)
+        module = importlib.import_module(f"stepsim.checks.{name}")
+        assert record is module.CLAIM and record.id == claim
+        assert record.rule.startswith("Rule (PROTOCOL") and record.rule == rule_of(module.__doc__)
+        assert record.decide is module.decide_claim and record.jobs is module.jobs
+        assert (record.figure is None) != (record.figures is None), claim  # draws, once
+        assert record.extra == (claim in EXTRAS)
+    assert get_claim("c5") is get_claim("C5")
+    with pytest.raises(ValueError, match="unknown claim 'C13'"):
+        get_claim("C13")
     assert parse_claims(["all"]) == list(CLAIMS)
     assert parse_claims(None) == list(CLAIMS)
     assert parse_claims(["c12", "C1", "C1"]) == ["C1", "C12"]
@@ -68,17 +76,17 @@ def test_config_keys_round_trip_and_step_reuses_srste():
 
 
 def test_settings_of_full_and_quick_mode():
-    assert protocol.settings("full") == [("digits", "main", None), ("digits", "fast", ("C5",)),
-                                         ("lm", "fast", None)]
-    assert protocol.settings("quick") == [("digits", "fast", None)]
-    assert protocol.settings("full", ["lm"]) == [("lm", "fast", None)]
-    assert protocol.settings("full", ["digits"]) == [("digits", "main", None),
+    assert protocol.RULES.settings("full") == [("digits", "main", None),
+                                               ("digits", "fast", ("C5",)), ("lm", "fast", None)]
+    assert protocol.RULES.settings("quick") == [("digits", "fast", None)]
+    assert protocol.RULES.settings("full", ["lm"]) == [("lm", "fast", None)]
+    assert protocol.RULES.settings("full", ["digits"]) == [("digits", "main", None),
                                                      ("digits", "fast", ("C5",))]
     with pytest.raises(ValueError, match=r"problem 'lm' is not in quick mode, which runs only "
                        r"\['digits'\]; check it in full mode"):
-        protocol.settings("quick", ["lm"])  # refused, not an empty check
+        protocol.RULES.settings("quick", ["lm"])  # refused, not an empty check
     with pytest.raises(ValueError, match="problem must be one of"):
-        protocol.settings("full", ["regression"])
+        protocol.RULES.settings("full", ["regression"])
 
 
 def test_budget_runs_use_the_tuned_lr_of_their_config_and_the_timescale():
@@ -107,7 +115,8 @@ def test_budget_runs_use_the_tuned_lr_of_their_config_and_the_timescale():
 @pytest.fixture
 def five_point_grid(monkeypatch):
     """The tuning rule on a fixed 5-value grid (the protocol's grid may grow by its edge rule)."""
-    monkeypatch.setitem(protocol.RULES["grids"]["digits"], "adam", [3e-4, 1e-3, 3e-3, 1e-2, 3e-2])
+    monkeypatch.setattr(protocol, "RULES", protocol.RULES.with_value(
+        "grids.digits.adam", [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]))
 
 
 def tuning_case(means_by_lr, diverged=()):
@@ -117,12 +126,12 @@ def tuning_case(means_by_lr, diverged=()):
     groups = tuning.jobs({"digits/main": (probe, {"adam|sr-ste|1:8"})})
     (key, group), = groups.items()
     assert key == ("digits/main", "adam|sr-ste|1:8")
-    grid = protocol.grid("digits", "adam")
+    grid = protocol.RULES.grid("digits", "adam")
     assert group["grid"] == grid and group["seeds"] == 3 and len(group["tasks"]) == 15
     results = {}
     for j, lr in enumerate(grid):
         tasks = group["tasks"][3 * j:3 * j + 3]
-        assert [t.seed for t in tasks] == protocol.RULES["seeds"]["tuning"]
+        assert tuple(t.seed for t in tasks) == protocol.RULES.seeds.tuning
         for k, t in enumerate(tasks):
             assert dict(t.recipe_options)["lr"] == lr and t.eval_every is None
             assert t.steps == 200 and t.nm == (1, 8) and t.recipe == "sr-ste"
@@ -171,7 +180,7 @@ def test_a_missing_committed_file_is_a_clear_error(monkeypatch, tmp_path):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the diverging run's overflow
 def test_a_diverged_runs_view_counts_as_predicting_nothing(tmp_path):
-    from stepsim.checks.report import _view
+    from stepsim.checks.execution import view
     from stepsim.experiments import executors
     from stepsim.experiments.store import RunStore
 
@@ -180,7 +189,7 @@ def test_a_diverged_runs_view_counts_as_predicting_nothing(tmp_path):
     bad = b.run("dense", 0, optimizer="sgdm", lr=1e6)  # non-finite within a few steps
     store = RunStore(tmp_path)
     executors.run_serial([ok, bad], store.save)
-    good, lost = _view(store, ok), _view(store, bad)
+    good, lost = view(store, ok), view(store, bad)
     assert not good["diverged"] and good["items"].shape == (N_DIGITS,)
     assert set(np.unique(good["items"])) <= {0.0, 100.0}
     assert good["error"] == pytest.approx(np.mean(good["items"]))
@@ -188,3 +197,41 @@ def test_a_diverged_runs_view_counts_as_predicting_nothing(tmp_path):
     assert lost["diverged"] and lost["stopped_at"] is not None
     assert np.all(lost["items"] == 100.0) and lost["error"] == 100.0
     assert lost["metrics"]["test_accuracy"] > 0.05  # chance-level guesses: not credited
+
+
+def test_a_full_check_of_a_problem_outside_quick_mode_is_planned():
+    """``stepsim check --problem lm`` (full mode): its tuning covers the LM only (quick
+    mode, whose configs a full tuning also covers, has no LM setting)."""
+    from stepsim.checks.planning import plan
+
+    made = plan(["C5"], "full", problems=["lm"])
+    assert made.evaluation is None and made.tuning
+    assert {setting for setting, _ in made.tuning} == {"lm/fast"}
+    assert {b.problem for b in made.budgets} == {"lm"}
+    with pytest.raises(ValueError, match="not in quick mode"):
+        plan(["C5"], "quick", problems=["lm"])
+
+
+def test_same_report_compares_reports_apart_from_their_times(tmp_path):
+    """tests/checks/same_report.py (the refactors' check that no result moved): times and
+    run ids are ignored, a verdict or a run count that moved is found."""
+    import json
+
+    from tests.checks import same_report
+
+    def write(name, *, runtime, verdict, runs):
+        doc = {"result": {"runtime_s": runtime, "run_id": name, "compute": {
+            "runs": runs, "worker_s": runtime * 2},
+            "claims": [{"claim": "C1", "verdict": verdict, "runtime_s": runtime}]},
+            "provenance": {"params": {"run_id": name, "mode": "quick"}, "created_utc": name}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        return str(path)
+
+    a = write("a", runtime=1.0, verdict="REPRODUCED", runs=3)
+    b = write("b", runtime=9.0, verdict="REPRODUCED", runs=3)
+    assert same_report.main([a, b]) == 0
+    c = write("c", runtime=1.0, verdict="INCONCLUSIVE", runs=4)
+    found = same_report.differences(same_report.comparable(a), same_report.comparable(c))
+    assert found == [".result.claims[0].verdict: 'REPRODUCED' != 'INCONCLUSIVE'",
+                     ".result.compute.runs: 3 != 4"]

@@ -84,15 +84,15 @@ def test_sigkill_in_tuning_and_in_evaluation_then_resume_gives_the_same_report(t
     # and for quick mode's (the fast one), before the evaluation runs
     assert set(report.tuning) == {"digits/main", "digits/fast"}
     row = report.tuning["digits/main"]["adam|dense|-"]
-    assert row["grid"] == protocol.grid("digits", "adam") and row["choice"] in row["grid"]
+    assert row["grid"] == protocol.RULES.grid("digits", "adam") and row["choice"] in row["grid"]
     assert report.lrs["digits/main"]["adam|dense|-"] == row["choice"]
     n_tuning = sum(len(r["grid"]) * 3 for s in report.tuning.values() for r in s.values())
     # one config (Adam, dense) on the whole grid x 3 tuning seeds, at both timescales
-    assert n_tuning == 2 * 3 * len(protocol.grid("digits", "adam"))
+    assert n_tuning == 2 * 3 * len(protocol.RULES.grid("digits", "adam"))
     assert total == n_tuning + 24 + 1
     assert [(c.claim, c.setting) for c in report.claims] == [("C3", "digits/main"),
                                                              ("C12", "none")]
-    assert report.claims[0].seeds == tuple(protocol.RULES["seeds"]["full"])
+    assert report.claims[0].seeds == protocol.RULES.seeds.full
     assert report.protocol["altered_for_testing"]
 
     out = tmp_path / "killed"
@@ -115,14 +115,14 @@ def test_sigkill_in_tuning_and_in_evaluation_then_resume_gives_the_same_report(t
 @pytest.mark.slow
 def test_equal_runs_are_shared_between_claims_and_a_second_call_runs_nothing(tmp_path,
                                                                            monkeypatch):
-    from stepsim.checks import claim_module
-    from stepsim.checks._setup import Budget
+    from stepsim.checks.budget import Budget
     from stepsim.experiments import executors
+    from tests.checks.fake_views import claim_module
 
     lrs = {"digits/main": {"adam|dense|-": 0.003, "adam|sr-ste|1:8": 0.01,
                            "adam|sr-ste|1:16": 0.01}}
     claims = ["C2", "C3"]  # both run dense Adam at loss x1 on each seed
-    b = Budget("full", "digits", "main", tuple(protocol.RULES["seeds"]["full"]),
+    b = Budget("full", "digits", "main", protocol.RULES.seeds.full,
                lrs=lrs["digits/main"], steps=200)
     specs = [s for c in claims for s in claim_module(c).jobs(b)]
     distinct = {s.digest for s in specs}
@@ -213,7 +213,7 @@ def test_bad_calls_fail_before_any_run(tmp_path, monkeypatch):
 
 
 def test_the_default_out_is_not_the_current_directory(monkeypatch, tmp_path):
-    from stepsim.checks.report import default_out
+    from stepsim.checks.outputs import default_out
 
     monkeypatch.delenv("STEPSIM_CHECK_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -224,7 +224,9 @@ def test_the_default_out_is_not_the_current_directory(monkeypatch, tmp_path):
 
 def test_a_failure_while_drawing_leaves_the_old_report_and_its_figures_together(tmp_path,
                                                                              monkeypatch):
-    from stepsim.checks import claim_module
+    import dataclasses
+
+    from stepsim.checks.registry import REGISTRY, get_claim
 
     out = tmp_path / "r"
     run_checks(["C12"], mode="full", out=out, progress=False)  # no training: a count
@@ -234,7 +236,7 @@ def test_a_failure_while_drawing_leaves_the_old_report_and_its_figures_together(
     def broken(result, path):  # as a kill while drawing would leave it
         raise RuntimeError("drawing failed")
 
-    monkeypatch.setattr(claim_module("C12"), "figure", broken)
+    monkeypatch.setitem(REGISTRY, "C12", dataclasses.replace(get_claim("C12"), figure=broken))
     with pytest.raises(RuntimeError, match="drawing failed"):
         run_checks(["C12"], mode="full", out=out, progress=False)
     assert json.loads((out / "report.json").read_text())["result"]["run_id"] == old

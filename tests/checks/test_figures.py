@@ -1,6 +1,6 @@
 """Figures: the committed ones record their command, and re-running it gives the same
 result; every paper check draws its figure from a report's ClaimResult, also one read back
-from report.json (``report_files.redraw_figures``)."""
+from report.json (``outputs.redraw_figures``)."""
 
 import dataclasses
 import json
@@ -42,8 +42,8 @@ FAKE = {
 def fake_claims() -> list:
     """A ClaimResult of every claim: C1-C10 decided on fake views, C11 on a tiny real
     simulation of each process, C12 on the real counts."""
-    from stepsim.checks import claim_module
-    from stepsim.checks._setup import NoProblem
+    from stepsim.checks.budget import NoProblem
+    from tests.checks.fake_views import claim_module
 
     out = []
     for claim, (problem, timescale, only, scenario) in FAKE.items():
@@ -65,18 +65,16 @@ def fake_claims() -> list:
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory):
     """Every claim's figures drawn into out/figures, and the report written beside them."""
-    from stepsim.checks import claim_module
-    from stepsim.checks.report import FIGURES_DIR, Report, _draw
-    from stepsim.checks.report_files import write_report
+    from stepsim.checks.drawing import draw_one
+    from stepsim.checks.outputs import Report, write_report
 
     out = tmp_path_factory.mktemp("report")
     staging = out / ".figures-test"
     staging.mkdir()
     claims = []
     for result in fake_claims():
-        paths = _draw(claim_module(result.claim), result, staging)
-        claims.append(dataclasses.replace(result, figures=tuple(
-            str(Path(FIGURES_DIR) / Path(p).relative_to(staging)) for p in paths)))
+        figures, _ = draw_one(result, staging)
+        claims.append(dataclasses.replace(result, figures=figures))
     report = Report("full", tuple(claims), 1.0, str(out))
     write_report(report, out, params={"test": True}, figures=staging, run_id="fake")
     return out, report
@@ -101,7 +99,7 @@ def test_every_claim_draws_its_figures_from_its_result(drawn):
 
 
 def test_redraw_figures_draws_them_again_from_report_json(drawn):
-    from stepsim.checks.report_files import load_report, redraw_figures
+    from stepsim.checks.outputs import load_report, redraw_figures
 
     out, report = drawn
     figures = out / "figures"
@@ -196,27 +194,29 @@ def test_dry_run_lists_without_running(capsys):
 
 
 def test_the_committed_report_md_is_its_report_json_rendered():
-    """figures/check/report.md is what ``report_files.markdown`` makes of the committed
-    report.json (``rewrite_markdown`` regenerates it after a rendering change, no re-run)."""
-    from stepsim.checks.report_files import load_report, markdown
+    """figures/check/report.md is what ``markdown.markdown`` makes of the committed
+    report.json (``outputs.rewrite_markdown`` regenerates it after a rendering change, no
+    re-run)."""
+    from stepsim.checks.markdown import markdown
+    from stepsim.checks.outputs import load_report
 
     out = ROOT / "figures" / "check"
     assert (out / "report.md").read_text() == markdown(load_report(out / "report.json"))
 
 
 def test_figure_workers_draw_the_bytes_drawn_in_this_process(drawn, tmp_path):
-    """A check with >= 8 verdicts draws its figures on spawned processes (report._draw_all):
+    """A check with >= 8 verdicts draws its figures on spawned processes (drawing.draw_all):
     the same files, in the same order, as drawing them here (the drawn fixture)."""
-    from stepsim.checks import report as check_report
+    from stepsim.checks import drawing
 
     out, report = drawn
-    assert len(report.claims) >= check_report._FIGURE_POOL_MIN  # the pool path is taken
+    assert len(report.claims) >= drawing.POOL_MIN  # the pool path is taken
     staging = tmp_path / ".figures-pool"
     staging.mkdir()
-    drawn_there = check_report._draw_all(list(report.claims), staging, workers=2)
+    drawn_there = drawing.draw_all(list(report.claims), staging, workers=2)
     assert [paths for paths, _ in drawn_there] == [c.figures for c in report.claims]
     for c in report.claims:
         for f in c.figures:
-            name = Path(f).relative_to(check_report.FIGURES_DIR)
+            name = Path(f).relative_to(drawing.FIGURES_DIR)
             assert (staging / name).read_bytes() == (out / f).read_bytes(), f
     assert all(seconds > 0 for _, seconds in drawn_there)

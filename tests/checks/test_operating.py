@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from stepsim.checks import _gaps, _setup, operating, protocol, tuning
-from stepsim.checks._setup import Budget
+from stepsim.checks import budget as budget_module
+from stepsim.checks import operating, protocol, tuning
+from stepsim.checks.budget import Budget
 from stepsim.experiments import traces
 
 SEEDS = (0, 1, 2)
@@ -141,15 +142,13 @@ def test_plateau_ratio_compares_the_loss_at_k0_with_its_start():
     assert operating.plateau_ratio(loss, None) is None
     assert operating.plateau_ratio(loss[:10], 20) is None
     assert math.isnan(operating.plateau_ratio([1.0, np.inf, 1.0, 1.0], 4))
-    assert protocol.RULES["plateau"]["window"] == traces.PLATEAU_WINDOW
+    assert protocol.RULES.plateau.window == traces.PLATEAU_WINDOW
     with pytest.raises(ValueError, match="window"):
         traces.plateau_ratio(loss, 100, 0)
 
 
 def _c5_budget(**kw):
-    from tests.checks.fake_views import budget_for
-
-    from stepsim.checks import claim_module
+    from tests.checks.fake_views import budget_for, claim_module
 
     return claim_module("C5"), _dataclass_replace(budget_for(claim_module("C5")), **kw)
 
@@ -254,18 +253,18 @@ def test_cosine_schedule_adds_its_options_and_constant_keeps_draft_3s_digests():
 
 def test_operating_points_of_a_setting_and_the_tie_set_budgets():
     b = Budget("full", "digits", "main", SEEDS)
-    points = {o.key: o for o in _setup.operating_points(b, ["C1", "C5", "C6"])}
+    points = {o.key: o for o in budget_module.operating_points(b, ["C1", "C5", "C6"])}
     assert set(points) == {"digits/main@own-lr", "digits/main@k0=0.3T", "digits/main@k0=0.5T",
                            "digits/main-cosine", "digits/main-cosine@own-lr"}
     assert all(o.only == ("C5", "C6") for o in points.values())
     assert points["digits/main@k0=0.5T"].fraction == 0.5
-    assert _setup.operating_points(b, ["C1", "C4"]) == []
-    assert _setup.operating_points(points["digits/main@own-lr"], ["C5"]) == []
+    assert budget_module.operating_points(b, ["C1", "C4"]) == []
+    assert budget_module.operating_points(points["digits/main@own-lr"], ["C5"]) == []
     lm = Budget("full", "lm", "fast", SEEDS)
-    lm_points = {o.key: o for o in _setup.operating_points(lm, ["C5"])}
+    lm_points = {o.key: o for o in budget_module.operating_points(lm, ["C5"])}
     assert set(lm_points) == {"lm/fast@own-lr", "lm/fast@k0=0.3T", "lm/fast@k0=0.5T"}
     assert lm_points["lm/fast@k0=0.3T"].readings == ("SR",)
-    ext = {o.key: o for o in _setup.operating_points(lm, ["C5"], extended=True)}
+    ext = {o.key: o for o in budget_module.operating_points(lm, ["C5"], extended=True)}
     assert ext["lm/fast@k0=0.3T"].readings == ("A1", "SR") and "lm/fast-cosine" in ext
 
     lrs = {"adam|sr-ste|1:8": 1e-2, "adam|sr-ste|1:16": 1e-3}
@@ -276,11 +275,11 @@ def test_operating_points_of_a_setting_and_the_tie_set_budgets():
     assert set(ties) == {"digits/main@sr-ste 1:8 lr=0.001", "digits/main@sr-ste 1:8 lr=0.01",
                          "digits/main@sr-ste 1:16 lr=0.001"}
     # an operating point restricted to C5 decides its own N:M, not the agreement run's 1:8
-    from stepsim.checks import claim_module
-    c5 = claim_module("C5")
+    from stepsim.checks import c05_step_vs_baselines as c5
+
     only_c5 = tuning.tie_budgets(base_b, table, ["C5"])
     assert {o.key: c5.nms(o) for o in only_c5}["digits/main@sr-ste 1:16 lr=0.001"] == ((1, 16),)
-    own = _setup.operating_points(base_b, ["C5"])[0]
+    own = budget_module.operating_points(base_b, ["C5"])[0]
     assert own.only == ("C5",) and c5.nms(own) == ((1, 8), (1, 16))
     agreement = Budget("full", "digits", "fast", SEEDS, only=("C5",))
     assert c5.nms(agreement) == ((1, 8),)
@@ -294,18 +293,18 @@ def test_operating_points_of_a_setting_and_the_tie_set_budgets():
 
 
 def test_robustness_labels_the_registered_verdict_by_its_tie_set():
-    from stepsim.checks.report import _robustness
+    from stepsim.checks.decisions import robustness
     from stepsim.checks.verdict import ClaimResult
 
     def r(setting, verdict):
         return ClaimResult("C5", "t", verdict, "why", "rule", None, "p", SEEDS, "full", {},
                            setting=setting)
 
-    same = _robustness([r("digits/main", "NOT REPRODUCED"),
+    same = robustness([r("digits/main", "NOT REPRODUCED"),
                         r("digits/main@sr-ste 1:8 lr=0.01", "NOT REPRODUCED"),
                         r("digits/main@sr-ste 1:8 lr=0.001", "NOT REPRODUCED")])
     assert same[0].numbers["tie_set"]["robust"] and "robust across the tie set" in same[0].reason
-    split = _robustness([r("digits/main", "NOT REPRODUCED"),
+    split = robustness([r("digits/main", "NOT REPRODUCED"),
                          r("digits/main@sr-ste 1:8 lr=0.01", "NOT REPRODUCED"),
                          r("digits/main@sr-ste 1:8 lr=0.001", "INCONCLUSIVE")])
     assert not split[0].numbers["tie_set"]["robust"] and "fragile (lr choice)" in split[0].reason
@@ -351,9 +350,7 @@ def test_extended_seeds_join_the_stability_map_only():
 
 
 def test_c4_decides_eq10_with_bias_corrected_vstar_and_reports_raw_beside():
-    from tests.checks.fake_views import base, budget_for, classify, views
-
-    from stepsim.checks import claim_module
+    from tests.checks.fake_views import base, budget_for, claim_module, classify, views
 
     module = claim_module("C4")
     b = budget_for(module)
@@ -388,12 +385,14 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
     for STEP) so that the test fits the suite's budget; every code path is the real one."""
     import json
 
-    from stepsim.checks import protocol
-    from stepsim.checks.report import run_checks
+    from stepsim.checks import protocol, run_checks
 
-    full_grid = protocol.grid
-    monkeypatch.setattr(protocol, "grid", lambda problem, optimizer:
-                        full_grid(problem, optimizer)[2::2][:2])
+    rules = protocol.RULES
+    for optimizer in ("adam", "sgdm"):
+        for problem in rules.problems:
+            rules = rules.with_value(f"grids.{problem}.{optimizer}",
+                                     rules.grid(problem, optimizer)[2::2][:2])
+    monkeypatch.setattr(protocol, "RULES", rules)
 
     report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
                         out=tmp_path / "r", progress=False, jobs=2)  # both cores
@@ -423,7 +422,7 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
 def test_a_step_run_stored_without_diagnostics_is_run_again(tmp_path):
     import json
 
-    from stepsim.checks.report import _execute, _undiagnosed_run
+    from stepsim.checks.execution import Executor, lacks_diagnostics
     from stepsim.experiments.run import RunSpec
     from stepsim.experiments.store import RunStore
 
@@ -432,9 +431,9 @@ def test_a_step_run_stored_without_diagnostics_is_run_again(tmp_path):
                    criterion_options={"k0": 20}, nm=(2, 4), steps=40, seed=1)
     dense = step.replace(recipe="dense", criterion=None, criterion_options={})
     store = RunStore(tmp_path)
-    first = _execute([step, dense], store, label="t", jobs=1, scheduler=None,
-                     progress=False)
-    assert not _undiagnosed_run(store, step) and not _undiagnosed_run(store, dense)
+    executor = Executor(jobs=1, progress=False, label="t")
+    first = executor.run([step, dense], store, "runs")
+    assert not lacks_diagnostics(store, step) and not lacks_diagnostics(store, dense)
     path = store.path(step)
     doc = json.loads(path.read_text())
     del doc["result"]["diagnostics"], doc["document_sha256"]  # as stored before draft 4
@@ -442,10 +441,9 @@ def test_a_step_run_stored_without_diagnostics_is_run_again(tmp_path):
     old = json.loads(store.path(dense).read_text())
     del old["result"]["diagnostics"], old["document_sha256"]
     store.path(dense).write_text(json.dumps(old))
-    assert _undiagnosed_run(store, step) and not _undiagnosed_run(store, dense)  # STEP only
-    again = _execute([step, dense], store, label="t", jobs=1, scheduler=None,
-                     progress=False)
-    assert not _undiagnosed_run(store, step)
+    assert lacks_diagnostics(store, step) and not lacks_diagnostics(store, dense)  # STEP only
+    again = executor.run([step, dense], store, "runs")
+    assert not lacks_diagnostics(store, step)
     assert again[step.digest]["switch"]["g2_over_vstar"] == first[step.digest]["switch"][
         "g2_over_vstar"] != {}
     assert again[step.digest]["metrics"] == first[step.digest]["metrics"]  # the same bits

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -32,12 +33,12 @@ def _report() -> dict:
 
 
 def test_rules_in_code_equal_the_registered_block():
-    assert protocol.CURRENT == 4 and protocol.RULES is protocol.DRAFTS[protocol.CURRENT]
-    assert protocol.RULES["version"] == protocol.CURRENT
+    assert protocol.CURRENT == 4 and protocol.RULES.to_dict() == protocol.DRAFTS[protocol.CURRENT]
+    assert protocol.RULES.version == protocol.CURRENT
     for draft, rules in protocol.DRAFTS.items():
         assert rules["version"] == draft
         assert protocol.document_rules(draft=draft) == rules, draft
-    assert protocol.document_rules() == protocol.RULES
+    assert protocol.document_rules() == protocol.RULES.to_dict()
     assert len(protocol.rules_digest()) == 64
 
 
@@ -70,7 +71,7 @@ def test_a_changed_rule_changes_the_digest_and_breaks_the_match(tmp_path):
     changed = tmp_path / "PROTOCOL.md"
     changed.write_text(text)
     rules = protocol.document_rules(changed)
-    assert rules != protocol.RULES
+    assert rules != protocol.RULES.to_dict()
     assert protocol.rules_digest(rules) != protocol.rules_digest()
     # a change inside draft 4's block moves draft 4 only; draft 3 reads as before
     text = protocol.PROTOCOL_PATH.read_text().replace('"max_ratio": 0.9', '"max_ratio": 0.8')
@@ -155,3 +156,46 @@ def test_protocol_commit_precedes_the_evidence_and_is_unchanged():
     if evidence:  # committed: strictly after the protocol
         assert evidence != commit
         assert _git("merge-base", "--is-ancestor", commit, evidence).returncode == 0
+
+
+# --- the typed rules ----------------------------------------------------------------------
+
+def test_typed_rules_are_the_registered_dict_with_its_digest():
+    from stepsim.checks.rules import Rules, SuccessorRules
+
+    rules = protocol.RULES
+    assert isinstance(rules, Rules)
+    assert rules.to_dict() == protocol.DRAFTS[protocol.CURRENT]
+    assert rules.digest == protocol.rules_digest() == protocol.rules_digest(
+        protocol.DRAFTS[protocol.CURRENT])
+    # the digest the committed quick-mode learning rates and the draft-4 record name
+    assert protocol.rules_digest(protocol.DRAFTS[4]) == rules.digest
+    s1 = protocol.EXTRAS["S1"]
+    assert isinstance(s1, SuccessorRules) and s1.digest == protocol.rules_digest(
+        protocol.RULES_S1)
+    assert rules.seeds.quick == (0, 1, 2) and rules.problems["digits"].margin == 0.5
+    assert rules.operating_points.tie.readings["lm"] == ("SR",)
+
+
+def test_typed_rules_are_read_only_and_refuse_bad_rules_in_one_line():
+    from stepsim.checks.rules import Rules
+
+    rules = protocol.RULES
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rules.alpha = 0.1
+    with pytest.raises(TypeError, match="read-only"):
+        rules.problems["digits"].options["hidden"] = [128]
+    data = protocol.RULES.to_dict()
+    del data["alpha"]
+    with pytest.raises(ValueError, match=r"missing key\(s\) \['alpha'\]"):
+        Rules.parse(data)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['alfa'\]"):
+        Rules.parse({**protocol.RULES.to_dict(), "alfa": 0.05})
+    with pytest.raises(TypeError, match="seeds.quick must be a list"):
+        rules.with_value("seeds.quick", 3)
+    with pytest.raises(ValueError, match="tuning seed is also an evaluation seed"):
+        rules.with_value("seeds.quick", [0, 1000])
+    with pytest.raises(ValueError, match="quick mode's problems"):
+        rules.with_value("quick.problems", ["mnist"])
+    changed = rules.with_value("grids.digits.adam", [1e-3, 1e-2])
+    assert changed.grid("digits", "adam") == [1e-3, 1e-2] and changed.digest != rules.digest

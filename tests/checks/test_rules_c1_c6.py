@@ -9,9 +9,17 @@ import math
 
 import pytest
 
-from stepsim.checks import claim_module
-from tests.checks.fake_views import INC, NR, N_DIGITS, R, base, budget_for, decided, parts
-
+from tests.checks.fake_views import (
+    INC,
+    N_DIGITS,
+    NR,
+    R,
+    base,
+    budget_for,
+    claim_module,
+    decided,
+    parts,
+)
 
 # --- C1 ---------------------------------------------------------------------------------
 

@@ -11,23 +11,23 @@ import math
 import numpy as np
 import pytest
 
-from stepsim.checks import CLAIMS, claim_module
-from stepsim.checks._setup import Budget, NoProblem
+from stepsim.checks import CLAIMS
+from stepsim.checks.budget import Budget, NoProblem
 from stepsim.checks.verdict import ClaimResult, combine, rule_of
 from tests.checks.fake_views import (
     INC,
-    NR,
     N_DIGITS,
-    R,
+    NR,
     SEEDS,
+    R,
     base,
     budget_for,
+    claim_module,
     classify,
     decided,
     needed_keys,
     parts,
 )
-
 
 # --- C7 ---------------------------------------------------------------------------------
 
@@ -272,8 +272,8 @@ def test_report_shows_a_diverged_part_as_counts_never_nan(tmp_path):
     "nan [nan, nan]"; a part judged on the finite pairs says how many there were."""
     import dataclasses
 
-    from stepsim.checks.report import Report
-    from stepsim.checks.report_files import load_report, markdown, write_report
+    from stepsim.checks.markdown import markdown
+    from stepsim.checks.outputs import Report, load_report, write_report
 
     module = claim_module("C5")
     b = budget_for(module)

@@ -10,33 +10,35 @@ import json
 import numpy as np
 import pytest
 
-from stepsim.checks import _setup, c05_step_vs_baselines as c05, protocol
+from stepsim.checks import budget as budget_module
+from stepsim.checks import c05_step_vs_baselines as c05
+from stepsim.checks import protocol
 from stepsim.checks import s01_successors as s1
 from stepsim.checks.verdict import INCONCLUSIVE, REPRODUCED
 
-SEEDS = tuple(protocol.RULES["seeds"]["full"])
+SEEDS = protocol.RULES.seeds.full
 
 
 def all_lrs(problem: str, timescale: str) -> dict:
     """Every config key S1 and C5 (with its own-lr point) need on a setting, at one lr."""
-    b = _setup.Budget("full", problem, timescale, SEEDS)
+    b = budget_module.Budget("full", problem, timescale, SEEDS)
     s1.jobs(b)
     c05.jobs(b)
-    for point in _setup.operating_points(b, ["C5"]):
+    for point in budget_module.operating_points(b, ["C5"]):
         c05.jobs(dataclasses.replace(point, needed=b.needed))
     return {key: 1e-3 * (1 + i) for i, key in enumerate(sorted(b.needed))}
 
 
 @pytest.mark.parametrize("problem, timescale, nms", [("digits", "main", 2), ("lm", "fast", 1)])
 def test_s1_jobs_count_and_digests_shared_with_c5(problem, timescale, nms):
-    b = _setup.Budget("full", problem, timescale, SEEDS, lrs=all_lrs(problem, timescale))
+    b = budget_module.Budget("full", problem, timescale, SEEDS, lrs=all_lrs(problem, timescale))
     assert b.applies("S1") and not any(
-        p.applies("S1") for p in _setup.operating_points(b, ["C5"]))
+        p.applies("S1") for p in budget_module.operating_points(b, ["C5"]))
     jobs = s1.jobs(b)
     per_nm = 1 + 2 + len(protocol.RULES_S1["recipes"])  # SR-STE, STEP x2, the new ones
     assert len(jobs) == len(SEEDS) * (1 + nms * per_nm)
     assert len({j.digest for j in jobs}) == len(jobs)
-    own = next(p for p in _setup.operating_points(b, ["C5"]) if p.tag == "own-lr"
+    own = next(p for p in budget_module.operating_points(b, ["C5"]) if p.tag == "own-lr"
                and p.schedule == "constant")
     shared = {j.digest for j in c05.jobs(b)} | {j.digest for j in c05.jobs(own)}
     groups = s1.groups(b)
@@ -57,12 +59,13 @@ def test_s1_jobs_count_and_digests_shared_with_c5(problem, timescale, nms):
 
 def test_s1_rules_block_and_draft_4_unchanged():
     assert protocol.document_extra("S1") == protocol.RULES_S1
-    assert protocol.document_rules() == protocol.RULES  # draft 4's block and digest stay
+    assert protocol.document_rules() == protocol.RULES.to_dict()  # draft 4's block stays
     assert protocol.RULES_S1 not in protocol.DRAFTS.values()
     rec = protocol.extra_record("S1")
     assert rec["rules_sha256"] == protocol.rules_digest(protocol.RULES_S1)
+    assert protocol.EXTRAS["S1"].to_dict() == protocol.RULES_S1
     for key, (name, options) in protocol.RULES_S1["recipes"].items():
-        assert _setup.RECIPES[key] == (name, options)
+        assert budget_module.RECIPES[key] == (name, options)
 
 
 def _views(budget, rng, shift: dict, lost: dict, items: int = 300) -> dict:
@@ -85,7 +88,7 @@ def _views(budget, rng, shift: dict, lost: dict, items: int = 300) -> dict:
 
 
 def test_s1_decides_synthetic_views():
-    b = _setup.Budget("full", "digits", "main", SEEDS, lrs=all_lrs("digits", "main"))
+    b = budget_module.Budget("full", "digits", "main", SEEDS, lrs=all_lrs("digits", "main"))
     rng = np.random.default_rng(24)
     everywhere = tuple(range(len(SEEDS)))
     views = _views(b, rng, {"dense": -0.02, "s-ste": -0.03, "t-sr-ste": 0.15},
@@ -117,9 +120,9 @@ def test_s1_decides_synthetic_views():
 
 
 def _merged(tmp_path, first_claim: str):
-    from stepsim.checks.report import run_checks
+    from stepsim.checks import run_checks
 
-    q = _setup.Budget("quick", "digits", "fast", tuple(protocol.RULES["seeds"]["quick"]))
+    q = budget_module.Budget("quick", "digits", "fast", protocol.RULES.seeds.quick)
     s1.jobs(q)
     c05.jobs(q)
     lrs = {"digits/fast": {k: 1e-3 for k in q.needed}}

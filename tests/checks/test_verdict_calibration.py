@@ -19,7 +19,7 @@ depend on which other cases run.
 The draft-4 section at the end (issue 23 item 9) is the stronger test: per-item 0/100 errors
 on one test set shared by the seeds and by the recipes of a seed, divergence in one and in
 both recipes, parts sharing runs, C7's TOST at 0.98 of the margin and its landing parts,
-all through the production estimate (``_setup.effect``), and a negative control (draft 2's
+all through the production estimate (``budget.effect``), and a negative control (draft 2's
 estimate) that must fail. Its heavy cases are marked slow (CI runs them with --runslow).
 """
 
@@ -87,7 +87,7 @@ def _single_part(truth: float, noise: str) -> dict:
     values, test_var = _simulate(f"single {truth} {noise}", [truth], *NOISE[noise])
     counts = {R: 0, NR: 0, INC: 0}
     for sim in values[:, 0]:
-        counts[V.decide_parts({"e": (_effect(sim, test_var), None, "")})["e"].verdict] += 1
+        counts[V.decide_parts({"e": V.Evidence(_effect(sim, test_var))})["e"].verdict] += 1
     return {k: v / SIMS for k, v in counts.items()}
 
 
@@ -132,7 +132,7 @@ def test_holm_parts(k, scenario):
     claim_wrong = any_part_wrong = claim_reproduced = 0
     names = [f"p{j}" for j in range(k)]
     for sim in values:
-        parts = V.decide_parts({n: (_effect(x, test_var, name=n), None, "")
+        parts = V.decide_parts({n: V.Evidence(_effect(x, test_var, name=n))
                                 for n, x in zip(names, sim)})
         verdicts = [parts[n].verdict for n in names]
         claim = V.combine(verdicts)
@@ -157,7 +157,8 @@ def test_premise_gate_stops_an_absent_premise(noise):
     through = reproduced = 0
     for premise_x, effect_x in values:
         premise = _effect(premise_x, test_var, margin=0.0, name="premise")
-        part = V.decide_parts({"e": (_effect(effect_x, test_var), premise, "gap > 0")})["e"]
+        evidence = V.Evidence(_effect(effect_x, test_var), premise, "gap > 0")
+        part = V.decide_parts({"e": evidence})["e"]
         absent = part.reason.startswith("premise absent: gap > 0")
         assert absent == (not V.premise_present(premise))
         through += not absent
@@ -187,7 +188,7 @@ def test_direction_parts_at_zero(k, noise):
     rep = notrep = anywrong = 0
     names = [f"d{j}" for j in range(k)]
     for sim in values:
-        parts = V.decide_parts({n: (_effect(x, test_var, margin=0.0, name=n), None, "")
+        parts = V.decide_parts({n: V.Evidence(_effect(x, test_var, margin=0.0, name=n))
                                 for n, x in zip(names, sim)})
         verdicts = [parts[n].verdict for n in names]
         rep += R in verdicts
@@ -296,7 +297,7 @@ def test_shared_test_set_error_is_covered():
     in at most 5% of simulations. (Draft 1's sqrt(mean(var_i) / n), which treats the seeds'
     test errors as independent, said REPRODUCED in ~20% here.)"""
     values, test_var = _simulate("new rule shared 0", [0.0], 0.0, 0.0, shared_sd=TEST_SD)
-    wrong = sum(V.decide_parts({"e": (_effect(x, test_var), None, "")})["e"].verdict == R
+    wrong = sum(V.decide_parts({"e": V.Evidence(_effect(x, test_var))})["e"].verdict == R
                 for x in values[:, 0]) / SIMS
     _show("NEW rule, seed0, shared test0.5, truth 0", wrong=wrong)
     assert wrong <= MAX_WRONG
@@ -311,7 +312,7 @@ def test_effect_from_and_its_json_round_trip():
     assert (e.se_seeds, e.se_test) == pytest.approx((math.sqrt(0.5), math.sqrt(0.1)))
     half = 2.7764451051977987 * math.sqrt(0.6)  # t_{0.975, 4} * se
     assert (e.ci_low, e.ci_high) == pytest.approx((3 - half, 3 + half), rel=1e-12)
-    # JSON (NaN as "nan") and back with Effect(**dict), as report_files.load_report does
+    # JSON (NaN as "nan") and back with Effect(**dict), as outputs.load_report does
     old = _old_effect([1.0, 2.0], name="old", units="", margin=1.0)
     for effect in (e, old, V.effect_from([1.0], None, name="one", units="", margin=0.0)):
         d = json.loads(json.dumps(to_jsonable(effect)))
@@ -337,9 +338,15 @@ def test_effect_from_and_its_json_round_trip():
     (lambda: V.effect_from([1.0, 2.0], name="e", units="", margin=1.0, ci_level=1.0),
      ValueError, "ci_level"),
     (lambda: V.decide_parts({"a": _old_effect([1, 2], name="a", units="", margin=1)}),
-     TypeError, "effect, premise, premise_text"),
+     TypeError, r"parts\['a'\] must be an Evidence \(effect, premise, premise_text\)"),
     (lambda: V.decide_parts({"a": (_old_effect([1, 2], name="a", units="", margin=1),
-                                   None, "")}, alpha=0.0), ValueError, "alpha"),
+                                   None, "")}), TypeError, "must be an Evidence"),
+    (lambda: V.Evidence("effect"), TypeError, "effect must be an Effect"),
+    (lambda: V.Evidence(_old_effect([1, 2], name="a", units="", margin=1), premise=1.0),
+     TypeError, "premise must be an Effect or None"),
+    (lambda: V.decide_parts({"a": V.Evidence(_old_effect([1, 2], name="a", units="",
+                                                         margin=1))}, alpha=0.0),
+     ValueError, "alpha"),
     (lambda: V.decide_parts([1, 2]), TypeError, "parts must map"),
     (lambda: V.decide_equivalence({"a": _old_effect([1, 2], name="a", units="", margin=1)},
                                   0.0), ValueError, "margin"),
@@ -366,9 +373,10 @@ def test_decide_parts_on_hand_made_effects():
     absent = V.effect_from([0.1, -0.2, 0.3, 0.0, 0.1, 0.2, -0.1, 0.0], [0.01] * 8,
                            name="premise", units="points", margin=0.0)
     one = V.effect_from([1.0], [0.1], name="one", units="points", margin=0.5)
-    parts = V.decide_parts({"big": (big, None, ""), "small": (small, None, ""),
-                            "noisy": (noisy, None, ""), "gated": (big, absent, "SR-STE gap > 0"),
-                            "one": (one, None, "")})
+    parts = V.decide_parts({"big": V.Evidence(big), "small": V.Evidence(small),
+                            "noisy": V.Evidence(noisy),
+                            "gated": V.Evidence(big, absent, "SR-STE gap > 0"),
+                            "one": V.Evidence(one)})
     assert list(parts) == ["big", "small", "noisy", "gated", "one"]
     assert {k: p.verdict for k, p in parts.items()} == {
         "big": R, "small": NR, "noisy": INC, "gated": INC, "one": INC}
@@ -378,7 +386,7 @@ def test_decide_parts_on_hand_made_effects():
     assert parts["noisy"].level == pytest.approx(0.95)
     for p in parts.values():
         assert p.effect.ci_level == p.level or p.name == "one"
-    est = V._estimate_of(big)
+    est = V.estimate_of(big)
     assert (parts["big"].effect.ci_low, parts["big"].effect.ci_high) == est.interval(
         parts["big"].level)
     assert parts["big"].reason.startswith("CI lower end ")
@@ -388,7 +396,7 @@ def test_decide_parts_on_hand_made_effects():
     assert (f"< margin 0.5 points (Holm level {100 * parts['small'].level:.4g}%)"
             in parts["small"].reason)
     assert "contains 0 and reaches the margin 0.5" in parts["noisy"].reason
-    lb = V._estimate_of(absent).lower_bound(0.05)
+    lb = V.estimate_of(absent).lower_bound(0.05)
     assert parts["gated"].reason == (f"premise absent: SR-STE gap > 0 (0.05, one-sided 95% "
                                      f"lower bound {lb:.3g})")
     assert parts["gated"].level == pytest.approx(0.9) and parts["gated"].premise is absent
@@ -396,13 +404,13 @@ def test_decide_parts_on_hand_made_effects():
     assert all("\n" not in p.reason for p in parts.values())
     json.dumps(to_jsonable(parts))  # JSON-ready
     # the premise present: the part is judged as without it
-    present = V.decide_parts({"big": (big, big, "big > 0")})["big"]
+    present = V.decide_parts({"big": V.Evidence(big, big, "big > 0")})["big"]
     assert present.verdict == R and present.premise is big
     # direction-only parts: margin 0
     down = V.effect_from([-x for x in big.values], [0.25] * 8, name="down", units="points",
                          margin=0.0)
-    d = V.decide_parts({"up": (dataclasses_replace(big, margin=0.0), None, ""),
-                        "down": (down, None, "")})
+    d = V.decide_parts({"up": V.Evidence(dataclasses_replace(big, margin=0.0)),
+                        "down": V.Evidence(down)})
     assert (d["up"].verdict, d["down"].verdict) == (R, NR)
     assert "< 0 points" in d["down"].reason
 
@@ -415,16 +423,16 @@ def dataclasses_replace(effect, **kw):
 
 def test_premise_present_reads_old_and_new_effects():
     new = V.effect_from([0.3, 0.5, 0.4, 0.6], [0.01] * 4, name="p", units="", margin=0.0)
-    est = V._estimate_of(new)
+    est = V.estimate_of(new)
     assert V.premise_present(new) == (est.lower_bound(0.05) > 0) is True
     # an Effect without se fields (old reports): se = sd(values)/sqrt(n)
     old = _old_effect([0.3, 0.5, 0.4, 0.6], name="p", units="", margin=1.0)
-    old_est = V._estimate_of(old)
+    old_est = V.estimate_of(old)
     assert old_est.se == pytest.approx(np.std([0.3, 0.5, 0.4, 0.6], ddof=1) / 2, rel=1e-12)
     assert old_est.interval(0.95) == pytest.approx((old.ci_low, old.ci_high), rel=1e-12)
     # without values, from the interval's width
     bare = dataclasses_replace(old, values=())
-    assert V._estimate_of(bare).se == pytest.approx(old_est.se, rel=1e-12)
+    assert V.estimate_of(bare).se == pytest.approx(old_est.se, rel=1e-12)
     assert V.premise_present(old) and V.premise_present(bare)
     assert not V.premise_present(V.effect_from([0.3], None, name="p", units="", margin=0.0))
     assert not V.premise_present(dataclasses_replace(new, estimate=-0.1))
@@ -440,7 +448,7 @@ def test_not_reproduced_has_its_own_holm_family():
 
     tight = dev([0.05, -0.1, 0.02, 0.0, 0.1, -0.05, 0.03, 0.01])
     edge = dev([0.9, 0.5, 1.3, 0.7, 1.1, 0.6, 1.2, 0.8])  # mean 0.8875, se ~0.1
-    est = V._estimate_of(edge)
+    est = V.estimate_of(edge)
     assert est.interval(0.95)[0] > 0.5 > est.interval(1 - 0.05 / 10)[0]
     parts = V.decide_equivalence({**{f"t{j}": tight for j in range(9)}, "edge": edge}, 0.5)
     assert parts["edge"].verdict == INC and parts["edge"].level == pytest.approx(1 - 0.005)
@@ -483,8 +491,8 @@ def test_decide_equivalence_on_hand_made_effects():
 # numbers: two recipes tend to miss the same images). So the expected error of recipe r
 # is exactly 100 mu + shift_r, and a contrast's truth is the contrast of the shifts. A run
 # diverges with its recipe's rate (independently): its items are all 100 and its view
-# says ``diverged``, as ``report._view`` makes it. Each simulation's views go through the
-# very functions the claims call: ``_setup.effect`` (``combination``,
+# says ``diverged``, as ``execution.view`` makes it. Each simulation's views go through the
+# very functions the claims call: ``budget.effect`` (``combination``,
 # ``stats.shared_test_variance``, the divergence record), ``verdict.decide_parts`` /
 # ``decide_equivalence`` and C7's ``_landing``; parts share runs as the claims' parts do.
 #
@@ -540,9 +548,9 @@ def _world(case: str):
 
 
 def _prod_effect(views, terms, margin=DELTA, name="e"):
-    from stepsim.checks import _setup
+    from stepsim.checks import budget as budget_module
 
-    return _setup.effect(views, terms, name=name, units="points", margin=margin)
+    return budget_module.effect(views, terms, name=name, units="points", margin=margin)
 
 
 def _draft2_effect(views, terms, margin=DELTA, name="e"):
@@ -618,7 +626,7 @@ def _pair_estimates(case: str) -> dict:
         views, runs = draw({"A": (truth, rate_a), "B": (0.0, rate_b)})
         for k, make in makes.items():
             e = make(views, [(1, runs["A"]), (-1, runs["B"])])
-            part = V.decide_parts({"e": (e, None, "")})["e"]
+            part = V.decide_parts({"e": V.Evidence(e)})["e"]
             counts[k][part.verdict] += 1
             counts[k]["both diverged"] += part.reason.startswith("both diverged")
             if e.n == N_SEEDS:
@@ -694,7 +702,7 @@ def test_draft_2_formula_is_caught_by_the_calibration():
 def _gap_case(case: str, gap_step: float, rates: dict) -> dict:
     """Dense D, baselines B1, B2 (gap 1.0 point each), STEP readings S1, S2 (gap
     ``gap_step``); parts "S_r vs B_b": E = gap(B) - 2 gap(S) = e_B - 2 e_S + e_D with premise
-    gap(B) > 0, as ``_gaps.gap_parts`` builds them (runs shared by the parts)."""
+    gap(B) > 0, as ``gaps.gap_parts`` builds them (runs shared by the parts)."""
     draw = _world(f"gaps {case}")
     truth = 1.0 - 2 * gap_step
     any_wrong = claim_wrong = claim_rep = 0
@@ -708,7 +716,7 @@ def _gap_case(case: str, gap_step: float, rates: dict) -> dict:
             for s in ("S1", "S2"):
                 e = _prod_effect(views, [(1, runs[b]), (-2, runs[s]), (1, runs["D"])],
                                  name=f"{s} vs {b}")
-                todo[f"{s} vs {b}"] = (e, premise, f"{b}'s gap > 0")
+                todo[f"{s} vs {b}"] = V.Evidence(e, premise, f"{b}'s gap > 0")
         parts = V.decide_parts(todo)
         verdicts = [p.verdict for p in parts.values()]
         rate_s = max(rates.get("S1", 0.0), rates.get("S2", 0.0))
@@ -781,7 +789,7 @@ def _c7_case(case: str, c_a1: float, landing: dict) -> dict:
                          "cause": "fired" if x else "window"} for x in fired]
                 name = f"STEP-{r} lands x{scale:g}"
                 others[name] = c07._landing(name, rows)
-                truths[name] = landing["fired"] > c07.LANDING["fired_rate"]
+                truths[name] = landing["fired"] > c07.LANDING.fired_rate
         parts = V.decide_equivalence(flat, DELTA, others=others)
         wrong_r += any(p.verdict == R and not truths[n] for n, p in parts.items())
         wrong_nr += any(p.verdict == NR and truths[n] for n, p in parts.items())
@@ -824,10 +832,11 @@ def _s1_case(shift_of: dict) -> dict:
     recipe key -> its error shift over SR-STE in points (default 0: equal)."""
     import dataclasses
 
-    from stepsim.checks import _setup, protocol
+    from stepsim.checks import budget as budget_module
+    from stepsim.checks import protocol
     from stepsim.checks import s01_successors as s1
 
-    b = _setup.Budget("full", "digits", "main", tuple(range(N_SEEDS)))
+    b = budget_module.Budget("full", "digits", "main", tuple(range(N_SEEDS)))
     s1.jobs(b)
     b = dataclasses.replace(b, lrs={k: 1e-3 for k in b.needed})
     groups = s1.groups(b)

@@ -78,7 +78,7 @@ def test_help_lists_every_choice_of_the_registries(capsys):
     """Help texts read the registries' names from their source (no NumPy at parse time):
     the same names as the imported registries, and every one is listed (issue 28)."""
     from stepsim.bench import SECTIONS
-    from stepsim.cli._args import registry_names
+    from stepsim.cli.args import registry_names
     from stepsim.problems.registry import PROBLEMS
     from stepsim.recipes.criteria import CRITERIA
     from stepsim.recipes.registry import OPTIMIZERS, RECIPES
@@ -105,7 +105,7 @@ def test_help_lists_every_choice_of_the_registries(capsys):
 def test_shared_option_parsers():
     import argparse
 
-    from stepsim.cli._args import key_values, nm, run_params
+    from stepsim.cli.args import key_values, nm, run_params
 
     assert nm("2:4") == (2, 4) and nm("1:16") == (1, 16)
     for bad, why in [("a:b", "must look like N:M"), ("2", "must look like N:M"),
@@ -156,9 +156,9 @@ def test_bench_quick_other_sections_print_each_row_once(tmp_path, capsys):
 def test_output_path_accepts_good_paths_and_creates_nothing(tmp_path):
     from pathlib import Path
 
-    from stepsim.cli._args import check_distinct_outputs, output_path
+    from stepsim.cli.args import check_distinct_outputs, output_path
 
-    from stepsim.cli._args import OptionError, output_dir
+    from stepsim.cli.args import OptionError, output_dir
 
     assert output_path(None, option="--json") is None
     got = output_path(str(tmp_path / "r.json"), option="--json", sidecars=(".npz",))
@@ -179,7 +179,7 @@ def test_output_path_accepts_good_paths_and_creates_nothing(tmp_path):
 
 
 def test_number_option_types():
-    from stepsim.cli._args import finite_float, positive_int, seed
+    from stepsim.cli.args import finite_float, positive_int, seed
 
     assert seed("0") == 0 and seed(" 12 ") == 12 and seed(str(2**70)) == 2**70
     assert positive_int("3") == 3

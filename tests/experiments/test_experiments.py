@@ -421,7 +421,7 @@ def test_one_runner_resumes_from_a_store_and_runs_each_digest_once(tmp_path, mon
 
 
 def test_the_old_name_of_jobs_is_refused():
-    from stepsim.checks.report import run_checks
+    from stepsim.checks import run_checks
 
     with pytest.raises(TypeError, match="n_jobs"):
         run_checks(["C12"], n_jobs=1)

@@ -166,7 +166,7 @@ def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys)
     """One run (STEP, default criterion, lr 1e-3, beta2 0.999, 2:4, 300 steps, on the
     protocol's digits problem) built by `stepsim train`, by a sweep row and by a paper
     check's budget: one RunSpec, one set of bits."""
-    from stepsim.checks._setup import Budget
+    from stepsim.checks.budget import Budget
     from stepsim.cli import build_parser, main
     from stepsim.cli.train import run_spec
     from stepsim.experiments import executors, run_sweep

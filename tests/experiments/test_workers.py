@@ -56,7 +56,8 @@ def test_check_and_sweep_use_every_core_unless_jobs_says_otherwise(command, tmp_
         tuning.write_committed({"digits/fast": {"adam|dense|-": 0.01}}, committed,
                                source="a test")
         monkeypatch.setattr(tuning, "COMMITTED", committed)
-        monkeypatch.setitem(protocol.RULES["timescales"]["fast"], "steps", 200)
+        monkeypatch.setattr(protocol, "RULES",
+                            protocol.RULES.with_value("timescales.fast.steps", 200))
         argv = ["check", "C3", "--quick"]
     else:
         argv = ["sweep", "--recipes", "dense", "--nm", "2:4", "--steps", "5", "--seeds", "3"]

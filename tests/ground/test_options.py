@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stepsim._ground.validate import NMRatio, UnknownOptionError
-from stepsim.cli._args import key_values, value
+from stepsim.cli.args import key_values, value
 
 
 @pytest.mark.parametrize("text, expected", [  # "N:M" is the typed N:M a run carries

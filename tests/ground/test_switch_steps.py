@@ -10,7 +10,7 @@ import pytest
 
 from stepsim._ground.switch_steps import CLIP_BOUNDS, fraction_to_step, legal_switch_steps
 from stepsim.checks import protocol
-from stepsim.checks._setup import switch_cause
+from stepsim.checks.budget import switch_cause
 from stepsim.recipes.criteria import AutoSwitch
 
 
@@ -32,7 +32,7 @@ def _protocol_fractions() -> list[float]:
     """Every fraction of the run the protocol names: the clip, C7's fixed fractions and its
     landing interval (and :data:`USER_FRACTIONS`)."""
     r = protocol.RULES
-    return sorted({*r["clip"], *r["c7_fractions"], *r["c7_landing"]["interval"],
+    return sorted({*r.clip, *r.c7_fractions, *r.c7_landing.interval,
                    *USER_FRACTIONS})
 
 
@@ -40,7 +40,7 @@ def _pairs() -> list[tuple[float, float]]:
     """(t_min, t_max) clips in which every protocol fraction is once the lower and once the
     upper bound: consecutive fractions, (0, smallest), (largest, 1) and the protocol's own."""
     f = [0.0, *_protocol_fractions(), 1.0]
-    return sorted({*zip(f, f[1:]), tuple(protocol.RULES["clip"])})
+    return sorted({*zip(f, f[1:]), tuple(protocol.RULES.clip)})
 
 
 def _fires_at(crit: AutoSwitch, state, step: int, stats) -> bool:
@@ -62,7 +62,7 @@ def _first_firing(crit, state, stats, near: float) -> int:
 
 
 def test_the_protocol_and_the_criterion_read_the_one_clip():
-    assert tuple(protocol.RULES["clip"]) == CLIP_BOUNDS == AutoSwitch(clip=True).bounds()
+    assert tuple(protocol.RULES.clip) == CLIP_BOUNDS == AutoSwitch(clip=True).bounds()
 
 
 def test_switch_cause_agrees_with_the_criterion_at_every_run_length_and_protocol_fraction():

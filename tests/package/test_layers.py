@@ -39,30 +39,12 @@ LAYER = {
     "__init__": 7, "__main__": 10,
 }
 
-# Files that still import another module's private names. Each is being fixed on branch
-# `pipe` (issue 37's pipeline and typed protocol, which restructures stepsim/checks/ and the
-# paper_checks/ scripts); once both branches are merged, the lead empties this set and the
-# test holds with no exception.
-PRIVATE_IMPORTS_ALLOWED = {
-    "stepsim/checks/c02_v_norm.py",  # checks._plots._pyplot
-    "stepsim/checks/c03_variance_change.py",  # checks._plots._pyplot
-    "stepsim/checks/c07_switch_fraction.py",  # checks.verdict._estimate_of
-    "stepsim/checks/c11_theorem1.py",  # checks._plots._pyplot
-    "stepsim/checks/c12_memory.py",  # checks._plots._pyplot
-    "stepsim/checks/operating.py",  # checks._plots._pyplot
-    "stepsim/checks/report_files.py",  # checks.report._draw
-    "paper_checks/step_lr.py",  # checks._setup
-    "paper_checks/successors.py",  # checks._plots, cli._args
-    # outside the two folders, but it reads the check's set-up (checks._setup.Budget): the
-    # pipeline's public plan of a check gives these RunSpecs once it is merged
-    "stepsim/bench/workers.py",
-}
+# Files allowed to import another module's private names: none (the list stays so that a
+# temporary exception is written down, with its reason, rather than hidden).
+PRIVATE_IMPORTS_ALLOWED: set = set()
 
-# Circles inside stepsim that are being broken on branch `pipe` (checks/report and
-# report_files); the lead empties this after merging both branches.
-CIRCLES_ALLOWED = [
-    {"stepsim.checks", "stepsim.checks.report", "stepsim.checks.report_files"},
-]
+# Import circles allowed inside stepsim: none.
+CIRCLES_ALLOWED: list = []
 
 
 def _key(dotted: str) -> str | None:

@@ -251,7 +251,7 @@ def check_distinct_outputs(**paths) -> None:
         seen[name] = path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def registry_names(module: str, name: str) -> tuple[str, ...]:
     """The names registered in ``module``'s ``name`` (a dict literal's keys, or a tuple's
     strings), read from its source: help texts list every choice of the registry itself

@@ -1,63 +1,21 @@
-"""The files of a paper-check report: write report.json, report.md and figures/, read
-report.json back, redraw its figures.
+"""report.md: a check's report as Markdown, rendered from its
+:class:`~stepsim.checks.outputs.Report` alone (so ``outputs.rewrite_markdown`` renders it
+again from report.json, byte for byte).
 
-:func:`write_report` writes what :func:`stepsim.checks.report.run_checks` decided (in the
-order that never leaves new figures beside an old report.json), :func:`markdown` renders
-report.md, :func:`load_report` reads a report.json back into a
-:class:`~stepsim.checks.report.Report`, :func:`redraw_figures` draws its figures again and
-:func:`rewrite_markdown` its report.md, without re-running anything.
+The protocol record, the verdict table per setting, the learning rates with their tuning
+means, the switch findings, the tie sets, the operating points not run, the stability
+map, then one section per claim and setting (rule, parts with premises, a claim's own
+table, switch causes, figures).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import uuid
-from pathlib import Path
 
-from stepsim.checks import claim_module
-from stepsim.checks.report import FIGURES_DIR, RUN_ID_FILE, Report, _draw
-
-def write_report(report: Report, out_dir, *, params: dict, figures=None,
-                 run_id: str | None = None) -> tuple[Path, Path]:
-    """Write report.json (with provenance) and report.md into ``out_dir``; return both.
-
-    figures: a directory of freshly drawn figures (in ``out_dir``) that replaces
-    ``out_dir/figures``. Order, so that a kill at any moment never leaves new figures
-    beside an old report.json: the old report.json goes first, the figures are swapped
-    in (stamped with ``run_id`` in ``figures/RUN_ID``), report.md follows, and report.json,
-    carrying the same ``run_id``, is written last (atomically).
-    """
-    import shutil
-
-    from stepsim._ground.atomic import write_text
-    from stepsim._ground.provenance import save_json
-
-    out_dir = Path(out_dir)
-    json_target = out_dir / "report.json"
-    text = markdown(report)  # before anything is removed: a failure here changes nothing
-    json_target.unlink(missing_ok=True)
-    if figures is not None:
-        figures = Path(figures)
-        if run_id is not None:
-            write_text(figures / RUN_ID_FILE, run_id + "\n")
-        target = out_dir / FIGURES_DIR
-        old = None
-        if target.exists():
-            old = out_dir / f".figures-old-{uuid.uuid4().hex[:8]}"
-            target.rename(old)
-        figures.rename(target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    payload = {"mode": report.mode, "runtime_s": report.runtime_s, "run_id": run_id,
-               "protocol": report.protocol, "tuning": report.tuning, "lrs": report.lrs,
-               "compute": report.compute, "operating": report.operating,
-               "claims": [c.to_dict() for c in report.claims]}
-    md_path = write_text(out_dir / "report.md", text)
-    json_path = save_json(json_target, payload, params=params)
-    return json_path, md_path
+from stepsim.checks.registry import get_claim
 
 
-def markdown(report: Report) -> str:
+def markdown(report) -> str:
     """report.md: the protocol record, the verdict table per problem, the tuned learning
     rates, then one section per claim and setting (rule, parts with premises, switch
     causes, figures)."""
@@ -119,7 +77,7 @@ def markdown(report: Report) -> str:
             lines.append(f"- part **{part['name']}**: {part['verdict']} — {part['reason']}; "
                          f"{e['name']} = {effect_text(Effect(**e))} "
                          f"at {100 * part['level']:.4g}%")
-        table = getattr(claim_module(c.claim), "markdown_table", None)
+        table = get_claim(c.claim).markdown
         if table is not None:  # a comparison's own table (S1)
             lines += [""] + table(c) + [""]
         switches = c.numbers.get("switches") if isinstance(c.numbers, dict) else None
@@ -130,7 +88,7 @@ def markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _operating_markdown(report: Report) -> list:
+def _operating_markdown(report) -> list:
     """Draft 4's sections: the switch findings, the tie sets, the stability map."""
     op = report.operating or {}
     lines = []
@@ -184,7 +142,7 @@ def _operating_markdown(report: Report) -> list:
 def _plateau_max() -> float:
     from stepsim.checks import protocol
 
-    return float(protocol.RULES["plateau"]["max_ratio"])
+    return float(protocol.RULES.plateau.max_ratio)
 
 
 def _g(value) -> str:
@@ -205,45 +163,4 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def load_report(path) -> Report:
-    """A :class:`Report` back from a report.json written by :func:`write_report`."""
-    import json
-
-    from stepsim.checks.verdict import ClaimResult, Effect
-
-    doc = json.loads(Path(path).read_text())["result"]
-    claims = []
-    for c in doc["claims"]:
-        effect = c["effect"]
-        if effect is not None:
-            effect = Effect(**{**effect, "ci_low": float(effect["ci_low"]),
-                               "ci_high": float(effect["ci_high"]),
-                               "values": tuple(effect["values"])})
-        claims.append(ClaimResult(**{**c, "effect": effect, "seeds": tuple(c["seeds"]),
-                                     "figures": tuple(c["figures"]),
-                                     "parts": tuple(c.get("parts", ()))}))
-    tuning = {setting: {key: {**t, "means": [float(m) for m in t["means"]]}  # "inf" -> inf
-                        for key, t in configs.items()}
-              for setting, configs in doc.get("tuning", {}).items()}
-    return Report(doc["mode"], tuple(claims), doc["runtime_s"], str(Path(path).parent),
-                  doc.get("protocol", {}), tuning, doc.get("lrs", {}),
-                  doc.get("compute", {}), doc.get("operating", {}))
-
-
-def redraw_figures(out_dir) -> list:
-    """Redraw every figure of the report in ``out_dir`` from its report.json (no re-run)."""
-    out_dir = Path(out_dir)
-    report = load_report(out_dir / "report.json")
-    paths = []
-    for result in report.claims:
-        paths += _draw(claim_module(result.claim), result, out_dir / "figures")
-    return paths
-
-
-def rewrite_markdown(out_dir) -> Path:
-    """Write report.md again from the report.json in ``out_dir`` (no re-run; report.json and
-    the figures are left as they are): for a change in how report.md renders a report."""
-    from stepsim._ground.atomic import write_text
-
-    out_dir = Path(out_dir)
-    return write_text(out_dir / "report.md", markdown(load_report(out_dir / "report.json")))
+__all__ = ["markdown"]

@@ -1,6 +1,7 @@
 """What every fit-based claim shares: the budget (one protocol setting), its runs, the error.
 
-* :class:`Budget`: one setting of the registered protocol (``protocol.RULES``): a problem
+* :class:`Budget`: one setting of the registered protocol (``budget.rules``, by default
+  ``protocol.RULES``): a problem
   ("digits" | "lm"), a timescale ("main" | "fast"), the evaluation seeds of the mode and
   the learning rates chosen by tuning. ``budget.run(recipe, seed, ...)`` is the
   :class:`~stepsim.experiments.run.RunSpec` of one run of a recipe key (:data:`RECIPES`);
@@ -22,8 +23,9 @@ from __future__ import annotations
 import dataclasses
 
 from stepsim.checks import protocol
+from stepsim.checks.rules import Rules
 
-LAM = protocol.RULES["srste_lam"]
+LAM = protocol.RULES.srste_lam
 
 #: recipe key -> (registry recipe, recipe options); STEP keys switch by the default
 #: criterion (AutoSwitch clipped to [0.1 T, 0.5 T]) unless a run names another
@@ -43,12 +45,10 @@ RECIPES = {
     "lw-step-a1": ("layerwise-step", {}),
     "lw-step-sr": ("layerwise-step", {"srste_lam": LAM}),
 }
-# the successors comparison (PROTOCOL "S1", issue 24): its recipes as its rules state them
+# the successors comparison (PROTOCOL.md section "S1"): its recipes as its rules state them
 RECIPES.update({k: (name, dict(options))
-                for k, (name, options) in protocol.RULES_S1["recipes"].items()})
+                for k, (name, options) in protocol.EXTRAS["S1"].recipes.items()})
 STEP_KEYS = {"A1": "step-a1", "SR": "step-sr"}
-#: lr schedules of draft 4 (PROTOCOL §D4.4): name -> {"schedule", "warmup_fraction", ...}
-SCHEDULES = protocol.RULES["operating_points"]["schedules"]
 
 
 class MissingRate(KeyError):
@@ -61,7 +61,8 @@ class Budget:
     timescale ("main" | "fast"), seeds (evaluation seeds), lrs (config key -> chosen lr;
     None while recording which configs the claims need: every lookup is then recorded in
     ``needed`` and answers the grid's first value), only (claims restricted to, or None),
-    steps (T; the timescale's unless a test shortens it)."""
+    steps (T; the timescale's unless a test shortens it); rules: the draft's rules the
+    budget is planned under (every number it reads)."""
 
     mode: str
     problem: str
@@ -71,8 +72,8 @@ class Budget:
     only: tuple | None = None
     steps: int = 0
     needed: set = dataclasses.field(default_factory=set, compare=False, repr=False)
-    # draft 4's operating points (PROTOCOL §D4): the lr schedule ("constant" or a key of
-    # RULES["operating_points"]["schedules"]); STEP's lr reading ("sr-ste": SR-STE's
+    # the operating points (PROTOCOL.md "Draft 4"): the lr schedule ("constant" or a key of
+    # rules.operating_points.schedules); STEP's lr reading ("sr-ste": SR-STE's
     # choice, "own": its own); STEP's switch as a fixed fraction of T (None: AutoSwitch);
     # the readings of STEP run (None: both); the one N:M run (None: the problem's); a tag
     # naming the operating point in the setting key ("own-lr", "k0=0.3T", ...)
@@ -82,24 +83,28 @@ class Budget:
     readings: tuple | None = None
     nm_only: tuple | None = None
     tag: str = ""
+    rules: Rules = dataclasses.field(default_factory=lambda: protocol.RULES, compare=False,
+                                     repr=False)
 
     def __post_init__(self):
         if not self.steps:
-            object.__setattr__(self, "steps", protocol.RULES["timescales"][self.timescale]["steps"])
-        if self.schedule != "constant" and self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be 'constant' or one of {list(SCHEDULES)}, "
+            object.__setattr__(self, "steps", self.rules.timescales[self.timescale].steps)
+        schedules = self.rules.operating_points.schedules
+        if self.schedule != "constant" and self.schedule not in schedules:
+            raise ValueError(f"schedule must be 'constant' or one of {list(schedules)}, "
                              f"got {self.schedule!r}")
         if self.step_lr not in ("sr-ste", "own"):
             raise ValueError(f"step_lr must be 'sr-ste' or 'own', got {self.step_lr!r}")
 
     # ------------------------------------------------------------- the setting
     @property
-    def rules(self) -> dict:
-        return protocol.problem_rules(self.problem)
+    def problem_rules(self):
+        """The rules of the budget's problem (:class:`~stepsim.checks.rules.Problem`)."""
+        return self.rules.problem(self.problem)
 
     @property
     def beta2(self) -> float:
-        return protocol.RULES["timescales"][self.timescale]["beta2"]
+        return self.rules.timescales[self.timescale].beta2
 
     @property
     def window(self) -> int:
@@ -109,7 +114,7 @@ class Budget:
 
     @property
     def nms(self) -> tuple:
-        every = tuple(tuple(nm) for nm in self.rules["nms"])
+        every = self.problem_rules.nms
         return every if self.nm_only is None else (tuple(self.nm_only),)
 
     @property
@@ -120,11 +125,11 @@ class Budget:
 
     @property
     def units(self) -> str:
-        return self.rules["units"]
+        return self.problem_rules.units
 
     @property
     def margin(self) -> float:
-        return float(self.rules["margin"])
+        return float(self.problem_rules.margin)
 
     @property
     def setting(self) -> str:
@@ -142,7 +147,8 @@ class Budget:
     def warmup_steps(self) -> int:
         if self.schedule == "constant":
             return 0
-        return round(SCHEDULES[self.schedule]["warmup_fraction"] * self.steps)
+        schedule = self.rules.operating_points.schedules[self.schedule]
+        return round(schedule.warmup_fraction * self.steps)
 
     @property
     def label(self) -> str:
@@ -151,7 +157,8 @@ class Budget:
         switch = ("AutoSwitch (clipped)" if self.fraction is None
                   else f"STEP switched at {self.fraction:g} T")
         sched = ("constant lr" if self.schedule == "constant" else
-                 f"{SCHEDULES[self.schedule]['schedule']}, warm-up {self.warmup_steps}")
+                 f"{self.rules.operating_points.schedules[self.schedule].schedule}, "
+                 f"warm-up {self.warmup_steps}")
         point = f"; {sched}; {lr}; {switch}" + (f"; {self.tag}" if self.tag else "")
         return (f"{self.problem} ({self.timescale} timescale: beta2 = {self.beta2:g}, "
                 f"T_w = {self.window}, T = {self.steps}; {self.mode}{point})")
@@ -160,7 +167,7 @@ class Budget:
         if claim in protocol.EXTRAS:  # an extra runs on the plain settings it names
             return (self.only is None and not self.tag and self.schedule == "constant"
                     and extra_timescale(claim, self) == self.timescale)
-        return claim in protocol.RULES["claims"][self.problem] and (
+        return claim in self.rules.claims_on(self.problem) and (
             self.only is None or claim in self.only)
 
     # ------------------------------------------------------------- runs
@@ -169,7 +176,7 @@ class Budget:
         key = protocol.config_key(optimizer, recipe, nm, m, own=own)
         if self.lrs is None:
             self.needed.add(key)
-            return protocol.grid(self.problem, optimizer)[0]
+            return self.rules.grid(self.problem, optimizer)[0]
         if key not in self.lrs:
             raise MissingRate(f"no tuned learning rate for {key} on {self.key}")
         return float(self.lrs[key])
@@ -189,22 +196,23 @@ class Budget:
         options = dict(options)
         if m is not None:
             options.update(layerwise_m=int(m),
-                           layerwise_target=protocol.RULES["layerwise"]["target"])
+                           layerwise_target=self.rules.layerwise.target)
         if optimizer == "sgdm":
-            options["momentum"] = protocol.RULES["momentum"]
+            options["momentum"] = self.rules.momentum
         else:
             options["beta2"] = self.beta2
         options["lr"] = float(lr) if lr is not None else self.lr(optimizer, recipe, nm, m)
         if self.schedule != "constant":  # constant: the options as draft 3 (same digests)
-            options.update(schedule=SCHEDULES[self.schedule]["schedule"],
+            options.update(schedule=self.rules.operating_points.schedules[self.schedule].schedule,
                            warmup_steps=self.warmup_steps)
         criterion, criterion_options = AUTO, {}
         if switch is None and self.fraction is not None and recipe in STEP_KEYS.values():
             switch = ("fixed-fraction", {"fraction": float(self.fraction)})
         if switch is not None:
             criterion, criterion_options = switch
-        every = self.steps // protocol.RULES["eval_points"] if evaluate else None
-        return RunSpec(problem=self.rules["registry"], problem_options=self.rules["options"],
+        every = self.steps // self.rules.eval_points if evaluate else None
+        problem = self.problem_rules
+        return RunSpec(problem=problem.registry, problem_options=problem.to_dict()["options"],
                        recipe=name, optimizer=optimizer, recipe_options=options,
                        criterion=criterion, criterion_options=criterion_options,
                        nm=None if nm is None else tuple(nm), steps=self.steps,
@@ -220,9 +228,9 @@ def extra_timescale(claim: str, budget) -> str | None:
     (its rules' "settings", or "quick" in quick mode), None where it does not run."""
     rules = protocol.EXTRAS[claim]
     if budget.mode == "quick":
-        q = rules["quick"]
-        return q["timescale"] if budget.problem == q["problem"] else None
-    return (rules["settings"].get(budget.problem) or {}).get("timescale")
+        return rules.quick.timescale if budget.problem == rules.quick.problem else None
+    setting = rules.settings.get(budget.problem)
+    return None if setting is None else setting.timescale
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,9 +261,9 @@ def combination(results: dict, terms, seeds=None) -> tuple[list[float], float, f
     freedom. seeds: the positions to use (None: all; ``effect`` passes the seeds whose runs
     all stayed finite). Every seed is evaluated on the same test set, so that error is
     common to the seeds and does not average out: ``stats.shared_test_variance`` of the
-    seeds x items table of per-item contrasts z[s, i] = sum_j c_j x_j[s, i] (PROTOCOL
-    draft 4: the item part of a seeds x items decomposition, so the within-seed item noise
-    that the seeds' spread already holds is not counted again)."""
+    seeds x items table of per-item contrasts z[s, i] = sum_j c_j x_j[s, i] (PROTOCOL.md
+    "Draft 4: statistics": the item part of a seeds x items decomposition, so the
+    within-seed item noise that the seeds' spread already holds is not counted again)."""
     import numpy as np
 
     from stepsim import stats
@@ -276,7 +284,8 @@ def combination(results: dict, terms, seeds=None) -> tuple[list[float], float, f
 
 
 def divergence(results: dict, terms) -> dict:
-    """Which seeds of a combination lost a run (PROTOCOL draft 4: divergence is an outcome).
+    """Which seeds of a combination lost a run (PROTOCOL.md "Draft 4: statistics":
+    divergence is an outcome).
 
     A run's *side* is the sign of its coefficient in E: "plus" runs raise E when their error
     rises (the recipe the claim says is worse), "minus" runs lower it (the one it says is
@@ -331,13 +340,13 @@ def switch_cause(k0, steps: int, window: int, *, clip: bool, bounds=None) -> str
     (forced after 0.5 T), "window" (at the first step the window and the lower clip allow:
     the test was already passing, the criterion did not choose the step), else "fired".
 
-    ``bounds``: the clip's (t_min, t_max) (default: the protocol's, ``RULES["clip"]``); the
+    ``bounds``: the clip's (t_min, t_max) (default: the protocol's, ``RULES.clip``); the
     steps are the criterion's own (``stepsim._ground.switch_steps.legal_switch_steps``)."""
     from stepsim._ground.switch_steps import legal_switch_steps
 
     if k0 is None:
         return "never"
-    lo, hi = protocol.RULES["clip"] if bounds is None else bounds
+    lo, hi = protocol.RULES.clip if bounds is None else bounds
     first, forced = legal_switch_steps(steps, window, clip=clip, t_min=lo, t_max=hi)
     if k0 == forced:
         return "clip"
@@ -347,7 +356,8 @@ def switch_cause(k0, steps: int, window: int, *, clip: bool, bounds=None) -> str
 def causes(results: dict, runs, budget: Budget, *, clip: bool, fixed: bool = False) -> list[dict]:
     """Per run: {"k0", "fraction", "cause", "loss_ratio", "plateau"}: its switch step, why
     (``switch_cause``; "fixed" for a fixed switch), the batch loss at k0 over its start and
-    whether the switch fell on the initial plateau (PROTOCOL §D4.5; None when unknown)."""
+    whether the switch fell on the initial plateau (PROTOCOL.md "Switch premises"; None
+    when unknown)."""
     from stepsim.checks.operating import on_plateau
 
     out = []
@@ -363,27 +373,29 @@ def causes(results: dict, runs, budget: Budget, *, clip: bool, fixed: bool = Fal
 
 
 def operating_points(budget: Budget, claims, *, extended: bool = False) -> list:
-    """Draft 4's fixed operating points of a base budget (PROTOCOL §D4.1, §D4.4, §D4.5),
-    for the in-place claims (``operating_points.claims``) among ``claims``: STEP at its own
+    """The fixed operating points of a base budget (PROTOCOL.md "STEP at its own tuned
+    learning rate", "Schedules", "Switch premises"), for the in-place claims
+    (``rules.operating_points.claims``) among ``claims``: STEP at its own
     lr ("@own-lr"); STEP switched at each fixed fraction of T ("@k0=0.3T"; readings of
     ``switch_fractions.readings``); and, on the problems of each schedule, the same setting
     under that schedule at SR-STE's lr and at STEP's own. ``extended`` adds the readings
-    and schedule problems of ``RULES["extended"]``. The tie set's points need the tuning
+    and schedule problems of ``rules.extended``. The tie set's points need the tuning
     (``tuning.tie_budgets``). A budget restricted to some claims (the agreement run) or
     already an operating point has none."""
-    rules = protocol.RULES["operating_points"]
-    wanted = tuple(c for c in rules["claims"] if c in claims)
+    rules = budget.rules.operating_points
+    wanted = tuple(c for c in rules.claims if c in claims)
     if not wanted or budget.only is not None or budget.tag or budget.schedule != "constant":
         return []
-    ext = protocol.RULES["extended"] if extended else {}
-    readings = dict(rules["switch_fractions"]["readings"], **ext.get("readings", {}))
+    readings = dict(rules.switch_fractions.readings)
+    if extended:
+        readings.update(budget.rules.extended.readings)
     out = [dataclasses.replace(budget, step_lr="own", only=wanted, tag="own-lr")]
-    for f in rules["switch_fractions"]["fractions"]:
+    for f in rules.switch_fractions.fractions:
         out.append(dataclasses.replace(budget, fraction=float(f), only=wanted,
                                        readings=tuple(readings[budget.problem]),
                                        tag=f"k0={f:g}T"))
-    for name, schedule in SCHEDULES.items():
-        problems = ext.get("schedule_problems", schedule["problems"])
+    for name, schedule in rules.schedules.items():
+        problems = budget.rules.extended.schedule_problems if extended else schedule.problems
         if budget.problem in problems:
             cosine = dataclasses.replace(budget, schedule=name, only=wanted)
             out += [cosine, dataclasses.replace(cosine, step_lr="own", tag="own-lr")]

@@ -5,8 +5,10 @@
 * :func:`claim_verdict` — the claim's verdict from its parts (``verdict.combine``), or,
   for a claim about STEP, from each reading's parts: REPRODUCED if either reading is
   REPRODUCED (the reason names it), NOT REPRODUCED if every reading is, else INCONCLUSIVE
-  (PROTOCOL §5; Holm runs over the parts of both readings together).
-* :func:`result` — the :class:`~stepsim.checks.verdict.ClaimResult` of a claim module.
+  (PROTOCOL.md section 5, "Two readings of STEP"; Holm runs over the parts of both
+  readings together).
+* :func:`result` — the :class:`~stepsim.checks.verdict.ClaimResult` of a claim
+  (``registry.Claim``), whose parts must be the ones it declares (``Claim.parts``).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ def absent(name: str, effect, text: str) -> Part:
 
 
 def lost(name: str, text: str, *, units: str, margin: float) -> Part:
-    """A part that cannot be measured because runs diverged (PROTOCOL draft 4): its effect
-    has n = 0 and NaN estimate and interval — never a number made of diverged runs."""
+    """A part that cannot be measured because runs diverged (PROTOCOL.md "Draft 4:
+    statistics"): its effect has n = 0 and NaN estimate and interval — never a number
+    made of diverged runs."""
     import math
 
     from stepsim.checks.verdict import Effect
@@ -67,12 +70,18 @@ def _summary(parts: dict) -> str:
                      for name, p in parts.items())
 
 
-def result(module, budget, parts: dict, numbers: dict, *, readings=None,
+def result(claim, budget, parts: dict, numbers: dict, *, readings=None,
            reason_prefix: str = "") -> ClaimResult:
+    """``claim``'s result on ``budget`` from its decided ``parts`` (name -> Part, in the
+    order ``claim.parts(budget)`` declares) and its ``numbers``; readings: reading -> the
+    names of its parts (a claim about STEP, :func:`claim_verdict`)."""
+    declared = tuple(claim.parts(budget))
+    if tuple(parts) != declared:
+        raise RuntimeError(f"{claim.id} decided parts {list(parts)} but declares {list(declared)}")
     verdict, reason = claim_verdict(parts, readings)
     first = next(iter(parts.values())).effect if parts else None
     numbers = dict(numbers, units=getattr(budget, "units", ""),
                    margin=getattr(budget, "margin", None))
-    return ClaimResult(module.CLAIM, module.TITLE, verdict, reason_prefix + reason,
-                       module.RULE, first, budget.label, tuple(budget.seeds), budget.mode,
-                       numbers, parts=tuple(parts.values()))
+    return ClaimResult(claim.id, claim.title, verdict, reason_prefix + reason, claim.rule,
+                       first, budget.label, tuple(budget.seeds), budget.mode, numbers,
+                       parts=tuple(parts.values()))

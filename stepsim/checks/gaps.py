@@ -1,13 +1,13 @@
 """What the gap claims (C5, C6) share: each recipe's runs, the parts per reading of STEP,
 baseline and N:M, and the figure.
 
-A part compares baseline B (ASP, SR-STE) with one reading of STEP (``_setup.STEP_KEYS``:
+A part compares baseline B (ASP, SR-STE) with one reading of STEP (``budget.STEP_KEYS``:
 Algorithm 1 "A1", STEP on SR-STE "SR") at one N:M: its effect is
 sum_j c_j e_j over (B, STEP, dense) with the claim's coefficients, its premise
 gap(B) = e(B) - e(dense) > 0 (one-sided, PROTOCOL §6). Holm runs over every part of the
 claim, both readings together.
 
-Draft 4 (PROTOCOL §D4): the budget names the operating point (STEP's lr reading, its
+PROTOCOL.md "Draft 4": the budget names the operating point (STEP's lr reading, its
 switch, the schedule, the readings run); a part whose STEP runs switched on the initial
 plateau (any seed) is INCONCLUSIVE "switched on the plateau" (:func:`plateau_gate`).
 """
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from stepsim.checks import _plots, protocol
-from stepsim.checks._setup import causes, effect
-from stepsim.checks.verdict import INCONCLUSIVE, decide_parts
+from stepsim.checks import plots
+from stepsim.checks.budget import causes, effect
+from stepsim.checks.protocol import nm_label
+from stepsim.checks.verdict import INCONCLUSIVE, Evidence, decide_parts
 
 BASELINES = ("asp", "sr-ste")
 
@@ -31,6 +32,15 @@ def runs(budget, nms) -> dict:
     return out
 
 
+def part_name(reading: str, baseline: str, nm) -> str:
+    return f"STEP-{reading} vs {baseline} {nm_label(nm)}"
+
+
+def part_names(budget, nms) -> tuple:
+    """Per N:M, baseline and reading of STEP the budget runs, one part."""
+    return tuple(part_name(r, b, nm) for nm in nms for b in BASELINES for r in budget.step_keys)
+
+
 def gap_parts(budget, results, nms, coefficients, effect_name):
     """(parts, readings, gap table). coefficients: (c_B, c_STEP, c_dense) of the effect;
     effect_name(b, label) -> its name."""
@@ -40,7 +50,7 @@ def gap_parts(budget, results, nms, coefficients, effect_name):
     steps = budget.step_keys
     todo, readings, table, step_runs = {}, {r: [] for r in steps}, {}, {}
     for nm in nms:
-        label = f"{nm[0]}:{nm[1]}"
+        label = nm_label(nm)
         table[label] = {r: effect(results, [(1, groups[(key, tuple(nm))]), (-1, dense)],
                                   name="gap", units=units, margin=margin).values
                         for r, key in [(b, b) for b in BASELINES]
@@ -53,8 +63,8 @@ def gap_parts(budget, results, nms, coefficients, effect_name):
                 e = effect(results, [(cb, groups[(b, tuple(nm))]), (cs, groups[(key, tuple(nm))]),
                                      (cd, dense)],
                            name=effect_name(b, label, reading), units=units, margin=margin)
-                name = f"STEP-{reading} vs {b} {label}"
-                todo[name] = (e, premise, f"{b}'s gap to dense at {label} is not above 0")
+                name = part_name(reading, b, nm)
+                todo[name] = Evidence(e, premise, f"{b}'s gap to dense at {label} is not above 0")
                 readings[reading].append(name)
                 step_runs[name] = groups[(key, tuple(nm))]
     parts = plateau_gate(budget, results, decide_parts(todo), step_runs)
@@ -62,12 +72,13 @@ def gap_parts(budget, results, nms, coefficients, effect_name):
 
 
 def plateau_gate(budget, results, parts: dict, step_runs: dict, claim: str = "C5") -> dict:
-    """PROTOCOL §D4.5: a part whose STEP runs (``step_runs``: part name -> runs) switched on
-    the initial plateau in any seed is INCONCLUSIVE, "switched on the plateau (j of n
-    seeds)", whatever its interval says. Applies to the claims of ``plateau.claims``."""
+    """PROTOCOL.md "Switch premises": a part whose STEP runs (``step_runs``: part name ->
+    runs) switched on the initial plateau in any seed is INCONCLUSIVE, "switched on the
+    plateau (j of n seeds)", whatever its interval says. Applies to the claims of
+    ``plateau.claims``."""
     from stepsim.checks.operating import plateau_count
 
-    if claim not in protocol.RULES["plateau"]["claims"]:
+    if claim not in budget.rules.plateau.claims:
         return parts
     out = dict(parts)
     for name, group in step_runs.items():
@@ -78,7 +89,7 @@ def plateau_gate(budget, results, parts: dict, step_runs: dict, claim: str = "C5
             out[name] = dataclasses.replace(
                 p, verdict=INCONCLUSIVE,
                 reason=f"switched on the plateau ({j} of {n} seeds: the batch loss at k0 "
-                f"above {protocol.RULES['plateau']['max_ratio']:g} x its start); "
+                f"above {budget.rules.plateau.max_ratio:g} x its start); "
                 f"the interval alone said {p.verdict}")
     return out
 
@@ -94,7 +105,7 @@ def switch_record(budget, results, nms) -> dict:
 def gap_figure(result, path):
     n = result.numbers
     groups = {f"{r} {nm}": v for nm, g in n["gap_to_dense"].items() for r, v in g.items()}
-    return _plots.bars(path, title=f"{result.claim}: gap to dense by recipe and N:M — "
+    return plots.bars(path, title=f"{result.claim}: gap to dense by recipe and N:M — "
                        f"{result.verdict}", groups=groups, ylabel=f"gap to dense ({n['units']})",
                        hline=0.0, note=f"{result.problem}; seeds {list(result.seeds)}; bars: "
                        "mean and 95% t-CI over seeds, dots: seeds; STEP: AutoSwitch (clipped)")

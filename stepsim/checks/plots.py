@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -39,7 +39,7 @@ def save(fig, path) -> Path:
     """Write ``fig`` as PNG to ``path`` atomically and close it."""
     from stepsim._ground.atomic import atomic_path
 
-    plt = _pyplot()
+    plt = pyplot()
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png")
@@ -62,7 +62,7 @@ def bars(path, *, title: str, groups: dict, ylabel: str, note: str, hline=None) 
     """One column per group (label -> values over seeds): the mean with its 95% t-CI as an
     error bar, the seeds as dots. The y axis fits the data (not from 0: differences
     between recipes are what matters)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(groups) + 2), 3.6), dpi=90)
     for i, (label, values) in enumerate(groups.items()):
         mean, lo, hi = t_interval(values)
@@ -99,7 +99,7 @@ def parts_figure(result, path, *, note: str = "", select=None, symmetric: bool =
     parts = [p if isinstance(p, dict) else dataclasses.asdict(p) for p in result.parts]
     if select is not None:
         parts = [p for p in parts if select(p["name"])]
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * max(len(parts), 1)), dpi=90)
     for i, p in enumerate(parts):
         e = p["effect"]

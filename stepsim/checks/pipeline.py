@@ -1,0 +1,173 @@
+"""``stepsim check``: plan -> execute -> decide -> merge -> write.
+
+:func:`run_checks` composes the stages, each a module of its own:
+
+1. :func:`stepsim.checks.planning.plan` — every run and task (the tuning stage, the
+   evaluation stage or its description when it waits for the tuning), nothing run;
+2. :func:`stepsim.checks.execution.execute` — the runs not already in ``OUT/runs/``, on an
+   :class:`~stepsim.checks.execution.Executor`, every job read back from the store;
+3. :func:`stepsim.checks.decisions.decide` — one verdict per claim and setting, and the
+   figures drawn aside (:mod:`stepsim.checks.drawing`);
+4. :func:`stepsim.checks.merging.merge` — into the report already in ``OUT`` (refused, in
+   one line before any work, when that report was made in another mode or under other
+   rules);
+5. :func:`stepsim.checks.outputs.write_report` — figures/, report.md, report.json last.
+
+A claim's ``runtime_s`` is the wall time of its own jobs when they ran (shared jobs count
+for each claim that uses them) plus its decision and figures. A selection that gives no
+verdict at all (e.g. ``C1 --quick --problem lm``: quick mode has no LM setting) is an
+error, not an empty report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import uuid
+from pathlib import Path
+
+from stepsim.checks import decisions, drawing, merging, operating, planning
+from stepsim.checks.execution import Executor, execute
+from stepsim.checks.outputs import RUNS_DIR, Report, probe_out, write_report
+from stepsim.checks.registry import ORDER
+
+
+def run_checks(claims=("all",), *, mode: str = "quick", out=None,
+               jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
+               problems=None, steps: int | None = None, lrs: dict | None = None,
+               extended: bool = False) -> Report:
+    """Run the paper checks ``claims`` ("all" or "C1".."C12") by the registered protocol
+    (``paper_checks/PROTOCOL.md``, :mod:`stepsim.checks.protocol`) and write the report.
+
+    mode: "full" (the evidence: learning rates tuned on the tuning seeds, then 8 evaluation
+    seeds, every problem of the protocol) or "quick" (digits only, 3 seeds, the fast
+    timescale, the learning rates of the committed full run: indicative, not evidence).
+    out: a directory (probed before any work); its ``runs/`` keeps every finished run by
+    digest, so the same call after a kill redoes only the runs in flight, and runs equal
+    across claims run once (None: a temporary directory, no report written). jobs: local
+    worker processes (default every usable core; 1 runs here); scheduler: a Dask address.
+    problems: restrict to these protocol problems ("digits", "lm"). steps, lrs: for tests
+    of the machinery only — shorter runs, and learning rates {setting: {config: lr}}
+    instead of tuning or the committed ones; a report made with either is labelled so.
+    extended: full mode plus the extended set of PROTOCOL.md "Budget and the extended set"
+    (meant for Dask).
+
+    Beside each setting the in-place claims (C5, C6) run at its operating points (STEP's
+    own lr, fixed switch fractions, the cosine schedule; after tuning, every tied SR-STE
+    lr), each a verdict line of its own; the report adds the stability map, the switch
+    findings and whether each in-place verdict is robust across its tie set.
+    """
+    import tempfile
+
+    from stepsim.experiments.store import RunStore
+
+    start = time.perf_counter()
+    made = planning.plan(claims, mode, problems=problems, extended=extended, steps=steps,
+                         lrs=lrs)
+    record = merging.protocol_record(made.altered, made.claims, made.rules)
+    out_dir = None if out is None else probe_out(out)  # after every argument is checked
+    previous = None if out_dir is None else merging.previous_report(
+        out_dir, mode, record, made.covered)
+    if out_dir is not None:  # figures a killed check was drawing
+        import shutil
+
+        for stale in out_dir.glob(".figures-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+    executor = Executor(jobs, scheduler, progress, label=f"stepsim check ({mode})")
+    with contextlib.ExitStack() as stack:
+        if out_dir is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stepsim-check")))
+        else:
+            root = out_dir / RUNS_DIR
+        store = RunStore(root)
+        store.remove_temporaries()
+        executed = execute(made, store, executor)
+    staging = None if out_dir is None else _staging(out_dir)
+    results = _with_figures(decisions.decide(executed.evaluation, executed.results), staging,
+                            drawing.figure_workers(jobs, scheduler))
+    ev = executed.evaluation
+    new = merging.Merged(
+        claims=decisions.robustness(results), tuning=ev.table, lrs=ev.chosen,
+        skipped=list(ev.skipped), protocol=record, compute=executed.compute(),
+        stability_input=executed.stability_table or ev.table)
+    merged = merging.merge(previous, new, made.covered, None if previous is None else
+                           merging.store_compute(out_dir / RUNS_DIR))
+    record_of_operating, kept_stability = _operating(merged, extended, staging)
+    if staging is not None:  # the old report's figures that stay
+        _keep(merged.kept_figures + kept_stability, out_dir, staging)
+    report = Report(mode, tuple(sorted(merged.claims, key=lambda r: (ORDER.index(r.claim),
+                                                                     r.setting))),
+                    time.perf_counter() - start, None if out_dir is None else str(out_dir),
+                    merged.protocol, merged.tuning, merged.lrs, merged.compute,
+                    record_of_operating)
+    if out_dir is not None:
+        run_id = uuid.uuid4().hex
+        write_report(report, out_dir, params={"claims": list(made.claims), "mode": mode,
+                                              "jobs": jobs, "scheduler": _address(scheduler),
+                                              "problems": problems, "steps": steps,
+                                              "run_id": run_id, "extended": extended},
+                     figures=staging, run_id=run_id)
+    return report
+
+
+def _staging(out_dir: Path) -> Path:
+    """A fresh folder in ``out_dir`` that the figures are drawn into (swapped in whole as
+    figures/, so made with the umask's mode, as figures/ would be: not mkdtemp's 0700)."""
+    staging = out_dir / f".figures-{uuid.uuid4().hex}"
+    staging.mkdir()
+    return staging
+
+
+def _with_figures(decided: list, staging, workers: int) -> list:
+    """The decided results with their figures (drawn into ``staging``), the versions and
+    their runtime (jobs, decision and drawing)."""
+    from stepsim._ground.provenance import versions
+
+    info = versions()
+    drawn = drawing.draw_all([d.result for d in decided], staging, workers)
+    return [dataclasses.replace(d.result, figures=figures, versions=info,
+                                runtime_s=d.seconds + draw_s)
+            for d, (figures, draw_s) in zip(decided, drawn)]
+
+
+def _operating(merged: merging.Merged, extended: bool, staging) -> tuple[dict, list]:
+    """(the report's operating-point record of the merged claims, ``Report.operating``;
+    the old report's stability figures that stay). The stability figures of the settings
+    made again are drawn into ``staging``."""
+    table = merged.stability_input
+    if merged.remake is not None:
+        table = {k: v for k, v in table.items() if k in merged.remake}
+    stability = operating.stability_map(table) if table else {}
+    figures = drawing.draw_stability(stability, staging)
+    robustness = {f"{c.claim} {c.setting}": c.numbers["tie_set"] for c in merged.claims
+                  if isinstance(c.numbers, dict) and "tie_set" in c.numbers}
+    kept = [f for f in merged.old_stability_figures if f not in figures]
+    return {"stability": {**merged.old_stability, **stability},
+            "stability_figures": kept + figures,
+            "switch_findings": operating.switch_findings(merged.claims),
+            "robustness": robustness, "skipped": merged.skipped,
+            "extended": bool(extended)}, kept
+
+
+def _keep(figures, out_dir: Path, staging: Path) -> None:
+    """Copy kept figures (report.json names, under ``figures/``) from ``out_dir`` into the
+    new figures folder."""
+    import shutil
+
+    for figure in figures:
+        source = out_dir / figure
+        if source.is_file():
+            target = staging / Path(figure).relative_to(drawing.FIGURES_DIR)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def _address(scheduler):
+    """A scheduler as recorded in the report: its address (a Client: the one it is on)."""
+    if scheduler is None or isinstance(scheduler, str):
+        return scheduler
+    return getattr(getattr(scheduler, "scheduler", None), "address", None) or repr(scheduler)
+
+
+__all__ = ["run_checks"]

@@ -1,0 +1,211 @@
+"""The first stage of a check: what it will run, decided before anything runs.
+
+:func:`plan` turns the claims, the mode and the rules into a :class:`Plan`: the settings
+and their fixed operating points (``budget.operating_points``) as budgets, every run and
+task of the tuning stage (full mode: each config the claims need, at every grid value on
+the tuning seeds), and the evaluation stage — complete when the learning rates are known
+up front (quick mode: the committed full run's; a test's own), described when they come
+from the tuning: :func:`evaluation` fills it in from the tuning's choices and table,
+adding the tie set's operating points (``tuning.tie_budgets``), whose number depends on
+which learning rates tie. Nothing here runs, reads the store or writes a file; every
+RunSpec is checked (bad names, options or N:M are an error before any work).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from stepsim.checks import tuning
+from stepsim.checks.budget import Budget, MissingRate, NoProblem, operating_points
+from stepsim.checks.registry import get_claim, parse_claims
+from stepsim.checks.rules import MODES, Rules
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The evaluation stage: chosen (setting -> config -> lr), table (the tuning table,
+    empty when the learning rates were not tuned), budgets (key -> Budget, learning rates
+    set; the tie set's and "none" included), jobs ((claim, setting key) -> [RunSpec |
+    Task], report order), skipped (operating points or extras without a learning rate:
+    one note each)."""
+
+    chosen: dict
+    table: dict
+    budgets: dict
+    jobs: dict
+    skipped: tuple = ()
+
+    @property
+    def tasks(self) -> list:
+        return [t for ts in self.jobs.values() for t in ts]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything a check will do, nothing run.
+
+    mode, claims (report order), rules, problems (None: every problem of the mode),
+    extended, steps / lrs (a test's shorter runs or own learning rates; None: the
+    protocol's). budgets: the settings and their fixed operating points that some claim
+    applies to (learning rates not yet set: ``lrs`` None); plain: the budget of the claims
+    that train nothing; covered: every (claim, setting key) the check decides (the tie
+    set's points belong to their setting's). recorded: setting key -> the jobs of every
+    claim on it before the learning rates are known (their number is final; their lr is a
+    placeholder). tuning: (setting, config) -> {"grid", "tasks", "seeds"} (``tuning.jobs``;
+    empty unless full mode tunes); stability: the same on ``--extended``'s extra seeds.
+    evaluation: the evaluation stage when it does not wait for the tuning, else None
+    (:func:`evaluation` makes it from the tuning's result)."""
+
+    mode: str
+    claims: tuple
+    rules: Rules
+    problems: tuple | None
+    extended: bool
+    steps: int | None
+    lrs: dict | None
+    budgets: tuple
+    plain: NoProblem
+    covered: frozenset
+    recorded: dict
+    tuning: dict
+    stability: dict
+    evaluation: Evaluation | None
+
+    @property
+    def altered(self) -> bool:
+        """Made with a test's run lengths or learning rates (labelled so in the report)."""
+        return self.steps is not None or self.lrs is not None
+
+    @property
+    def tuning_tasks(self) -> list:
+        return [t for group in self.tuning.values() for t in group["tasks"]]
+
+    @property
+    def stability_tasks(self) -> list:
+        return [t for group in self.stability.values() for t in group["tasks"]]
+
+
+def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
+         problems=None, extended: bool = False, steps: int | None = None,
+         lrs: dict | None = None) -> Plan:
+    """The :class:`Plan` of checking ``claims`` in ``mode`` by ``rules`` (default the
+    protocol's). ValueError before any work for bad arguments and for a selection that
+    gives no verdict at all."""
+    from stepsim.checks import protocol
+
+    rules = protocol.RULES if rules is None else rules
+    names = tuple(parse_claims(claims))
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
+    if steps is not None and (not isinstance(steps, int) or steps < 200):
+        raise ValueError(f"steps must be an integer >= 200, got {steps!r}")
+    if extended not in (True, False) or (extended and mode != "full"):
+        raise ValueError(f"extended must be True or False and needs mode 'full', got "
+                         f"extended={extended!r} with mode={mode!r}")
+    budgets = _budgets(rules, mode, problems, names, steps or 0, extended)
+    plain = NoProblem(mode)
+    free = [c for c in names if c in rules.claims_on("none")]
+    covered = frozenset({(c, b.key) for b in budgets for c in names if b.applies(c)}
+                        | {(c, plain.key) for c in free})
+    if not covered:
+        where = ", ".join(f"{p} ({ts})" for p, ts, _ in rules.settings(mode)) or "none"
+        raise ValueError(f"no verdict to make: claim(s) {', '.join(names)} on problem(s) "
+                         f"{', '.join(problems or ['every'])} have no setting in {mode} mode "
+                         f"(its settings: {where}); nothing was run or written")
+    # the recording pass: which configs need a learning rate (``Budget.needed``), and a
+    # check of every run before any work
+    recorded = {b.key: [j for c in names if b.applies(c) for j in get_claim(c).jobs(b)]
+                for b in budgets}
+    recorded[plain.key] = [j for c in free for j in get_claim(c).jobs(plain)]
+    for job in [j for jobs in recorded.values() for j in jobs]:
+        if hasattr(job, "check"):  # a RunSpec; a Task has nothing to check
+            job.check()
+    tune, more, known = {}, {}, None
+    if lrs is not None:
+        known = {k: dict(v) for k, v in lrs.items()}
+    elif mode == "quick":
+        known = tuning.committed() if budgets else {}
+    else:
+        needs = _tuning_needs(rules, budgets, problems, names, steps or 0)
+        tune = tuning.jobs(needs)
+        if extended:  # more tuning seeds, for the stability map only
+            adam = {s: (b, {k for k in keys if k.startswith("adam|")})
+                    for s, (b, keys) in needs.items()}
+            more = tuning.jobs(adam, seeds=rules.extended.stability_seeds)
+    made = Plan(mode, names, rules, None if problems is None else tuple(problems),
+                bool(extended), steps, lrs, tuple(budgets), plain, covered, recorded, tune,
+                more, None)
+    if known is None and tune:
+        return made  # the evaluation waits for the tuning
+    if known is None:  # nothing to tune (claims that train nothing)
+        known = {}
+    return dataclasses.replace(made, evaluation=evaluation(made, known, {}))
+
+
+def _budgets(rules, mode, problems, names, steps, extended) -> list:
+    """The settings of ``mode`` and their fixed operating points that some claim applies to."""
+    seeds = tuple(getattr(rules.seeds, mode))
+    budgets = [Budget(mode, p, ts, seeds, only=only, steps=steps, rules=rules)
+               for p, ts, only in rules.settings(mode, problems)]
+    budgets += [o for b in budgets for o in operating_points(b, names, extended=extended)]
+    return [b for b in budgets if any(b.applies(c) for c in names)]
+
+
+def _tuning_needs(rules, budgets, problems, names, steps) -> dict:
+    """setting -> (a budget of it, the configs to tune): the full check's settings and
+    quick mode's (a full run's choices are what quick mode reuses), one tuning per setting
+    (its operating points share it)."""
+    if problems is not None:  # quick mode's problems among the chosen ones (maybe none)
+        problems = [p for p in problems if p in rules.quick.problems]
+    quick = [Budget("quick", p, ts, tuple(rules.seeds.quick), steps=steps, rules=rules)
+             for p, ts, _ in rules.settings("quick", problems)]
+    quick += [o for q in quick for o in operating_points(q, names)]
+    for q in quick:  # recording: fills q.needed
+        for c in names:
+            if q.applies(c):
+                get_claim(c).jobs(q)
+    needs = {}
+    for b in [*budgets, *quick]:
+        base, keys = needs.get(b.setting, (b, set()))
+        needs[b.setting] = (base, keys | b.needed)
+    return needs
+
+
+def evaluation(made: Plan, chosen: dict, table: dict) -> Evaluation:
+    """The evaluation stage of ``made`` once its learning rates are known: ``chosen``
+    (setting -> config -> lr) and the tuning ``table`` (empty when not tuned: no tie set).
+    A registered setting without a learning rate is an error; an operating point or, in
+    quick mode, an extra without one is skipped with a note."""
+    final = [dataclasses.replace(b, lrs=chosen.get(b.setting, {})) for b in made.budgets]
+    final += [t for b in final for t in tuning.tie_budgets(b, table, made.claims)]
+    jobs, skipped, budgets = {}, [], {}
+    for b in final:
+        try:
+            jobs_of = {}
+            for c in made.claims:
+                if not b.applies(c):
+                    continue
+                try:
+                    jobs_of[c] = get_claim(c).jobs(b)
+                except MissingRate as exc:
+                    if not get_claim(c).extra or made.mode != "quick":
+                        raise
+                    skipped.append(f"{c} on {b.key}: {exc.args[0]} (quick mode reuses "
+                                   f"the committed full run's learning rates)")
+        except MissingRate as exc:
+            if not b.tag and b.schedule == "constant":
+                raise  # a registered setting needs every learning rate
+            skipped.append(f"{b.key}: {exc.args[0]}")  # an operating point, quick mode
+            continue
+        budgets[b.key] = b
+        jobs.update({(c, b.key): j for c, j in jobs_of.items()})
+    for c in made.claims:  # the claims that train nothing, decided once
+        if c in made.rules.claims_on("none"):
+            budgets[made.plain.key] = made.plain
+            jobs[(c, made.plain.key)] = get_claim(c).jobs(made.plain)
+    if not jobs:
+        raise ValueError("no verdict to make: " + "; ".join(skipped))
+    return Evaluation(chosen, table, budgets, jobs, tuple(skipped))
+
+
+__all__ = ["Evaluation", "Plan", "evaluation", "plan"]

@@ -1,0 +1,457 @@
+"""The registered rules as frozen, typed records, parsed and validated once.
+
+``paper_checks/PROTOCOL.md`` states each draft's numbers as a JSON block
+(:mod:`stepsim.checks.protocol` keeps them as the dicts the document states, and their
+SHA-256). :meth:`Rules.parse` turns the current draft's dict into a :class:`Rules`: every
+block an attribute (``rules.seeds.quick``, ``rules.problems["digits"].margin``,
+``rules.operating_points.tie.se``), lists as tuples, objects as read-only dicts; a missing
+or unknown key, a value of the wrong type or an inconsistent rule (a quick problem that is
+not a problem, a tuning seed that is also an evaluation seed, ...) is a one-line error at
+import, never a KeyError in the middle of a check. :meth:`Rules.to_dict` gives back
+exactly the registered dict, so :attr:`Rules.digest` is the digest a report records.
+:class:`SuccessorRules` is the same for the successors comparison (PROTOCOL.md section
+"S1"), which has its own block and digest.
+
+Importing this module imports neither NumPy nor numba.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import itertools
+import json
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+
+def canonical(obj) -> str:
+    """The canonical JSON of ``obj`` (sorted keys, no spaces): what a digest is taken of."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def digest(obj) -> str:
+    """SHA-256 (hex) of the canonical JSON of a rules dict or a :class:`Record`."""
+    if isinstance(obj, Record):
+        obj = obj.to_dict()
+    return hashlib.sha256(canonical(obj).encode()).hexdigest()
+
+
+class Frozen(dict):
+    """A read-only dict (a JSON object of the rules); serialises as a dict."""
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("the registered rules are read-only; make new rules instead")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only
+    __ior__ = _read_only
+
+    def __reduce__(self):  # pickled as its items (dict's default would set them one by one)
+        return (Frozen, (dict(self),))
+
+
+def _parse(kind, value, where: str):
+    """``value`` (from JSON) checked against type ``kind`` and frozen."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if isinstance(kind, type) and issubclass(kind, Record):
+        return kind.parse(value, where)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where} must be a list, got {value!r:.60}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_parse(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ValueError(f"{where} must hold {len(args)} values, got {value!r:.60}")
+        return tuple(_parse(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin is Mapping:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where} must be an object, got {value!r:.60}")
+        return Frozen({str(k): _parse(args[1], v, f"{where}.{k}") for k, v in value.items()})
+    if kind is Any:
+        return _freeze(value)
+    if kind is float:  # an int stays an int: the digest is of the numbers as registered
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{where} must be a number, got {value!r:.60}")
+        return value
+    if kind in (int, str):
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise TypeError(f"{where} must be {'an integer' if kind is int else 'a string'}, "
+                            f"got {value!r:.60}")
+        return value
+    raise TypeError(f"{where}: no parser for {kind!r}")  # a new field type: add it above
+
+
+def _freeze(value):
+    if isinstance(value, Mapping):
+        return Frozen({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _plain(value):
+    """The JSON form of a parsed value (tuples as lists, records and dicts as dicts)."""
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A JSON object of the rules with a fixed set of keys, one field each."""
+
+    @classmethod
+    def parse(cls, data, where: str | None = None):
+        """``cls`` from ``data`` (a dict with exactly its fields' keys), checked."""
+        where = where or cls.__name__
+        if not isinstance(data, Mapping):
+            raise TypeError(f"{where} must be an object, got {data!r:.60}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in data]
+        unknown = sorted(set(data) - set(names))
+        if missing or unknown:
+            raise ValueError(f"{where}: " + "; ".join(
+                part for part in (f"missing key(s) {missing}" if missing else "",
+                                  f"unknown key(s) {unknown}" if unknown else "") if part))
+        hints = typing.get_type_hints(cls)
+        return cls(**{n: _parse(hints[n], data[n], f"{where}.{n}") for n in names})
+
+    def to_dict(self) -> dict:
+        """The rules as registered (JSON types: lists, dicts)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def with_value(self, path: str, value):
+        """These rules with the value at ``path`` ("grids.digits.adam") replaced, parsed and
+        validated as registered rules are (other rules, e.g. for a test of the machinery;
+        their digest is not the registered one)."""
+        data = self.to_dict()
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        if last not in node:
+            raise KeyError(f"no rule {path!r}")
+        node[last] = value
+        return type(self).parse(data)
+
+
+# ----------------------------------------------------------------------- one draft's rules
+@dataclasses.dataclass(frozen=True)
+class Problem(Record):
+    """A problem of the protocol: its registry name and fixed options, its N:M ratios, the
+    units of its error and the margin (the smallest effect that counts), its timescales
+    (the first is its main one)."""
+
+    registry: str
+    options: Mapping[str, Any]
+    nms: tuple[tuple[int, int], ...]
+    units: str
+    margin: float
+    timescales: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Seeds(Record):
+    tuning: tuple[int, ...]
+    full: tuple[int, ...]
+    quick: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Timescale(Record):
+    beta2: float
+    steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Agreement(Record):
+    """The claim checked again at a second timescale (its N:M only, full mode)."""
+
+    claim: str
+    problem: str
+    nm: tuple[int, int]
+    timescales: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Quick(Record):
+    problems: tuple[str, ...]
+    timescale: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Layerwise(Record):
+    ms: tuple[int, ...]
+    target: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Landing(Record):
+    """C7's landing: the interval of switch fractions, the rate of fired switches."""
+
+    interval: tuple[float, float]
+    fired_rate: float
+    loss_scales: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tie(Record):
+    se: float
+    readings: Mapping[str, tuple[str, ...]]
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchFractions(Record):
+    fractions: tuple[float, ...]
+    readings: Mapping[str, tuple[str, ...]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule(Record):
+    schedule: str
+    warmup_fraction: float
+    problems: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatingPoints(Record):
+    """PROTOCOL.md "Draft 4": the in-place claims' operating points."""
+
+    claims: tuple[str, ...]
+    step_lr: Mapping[str, tuple[str, ...]]
+    tie: Tie
+    switch_fractions: SwitchFractions
+    schedules: Mapping[str, Schedule]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plateau(Record):
+    window: int
+    max_ratio: float
+    claims: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Stability(Record):
+    level: float
+
+
+@dataclasses.dataclass(frozen=True)
+class VStar(Record):
+    c4_eq10: tuple[str, ...]
+    c4_eq10_decides: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnostics(Record):
+    after_switch: tuple[int, ...]
+    quantiles: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Extended(Record):
+    readings: Mapping[str, tuple[str, ...]]
+    schedule_problems: tuple[str, ...]
+    stability_seeds: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Divergence(Record):
+    min_finite_pairs: int
+    test: str
+
+
+READINGS = ("A1", "SR")  # the two readings of STEP (PROTOCOL.md section 5)
+MODES = ("quick", "full")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules(Record):
+    """Every number one draft of the protocol fixes (PROTOCOL.md, its RULES blocks).
+
+    claims: problem -> the claims decided on it ("none": the claims that train nothing).
+    grids: problem -> optimizer -> the learning rates tuned over. The other fields are
+    named as in PROTOCOL.md's sections."""
+
+    version: int
+    problems: Mapping[str, Problem]
+    seeds: Seeds
+    grids: Mapping[str, Mapping[str, tuple[float, ...]]]
+    momentum: float
+    srste_lam: float
+    timescales: Mapping[str, Timescale]
+    clip: tuple[float, float]
+    eval_points: int
+    alpha: float
+    claims: Mapping[str, tuple[str, ...]]
+    agreement: Agreement
+    quick: Quick
+    layerwise: Layerwise
+    c4_loss_scales: tuple[float, ...]
+    c7_fractions: tuple[float, ...]
+    c7_landing: Landing
+    c8_switch_windows: tuple[float, ...]
+    c3_margin_decades: float
+    operating_points: OperatingPoints
+    plateau: Plateau
+    stability: Stability
+    v_star: VStar
+    diagnostics: Diagnostics
+    extended: Extended
+    divergence: Divergence
+
+    def __post_init__(self):
+        _check_rules(self)
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON of the registered dict (what a report records)."""
+        return digest(self)
+
+    def problem(self, name: str) -> Problem:
+        """The rules of problem ``name``; ValueError naming the problems otherwise."""
+        if name not in self.problems:
+            raise ValueError(f"problem must be one of {list(self.problems)}, got {name!r}")
+        return self.problems[name]
+
+    def grid(self, problem: str, optimizer: str) -> list[float]:
+        return list(self.grids[problem][optimizer])
+
+    def claims_on(self, problem: str) -> tuple[str, ...]:
+        """The claims decided on ``problem`` ("none": the claims that train nothing)."""
+        return self.claims.get(problem, ())
+
+    def settings(self, mode: str, problems=None) -> list[tuple[str, str, tuple | None]]:
+        """The (problem, timescale, only_claims) settings a check of ``mode`` runs, in
+        report order: every problem at each of its timescales (the fast timescale on digits
+        runs only the agreement claim in full mode, and everything in quick mode)."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
+        chosen = list(self.problems) if problems is None else list(problems)
+        for p in chosen:
+            self.problem(p)
+        quick = self.quick.problems
+        if mode == "quick":
+            if problems is not None and not set(chosen) <= set(quick):
+                # refused, not ignored: a quick check of these would run nothing of them
+                raise ValueError(f"problem {min(set(chosen) - set(quick))!r} is not "
+                                 f"in quick mode, which runs only {list(quick)}; check it "
+                                 f"in full mode")
+            return [(p, self.quick.timescale, None) for p in quick if p in chosen]
+        out = []
+        for p in chosen:
+            out.append((p, self.problems[p].timescales[0], None))
+            if p == self.agreement.problem:
+                out.append((p, "fast", (self.agreement.claim,)))
+        return out
+
+
+def _check_rules(r: Rules) -> None:
+    """The rules' consistency: each name one block uses is defined by another."""
+    problems, timescales = set(r.problems), set(r.timescales)
+
+    def need(ok: bool, text: str) -> None:
+        if not ok:
+            raise ValueError(f"rules (draft {r.version}): {text}")
+
+    for name, p in r.problems.items():
+        need(set(p.timescales) <= timescales and p.timescales,
+             f"problem {name!r}: timescales {list(p.timescales)} not in {sorted(timescales)}")
+        need(all(1 <= n <= m for n, m in p.nms), f"problem {name!r}: N:M needs 1 <= N <= M")
+        need(p.margin >= 0, f"problem {name!r}: margin must be >= 0")
+    need(set(r.grids) == problems, f"grids for {sorted(r.grids)}, problems {sorted(problems)}")
+    for name, grids in r.grids.items():
+        for opt, lrs in grids.items():
+            need(lrs and lrs[0] > 0 and all(a < b for a, b in itertools.pairwise(lrs)),
+                 f"grid {name}/{opt} must be positive and increasing")
+    need(set(r.claims) <= problems | {"none"}, f"claims on unknown problems {sorted(r.claims)}")
+    need(not set(r.seeds.tuning) & (set(r.seeds.full) | set(r.seeds.quick))
+         and not set(r.extended.stability_seeds) & (set(r.seeds.full) | set(r.seeds.quick)),
+         "a tuning seed is also an evaluation seed")
+    need(r.agreement.problem in problems
+         and r.agreement.claim in r.claims_on(r.agreement.problem)
+         and set(r.agreement.timescales) <= set(r.problems[r.agreement.problem].timescales),
+         "the agreement claim, problem and timescales must be the problem's")
+    need(set(r.quick.problems) <= problems and r.quick.timescale in timescales,
+         "quick mode's problems and timescale must be the protocol's")
+    lo, hi = r.clip
+    need(0 < lo < hi <= 1, f"clip must be 0 < lo < hi <= 1, got {list(r.clip)}")
+    need(0 < r.alpha < 0.5 and 0 < r.stability.level < 1, "alpha in (0, 0.5), level in (0, 1)")
+    need(0 < r.plateau.max_ratio <= 1, "plateau.max_ratio must be in (0, 1]")
+    op = r.operating_points
+    every = {c for cs in r.claims.values() for c in cs}
+    need(set(op.claims) <= every and set(r.plateau.claims) <= every,
+         "operating_points.claims and plateau.claims must be claims of the protocol")
+    for block, readings in (("tie", op.tie.readings),
+                            ("switch_fractions", op.switch_fractions.readings),
+                            ("extended", r.extended.readings)):
+        need(set(readings) <= problems and all(set(v) <= set(READINGS)
+                                               for v in readings.values()),
+             f"{block}.readings: problems {sorted(problems)}, readings {list(READINGS)}")
+    for name, s in op.schedules.items():
+        need(set(s.problems) <= problems and 0 <= s.warmup_fraction < 1,
+             f"schedule {name!r}: problems and warm-up fraction")
+    need(r.v_star.c4_eq10_decides in r.v_star.c4_eq10, "v_star.c4_eq10_decides")
+    need(r.divergence.min_finite_pairs >= 2, "divergence.min_finite_pairs must be >= 2")
+
+
+# ----------------------------------------------------------------------- section S1
+@dataclasses.dataclass(frozen=True)
+class SuccessorSetting(Record):
+    timescale: str
+    nms: tuple[tuple[int, int], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SuccessorQuick(Record):
+    problem: str
+    timescale: str
+    nms: tuple[tuple[int, int], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepReading(Record):
+    readings: tuple[str, ...]
+    lr: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SuccessorRules(Record):
+    """The successors comparison S1 (PROTOCOL.md section "S1"): where it runs, the
+    reference and baseline recipes, STEP's readings and lr, the recipes new to S1
+    (key -> (registry recipe, options)), which of them train a dense model, which are the
+    successors the verdict is about, the margin and the flip-rate tail."""
+
+    id: str
+    settings: Mapping[str, SuccessorSetting]
+    quick: SuccessorQuick
+    reference: str
+    baseline: str
+    step: StepReading
+    recipes: Mapping[str, tuple[str, Mapping[str, Any]]]
+    dense_result: tuple[str, ...]
+    successors: tuple[str, ...]
+    margin: float
+    flip_tail: float
+
+    def __post_init__(self):
+        if not (set(self.successors) | set(self.dense_result)) <= set(self.recipes):
+            raise ValueError(f"rules {self.id}: successors and dense_result must be recipes "
+                             f"of the comparison")
+        if not set(self.step.readings) <= set(READINGS) or self.step.lr not in ("own",
+                                                                               "sr-ste"):
+            raise ValueError(f"rules {self.id}: step readings {list(READINGS)}, lr 'own' or "
+                             f"'sr-ste'")
+
+    @functools.cached_property
+    def digest(self) -> str:
+        return digest(self)
+
+
+__all__ = ["Frozen", "Problem", "Record", "Rules", "SuccessorRules", "canonical", "digest"]
