@@ -120,6 +120,8 @@ def read_npz(path) -> dict:
 
 
 STATUS_COMPLETED, STATUS_NON_FINITE = "completed", "non-finite"
+#: the run's batch loss blew up (``fit(blowup=(window, multiple))``): finite, but diverged
+STATUS_BLOWUP = "blow-up"
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -134,10 +136,12 @@ class FitResult:
     the initial weights. nm: name -> final (n, m) of every sparse layer. recipe: the
     :class:`~stepsim.recipes.Recipe`; criterion: the schedule's repr or None; steps (asked
     for), seed (None when a Generator was passed), problem: the problem's repr.
-    status: "completed" or "non-finite" (the run diverged: it stopped at ``stopped_at``, also
+    status: "completed", "non-finite" (the run diverged: it stopped at ``stopped_at``, also
     ``diverged_at``; ``message`` says which quantity of which parameter went non-finite
     first, and the lr; ``diverged_param`` names that parameter, None when only the loss
-    was non-finite). module_switch_steps: module
+    was non-finite) or "blow-up" (``fit(blowup=...)``: the mean batch loss over a window
+    exceeded the stated multiple of its first window's; stopped there, ``message`` says
+    the two means). module_switch_steps: module
     (parameter) -> its switch step or None. curves: with ``eval_every``, "step" (the steps
     evaluated, 0 = initial) and one array per metric of ``problem.evaluate`` at the
     weights the model computes with after that step. diagnostics: for a run that froze v

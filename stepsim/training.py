@@ -26,7 +26,8 @@ import numpy as np
 
 from stepsim._ground.validate import check_int, check_nm_pair, show
 from stepsim.core.finite import FiniteCheck
-from stepsim.fit_result import (
+from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Trace etc.)
+    STATUS_BLOWUP,
     STATUS_COMPLETED,
     STATUS_NON_FINITE,
     FitResult,
@@ -57,13 +58,28 @@ def _check_rng(rng):
                     f"None; got {rng!r} ({type(rng).__name__})")
 
 
+def check_blowup(blowup) -> tuple[int, float]:
+    """``fit``'s ``blowup``: (window, multiple), a window of >= 1 steps and a finite
+    multiple > 1."""
+    from stepsim._ground.validate import check_real
+
+    if not isinstance(blowup, (tuple, list)) or len(blowup) != 2:
+        raise TypeError(f"blowup must be (window, multiple), got {blowup!r}")
+    window = check_int("blowup window", blowup[0], minimum=1)
+    multiple = check_real("blowup multiple", blowup[1], minimum=1.0, min_open=True)
+    if not math.isfinite(multiple):
+        raise ValueError(f"blowup multiple must be finite, got {multiple!r}")
+    return window, float(multiple)
+
+
 def _check_nm_arg(nm):
     return None if nm is None else check_nm_pair("nm", nm)
 
 
 def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         log_stats: bool = False, progress: bool = True, threads: int | None = None,
-        blas_threads: int | None = 1, eval_every: int | None = None) -> FitResult:
+        blas_threads: int | None = 1, eval_every: int | None = None,
+        blowup: tuple[int, float] | None = None) -> FitResult:
     """Train ``problem`` with ``recipe`` for ``steps`` steps; return a :class:`FitResult`.
 
     Parameters
@@ -104,6 +120,12 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
         different core counts and across sweep workers; raise it for large models.
     eval_every : int, optional
         Record ``problem.evaluate`` every K steps (and at step 0) into ``FitResult.curves``.
+    blowup : (window, multiple), optional
+        Stop the run as diverged (``status="blow-up"``) at the first step k >= window
+        where the mean batch loss of steps k - window + 1 .. k exceeds ``multiple`` times
+        the initial loss (step 1's batch loss, taken at the initial weights): a loss that
+        blew up without going non-finite. The mean is exact (``math.fsum``), so the same
+        run stops at the same step anywhere.
 
     Returns
     -------
@@ -124,7 +146,7 @@ def fit(problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
     with training_threads(kernels=threads, blas=blas_threads), \
             np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         run = FitRun(problem, recipe, steps, rng=rng, criterion=criterion, nm=nm,
-                     log_stats=log_stats, eval_every=eval_every)
+                     log_stats=log_stats, eval_every=eval_every, blowup=blowup)
         with Progress(run.steps, f"fit {recipe.name}", force=None if progress else False,
                       unit="step") as bar:
             for k in range(1, run.steps + 1):
@@ -151,7 +173,8 @@ class FitRun:
     """
 
     def __init__(self, problem, recipe, steps: int, *, rng=None, criterion=None, nm=None,
-                 log_stats: bool = False, eval_every: int | None = None):
+                 log_stats: bool = False, eval_every: int | None = None,
+                 blowup: tuple[int, float] | None = None):
         from stepsim._ground.malloc import keep_freed_memory
         from stepsim._ground.portability import warn_if_not_portable
         from stepsim.core.sparsity import with_nm
@@ -169,6 +192,8 @@ class FitRun:
         nm = _check_nm_arg(nm)
         if eval_every is not None:
             eval_every = check_int("eval_every", eval_every, minimum=1)
+        self.blowup = None if blowup is None else check_blowup(blowup)
+        self.losses = []  # the batch losses, while a blow-up is watched for
 
         self.problem, self.recipe, self.steps = problem, recipe, steps
         self.criterion, self.eval_every = criterion, eval_every
@@ -236,7 +261,26 @@ class FitRun:
             self.message = (f"diverged at step {k}: {bad} (lr {lr:g}); the run stopped "
                             f"(trace holds steps 1..{self.kept})")
             return None
+        if self.blowup is not None and self._blew_up(k, float(loss), lr):
+            return None
         return stats
+
+    def _blew_up(self, k: int, loss: float, lr: float) -> bool:
+        """Watch for a blow-up (``fit``'s ``blowup``); True (status, message and
+        stopped_at set) when the window ending at step k exceeds the multiple."""
+        window, multiple = self.blowup
+        self.losses.append(loss)
+        if k < window:
+            return False
+        initial = self.losses[0]
+        last = math.fsum(self.losses[k - window:k]) / window
+        if not last > multiple * initial:
+            return False
+        self.status, self.stopped = STATUS_BLOWUP, k
+        self.message = (f"diverged at step {k}: the mean batch loss of steps {k - window + 1}"
+                        f"..{k} is {last:.4g}, above {multiple:g} x the initial {initial:.4g} "
+                        f"(lr {lr:g}); the run stopped (trace holds steps 1..{self.kept})")
+        return True
 
     def after_step(self, k: int, stats) -> None:
         """Feed the step's statistics to the observed criterion and the switch schedule

@@ -119,6 +119,8 @@ class RunSpec:
     own v. nm: (n, m) of every sparse parameter, or None (the problem's). steps: T.
     seed: ``fit``'s rng (int >= 0). eval_every: learning curves every K steps, or None.
     loss_scale: multiply the training loss by this (``problems.scaled.ScaledLoss``).
+    blowup: ``fit``'s (window, multiple) blow-up stop, or None (not watched; a RunSpec
+    without it has the digest it had before the field existed).
 
     Options are stored as sorted (key, value) pairs with lists as tuples; pass dicts.
     """
@@ -136,6 +138,7 @@ class RunSpec:
     nm: NMRatio | None = None
     eval_every: int | None = None
     loss_scale: float = 1.0
+    blowup: tuple | None = None
 
     def __post_init__(self):
         from stepsim._ground.validate import check_int, check_nm_pair, check_real
@@ -159,6 +162,10 @@ class RunSpec:
             put("eval_every", check_int("eval_every", self.eval_every, minimum=1))
         put("loss_scale", float(check_real("loss_scale", self.loss_scale, minimum=0.0,
                                            min_open=True)))
+        if self.blowup is not None:
+            from stepsim.training import check_blowup
+
+            put("blowup", check_blowup(self.blowup))
         if not isinstance(self.per_module, bool):
             raise TypeError(f"per_module must be True or False, got {self.per_module!r}")
         if self.criterion == AUTO:  # options given: they adjust the default criterion
@@ -195,7 +202,9 @@ class RunSpec:
                            "options": opts(self.recipe_options)},
                 "criterion": criterion, "nm": None if self.nm is None else list(self.nm),
                 "steps": self.steps, "seed": self.seed, "eval_every": self.eval_every,
-                "loss_scale": self.loss_scale}
+                "loss_scale": self.loss_scale,
+                # only when watched: every RunSpec made before the field keeps its digest
+                **({} if self.blowup is None else {"blowup": list(self.blowup)})}
 
     @classmethod
     def from_dict(cls, data: dict) -> RunSpec:
@@ -203,7 +212,7 @@ class RunSpec:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} document: {str(data)[:80]!r}")
         known = {"format", "problem", "recipe", "criterion", "nm", "steps", "seed",
-                 "eval_every", "loss_scale"}
+                 "eval_every", "loss_scale", "blowup"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"RunSpec: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -215,7 +224,8 @@ class RunSpec:
                    criterion_options={} if crit is None else crit["options"],
                    per_module=False if crit is None else crit.get("per_module", False),
                    nm=data.get("nm"), steps=data["steps"], seed=data["seed"],
-                   eval_every=data.get("eval_every"), loss_scale=data.get("loss_scale", 1.0))
+                   eval_every=data.get("eval_every"), loss_scale=data.get("loss_scale", 1.0),
+                   blowup=None if data.get("blowup") is None else tuple(data["blowup"]))
 
     def to_json(self) -> str:
         """Canonical JSON (sorted keys, no spaces): the text the digest is taken over."""
@@ -243,9 +253,11 @@ class RunSpec:
             self.criterion_options) + (" per module" if self.per_module else "")
         nm = "problem's" if self.nm is None else f"{self.nm[0]}:{self.nm[1]}"
         scale = "" if self.loss_scale == 1.0 else f", loss x{self.loss_scale:g}"
+        stop = "" if self.blowup is None else (f", stopped if its loss blows up "
+                                               f"({self.blowup[1]:g}x, window {self.blowup[0]})")
         return (f"{self.problem}{show(self.problem_options)}, {self.recipe}"
                 f"{show((('optimizer', self.optimizer),) + self.recipe_options)}, "
-                f"criterion {crit}, N:M {nm}, {self.steps} steps, seed {self.seed}{scale}")
+                f"criterion {crit}, N:M {nm}, {self.steps} steps, seed {self.seed}{scale}{stop}")
 
     # ------------------------------------------------------------------ building
     def build_problem(self):
@@ -316,7 +328,8 @@ class RunSpec:
 
         problem, recipe, criterion = self.build()
         return fit(problem, recipe, self.steps, rng=self.seed, criterion=criterion,
-                   progress=progress, threads=1, eval_every=self.eval_every)
+                   progress=progress, threads=1, eval_every=self.eval_every,
+                   blowup=self.blowup)
 
 
 class Built(tuple):

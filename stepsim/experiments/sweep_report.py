@@ -96,9 +96,10 @@ def _groups(rows, columns):
 
 def diverged(row) -> bool:
     """True for a run that diverged: ``fit`` stopped it at a non-finite loss, gradient or
-    weight (status "non-finite"). Such a run is an outcome to count, never a number to
-    average: its metrics are left out of every mean and comparison."""
-    return row.get("status") == "non-finite"
+    weight (status "non-finite") or at a blown-up loss (status "blow-up", when the run
+    watched for one). Such a run is an outcome to count, never a number to average: its
+    metrics are left out of every mean and comparison."""
+    return row.get("status") in ("non-finite", "blow-up")
 
 
 def _metric_values(rows, metric: str):

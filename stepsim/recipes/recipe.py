@@ -114,36 +114,49 @@ class SwitchView(NamedTuple):
     first: bool
 
 
+#: whose v STEP freezes at the switch: "all" (Algorithm 1 read literally: every parameter of
+#: the switching modules) or "sparse" (only the N:M-sparse parameters; biases, norms,
+#: embeddings and other dense parameters keep Adam's v, as the public ``AdamW_STEP`` does)
+FREEZE_SCOPES = ("all", "sparse")
+
 # STEP's precondition settings as a recipe takes them (-o KEY=VALUE), declared once: the
 # registry's STEP recipes include this table, FreezeV reads its defaults and checks
 FREEZE_V_OPTIONS = Options({
     "v_star": Option(Choice(*V_STAR), "raw", "the frozen v*: raw v or bias-corrected"),
     "denominator": Option(Choice(*DENOMINATORS), "paper",
                           "phase-2 denominator: the paper's or the public code's"),
+    "freeze_scope": Option(Choice(*FREEZE_SCOPES), "all",
+                           "whose v freezes at the switch: every parameter (Algorithm 1) or "
+                           "only the N:M-sparse ones (the public AdamW_STEP)"),
 })
 
 
 @dataclasses.dataclass(frozen=True)
 class FreezeV:
     """STEP: v* = v_{k0} of the switching modules is frozen (``freeze_second_moment``).
-    v_star, denominator: FREEZE_V_OPTIONS (their defaults and checks)."""
+    v_star, denominator, freeze_scope: FREEZE_V_OPTIONS (their defaults and checks);
+    freeze_scope "sparse" freezes only the switching modules' N:M-sparse parameters."""
 
     beta2: float
     eps: float
     eps_mode: str
     v_star: str = FREEZE_V_OPTIONS["v_star"].default
     denominator: str = FREEZE_V_OPTIONS["denominator"].default
+    freeze_scope: str = FREEZE_V_OPTIONS["freeze_scope"].default
 
     def __post_init__(self):
-        FREEZE_V_OPTIONS.check_values(v_star=self.v_star, denominator=self.denominator)
+        FREEZE_V_OPTIONS.check_values(v_star=self.v_star, denominator=self.denominator,
+                                      freeze_scope=self.freeze_scope)
 
     #: steps after a module's switch at which :meth:`diagnose` records g^2 / v*
     DIAGNOSTIC_OFFSETS = (1, 10, 100)
 
     def apply(self, sw: SwitchView, specs) -> SwitchView:
+        names = sw.names if self.freeze_scope == "all" else tuple(
+            n for n in sw.names if specs[n].sparse)
         opt = freeze_second_moment(sw.opt, sw.k0, self.beta2, self.eps, self.eps_mode,
                                      v_star=self.v_star, denominator=self.denominator,
-                                     names=sw.names)
+                                     names=names)
         return sw._replace(opt=opt)
 
     def diagnose(self, out: dict, k: int, grads: Mapping, state) -> None:

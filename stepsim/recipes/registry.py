@@ -246,7 +246,8 @@ def _masked_decay(name, opt, given, *, decay, mask_every, dense_tail, transposab
             "gradient": (T.SrsteTerm(decay),)}
 
 
-def _sste_step(name, opt, given, *, v_star, denominator, switch_at, per_module, transposable):
+def _sste_step(name, opt, given, *, v_star, denominator, freeze_scope, switch_at, per_module,
+               transposable):
     """S-STE's forward beta * S(w) (Hu, Zhu & Chen, NeurIPS 2024, arXiv 2409.09099) with
     STEP's precondition phase and frozen v (Lu et al., ICML 2023, Algorithm 1: dense Adam
     until the switch k0, then the sparse phase with Adam's v frozen at v*; the protocol's
@@ -255,7 +256,7 @@ def _sste_step(name, opt, given, *, v_star, denominator, switch_at, per_module, 
     (v frozen, no SR-STE term, no layer-wise N)."""
     fields = _step(name, opt, given, **{
         **_STEP.defaults(), "v_star": v_star, "denominator": denominator,
-        "switch_at": switch_at, "per_module": per_module, "transposable": transposable})
+        "freeze_scope": freeze_scope, "switch_at": switch_at, "per_module": per_module, "transposable": transposable})
     fields["masker"] = SoftThresholdMask(transposable=transposable)
     return fields
 
@@ -267,10 +268,10 @@ def _asp(name, opt, given, *, prune_at, transposable):
             "gradient": (T.MaskGradients(),), "after": (T.MaskWeights(),)}
 
 
-def _step(name, opt, given, *, freeze_v, v_star, denominator, srste_lam, srste_placement,
-          switch_at, per_module, layerwise, transposable, **lw):
+def _step(name, opt, given, *, freeze_v, v_star, denominator, freeze_scope, srste_lam,
+          srste_placement, switch_at, per_module, layerwise, transposable, **lw):
     if not freeze_v:
-        _unused(name, given, ("v_star", "denominator"),
+        _unused(name, given, ("v_star", "denominator", "freeze_scope"),
                 "v keeps updating in phase 2 (freeze_v=False), so there is no frozen v* to read")
     if srste_lam is None:
         _unused(name, given, ("srste_placement",), "no SR-STE term (srste_lam=None)")
@@ -279,7 +280,7 @@ def _step(name, opt, given, *, freeze_v, v_star, denominator, srste_lam, srste_p
         if not isinstance(opt, Adam):
             raise ValueError(f"recipe {name!r} freezes Adam's second moment; it needs "
                              f"optimizer='adam' or 'adamw', got {type(opt).__name__}")
-        freeze = FreezeV(opt.beta2, opt.eps, opt.eps_mode, v_star, denominator)
+        freeze = FreezeV(opt.beta2, opt.eps, opt.eps_mode, v_star, denominator, freeze_scope)
         pieces = (*pieces, freeze)  # allocate first, then freeze (either order: same result)
     grad, after = _srste_pieces(srste_lam, srste_placement)
     if per_module is None:
