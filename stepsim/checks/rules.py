@@ -22,6 +22,7 @@ import functools
 import hashlib
 import itertools
 import json
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -71,6 +72,9 @@ def _parse(kind, value, where: str):
         return Frozen({str(k): _parse(args[1], v, f"{where}.{k}") for k, v in value.items()})
     if kind is Any:
         return _freeze(value)
+    if origin in (typing.Union, types.UnionType):  # X | None: a later draft's optional key
+        inner = [a for a in typing.get_args(kind) if a is not type(None)]
+        return None if value is None else _parse(inner[0], value, where)
     if kind is float:  # an int stays an int: the digest is of the numbers as registered
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{where} must be a number, got {value!r:.60}")
@@ -112,19 +116,25 @@ class Record:
         where = where or cls.__name__
         if not isinstance(data, Mapping):
             raise TypeError(f"{where} must be an object, got {data!r:.60}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in data]
+        fields = dataclasses.fields(cls)
+        names = [f.name for f in fields]
+        optional = {f.name for f in fields if f.default is None}  # later drafts' keys
+        missing = [n for n in names if n not in data and n not in optional]
         unknown = sorted(set(data) - set(names))
         if missing or unknown:
             raise ValueError(f"{where}: " + "; ".join(
                 part for part in (f"missing key(s) {missing}" if missing else "",
                                   f"unknown key(s) {unknown}" if unknown else "") if part))
         hints = typing.get_type_hints(cls)
-        return cls(**{n: _parse(hints[n], data[n], f"{where}.{n}") for n in names})
+        return cls(**{n: _parse(hints[n], data[n], f"{where}.{n}") for n in names
+                      if n in data})
 
     def to_dict(self) -> dict:
-        """The rules as registered (JSON types: lists, dicts)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """The rules as registered (JSON types: lists, dicts); a key a later draft added
+        (a field defaulting to None) is left out when this draft does not state it, so an
+        earlier draft's dict and digest come back exactly."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if not (f.default is None and getattr(self, f.name) is None)}
 
     def with_value(self, path: str, value):
         """These rules with the value at ``path`` ("grids.digits.adam") replaced, parsed and
@@ -181,8 +191,14 @@ class Agreement(Record):
 
 @dataclasses.dataclass(frozen=True)
 class Quick(Record):
+    """Quick mode: its problems and timescale; draft 5 also each problem's run length,
+    claims and N:M (``claims[problem]``, ``nms[problem]``; a problem not named: all)."""
+
     problems: tuple[str, ...]
     timescale: str
+    steps: Mapping[str, int] | None = None
+    claims: Mapping[str, tuple[str, ...]] | None = None
+    nms: Mapping[str, tuple[tuple[int, int], ...]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,8 +218,12 @@ class Landing(Record):
 
 @dataclasses.dataclass(frozen=True)
 class Tie(Record):
+    """A tie set's rule: mean(d) <= se x SE(d); the readings re-decided at tied lrs (draft
+    4's operating points); the kind of SE (draft 5: the seeds x items SE on validation)."""
+
     se: float
-    readings: Mapping[str, tuple[str, ...]]
+    readings: Mapping[str, tuple[str, ...]] | None = None
+    se_kind: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,12 +279,88 @@ class Extended(Record):
     readings: Mapping[str, tuple[str, ...]]
     schedule_problems: tuple[str, ...]
     stability_seeds: tuple[int, ...]
+    agreement: Agreement | None = None  # draft 5: the agreement check moved here
+
+
+@dataclasses.dataclass(frozen=True)
+class Blowup(Record):
+    """A run diverged when the mean batch loss of ``window`` steps exceeds ``multiple``
+    times its initial loss (``fit``'s blow-up stop)."""
+
+    window: int
+    multiple: float
 
 
 @dataclasses.dataclass(frozen=True)
 class Divergence(Record):
+    """Divergence as an outcome: the finite pairs an error effect needs, the test of the
+    two sides' divergence; draft 5: the blow-up rule and the extension seeds of a claim
+    decidable only by divergence."""
+
     min_finite_pairs: int
     test: str
+    blowup: Blowup | None = None
+    extension_seeds: tuple[int, ...] | None = None
+
+
+# ----------------------------------------------------------------------- draft 5's blocks
+@dataclasses.dataclass(frozen=True)
+class Tuning(Record):
+    """How a config's candidate is chosen: the grid-edge rule; successive halving (None:
+    every candidate runs to T)."""
+
+    edge: Mapping[str, Any]
+    halving: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Readings(Record):
+    """Draft 5's readings: the primary ones (lr readings x readings of STEP), the claims
+    they apply to, the secondary ones (name -> where), and when a reading is labelled
+    "STEP diverges here" (more than this share of STEP's runs diverged)."""
+
+    primary: Mapping[str, tuple[str, ...]]
+    step_claims: tuple[str, ...]
+    secondary: Mapping[str, Any]
+    diverging: Mapping[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Premise(Record):
+    """Where a premise is gated ("margin") and each claim's harm quantity."""
+
+    at: str
+    harm: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Bootstrap(Record):
+    resamples: int
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Intervals(Record):
+    """The primary interval, the paired bootstrap beside it, and when a part is decided."""
+
+    primary: str
+    bootstrap: Bootstrap
+    decide: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FreezeScope(Record):
+    registered: str
+    options: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget(Record):
+    """Wall-time budgets on ``cores`` cores, in minutes."""
+
+    full_minutes: float
+    quick_minutes: float
+    cores: int
 
 
 READINGS = ("A1", "SR")  # the two readings of STEP (PROTOCOL.md section 5)
@@ -305,6 +401,19 @@ class Rules(Record):
     diagnostics: Diagnostics
     extended: Extended
     divergence: Divergence
+    # draft 5 (PROTOCOL.md "Draft 5"): None in earlier drafts
+    splits: Mapping[str, str] | None = None
+    regularisers: Mapping[str, Mapping[str, tuple[float, ...]]] | None = None
+    tuning: Tuning | None = None
+    readings: Readings | None = None
+    premise: Premise | None = None
+    claim_rules: Mapping[str, Any] | None = None
+    error_control: Mapping[str, str] | None = None
+    intervals: Intervals | None = None
+    tie: Tie | None = None
+    freeze_scope: FreezeScope | None = None
+    s1: Mapping[str, Any] | None = None
+    budget: Budget | None = None
 
     def __post_init__(self):
         _check_rules(self)
@@ -374,9 +483,13 @@ def _check_rules(r: Rules) -> None:
     need(not set(r.seeds.tuning) & (set(r.seeds.full) | set(r.seeds.quick))
          and not set(r.extended.stability_seeds) & (set(r.seeds.full) | set(r.seeds.quick)),
          "a tuning seed is also an evaluation seed")
-    need(r.agreement.problem in problems
-         and r.agreement.claim in r.claims_on(r.agreement.problem)
-         and set(r.agreement.timescales) <= set(r.problems[r.agreement.problem].timescales),
+    # the agreement check runs on the problem's own timescales, or (draft 5) in the
+    # extended set, at any timescale of the protocol
+    agreement = r.extended.agreement or r.agreement
+    allowed = (r.problems[agreement.problem].timescales if r.extended.agreement is None
+               else tuple(r.timescales)) if agreement.problem in problems else ()
+    need(agreement.problem in problems and agreement.claim in r.claims_on(agreement.problem)
+         and set(agreement.timescales) <= set(allowed),
          "the agreement claim, problem and timescales must be the problem's")
     need(set(r.quick.problems) <= problems and r.quick.timescale in timescales,
          "quick mode's problems and timescale must be the protocol's")

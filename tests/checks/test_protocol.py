@@ -79,7 +79,7 @@ def test_a_changed_rule_changes_the_digest_and_breaks_the_match(tmp_path):
     assert protocol.document_rules(changed, draft=3) == protocol.DRAFTS[3]
     assert protocol.document_rules(changed, draft=4) != protocol.DRAFTS[4]
     with pytest.raises(ValueError, match="draft must be one of"):
-        protocol.document_rules(changed, draft=5)
+        protocol.document_rules(changed, draft=6)
 
 
 def test_committed_report_was_made_under_these_rules():
@@ -199,3 +199,15 @@ def test_typed_rules_are_read_only_and_refuse_bad_rules_in_one_line():
         rules.with_value("quick.problems", ["mnist"])
     changed = rules.with_value("grids.digits.adam", [1e-3, 1e-2])
     assert changed.grid("digits", "adam") == [1e-3, 1e-2] and changed.digest != rules.digest
+
+
+def test_draft_5_in_code_equals_its_registered_block_and_types_round_trip():
+    # registered before its evidence: the code's draft 5 is the document's, key for key
+    assert protocol.document_rules(draft=5) == protocol.DRAFTS[5]
+    for draft in (4, 5):
+        typed = protocol.TYPED[draft]
+        assert typed.to_dict() == protocol.DRAFTS[draft]  # an earlier draft: its keys only
+        assert typed.digest == protocol.rules_digest(protocol.DRAFTS[draft])
+    five = protocol.TYPED[5]
+    assert five.divergence.blowup.multiple == 10.0 and five.intervals.bootstrap.resamples
+    assert protocol.TYPED[4].readings is None and five.readings.step_claims
