@@ -9,7 +9,7 @@ import math
 import pytest
 
 from stepsim.experiments import run_sweep
-from stepsim.experiments.report import metric_range, summarize, vs_sparsity_figure
+from stepsim.experiments.sweep_report import metric_range, summarize, vs_sparsity_figure
 from tests.figures import assert_series_distinct, assert_text_inside, text_outside
 
 
