@@ -1,0 +1,96 @@
+"""stepsim's 1-D CNN in PyTorch: the test peer of its gradients and the bench's peer step.
+
+:func:`torch_model` computes the logits of :meth:`stepsim.nn.cnn.CNN.forward` with
+``nn.Conv1d`` + ReLU blocks and an ``nn.Linear`` head in torch's own layout (channels
+first): a conv weight (C_out, K, C_in) of stepsim is ``w.transpose(0, 2, 1)`` in torch,
+and the head's input is flattened channels-first there (feature ``c * L + l``), so its
+weight's columns are permuted (:func:`params_as_torch`). :func:`step_function` is one
+training step of that model on the ``mnist1d`` problem's minibatches with
+``torch.optim.Adam(fused=True)``, what :mod:`stepsim.bench.train` times against
+:func:`stepsim.fit`'s step. torch is optional: imported only inside the functions that
+need it, in the tests and the bench's peer process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def params_as_torch(params: dict, cnn) -> dict:
+    """stepsim's parameters (or gradients) in torch's layout: name -> C-contiguous array."""
+    length, channels = cnn.lengths()[-1], cnn.channels[-1]
+    out = {}
+    for name, a in params.items():
+        if name.startswith("conv") and name.endswith(".w"):
+            a = a.transpose(0, 2, 1)
+        elif name == "head.w":
+            a = a.reshape(cnn.classes, length, channels).transpose(0, 2, 1).reshape(
+                cnn.classes, -1)
+        out[name] = np.ascontiguousarray(a)
+    return out
+
+
+def torch_model(cnn, params: dict | None = None, dtype=None):
+    """A torch.nn.Sequential computing the CNN's logits from x (B, C_in, L) (channels first):
+    Conv1d(k, stride, padding (k - 1) // 2) + ReLU per conv layer, Flatten, Linear. With
+    ``params`` the weights are copied in (their dtype); else torch's own initialisation."""
+    import torch
+    from torch import nn
+
+    layers = []
+    c_in = cnn.in_channels
+    for c, k, s, p in zip(cnn.channels, cnn.kernel_sizes, cnn.strides, cnn.paddings()):
+        layers += [nn.Conv1d(c_in, c, k, stride=s, padding=p, bias=cnn.bias), nn.ReLU()]
+        c_in = c
+    layers += [nn.Flatten(), nn.Linear(cnn.lengths()[-1] * c_in, cnn.classes, bias=cnn.bias)]
+    model = nn.Sequential(*layers)
+    if params is not None:
+        ours = params_as_torch(params, cnn)
+        with torch.no_grad():
+            for name, p in torch_parameters(model, cnn).items():
+                p.data = torch.from_numpy(ours[name].copy())
+    elif dtype is not None:
+        model = model.to(dtype)
+    return model
+
+
+def torch_parameters(model, cnn) -> dict:
+    """stepsim's name -> the torch model's parameter holding it."""
+    convs = [m for m in model if m.__class__.__name__ == "Conv1d"]
+    out = {}
+    for l, conv in enumerate(convs, 1):
+        out[f"conv{l}.w"] = conv.weight
+        if cnn.bias:
+            out[f"conv{l}.b"] = conv.bias
+    head = model[-1]
+    out["head.w"] = head.weight
+    if cnn.bias:
+        out["head.b"] = head.bias
+    return out
+
+
+def step_function(problem_options: dict, *, lr: float = 1e-3, seed: int = 0):
+    """One dense Adam step of the mnist1d problem's CNN in torch (fused Adam, minibatches of
+    the problem's batch size drawn with replacement from its training split)."""
+    import torch
+
+    from stepsim.problems.registry import make_problem
+
+    problem = make_problem("mnist1d", **problem_options)
+    cnn = problem.cnn
+    model = torch_model(cnn, problem.init_params(np.random.default_rng(seed)))
+    opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
+    x = torch.from_numpy(np.ascontiguousarray(problem.x.transpose(0, 2, 1)))
+    y = torch.from_numpy(problem.y)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(seed)
+    batch = problem.batch_size
+
+    def step():
+        idx = torch.randint(0, len(y), (batch,), generator=gen)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+
+    return step
