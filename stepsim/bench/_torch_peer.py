@@ -178,6 +178,12 @@ def _lm_peer(torch, options):
     return step
 
 
+def _cnn_peer(torch, options):
+    from stepsim.bench._cnn_steps import step_function
+
+    return step_function(options.get("problem", {}), lr=options.get("lr", 1e-3))
+
+
 def _adam_peer(torch, options):
     size = options["size"]
     rng = np.random.default_rng(0)
@@ -234,6 +240,7 @@ def _serve() -> None:
                             "digits-srste": lambda o: _digits_peer(torch, o, True),
                             "regression": lambda o: _regression_peer(torch, o),
                             "lm": lambda o: _lm_peer(torch, o),
+                            "mnist1d": lambda o: _cnn_peer(torch, o),
                             "adam": lambda o: _adam_peer(torch, o),
                             "mask": lambda o: _mask_peer(torch, o)}
                 step = builders[what](options)

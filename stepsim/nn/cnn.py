@@ -181,7 +181,7 @@ class CNN:
         Returns C-contiguous arrays of ``dtype`` (float32 or float64), shapes as :meth:`shapes`."""
         rng = np.random.default_rng(rng)
         dtype = np.dtype(dtype)
-        if dtype not in L._FLOATS:
+        if dtype not in L.FLOAT_DTYPES:
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         params = {}
         for name, shape in self.shapes().items():
@@ -195,7 +195,7 @@ class CNN:
 
     # ----------------------------------------------------------- forward / backward
     def _check_x(self, x):
-        L._check_float("x", x)
+        L.check_float("x", x)
         want = (self.length, self.in_channels)
         if x.ndim != 3 or x.shape[1:] != want:
             raise ValueError(f"x must have shape (B, {want[0]}, {want[1]}) (batch, length, "
@@ -279,7 +279,7 @@ def _conv_relu_forward(x, w, b, stride, padding):
     (out (B, L_out, C_out), its Conv1dCache)."""
     from stepsim.nn import _kernels as K
 
-    stride, padding = C._check_input(x, w, b, stride, padding)
+    stride, padding = C.check_conv_input(x, w, b, stride, padding)
     c_out, k, _ = w.shape
     cols = C.im2col(np.ascontiguousarray(x), k, stride, padding)
     batch, l_out = cols.shape[:2]
@@ -297,7 +297,7 @@ def _conv_relu_backward(d, saved, cache: C.Conv1dCache, need_dx: bool):
     from stepsim.nn import _kernels as K
 
     cols, w, length, stride, padding, has_bias = cache
-    L._check_same_dtype("the forward's input", cols, "dout", d)
+    L.check_same_dtype("the forward's input", cols, "dout", d)
     d = np.ascontiguousarray(d)
     db = np.empty(d.shape[1], d.dtype) if has_bias else d[0]
     K.relu_backward_bias(d, saved, db, has_bias)

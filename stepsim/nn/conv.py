@@ -128,9 +128,11 @@ class Conv1dCache(NamedTuple):
     has_bias: bool
 
 
-def _check_input(x, w, b, stride, padding):
-    L._check_float("x", x)
-    L._check_same_dtype("x", x, "w", w)
+def check_conv_input(x, w, b, stride, padding) -> tuple[int, int]:
+    """The arguments of :func:`conv1d_forward` checked (dtypes, shapes, geometry): the
+    (stride, padding) it runs with, or a TypeError/ValueError naming the argument."""
+    L.check_float("x", x)
+    L.check_same_dtype("x", x, "w", w)
     if w.ndim != 3:
         raise ValueError(f"w must be 3-D (C_out, K, C_in), got shape {w.shape}")
     if x.ndim != 3 or x.shape[2] != w.shape[2]:
@@ -140,8 +142,8 @@ def _check_input(x, w, b, stride, padding):
         raise ValueError(f"w must have at least one output channel and one tap, got shape "
                          f"{w.shape}")
     if b is not None:
-        L._check_same_dtype("x", x, "b", b)
-        L._check_shape("b", b, (w.shape[0],), "w's C_out")
+        L.check_same_dtype("x", x, "b", b)
+        L.check_shape("b", b, (w.shape[0],), "w's C_out")
     return check_geometry(x.shape[1], w.shape[1], stride, padding)
 
 
@@ -163,7 +165,7 @@ def conv1d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: i
     out : ndarray (B, L_out, C_out), C-contiguous, L_out = (L + 2 padding - K) // stride + 1
     cache : Conv1dCache
     """
-    stride, padding = _check_input(x, w, b, stride, padding)
+    stride, padding = check_conv_input(x, w, b, stride, padding)
     c_out, k, _ = w.shape
     cols = im2col(np.ascontiguousarray(x), k, stride, padding)
     batch, l_out = cols.shape[:2]
@@ -190,10 +192,10 @@ def conv1d_backward(dout: np.ndarray, cache: Conv1dCache, need_dx: bool = True):
     db : ndarray (C_out,) (the sum of dout over B and L_out), or None without a bias
     """
     cols, w, length, stride, padding, has_bias = cache
-    L._check_same_dtype("the forward's input", cols, "dout", dout)
+    L.check_same_dtype("the forward's input", cols, "dout", dout)
     c_out = w.shape[0]
     batch, l_out = cols.shape[:2]
-    L._check_shape("dout", dout, (batch, l_out, c_out), "B, L_out, C_out of the forward")
+    L.check_shape("dout", dout, (batch, l_out, c_out), "B, L_out, C_out of the forward")
     dout2 = np.ascontiguousarray(dout).reshape(batch * l_out, c_out)
     cols2 = cols.reshape(batch * l_out, -1)
     dw = weight_grad_product(dout2, cols2).reshape(w.shape)
