@@ -498,7 +498,8 @@ API_CASES = [
             .transposable_mask(np.zeros((4, 6)), 2, 4)), ValueError,
         r"both dimensions of shape \(4, 6\) divisible by m = 4", id="transposable-shape"),
     api(_np(lambda: __import__("stepsim.core.transposable").core.transposable
-            .transposable_mask(np.zeros((4, 4, 4)), 2, 4)), ValueError, r"needs a 2-D weight",
+            .transposable_mask(np.zeros(8), 2, 4)), ValueError,
+        r"needs a weight of 2 or more dimensions",
         id="transposable-ndim"),
     api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe(
         "ste", layerwise=True, mask_every=3)), ValueError,
