@@ -69,9 +69,65 @@ def torch_parameters(model, cnn) -> dict:
     return out
 
 
-def step_function(problem_options: dict, *, lr: float = 1e-3, seed: int = 0):
-    """One dense Adam step of the mnist1d problem's CNN in torch (fused Adam, minibatches of
-    the problem's batch size drawn with replacement from its training split)."""
+def srste_forward(model, cnn, specs, lam: float = 2e-4):
+    """SR-STE's forward of the torch model, as the digits peer does it: each call the N:M
+    mask of every sparse weight (``specs``: stepsim's names -> ParamSpec) by topk over
+    groups of M input channels at a tap (torch's (out, in, k) conv weight viewed (out, k,
+    in); the head's channels-first columns viewed channels-last), the masked weight in the
+    product, the gradient plus lam (1 - mask) w in the backward. Returns x -> logits."""
+    import torch
+    from torch.nn import functional as F
+
+    params = torch_parameters(model, cnn)
+    n, m = cnn.nm
+    # id of a sparse torch weight -> the shape whose axes 1, 2 swapped put its input
+    # channels last
+    grouped = {}
+    for name, spec in specs.items():
+        if spec.sparse:
+            w = params[name]
+            grouped[id(w)] = (tuple(w.shape) if w.ndim == 3 else
+                              (w.shape[0], cnn.channels[-1], cnn.lengths()[-1]))
+
+    class SparseSTE(torch.autograd.Function):
+        """forward w * mask, backward g + lam (1 - mask) w."""
+
+        @staticmethod
+        def forward(ctx, w, shape):
+            g = w.detach().reshape(shape).transpose(1, 2)  # input channels last
+            groups = g.abs().reshape(-1, m)
+            idx = groups.topk(n, dim=1).indices
+            mask = torch.zeros_like(groups, dtype=torch.bool).scatter_(1, idx, True)
+            mask = mask.reshape(g.shape).transpose(1, 2).reshape(w.shape)
+            ctx.save_for_backward(w, mask)
+            return w * mask
+
+        @staticmethod
+        def backward(ctx, grad):
+            w, mask = ctx.saved_tensors
+            return grad + lam * (~mask) * w, None
+
+    def forward(xb):
+        h = xb
+        for layer in model:
+            w = getattr(layer, "weight", None)
+            if w is None or id(w) not in grouped:
+                h = layer(h)
+            elif w.ndim == 3:
+                h = F.conv1d(h, SparseSTE.apply(w, grouped[id(w)]), layer.bias,
+                             stride=layer.stride, padding=layer.padding)
+            else:
+                h = F.linear(h, SparseSTE.apply(w, grouped[id(w)]), layer.bias)
+        return h
+
+    return forward
+
+
+def step_function(problem_options: dict, *, lr: float = 1e-3, seed: int = 0,
+                  srste: bool = False, lam: float = 2e-4):
+    """One Adam step of the mnist1d problem's CNN in torch (fused Adam, minibatches of the
+    problem's batch size drawn with replacement from its training split); srste: with
+    SR-STE on the problem's sparse weights (:func:`srste_forward`)."""
     import torch
 
     from stepsim.problems.registry import make_problem
@@ -79,6 +135,7 @@ def step_function(problem_options: dict, *, lr: float = 1e-3, seed: int = 0):
     problem = make_problem("mnist1d", **problem_options)
     cnn = problem.cnn
     model = torch_model(cnn, problem.init_params(np.random.default_rng(seed)))
+    forward = srste_forward(model, cnn, problem.specs, lam) if srste else model
     opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
     x = torch.from_numpy(np.ascontiguousarray(problem.x.transpose(0, 2, 1)))
     y = torch.from_numpy(problem.y)
@@ -89,7 +146,7 @@ def step_function(problem_options: dict, *, lr: float = 1e-3, seed: int = 0):
     def step():
         idx = torch.randint(0, len(y), (batch,), generator=gen)
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x[idx]), y[idx])
+        loss = loss_fn(forward(x[idx]), y[idx])
         loss.backward()
         opt.step()
 

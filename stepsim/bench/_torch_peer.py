@@ -13,7 +13,9 @@ Peers (``build``): ``digits`` (the digits MLP, nn.Linear + ReLU, cross-entropy, 
 ``digits-srste`` (the same with SR-STE: N:M masks of every sparse weight by topk + scatter
 each step, the masked weights in the forward pass, the straight-through gradient plus
 lam (1 - mask) w, fused Adam), ``regression`` (two nn.Linear, 0.5 sum of squares / B), ``lm``
-(:func:`stepsim.bench._lm_steps.torch_model`), ``adam`` (one fused Adam step on n float32) and
+(:func:`stepsim.bench._lm_steps.torch_model`), ``mnist1d`` and ``mnist1d-srste`` (the
+CNN of the mnist1d problem, nn.Conv1d + ReLU and a linear head, dense or with SR-STE:
+:mod:`stepsim.bench._cnn_steps`), ``adam`` (one fused Adam step on n float32) and
 ``mask`` (an N:M mask of n float32 by topk + scatter).
 """
 
@@ -178,10 +180,11 @@ def _lm_peer(torch, options):
     return step
 
 
-def _cnn_peer(torch, options):
+def _cnn_peer(torch, options, srste: bool):
     from stepsim.bench._cnn_steps import step_function
 
-    return step_function(options.get("problem", {}), lr=options.get("lr", 1e-3))
+    return step_function(options.get("problem", {}), lr=options.get("lr", 1e-3),
+                         srste=srste, lam=options.get("lam", 2e-4))
 
 
 def _adam_peer(torch, options):
@@ -240,7 +243,8 @@ def _serve() -> None:
                             "digits-srste": lambda o: _digits_peer(torch, o, True),
                             "regression": lambda o: _regression_peer(torch, o),
                             "lm": lambda o: _lm_peer(torch, o),
-                            "mnist1d": lambda o: _cnn_peer(torch, o),
+                            "mnist1d": lambda o: _cnn_peer(torch, o, False),
+                            "mnist1d-srste": lambda o: _cnn_peer(torch, o, True),
                             "adam": lambda o: _adam_peer(torch, o),
                             "mask": lambda o: _mask_peer(torch, o)}
                 step = builders[what](options)

@@ -220,3 +220,23 @@ def test_model_refuses_inputs_of_another_shape():
     params = cnn.init_params(0)
     with pytest.raises(ValueError, match=r"\(B, 40, 1\)"):
         cnn.forward(params, np.zeros((2, 40), np.float32))
+
+
+@pytest.mark.torch
+def test_the_torch_srste_peer_masks_input_channels_at_each_tap_as_stepsim():
+    """The bench's torch SR-STE peer computes stepsim's masked forward: N:M over input
+    channels at each tap of its (out, in, k) conv weights and the head's channels-first
+    columns."""
+    torch = pytest.importorskip("torch")
+    from stepsim.bench._cnn_steps import srste_forward, torch_model
+    from stepsim.core.masks import apply_nm
+
+    cnn = CNN(length=20, channels=(8, 8, 4), classes=3, nm=(1, 4))
+    params = _perturbed(cnn, 6)
+    masked = {k: apply_nm(v, 1, 4) if cnn.specs()[k].sparse else v for k, v in params.items()}
+    x = np.random.default_rng(6).standard_normal((5, 20, 1))
+    forward = srste_forward(torch_model(cnn, params), cnn, cnn.specs())
+    theirs = forward(torch.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 1))))
+    np.testing.assert_allclose(cnn.forward(masked, x)[0], theirs.detach().numpy(),
+                               rtol=1e-12, atol=1e-13)
+    assert not np.allclose(cnn.forward(params, x)[0], theirs.detach().numpy())
