@@ -134,17 +134,17 @@ class CNN:
 
     def paddings(self) -> tuple[int, ...]:
         """Zeros padded on both ends of each conv's input: (k - 1) // 2."""
-        return tuple((k - 1) // 2 for k in self.kernel_sizes)
+        return _paddings(self.kernel_sizes)
 
     def lengths(self) -> tuple[int, ...]:
         """(L, L_1, ..., L_depth): the input length and each conv's output length."""
-        out = [self.length]
-        for k, s, p in zip(self.kernel_sizes, self.strides, self.paddings()):
-            out.append(C.output_length(out[-1], k, s, p))
-        return tuple(out)
+        return _lengths(self)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """name -> shape of every parameter, in layer order (conv1.w, conv1.b, ..., head.b)."""
+        return dict(_shapes(self))
+
+    def _shapes(self) -> dict[str, tuple[int, ...]]:
         out = {}
         c_in = self.in_channels
         for l, (c, k) in enumerate(zip(self.channels, self.kernel_sizes), 1):
@@ -248,7 +248,7 @@ class CNN:
             grads[w_name] = dw
             if self.bias:
                 grads[b_name] = db
-        return {name: grads[name] for name in self.shapes()}
+        return {name: grads[name] for name in _shapes(self)}
 
     def loss_and_grad(self, params, x, labels, *, kernels: bool = True):
         """(mean softmax cross-entropy, grads) for inputs x (B, length, in_channels) and
@@ -265,6 +265,26 @@ class CNN:
         outs = [self.forward(params, x[i:i + chunk])[0] for i in range(0, len(x), chunk)]
         dtype = params["head.w"].dtype
         return np.concatenate(outs) if outs else np.empty((0, self.classes), dtype)
+
+
+# the geometry of a model, computed once per model (a step reads it several times; the
+# frozen dataclass is its own cache key)
+@functools.lru_cache(maxsize=64)
+def _paddings(kernel_sizes: tuple) -> tuple:
+    return tuple((k - 1) // 2 for k in kernel_sizes)
+
+
+@functools.lru_cache(maxsize=64)
+def _lengths(cnn: CNN) -> tuple:
+    out = [cnn.length]
+    for k, s, p in zip(cnn.kernel_sizes, cnn.strides, cnn.paddings()):
+        out.append(C.output_length(out[-1], k, s, p))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _shapes(cnn: CNN) -> dict:
+    return cnn._shapes()
 
 
 @functools.lru_cache(maxsize=16)
