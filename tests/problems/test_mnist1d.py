@@ -139,3 +139,17 @@ def test_train_runs_from_the_command_line(tmp_path, capsys):
     assert doc["nm"] == {"conv2.w": [1, 4], "head.w": [1, 4]}
     assert saved["provenance"]["params"]["problem_config"]["n_validation"] == 100
     assert {"test_error", "validation_error", "test_loss"} <= set(doc["metrics"])
+
+
+def test_learning_curves_read_as_the_checks_read_them():
+    from stepsim.checks.c01_srste_adam import curve_error
+    from stepsim.experiments import traces
+    from stepsim.experiments.run import RunSpec
+
+    spec = RunSpec(problem="mnist1d", problem_options=TINY, recipe="dense", steps=20,
+                   eval_every=10, seed=0)
+    result = spec.run()
+    curves = traces.summary(result)["curves"]
+    assert list(curves["step"])[-1] == 20 and len(curves["validation_error"]) == len(
+        curves["step"])
+    assert curve_error(curves, -1) == result.metrics["test_error"]
