@@ -4,7 +4,8 @@ First the ratios the issue-18 and issue-26 targets are about (:func:`_ratio_rows
 with where its step's time goes (:func:`_fit_breakdown`: matmul, element-wise, optimizer,
 masks, batch, Python, each part timed on its own): for digits dense,
 digits SR-STE 2:4, ``lm`` at ``paper_checks/lm.md``'s settings and at the lm section's model,
-regression, and the ``mnist1d`` CNN (the problem's defaults) dense and SR-STE 2:4, rounds of N steps exactly as :func:`stepsim.fit` runs them (its lean step,
+regression, and the ``mnist1d`` CNN (the problem's defaults, dense and SR-STE 2:4; the
+torch prototype's 3x32 channels at batch 128, dense), rounds of N steps exactly as :func:`stepsim.fit` runs them (its lean step,
 its checks, its trace; :class:`FitSteps`) alternate with rounds of N steps of the same model
 in PyTorch (``--torch``: nn.Linear/nn.Conv1d/the lm peer, ``torch.optim.Adam(fused=True)``,
 SR-STE by topk masks and a straight-through autograd function), run in a separate process
@@ -156,8 +157,10 @@ RATIO_CASES = (
                                   "blocks": 2, "heads": 4, "batch_size": 32, "n_test": 64},
      "dense", {}, "lm"),
     ("regression", "regression", {}, "dense", {}, "regression"),
-    ("mnist1d CNN dense", "mnist1d", {}, "dense", {}, "mnist1d"),
-    ("mnist1d CNN SR-STE 2:4", "mnist1d", {}, "sr-ste", {}, "mnist1d-srste"),
+    ("mnist1d CNN 3x16 b64 dense", "mnist1d", {}, "dense", {}, "mnist1d"),
+    ("mnist1d CNN 3x16 b64 SR-STE 2:4", "mnist1d", {}, "sr-ste", {}, "mnist1d-srste"),
+    ("mnist1d CNN 3x32 b128 dense", "mnist1d", {"channels": (32, 32, 32), "batch_size": 128},
+     "dense", {}, "mnist1d"),
 )
 QUICK_PROBLEM = {"digits": {"hidden": (32,), "batch_size": 16},
                  "mnist1d": {"channels": (8, 8), "batch_size": 16, "n_train": 400,

@@ -126,8 +126,8 @@ def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
     assert ("dense step", "stepsim (wall)") in rows
     for case in ("digits dense", "digits SR-STE 2:4", "lm (lm.md) 2x32 ctx32 b32",
                  "lm defaults 2x64 ctx32 b32", "lm 2x128 ctx64 b32",
-                 "regression", "mnist1d CNN dense",
-                 "mnist1d CNN SR-STE 2:4"):  # fit's steps, the targets' rows
+                 "regression", "mnist1d CNN 3x16 b64 dense", "mnist1d CNN 3x16 b64 SR-STE 2:4",
+                 "mnist1d CNN 3x32 b128 dense"):  # fit's steps, the targets' rows
         assert rows[(f"fit step {case}", "stepsim fit")]["seconds"] > 0
     assert ("STEP sparse-phase step", "stepsim (wall)") in rows
     parts = [r for r in bench.rows if r["case"].endswith("step parts")]

@@ -153,3 +153,14 @@ def test_learning_curves_read_as_the_checks_read_them():
     assert list(curves["step"])[-1] == 20 and len(curves["validation_error"]) == len(
         curves["step"])
     assert curve_error(curves, -1) == result.metrics["test_error"]
+
+
+def test_the_sweep_spec_plans_checked_runs():
+    from pathlib import Path
+
+    from stepsim.experiments.sweep import plan_sweep
+
+    spec = Path(__file__).resolve().parents[2] / "stepsim/experiments/specs/mnist1d.toml"
+    runs = plan_sweep(spec)
+    assert len(runs) == 3 * 2 * 3 and {r.problem for r in runs} == {"mnist1d"}
+    assert {r.nm for r in runs} == {(1, 4), (1, 8)} and all(r.steps == 3000 for r in runs)

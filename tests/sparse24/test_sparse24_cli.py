@@ -106,7 +106,8 @@ def test_a_trained_conv_weight_exports_to_the_24_layout_as_its_gemm_matrix(tmp_p
     the dense first conv (one input channel) is left out."""
     run = tmp_path / "run.json"
     assert main(["train", "--problem", "mnist1d", "--recipe", "sr-ste", "--nm", "2:4",
-                 "-o", "transposable=true", "--steps", "8", "-p", "n_train=400",
+                 "-o", "transposable=true", "--steps", "8", "-p", "channels=32,32,32",
+                 "-p", "n_train=400",
                  "-p", "n_validation=100", "-p", "n_test=100", "--json", str(run)]) == 0
     trained = np.load(tmp_path / "run.npz")
     out = tmp_path / "conv24.npz"
