@@ -36,12 +36,11 @@ ends with the proposed registration for the protocol (:data:`REGISTRATION`).
 
 from __future__ import annotations
 
-import stepsim  # noqa: F401  (before NumPy: pins OpenBLAS's kernels, the same bits everywhere)
-
 import argparse
-import math
 import time
 from pathlib import Path
+
+import stepsim  # noqa: F401  (before NumPy: pins OpenBLAS's kernels, the same bits everywhere)
 
 SEEDS = {"tuning": (2000, 2001), "evaluation": (2002, 2003, 2004, 2005)}
 DATA = {"n_train": 4000, "n_validation": 500, "n_test": 1000, "seed": 42}  # the defaults
@@ -105,10 +104,11 @@ REASONS = """\
   (lr 1e-2: dense 8.0, SR-STE 14.8) — small against its cost (3.7x the multiply-adds per
   signal of the 16-channel model). With 16 channels the gap at 1:4 is 17-31 points at
   every screened lr, and after tuning both lr and lambda on the validation split it stays
-  far above the margin under Adam: **1:4 12.4 [7.6, 17.2] points, 1:8 25.7 [22.8, 28.6]**. The 2:4 gap
-  (3.65 [-1.66, 8.96]) is not shown to exceed 0, so 2:4 is not registered as a premise
-  setting. T 3000 vs 2000 moved the screened gap by 0.4 points (21.4 vs 21.0) but dense by
-  2.6 (17.7 vs 20.3); 3000 leaves dense nearer convergence at a cost still of seconds.
+  far above the margin under Adam: **1:4 12.4 [7.6, 17.2] points, 1:8 25.7 [22.8,
+  28.6]**. The 2:4 gap (3.65 [-1.66, 8.96]) is not shown to exceed 0, so 2:4 is not
+  registered as a premise setting. T 3000 vs 2000 moved the screened gap by 0.4 points
+  (21.4 vs 21.0) but dense by 2.6 (17.7 vs 20.3); 3000 leaves dense nearer convergence at
+  a cost still of seconds.
 * **Cost.** One run of this model (setup, 3000 SR-STE steps, evaluation of all three splits)
   measured {run_cpu} s of CPU on one thread at load {load} (a step {step_ms} ms); the
   signals are generated once per worker process (3.6 s of CPU for 5000 signals, cached).
@@ -513,7 +513,7 @@ def main(argv=None):
     for model in setting.screen:
         params = make_problem("mnist1d", **setting.options(model)).cnn.n_params()
         for lr in screen_lrs(setting, model):
-            def items(recipe, seed):
+            def items(recipe, seed, model=model, lr=lr):
                 return read[("screen", model, lr, recipe, seed)][0]
 
             z = [items("sr-ste", s) - items("dense", s) for s in seeds]

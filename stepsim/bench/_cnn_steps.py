@@ -4,11 +4,11 @@
 ``nn.Conv1d`` + ReLU blocks and an ``nn.Linear`` head in torch's own layout (channels
 first): a conv weight (C_out, K, C_in) of stepsim is ``w.transpose(0, 2, 1)`` in torch,
 and the head's input is flattened channels-first there (feature ``c * L + l``), so its
-weight's columns are permuted (:func:`params_as_torch`). :func:`step_function` is one
-training step of that model on the ``mnist1d`` problem's minibatches with
-``torch.optim.Adam(fused=True)``, what :mod:`stepsim.bench.train` times against
-:func:`stepsim.fit`'s step. torch is optional: imported only inside the functions that
-need it, in the tests and the bench's peer process.
+weight's columns are permuted (:func:`params_as_torch`). :func:`peer_model` is that model
+on the ``mnist1d`` problem's training split, which the bench's peer process
+(:mod:`stepsim.bench._torch_peer`) steps with ``torch.optim.Adam(fused=True)`` and times
+against :func:`stepsim.fit`'s step. torch is optional: imported only inside the functions
+that need it, in the tests and the bench's peer process.
 """
 
 from __future__ import annotations
@@ -123,11 +123,11 @@ def srste_forward(model, cnn, specs, lam: float = 2e-4):
     return forward
 
 
-def step_function(problem_options: dict, *, lr: float = 1e-3, seed: int = 0,
-                  srste: bool = False, lam: float = 2e-4):
-    """One Adam step of the mnist1d problem's CNN in torch (fused Adam, minibatches of the
-    problem's batch size drawn with replacement from its training split); srste: with
-    SR-STE on the problem's sparse weights (:func:`srste_forward`)."""
+def peer_model(problem_options: dict, *, srste: bool = False, lam: float = 2e-4,
+               seed: int = 0):
+    """The mnist1d problem's CNN in torch for the bench's peer: (model, forward, x (n, 1, 40)
+    the training split channels-first, y (n,), batch size); forward is the model, or with
+    ``srste`` its SR-STE forward on the problem's sparse weights (:func:`srste_forward`)."""
     import torch
 
     from stepsim.problems.registry import make_problem
@@ -136,18 +136,5 @@ def step_function(problem_options: dict, *, lr: float = 1e-3, seed: int = 0,
     cnn = problem.cnn
     model = torch_model(cnn, problem.init_params(np.random.default_rng(seed)))
     forward = srste_forward(model, cnn, problem.specs, lam) if srste else model
-    opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
     x = torch.from_numpy(np.ascontiguousarray(problem.x.transpose(0, 2, 1)))
-    y = torch.from_numpy(problem.y)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    gen = torch.Generator().manual_seed(seed)
-    batch = problem.batch_size
-
-    def step():
-        idx = torch.randint(0, len(y), (batch,), generator=gen)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(forward(x[idx]), y[idx])
-        loss.backward()
-        opt.step()
-
-    return step
+    return model, forward, x, torch.from_numpy(problem.y), problem.batch_size

@@ -106,7 +106,6 @@ def _digits_peer(torch, options, srste: bool):
             layers.append(torch.nn.ReLU())
     net = torch.nn.Sequential(*layers)
     opt = torch.optim.Adam(net.parameters(), lr=lr, fused=True)
-    loss_fn = torch.nn.CrossEntropyLoss()
     linears = [m for m in net if isinstance(m, torch.nn.Linear)]
     sparse = [lin for l, lin in enumerate(linears, start=1)
               if problem.specs[f"w{l}"].sparse] if srste else []
@@ -138,7 +137,14 @@ def _digits_peer(torch, options, srste: bool):
                 h = torch.relu(h)
         return h
 
-    batch = problem.batch_size
+    return minibatch_step(torch, forward, opt, x, y, problem.batch_size, gen)
+
+
+def minibatch_step(torch, forward, opt, x, y, batch: int, gen):
+    """One step of a classification peer: ``batch`` rows of x (and labels y) drawn with
+    replacement by ``gen`` (as the problems' sample_batch), mean cross-entropy of
+    ``forward``'s logits, backward, ``opt``'s step."""
+    loss_fn = torch.nn.CrossEntropyLoss()
 
     def step():
         idx = torch.randint(0, len(y), (batch,), generator=gen)
@@ -181,10 +187,12 @@ def _lm_peer(torch, options):
 
 
 def _cnn_peer(torch, options, srste: bool):
-    from stepsim.bench._cnn_steps import step_function
+    from stepsim.bench._cnn_steps import peer_model
 
-    return step_function(options.get("problem", {}), lr=options.get("lr", 1e-3),
-                         srste=srste, lam=options.get("lam", 2e-4))
+    model, forward, x, y, batch = peer_model(options.get("problem", {}), srste=srste,
+                                             lam=options.get("lam", 2e-4))
+    opt = torch.optim.Adam(model.parameters(), lr=options.get("lr", 1e-3), fused=True)
+    return minibatch_step(torch, forward, opt, x, y, batch, torch.Generator().manual_seed(0))
 
 
 def _adam_peer(torch, options):

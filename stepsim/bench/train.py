@@ -5,8 +5,9 @@ with where its step's time goes (:func:`_fit_breakdown`: matmul, element-wise, o
 masks, batch, Python, each part timed on its own): for digits dense,
 digits SR-STE 2:4, ``lm`` at ``paper_checks/lm.md``'s settings and at the lm section's model,
 regression, and the ``mnist1d`` CNN (the problem's defaults, dense and SR-STE 2:4; the
-torch prototype's 3x32 channels at batch 128, dense), rounds of N steps exactly as :func:`stepsim.fit` runs them (its lean step,
-its checks, its trace; :class:`FitSteps`) alternate with rounds of N steps of the same model
+torch prototype's 3x32 channels at batch 128, dense), rounds of N steps exactly as
+:func:`stepsim.fit` runs them (its lean step, its checks, its trace; :class:`FitSteps`)
+alternate with rounds of N steps of the same model
 in PyTorch (``--torch``: nn.Linear/nn.Conv1d/the lm peer, ``torch.optim.Adam(fused=True)``,
 SR-STE by topk masks and a straight-through autograd function), run in a separate process
 (:mod:`stepsim.bench._torch_peer`) so that numba keeps its own threading layer here. Both

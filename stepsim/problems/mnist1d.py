@@ -25,9 +25,10 @@ stride-2 conv layers of 16 channels (kernel size 3, padding 1; lengths 40 -> 20 
 ReLU, a linear head to 10 classes (2,442 parameters); loss: mean softmax cross-entropy over
 a minibatch of ``batch_size`` (default 64) training signals drawn with replacement. The
 defaults are the model the pilot study proposes for the protocol
-(``paper_checks/mnist1d_pilot.md``: at 32 channels SR-STE left no gap to dense). Sparsity: every conv weight but the first (groups of M input channels
-at each kernel tap) and the head (``sparsify="all"``), or the convs only
-(``"all-but-last"``); ``nm`` default 2:4.
+(``paper_checks/mnist1d_pilot.md``: at 32 channels SR-STE left no gap to dense).
+Sparsity: every conv weight but the first (groups of M input channels at each kernel tap)
+and the head (``sparsify="all"``), or the convs only (``"all-but-last"``); ``nm`` default
+2:4.
 
 Errors are in points (100 per misclassified signal), as digits' ``item_errors``:
 ``item_errors(params, split="test" | "validation" | "train")``.
@@ -187,8 +188,8 @@ class MNIST1D:
         c = self.cnn
         return (f"MNIST1D(channels={c.channels}, kernel_sizes={c.kernel_sizes}, "
                 f"strides={c.strides}, sparsify={c.sparsify!r}, nm={c.nm}, "
-                f"batch_size={self.batch_size}, n_train={len(self.y)}, "
-                f"n_validation={len(self.y_validation)}, n_test={len(self.y_test)}, "
+                f"batch_size={self.batch_size}, n_train={self.n_train}, "
+                f"n_validation={self.n_validation}, n_test={self.n_test}, "
                 f"dtype={self.dtype.name}, seed={self.seed})")
 
     def config(self) -> dict:

@@ -131,7 +131,8 @@ def test_train_runs_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "run.json"
     assert main(["train", "--problem", "mnist1d", "--recipe", "sr-ste", "--nm", "1:4",
                  "--steps", "30", "--eval-every", "10", "-p", "channels=8,8",
-                 "-p", "n_train=400", "-p", "n_validation=100", "-p", "n_test=100", "--json", str(out)]) == 0
+                 "-p", "n_train=400", "-p", "n_validation=100", "-p", "n_test=100",
+                 "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "MNIST1D(channels=(8, 8)" in printed and "test_error" in printed
     saved = json.loads(out.read_text())
