@@ -5,9 +5,10 @@ the run produced (weights, trace, switch step, metrics), plus ``_blas_kernel``, 
 OpenBLAS kernel family that ran. ``python tests/cpu_digests.py --record`` writes the
 digests into ``tests/data/cpu_digests.json``. The runs cover every kind of arithmetic a
 result depends on: float64 and float32 matrix products (OpenBLAS), stepsim's numba
-kernels (Adam with its statistics, N:M masks, LayerNorm/softmax/GELU), glibc's libm
-through stepsim._ground.libm (softmax cross-entropy, the Markov language, log statistics), and
-the Theorem 1 engine. Each takes about a second.
+kernels (Adam with its statistics, N:M masks, LayerNorm/softmax/GELU, the convolution's
+gather and scatter), glibc's libm through stepsim._ground.libm (softmax cross-entropy, the
+Markov language, log statistics), the MNIST-1D signals (made by the mnist1d package with
+NumPy and SciPy, rounded to float32), and the Theorem 1 engine. Each takes about a second.
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ def runs() -> dict:
         r = make_recipe(recipe, lr=1e-2, **options)
         return _hash_result(fit(problem, r, 60, rng=5, progress=False))
 
+    def mnist1d(recipe, **options):
+        problem = make_problem("mnist1d", channels=(8, 8), n_train=400, n_validation=100,
+                               n_test=100, batch_size=32, nm=(2, 4))
+        r = make_recipe(recipe, lr=3e-3, **options)
+        return _hash_result(fit(problem, r, 80, rng=9, progress=False))
+
     def theorem1():
         from stepsim.theorem1.check import check_theorem1
 
@@ -80,6 +87,8 @@ def runs() -> dict:
         "digits/step": lambda: digits("step", switch_at=0.5),
         "lm/sr-ste": lambda: lm("sr-ste"),
         "lm/step": lambda: lm("step", switch_at=0.5),
+        "mnist1d/sr-ste": lambda: mnist1d("sr-ste"),
+        "mnist1d/step": lambda: mnist1d("step", switch_at=0.5),
         "theorem1/ar1": theorem1,
     }
 

@@ -135,6 +135,23 @@ class Widths(Constraint):
         return V.check_widths(name, value)
 
 
+class IntOrInts(Constraint):
+    """One int for every layer or a tuple of ints, one per layer (its length is the
+    owner's to check, against the number of layers), each ``>= minimum``."""
+
+    def __init__(self, minimum: int = 1):
+        self.minimum = minimum
+        self.text = f"int or ints >= {minimum} (e.g. 5,3,3)"
+
+    def check(self, name, value):
+        if isinstance(value, (str, bytes)):
+            raise TypeError(f"{name} must be an int or a tuple of ints, got {value!r}")
+        if isinstance(value, (list, tuple)):
+            return tuple(V.check_int(f"{name}[{i}]", v, minimum=self.minimum)
+                         for i, v in enumerate(value))
+        return V.check_int(name, value, minimum=self.minimum)
+
+
 class Described(Constraint):
     """A value the owner's constructor checks; only described here (a dtype, a table)."""
 

@@ -63,12 +63,12 @@ transformer step (the bench prints the numbers). On AVX2 machines OpenBLAS picks
 Haswell/Zen kernels anyway. The committed evidence (``figures/``) is produced without ``--fast``.
 
 How it is guarded: ``tests/package/test_cpu_portability.py`` runs short recorded runs (dense,
-SR-STE and STEP with AutoSwitch on the regression, the digits MLP, the transformer, a
-Theorem 1 run) in subprocesses under every CPU the host can emulate — numba compiled for
-an AVX2 CPU and for the x86-64 baseline (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``),
-NumPy's dispatch limited (``NPY_DISABLE_CPU_FEATURES``), glibc's choice limited
-(``GLIBC_TUNABLES``), each OpenBLAS kernel family the CPU executes — and each must give the
-recorded digests; a negative control (unpinned Sandybridge kernels) shows it can fail.
+SR-STE and STEP with AutoSwitch on the regression, the digits MLP, the transformer, the
+MNIST-1D CNN and its signals, a Theorem 1 run) in subprocesses under every CPU the host
+can emulate — numba compiled for an AVX2 CPU and for the x86-64 baseline
+(``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``), NumPy's dispatch limited
+(``NPY_DISABLE_CPU_FEATURES``), glibc's choice limited (``GLIBC_TUNABLES``), each OpenBLAS
+kernel family the CPU executes — and each must give the recorded digests; a negative control (unpinned Sandybridge kernels) shows it can fail.
 """
 
 from __future__ import annotations

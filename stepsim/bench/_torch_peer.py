@@ -13,7 +13,9 @@ Peers (``build``): ``digits`` (the digits MLP, nn.Linear + ReLU, cross-entropy, 
 ``digits-srste`` (the same with SR-STE: N:M masks of every sparse weight by topk + scatter
 each step, the masked weights in the forward pass, the straight-through gradient plus
 lam (1 - mask) w, fused Adam), ``regression`` (two nn.Linear, 0.5 sum of squares / B), ``lm``
-(:func:`stepsim.bench._lm_steps.torch_model`), ``adam`` (one fused Adam step on n float32) and
+(:func:`stepsim.bench._lm_steps.torch_model`), ``mnist1d`` and ``mnist1d-srste`` (the
+CNN of the mnist1d problem, nn.Conv1d + ReLU and a linear head, dense or with SR-STE:
+:mod:`stepsim.bench._cnn_steps`), ``adam`` (one fused Adam step on n float32) and
 ``mask`` (an N:M mask of n float32 by topk + scatter).
 """
 
@@ -104,7 +106,6 @@ def _digits_peer(torch, options, srste: bool):
             layers.append(torch.nn.ReLU())
     net = torch.nn.Sequential(*layers)
     opt = torch.optim.Adam(net.parameters(), lr=lr, fused=True)
-    loss_fn = torch.nn.CrossEntropyLoss()
     linears = [m for m in net if isinstance(m, torch.nn.Linear)]
     sparse = [lin for l, lin in enumerate(linears, start=1)
               if problem.specs[f"w{l}"].sparse] if srste else []
@@ -136,7 +137,14 @@ def _digits_peer(torch, options, srste: bool):
                 h = torch.relu(h)
         return h
 
-    batch = problem.batch_size
+    return minibatch_step(torch, forward, opt, x, y, problem.batch_size, gen)
+
+
+def minibatch_step(torch, forward, opt, x, y, batch: int, gen):
+    """One step of a classification peer: ``batch`` rows of x (and labels y) drawn with
+    replacement by ``gen`` (as the problems' sample_batch), mean cross-entropy of
+    ``forward``'s logits, backward, ``opt``'s step."""
+    loss_fn = torch.nn.CrossEntropyLoss()
 
     def step():
         idx = torch.randint(0, len(y), (batch,), generator=gen)
@@ -176,6 +184,15 @@ def _lm_peer(torch, options):
 
     _, step = step_functions(options["problem"], lr=options.get("lr", 1e-3))
     return step
+
+
+def _cnn_peer(torch, options, srste: bool):
+    from stepsim.bench._cnn_steps import peer_model
+
+    model, forward, x, y, batch = peer_model(options.get("problem", {}), srste=srste,
+                                             lam=options.get("lam", 2e-4))
+    opt = torch.optim.Adam(model.parameters(), lr=options.get("lr", 1e-3), fused=True)
+    return minibatch_step(torch, forward, opt, x, y, batch, torch.Generator().manual_seed(0))
 
 
 def _adam_peer(torch, options):
@@ -234,6 +251,8 @@ def _serve() -> None:
                             "digits-srste": lambda o: _digits_peer(torch, o, True),
                             "regression": lambda o: _regression_peer(torch, o),
                             "lm": lambda o: _lm_peer(torch, o),
+                            "mnist1d": lambda o: _cnn_peer(torch, o, False),
+                            "mnist1d-srste": lambda o: _cnn_peer(torch, o, True),
                             "adam": lambda o: _adam_peer(torch, o),
                             "mask": lambda o: _mask_peer(torch, o)}
                 step = builders[what](options)

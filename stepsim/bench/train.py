@@ -4,10 +4,12 @@ First fit's steps beside PyTorch's (:func:`_ratio_rows`), each
 with where its step's time goes (:func:`_fit_breakdown`: matmul, element-wise, optimizer,
 masks, batch, Python, each part timed on its own): for digits dense,
 digits SR-STE 2:4, ``lm`` at ``paper_checks/lm.md``'s settings and at the lm section's model,
-and regression, rounds of N steps exactly as :func:`stepsim.fit` runs them (its lean step,
-its checks, its trace; :class:`FitSteps`) alternate with rounds of N steps of the same model
-in PyTorch (``--torch``: nn.Linear/the lm peer, ``torch.optim.Adam(fused=True)``, SR-STE by
-topk masks and a straight-through autograd function), run in a separate process
+regression, and the ``mnist1d`` CNN (the problem's defaults, dense and SR-STE 2:4; the
+torch prototype's 3x32 channels at batch 128, dense), rounds of N steps exactly as
+:func:`stepsim.fit` runs them (its lean step, its checks, its trace; :class:`FitSteps`)
+alternate with rounds of N steps of the same model
+in PyTorch (``--torch``: nn.Linear/nn.Conv1d/the lm peer, ``torch.optim.Adam(fused=True)``,
+SR-STE by topk masks and a straight-through autograd function), run in a separate process
 (:mod:`stepsim.bench._torch_peer`) so that numba keeps its own threading layer here. Both
 sides on one thread, timed by their thread's CPU time; a ratio > 1 means stepsim is faster.
 
@@ -108,8 +110,14 @@ RATIO_CASES = (
                                   "blocks": 2, "heads": 4, "batch_size": 32, "n_test": 64},
      "dense", {}, "lm"),
     ("regression", "regression", {}, "dense", {}, "regression"),
+    ("mnist1d CNN 3x16 b64 dense", "mnist1d", {}, "dense", {}, "mnist1d"),
+    ("mnist1d CNN 3x16 b64 SR-STE 2:4", "mnist1d", {}, "sr-ste", {}, "mnist1d-srste"),
+    ("mnist1d CNN 3x32 b128 dense", "mnist1d", {"channels": (32, 32, 32), "batch_size": 128},
+     "dense", {}, "mnist1d"),
 )
 QUICK_PROBLEM = {"digits": {"hidden": (32,), "batch_size": 16},
+                 "mnist1d": {"channels": (8, 8), "batch_size": 16, "n_train": 400,
+                             "n_validation": 100, "n_test": 100},
                  "lm": {"vocab": 16, "order": 2, "context": 16, "width": 32, "blocks": 1,
                         "heads": 2, "batch_size": 8, "n_test": 16}}
 
@@ -254,6 +262,9 @@ def _matmul_replay(problem, params, batch):
     mlp = getattr(problem, "mlp", None)
     if mlp is not None:
         return partial(_matmuls, params, batch, mlp.layers)
+    cnn = getattr(problem, "cnn", None)
+    if cnn is not None:
+        return _cnn_matmuls(cnn, params, len(batch.y))
     cfg = getattr(problem, "model", None)
     if cfg is not None and hasattr(cfg, "heads"):
         return _transformer_matmuls(cfg, params, batch.inputs.shape)
@@ -268,6 +279,36 @@ def _matmul_replay(problem, params, batch):
             dh.T @ x
         return regression
     return None
+
+
+def _cnn_matmuls(cnn, params, batch: int):
+    """The matrix products of :meth:`stepsim.nn.cnn.CNN.loss_and_grad` (each conv's forward,
+    weight-gradient and -- but the first's -- input-gradient product on its column matrix,
+    the head's three), on zero arrays shaped and laid out as that code makes them."""
+    dt = params["head.w"].dtype
+    convs = []
+    c_in = cnn.in_channels
+    for l, (c, k, l_out) in enumerate(zip(cnn.channels, cnn.kernel_sizes, cnn.lengths()[1:]),
+                                      1):
+        wmat = params[f"conv{l}.w"].reshape(c, -1)
+        convs.append((np.zeros((batch * l_out, k * c_in), dt), wmat,
+                      np.zeros((batch * l_out, c), dt), l > 1))
+        c_in = c
+    flat = np.zeros((batch, params["head.w"].shape[1]), dt)
+    dlogits = np.zeros((batch, cnn.classes), dt)
+    head = params["head.w"]
+
+    def run():
+        for cols, wmat, _, _ in convs:
+            cols @ wmat.T
+        flat @ head.T
+        dlogits @ head
+        dlogits.T @ flat
+        for cols, wmat, dout, need_dx in reversed(convs):
+            dout.T @ cols
+            if need_dx:
+                dout @ wmat
+    return run
 
 
 def _transformer_matmuls(cfg, params, shape):

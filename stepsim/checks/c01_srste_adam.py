@@ -56,8 +56,12 @@ def curve_errors(results, runs) -> dict:
 
 
 def curve_error(curves: dict, j: int) -> float:
+    """The error at learning-curve point j in the problem's units: digits' test error from
+    its accuracy, mnist1d's test error (points), the LM's gap."""
     if "test_accuracy" in curves:
         return 100.0 * (1.0 - curves["test_accuracy"][j])
+    if "test_error" in curves:
+        return curves["test_error"][j]
     return curves["gap"][j]
 
 

@@ -21,11 +21,14 @@ def add_arguments(parser) -> None:
                         help="auto: CUTLASS's 2:4 layout for 2-D fp16/bf16/int8 at 2:4 and fp32 at "
                              "1:2 when the shape fits, else general N:M storage")
     parser.add_argument("--axis", type=integer, default=-1,
-                        help="axis the groups run along (default -1; the CUTLASS layout needs -1)")
+                        help="axis the groups run along (default -1; the CUTLASS layout needs "
+                             "-1, and takes a weight of 3 or more dimensions, e.g. a conv "
+                             "weight (out, k, in), as its GEMM matrix (out, k * in))")
     parser.add_argument("--keys", action="append", metavar="NAME",
                         help="compress only this array of an .npz (repeatable). Default: every "
                              "array, except for a `stepsim train` result (arrays named weights/*), "
-                             "where it is the weight matrices (2-D and up) and nothing else")
+                             "where it is the weight matrices (2-D and up) whose --axis M "
+                             "divides and nothing else")
     parser.add_argument("--verify", action="store_true",
                         help="multiply every stored array with a random B (seed 0): 2:4 arrays "
                              "through spmm_2to4 straight from the compressed operands, others "
@@ -50,8 +53,10 @@ def _load_inputs(path):
     return inputs
 
 
-def _select(inputs: dict, keys) -> dict:
-    """The arrays to compress: ``keys`` if given, else see the --keys help."""
+def _select(inputs: dict, keys, m: int = 1, axis: int = -1) -> dict:
+    """The arrays to compress: ``keys`` if given, else see the --keys help (a `stepsim
+    train` result's weights along whose ``axis`` groups of ``m`` fit: a CNN's first conv,
+    (out, k, 1), was trained dense and no group of M input channels tiles it)."""
     if "__stepsim__" in inputs:
         raise ValueError("the input is already a stepsim compressed file; read it with "
                          "stepsim.sparse24.load_compressed")
@@ -62,7 +67,8 @@ def _select(inputs: dict, keys) -> dict:
         return {k: inputs[k] for k in keys}
     weights = {k: a for k, a in inputs.items() if k.startswith("weights/")}
     if weights:  # a `stepsim train` result: its learned weight matrices, not trace or biases
-        return {k: a for k, a in weights.items() if a.ndim >= 2}
+        return {k: a for k, a in weights.items()
+                if a.ndim >= 2 and -a.ndim <= axis < a.ndim and a.shape[axis] % m == 0}
     return inputs
 
 
@@ -76,11 +82,12 @@ def _verify(name, array, stored, rng) -> str:
 
     dense2d = array.reshape(-1, array.shape[-1])
     if isinstance(stored, Compressed24):
+        dense2d = array.reshape(stored.shape)  # the operand: a conv weight's GEMM matrix
         if array.dtype == np.int8:
-            b = rng.integers(-8, 8, size=(array.shape[1], 8)).astype(np.int8)
+            b = rng.integers(-8, 8, size=(stored.shape[1], 8)).astype(np.int8)
             expected = dense2d.astype(np.int64) @ b.astype(np.int64)
         else:
-            b = rng.standard_normal((array.shape[1], 8)).astype(array.dtype)
+            b = rng.standard_normal((stored.shape[1], 8)).astype(array.dtype)
             expected = dense2d.astype(np.float64) @ b.astype(np.float64)
         got = spmm_2to4(stored.values, stored.meta, b, tf32="none")
         how = "spmm_2to4 from the compressed operands"
@@ -136,6 +143,11 @@ def _masked(name, array, n, m, axis):
 
 
 def _cutlass_ok(array, n, m, axis):
+    """(whether the CUTLASS 2:4 layout takes ``array``, why not): a 2-D array, or a weight
+    of more dimensions grouped along its last axis as its GEMM matrix (shape[0],
+    prod(shape[1:])) -- a 1-D conv weight (out, k, in), input channels innermost -- at the
+    dtype's N:M and shape multiples."""
+    from stepsim.core.transposable import gemm_shape
     from stepsim.sparse24.layout import layout_spec
 
     try:
@@ -145,22 +157,23 @@ def _cutlass_ok(array, n, m, axis):
     want = (1, 2) if spec.name == "float32" else (2, 4)
     if (n, m) != want or spec.name == "uint16":
         return False, f"{spec.name} in the CUTLASS layout is {want[0]}:{want[1]}"
-    if array.ndim != 2 or axis not in (-1, 1):
-        return False, "needs a 2-D array grouped along its last axis"
-    rows, cols = array.shape
+    if array.ndim < 2 or axis not in (-1, array.ndim - 1):
+        return False, "needs an array of 2 or more dimensions grouped along its last axis"
+    rows, cols = gemm_shape(array.shape)  # a conv weight (out, k, in): (out, k * in)
     if rows % spec.m_multiple or cols % spec.k_multiple or rows == 0:
-        return False, (f"shape {array.shape} is not a multiple of ({spec.m_multiple}, "
+        return False, (f"GEMM shape {(rows, cols)} is not a multiple of ({spec.m_multiple}, "
                        f"{spec.k_multiple})")
     return True, ""
 
 
-def _transposable_note(array, n, m) -> str:
-    """Whether the stored mask (the non-zeros) of a 2-D array is N:M along its columns too,
-    so that W^T is N:M sparse as well (a transposable mask, e.g. from a recipe
-    trained with transposable=True); "" for other shapes."""
+def _transposable_note(array, n, m, axis) -> str:
+    """Whether the stored mask (the non-zeros) of an array's GEMM matrix (a 2-D array
+    itself, a conv weight (out, k, in) as (out, k * in)) is N:M along its columns too, so
+    that W^T is N:M sparse as well (a transposable mask, e.g. from a recipe trained with
+    transposable=True); "" for other shapes or groupings."""
     from stepsim.core.transposable import is_transposable
 
-    if array.ndim != 2:
+    if array.ndim < 2 or axis not in (-1, array.ndim - 1):
         return ""
     yes = is_transposable(array != 0, n, m)
     return f"; mask transposable ({n}:{m} along both axes)" if yes else \
@@ -182,7 +195,7 @@ def run(args) -> int:
         if given and args.dtype == "keep":
             raise ValueError(f"{flag} applies to a conversion; give --dtype too")
     inputs = _load_inputs(args.input)
-    selected = _select(inputs, args.keys)
+    selected = _select(inputs, args.keys, m, args.axis)
     skipped = sorted(set(inputs) - set(selected))
     if skipped:
         print(f"not compressed: {', '.join(skipped)}")
@@ -207,7 +220,8 @@ def run(args) -> int:
             raise ValueError(f"{name}: the CUTLASS layout does not apply: {why}")
         if ok and args.format != "nm":
             stored = Compressed24.from_dense(array)
-            fmt = f"CUTLASS {n}:{m} layout"
+            fmt = f"CUTLASS {n}:{m} layout" + (
+                "" if array.ndim == 2 else f" of its GEMM matrix {stored.shape}")
         else:
             stored = compress_nm(array, n, m, axis=args.axis)
             fmt = f"nm {n}:{m}"
@@ -221,7 +235,7 @@ def run(args) -> int:
         print(f"{name}: {tuple(array.shape)} {array.dtype} -> {fmt}"
               f"{' (masked)' if masked else ''}: {dense_bytes:,} B dense, {stored.nbytes:,} B "
               f"stored, saved {dense_bytes - stored.nbytes:,} B ({saved:.1f}%)"
-              f"{_transposable_note(array, n, m)}")
+              f"{_transposable_note(array, n, m, args.axis)}")
     for line in checks:
         print(line)
     params = {"input": str(args.input), "nm": f"{n}:{m}", "dtype": args.dtype,

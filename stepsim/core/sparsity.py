@@ -5,7 +5,9 @@ A model's parameters are a ``dict`` name -> ndarray; beside it a ``dict`` name -
 kept dense (biases, norms: ``ParamSpec()``), and along which axis the groups of M
 consecutive entries run: the reduction (input) axis, ``-1`` for a Linear weight stored
 (out, in), ``1`` for a conv weight (out, in, kh, kw) (groups over input channels, as
-:func:`stepsim.core.masks.nm_mask_conv`).
+:func:`stepsim.core.masks.nm_mask_conv`), ``-1`` for the 1-D conv weights of
+:mod:`stepsim.nn.conv`, stored (out, k, in) with the input channels innermost (cuDNN's
+channels-last filter layout), whose GEMM matrix is the reshape (out, k * in).
 """
 
 from __future__ import annotations

@@ -16,4 +16,10 @@ Problems build their models from these; nothing here imports recipes or training
   head), every forward and backward by hand, with numba kernels for the softmax,
   LayerNorm and GELU (:mod:`stepsim.nn._kernels`; ``kernels=False`` runs the NumPy layers
   they are tested against). The ``lm`` problem (:mod:`stepsim.problems.lm`) trains it.
+* :mod:`~stepsim.nn.conv`, :mod:`~stepsim.nn.cnn` — 1-D convolution (stride, padding,
+  bias; channels-last activations, weights (C_out, K, C_in) so N:M groups are input
+  channels at one kernel tap) by im2col, its forward and input-gradient products one GEMM
+  each, the gather/scatter on numba kernels (:mod:`stepsim.nn._conv_kernels`); a CNN of
+  conv + ReLU blocks and a linear head. The ``mnist1d`` problem
+  (:mod:`stepsim.problems.mnist1d`) trains it.
 """

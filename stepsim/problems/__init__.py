@@ -4,8 +4,9 @@ See :class:`stepsim.problems.base.Problem`. Problems know nothing of recipes. Re
 by name (:data:`PROBLEMS`, :func:`make_problem`): ``regression``
 (:class:`SyntheticRegression`), ``digits`` (:class:`~stepsim.problems.digits.Digits`),
 ``teacher`` (:class:`~stepsim.problems.teacher.TeacherStudent`), ``nqm``
-(:class:`~stepsim.problems.nqm.NoisyQuadratic`) and ``lm``
-(:class:`~stepsim.problems.lm.LanguageModel`); all but the regression are imported on
+(:class:`~stepsim.problems.nqm.NoisyQuadratic`), ``lm``
+(:class:`~stepsim.problems.lm.LanguageModel`) and ``mnist1d``
+(:class:`~stepsim.problems.mnist1d.MNIST1D`); all but the regression are imported on
 first use. Every front end (``fit``, ``stepsim train --problem NAME``, sweeps, checks)
 takes them by name:
 
@@ -21,6 +22,11 @@ takes them by name:
 * ``lm`` — a small GPT-style transformer on a seeded order-k Markov language whose best
   loss (``entropy_floor``) is exact; test loss, its ``gap`` to the floor, the Bayes
   predictor's loss, next-token accuracy beside the Bayes predictor's.
+* ``mnist1d`` — a 1-D CNN (stride-2 conv + ReLU blocks, a linear head; N:M over input
+  channels at each kernel tap) on MNIST-1D, the ``mnist1d`` package's procedural signals
+  (its global-RNG side effect undone), the package's 4000/1000 train/test split with a
+  seeded validation split carved from train; error (points) and loss of the test,
+  validation and training splits, ``item_errors(params, split=...)``.
 
 A problem's options are its constructor's keyword arguments, declared once in the class's
 ``OPTIONS`` (:mod:`stepsim._ground.options`: name -> (constraint, default, help); ``-p KEY=VALUE``

@@ -20,6 +20,7 @@ PROBLEMS = {
     "teacher": "stepsim.problems.teacher:TeacherStudent",
     "nqm": "stepsim.problems.nqm:NoisyQuadratic",
     "lm": "stepsim.problems.lm:LanguageModel",
+    "mnist1d": "stepsim.problems.mnist1d:MNIST1D",
 }
 
 

@@ -36,8 +36,9 @@ from stepsim.recipes.domino import DominoSearch
 # a masker's options as a recipe takes them (-o KEY=VALUE): the registry composes its
 # recipes' tables from these, and the maskers read their defaults and checks here
 TRANSPOSABLE_OPTIONS = Options({
-    "transposable": Option(Bool(), False, "rows and columns both N:M, for each 2-D weight "
-                                          "M tiles (2:4 exact, other N:M approximate)"),
+    "transposable": Option(Bool(), False, "rows and columns of each weight's GEMM matrix "
+                                          "both N:M, where M tiles them (2:4 exact, other "
+                                          "N:M approximate)"),
 })
 MASKING_OPTIONS = Options({
     "mask_every": Option(Int(minimum=1), 1, "recompute the mask every K steps (reuse between)"),

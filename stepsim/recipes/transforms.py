@@ -33,7 +33,6 @@ from stepsim._ground.validate import check_choice, check_int, check_nm, check_re
 from stepsim.core import select
 from stepsim.core.sparsity import ParamSpec
 
-
 Params = dict  # name -> ndarray
 Masks = dict  # name -> bool ndarray, or None for a dense parameter
 
@@ -47,11 +46,12 @@ def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
     (``RunContext.make``: float weights, every N:M tiling its axis; the N:M values from
     validated specs, allocations and schedules), so each step's masks skip the checks.
 
-    transposable: the mask of every sparse parameter whose shape allows it (2-D, both
-    dimensions divisible by M: :func:`transposable_ok`) has rows and columns both N:M
-    (:func:`stepsim.core.transposable.transposable_mask`); the others (e.g. a 10-class
-    output layer at M = 4) keep the usual N:M mask along their axis, and ``stepsim
-    compress`` says which weights' masks are transposable."""
+    transposable: the mask of every sparse parameter whose shape allows it
+    (:func:`transposable_ok`) has the rows and columns of its GEMM matrix both N:M
+    (:func:`stepsim.core.transposable.transposable_mask`: a Linear weight itself, a 1-D conv
+    weight (out, k, in) as (out, k * in)); the others (e.g. a 10-class output layer at
+    M = 4) keep the usual N:M mask along their axis, and ``stepsim compress`` says which
+    weights' masks are transposable."""
     from stepsim.core.masks import nm_mask_trusted
 
     out = {}
@@ -59,7 +59,7 @@ def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
         spec = specs[name]
         if not spec.sparse:
             out[name] = None
-        elif transposable and transposable_ok(w.shape, nm[name][1]):
+        elif transposable and transposable_ok(w.shape, nm[name][1], spec.axis):
             from stepsim.core.transposable import transposable_mask_trusted
 
             if np.isnan(w).any():
@@ -71,10 +71,16 @@ def nm_masks(params: Mapping, specs: Mapping[str, ParamSpec],
     return out
 
 
-def transposable_ok(shape, m: int) -> bool:
-    """A weight of ``shape`` can take a transposable N:M mask: 2-D, both dimensions
-    divisible by M (M x M blocks)."""
-    return len(shape) == 2 and shape[0] % m == 0 and shape[1] % m == 0
+def transposable_ok(shape, m: int, axis: int = -1) -> bool:
+    """A weight of ``shape`` grouped along ``axis`` can take a transposable N:M mask: a 2-D
+    weight with both dimensions divisible by M (M x M blocks), or a weight of more
+    dimensions grouped along its last axis (a 1-D conv weight (out, k, in)) whose first and
+    last dimensions M divides, masked as its GEMM matrix (out, k * in)."""
+    from stepsim.core.transposable import transposable_shape_ok
+
+    if len(shape) > 2 and axis % len(shape) != len(shape) - 1:
+        return False
+    return transposable_shape_ok(shape, m)
 
 
 def count_flips(old: Masks | None, new: Masks) -> int:

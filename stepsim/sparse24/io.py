@@ -4,7 +4,8 @@ File layout (``format: "stepsim.sparse/1"``):
 
 * ``__stepsim__``: a JSON string with, per array name, its storage format
   (``"cutlass-2:4"`` or ``"nm"``), dtype name (``"bfloat16"`` for ml_dtypes' bfloat16),
-  dense shape, n, m and axis, plus a ``provenance`` block (params, versions, time) from
+  dense shape, n, m and axis (for a 2:4 operand that is a conv weight's GEMM matrix, also
+  the weight's ``tensor_shape``), plus a ``provenance`` block (params, versions, time) from
   :mod:`stepsim._ground.provenance`.
 * ``NAME.values``: the stored values as their raw bits (uint8/16/32/64), because .npy
   cannot describe bfloat16 portably; the recorded dtype restores the view on load.
@@ -63,6 +64,8 @@ def save_compressed(path, tensors: dict, *, params: dict | None = None, seed=Non
             n, m = (1, 2) if t.dtype == np.float32 else (2, 4)  # tf32 is 1:2 in this layout
             info[name] = {"format": "cutlass-2:4", "dtype": t.dtype.name, "shape": list(t.shape),
                           "n": n, "m": m, "axis": 1, "meta_dtype": t.meta.dtype.name}
+            if t.tensor_shape is not None:  # the operand is this weight's GEMM matrix
+                info[name]["tensor_shape"] = list(t.tensor_shape)
         elif isinstance(t, NMCompressed):
             arrays[f"{name}.values"] = unsigned_view(t.values)
             arrays[f"{name}.indices"] = t.indices
@@ -122,7 +125,9 @@ def load_compressed(path) -> dict:
             dtype = dtype_from_name(info["dtype"])
             values = arrays[f"{name}.values"].view(dtype)
             if kind == "cutlass-2:4":
-                t = Compressed24(values, arrays[f"{name}.meta"])
+                tensor_shape = info.get("tensor_shape")
+                t = Compressed24(values, arrays[f"{name}.meta"],
+                                 None if tensor_shape is None else tuple(tensor_shape))
                 if list(t.shape) != info["shape"]:
                     raise ValueError(f"{path}: {name} has shape {t.shape}, header says "
                                      f"{info['shape']}")

@@ -150,13 +150,32 @@ def _check_dense(dense) -> LayoutSpec:
 
 @dataclass(frozen=True, eq=False)
 class Compressed24:
-    """A 2:4 operand kept together: values (m, k/2) and CUTLASS meta; see the module doc."""
+    """A 2:4 operand kept together: values (m, k/2) and CUTLASS meta; see the module doc.
+
+    tensor_shape: the weight's own shape when the operand is its GEMM matrix (m, k) =
+    (shape[0], prod(shape[1:])) -- a 1-D conv weight (out, taps, in), input channels
+    innermost, is the operand (out, taps * in) -- else None (the weight is the matrix)."""
 
     values: np.ndarray
     meta: np.ndarray
+    tensor_shape: tuple | None = None
+
+    def __post_init__(self):
+        if self.tensor_shape is not None:
+            shape = tuple(int(d) for d in self.tensor_shape)
+            if len(shape) < 3 or (shape[0], int(np.prod(shape[1:]))) != self.shape:
+                raise ValueError(f"tensor_shape {shape} is not a weight of 3 or more "
+                                 f"dimensions whose GEMM matrix (shape[0], prod(shape[1:])) "
+                                 f"is the operand's shape {self.shape}")
+            object.__setattr__(self, "tensor_shape", shape)
 
     @classmethod
     def from_dense(cls, dense: np.ndarray, *, truncate: bool = False) -> Compressed24:
+        """The operand of a 2-D ``dense``, or of the GEMM matrix of a weight of 3 or more
+        dimensions grouped along its last axis (``tensor_shape`` records its shape)."""
+        if isinstance(dense, np.ndarray) and dense.ndim > 2:
+            matrix = dense.reshape(dense.shape[0], -1)
+            return cls(*compress_2to4(matrix, truncate=truncate), tensor_shape=dense.shape)
         return cls(*compress_2to4(dense, truncate=truncate))
 
     @property
@@ -177,7 +196,13 @@ class Compressed24:
         return int(self.shape[0] * self.shape[1] * self.values.dtype.itemsize)
 
     def to_dense(self) -> np.ndarray:
+        """The dense operand (m, k): the GEMM matrix."""
         return decompress_2to4(self.values, self.meta)
+
+    def to_tensor(self) -> np.ndarray:
+        """The dense weight in its own shape (``tensor_shape``, else the operand's)."""
+        dense = self.to_dense()
+        return dense if self.tensor_shape is None else dense.reshape(self.tensor_shape)
 
     def __repr__(self) -> str:
         return (f"Compressed24(shape={self.shape}, dtype={self.dtype}, values "

@@ -548,7 +548,8 @@ API_CASES = [
             .transposable_mask(np.zeros((4, 6)), 2, 4)), ValueError,
         r"both dimensions of shape \(4, 6\) divisible by m = 4", id="transposable-shape"),
     api(_np(lambda: __import__("stepsim.core.transposable").core.transposable
-            .transposable_mask(np.zeros((4, 4, 4)), 2, 4)), ValueError, r"needs a 2-D weight",
+            .transposable_mask(np.zeros(8), 2, 4)), ValueError,
+        r"needs a weight of 2 or more dimensions",
         id="transposable-ndim"),
     api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe(
         "ste", layerwise=True, mask_every=3)), ValueError,
@@ -580,6 +581,27 @@ API_CASES = [
     api(_np(lambda: __import__("stepsim.recipes").recipes.make_recipe(
         "asp", prune_at=float("nan"))), ValueError, r"^prune_at as a float is a fraction",
         id="make_recipe-prune-at-nan"),
+    # ---- the 1-D convolution and the mnist1d problem
+    api(_np(lambda: __import__("stepsim.nn.conv").nn.conv.conv1d_forward(
+        np.zeros((2, 8, 3)), np.zeros((4, 3, 2)), None)), ValueError,
+        r"^x must be \(B, L, C_in\) with C_in = w\.shape\[2\] = 2", id="conv1d-channels"),
+    api(_np(lambda: __import__("stepsim.nn.conv").nn.conv.conv1d_forward(
+        np.zeros((2, 8, 3)), np.zeros((4, 3, 3)), None, stride=0)), ValueError,
+        r"^stride must be >= 1, got 0$", id="conv1d-stride-zero"),
+    api(_np(lambda: __import__("stepsim.nn.conv").nn.conv.conv1d_forward(
+        np.zeros((2, 2, 3)), np.zeros((4, 5, 3)), None, padding=1)), ValueError,
+        r"^kernel size 5 exceeds the padded input length 2", id="conv1d-kernel-too-long"),
+    api(_np(lambda: __import__("stepsim.nn.cnn").nn.cnn.CNN(40, kernel_sizes=(3, 3))),
+        ValueError, r"^kernel_sizes must give one value per conv layer \(3", id="CNN-kernels"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "mnist1d", n_validation=4000)), ValueError,
+        r"^n_validation = 4000 must be < n_train = 4000", id="mnist1d-validation-too-big"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "mnist1d", n_test=999)), ValueError, r"^n_train \+ n_test = 4999 must be a multiple "
+        r"of 10", id="mnist1d-sizes-not-tens"),
+    api(_np(lambda: __import__("stepsim.problems.registry").problems.registry.make_problem(
+        "mnist1d", strides="2")), TypeError, r"^strides must be an int or a tuple of ints",
+        id="mnist1d-strides-text"),
 ]
 
 

@@ -317,6 +317,13 @@ CLI_CASES = [
     case(TR + " -p bias=off", r"bias must be True or False, got 'off'", id="train-bias-off"),
     case(TR + " --problem teacher -p hidden=abc", r"hidden must be an int or a tuple of ints",
          id="train-hidden-text"),
+    case(TR + " --problem mnist1d -p channels=8,6,8 --nm 2:4",
+         r"parameter 'conv3.w' has shape \(8, 3, 6\): axis 2 has length 6, not divisible by "
+         r"M = 4", id="train-mnist1d-channels-not-divisible"),
+    case(TR + " --problem mnist1d -p strides=2,2", r"strides must give one value "
+         r"per conv layer \(3: one per entry of channels\), got 2", id="train-mnist1d-strides"),
+    case(TR + " --problem mnist1d -p n_test=1001", r"n_train \+ n_test = 5001 must be a "
+         r"multiple of 10", id="train-mnist1d-sizes"),
     case("train --steps 1 --problem lm -p temperature=0.05",
          r"condition number 5\.59e\+10 .* raise the temperature \(-p temperature=",
          id="train-lm-temperature-too-low"),

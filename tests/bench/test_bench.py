@@ -184,6 +184,10 @@ def test_torch_peer_process_times_steps_out_of_process():
     with TorchPeer(threads=1) as peer:
         peer.build("r", "regression", problem={"d_in": 8, "d_hidden": 4, "d_out": 2})
         assert peer.time("r", 3) > 0
+        small = {"channels": (8, 8), "n_train": 200, "n_validation": 40, "n_test": 50}
+        for kind in ("mnist1d", "mnist1d-srste"):
+            peer.build(kind, kind, problem=small)
+            assert peer.time(kind, 2) > 0
         with pytest.raises(RuntimeError, match="torch peer failed on 'time'"):
             peer.time("missing", 1)
 
@@ -200,7 +204,8 @@ def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
     assert ("dense step", "stepsim (wall)") in rows
     for case in ("digits dense", "digits SR-STE 2:4", "lm (lm.md) 2x32 ctx32 b32",
                  "lm defaults 2x64 ctx32 b32", "lm 2x128 ctx64 b32",
-                 "regression"):  # fit's steps, the targets' rows
+                 "regression", "mnist1d CNN 3x16 b64 dense", "mnist1d CNN 3x16 b64 SR-STE 2:4",
+                 "mnist1d CNN 3x32 b128 dense"):  # fit's steps, the targets' rows
         assert rows[(f"fit step {case}", "stepsim fit")]["seconds"] > 0
     assert ("STEP sparse-phase step", "stepsim (wall)") in rows
     parts = [r for r in bench.rows if r["case"].endswith(" parts")]

@@ -1,8 +1,8 @@
 """Same seed, same bits on every CPU — checked on one machine by emulating the others.
 
 ``tests/cpu_digests.py`` runs a fixed set of short runs (dense, SR-STE and STEP with
-AutoSwitch on the regression, the digits MLP, the transformer LM, a Theorem 1 run) and
-prints their digests. Here it runs in subprocesses under every CPU configuration this host
+AutoSwitch on the regression, the digits MLP, the transformer LM, the MNIST-1D CNN, a
+Theorem 1 run) and prints their digests. Here it runs in subprocesses under every CPU configuration this host
 can emulate, and every configuration must give the digests recorded in
 ``tests/data/cpu_digests.json``:
 

@@ -18,6 +18,8 @@ SMALL = {  # fast instances of every registered problem
     "nqm": {"dim": 16},
     "lm": {"vocab": 8, "order": 1, "context": 8, "width": 16, "blocks": 1, "heads": 2,
            "batch_size": 4, "n_test": 32},
+    "mnist1d": {"channels": (4, 4), "kernel_sizes": 3, "n_train": 200, "n_validation": 40,
+                "n_test": 50},
 }
 
 
@@ -26,7 +28,7 @@ def test_the_protocol_test_covers_every_registered_problem():
 
 
 def test_registry_names():
-    assert set(PROBLEMS) == {"regression", "digits", "teacher", "nqm", "lm"}
+    assert set(PROBLEMS) == {"regression", "digits", "teacher", "nqm", "lm", "mnist1d"}
     assert "hidden" in problem_options("digits") and "teacher_nm" in problem_options("teacher")
     with pytest.raises(ValueError, match="unknown option"):
         make_problem("digits", width=3)
@@ -63,6 +65,8 @@ def test_every_problem_follows_the_protocol(name):
     ("teacher", {"d_in": 8, "hidden": (8,), "d_out": 3, "task": "classification"}),
     ("teacher", {"d_in": 8, "hidden": (8, 8), "d_out": 3, "task": "regression",
                  "noise": 0.1, "n_train": 32}),
+    ("mnist1d", {"channels": (4, 4), "kernel_sizes": (5, 2), "strides": (2, 3),
+                 "n_train": 100, "n_validation": 20, "n_test": 50}),
 ])
 def test_problem_gradients_match_finite_differences(name, options):
     problem = make_problem(name, dtype=np.float64, batch_size=5, **options)

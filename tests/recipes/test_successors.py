@@ -165,8 +165,10 @@ def test_transposable_bad_inputs():
     w = np.zeros((4, 6))
     with pytest.raises(ValueError, match="divisible by m = 4"):
         transposable_mask(w, 2, 4)
-    with pytest.raises(ValueError, match="2-D"):
-        transposable_mask(np.zeros((4, 4, 4)), 2, 4)
+    with pytest.raises(ValueError, match="2 or more dimensions"):
+        transposable_mask(np.zeros(8), 2, 4)
+    with pytest.raises(ValueError, match=r"the first and last dimensions of shape \(4, 3, 6\)"):
+        transposable_mask(np.zeros((4, 3, 6)), 2, 4)  # a conv weight's GEMM matrix (4, 18)
     bad = np.zeros((4, 4))
     bad[1, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):

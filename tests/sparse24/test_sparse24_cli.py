@@ -97,3 +97,45 @@ def test_cli_memory_prints_table_and_verdicts(tmp_path, capsys):
     assert doc["result"]["comparison"][1]["paper_mb"] == 162.13
     assert main(["memory", "--model", "bert-base", "--nm", "2:8", "--counted", "paper"]) == 0
     assert "2:8" in capsys.readouterr().out
+
+
+def test_a_trained_conv_weight_exports_to_the_24_layout_as_its_gemm_matrix(tmp_path, capsys):
+    """A CNN trained with a transposable SR-STE 2:4: each conv weight (out, k, in), input
+    channels innermost, is stored in CUTLASS's layout as its GEMM matrix (out, k * in) and
+    comes back exactly, in its own shape; the head (10 rows) takes the general N:M storage;
+    the dense first conv (one input channel) is left out."""
+    run = tmp_path / "run.json"
+    assert main(["train", "--problem", "mnist1d", "--recipe", "sr-ste", "--nm", "2:4",
+                 "-o", "transposable=true", "--steps", "8", "-p", "channels=32,32,32",
+                 "-p", "n_train=400",
+                 "-p", "n_validation=100", "-p", "n_test=100", "--json", str(run)]) == 0
+    trained = np.load(tmp_path / "run.npz")
+    out = tmp_path / "conv24.npz"
+    assert main(["compress", str(tmp_path / "run.npz"), "--dtype", "fp16", "--verify",
+                 "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert ("weights/conv2.w: (32, 3, 32) float16 -> CUTLASS 2:4 layout of its GEMM matrix "
+            "(32, 96): ") in text
+    assert "weights/conv2.w" in text and "mask transposable (2:4 along both axes)" in text
+    assert "verify weights/conv3.w: spmm_2to4 from the compressed operands" in text
+    assert "weights/head.w: (10, 160) float16 -> nm 2:4" in text
+    assert "(masked)" not in text  # the trained weights are 2:4 already
+    header = load_header(out)["tensors"]["weights/conv2.w"]
+    assert header["shape"] == [32, 96] and header["tensor_shape"] == [32, 3, 32]
+    back = load_compressed(out)
+    for name in ("weights/conv2.w", "weights/conv3.w"):
+        w = trained[name].astype(np.float16)
+        assert isinstance(back[name], Compressed24) and back[name].tensor_shape == w.shape
+        assert np.array_equal(back[name].to_tensor(), w)
+        assert np.array_equal(back[name].to_dense(), w.reshape(32, 96))
+    assert np.array_equal(decompress_nm(back["weights/head.w"]),
+                          trained["weights/head.w"].astype(np.float16))
+    assert "weights/conv1.w" not in back  # the dense first conv: no group of 4 tiles in = 1
+    assert "weights/conv1.w" in text.split("not compressed: ")[1].splitlines()[0]
+
+
+def test_compressed24_refuses_a_tensor_shape_of_another_gemm_matrix():
+    a = apply_nm(np.random.default_rng(0).standard_normal((32, 64)).astype(np.float16), 2, 4)
+    values, meta = compress_2to4(a)
+    with pytest.raises(ValueError, match=r"tensor_shape \(32, 4, 8\) is not a weight"):
+        Compressed24(values, meta, (32, 4, 8))
