@@ -181,7 +181,7 @@ class CNN:
         Returns C-contiguous arrays of ``dtype`` (float32 or float64), shapes as :meth:`shapes`."""
         rng = np.random.default_rng(rng)
         dtype = np.dtype(dtype)
-        if dtype not in L.FLOAT_DTYPES:
+        if dtype not in L.FLOATS:
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         params = {}
         for name, shape in self.shapes().items():

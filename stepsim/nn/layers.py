@@ -55,11 +55,6 @@ def check_shape(name: str, array: np.ndarray, shape: tuple, ref: str) -> None:
         raise ValueError(f"{name} must have shape {tuple(shape)} ({ref}), got {array.shape}")
 
 
-#: the argument checks above under public names, for the other layer modules (conv, cnn)
-FLOAT_DTYPES = _FLOATS
-check_float, check_same_dtype, check_shape = _check_float, _check_same_dtype, _check_shape
-
-
 def _leading_size(shape: tuple) -> int:
     return int(math.prod(shape[:-1]))
 

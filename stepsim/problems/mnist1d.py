@@ -160,7 +160,7 @@ class MNIST1D:
             raise ValueError(f"n_train + n_test = {n_train + n_test} must be a multiple of "
                              f"{CLASSES} (the generator makes as many signals of each digit)")
         dtype = np.dtype(dtype)
-        if dtype not in L.FLOAT_DTYPES:
+        if dtype not in L.FLOATS:
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         self.cnn = CNN(length=LENGTH, channels=channels, kernel_sizes=kernel_sizes,
                        strides=strides, classes=CLASSES, sparsify=sparsify, nm=nm, bias=bias)
