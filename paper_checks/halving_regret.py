@@ -1,0 +1,742 @@
+"""Successive-halving tuning measured against draft 4's full-grid tuning, before it is registered.
+
+Draft 4 (PROTOCOL §3) runs every grid value of a config to the end on the tuning seeds
+1000-1002 and chooses the lowest mean final error (a diverged run: +infinity; ties: the
+smaller lr). Successive halving runs every candidate to a first rung (e.g. T/4), promotes
+the best fraction to a second rung (T/2) and runs the best to T. This script measures, on
+draft 4's own tuning RunSpecs, how often such a rule would have chosen another lr, how much
+worse that lr is on the tuning seeds and on the evaluation seeds 0-7 (held out), and the
+compute it saves; and what a blow-up stop (a run stopped as soon as it goes non-finite or
+its batch loss exceeds 10x its first step's) would save.
+
+    python paper_checks/halving_regret.py --store /work/halving_store [--jobs 2]
+        [--lm adam|all|none] [--out paper_checks/halving_regret.json]
+    python paper_checks/halving_regret.py --quick --store /tmp/hr --out /tmp/hr.json
+
+What runs (every run a RunSpec of the check, through ``stepsim.experiments``'s executors
+into a RunStore, so a second call resumes):
+
+* **Tuning runs**: ``stepsim.checks.tuning.jobs`` (the check's tuning RunSpecs) for the
+  one-phase configs (:data:`ONE_PHASE`: constant lr, dense / SR-STE / layer-wise SR-STE under
+  Adam and SGD-M: nothing in them depends on T, so a rung's run is the first steps of the
+  full run) of digits/main and lm/fast, and for the two-phase configs of digits/main
+  (:data:`TWO_PHASE`: ASP, STEP tuned for itself, the decaying mask), each with a learning
+  curve (``eval_every``) every T/:data:`CURVE_POINTS` steps. The test error at a rung is the
+  curve's (digits: 100 (1 - test accuracy); LM: the gap to the entropy floor); at T it is
+  the check's run error (mean of the per-item errors); a run that stopped non-finite at or
+  before a rung is +infinity there and at every later rung.
+* **Checks of the method**: one tuning run per setting again without curves (the check's
+  exact RunSpec): its final metrics must equal the curve run's (learning curves change
+  nothing); per one-phase recipe, a run of the rung's length from scratch (the same
+  RunSpec with steps = the rung) must give the metrics the full run's curve holds at that
+  step; the final tuning errors are compared with the committed draft-4 report's
+  (``figures/check/report.json``, its tuning table).
+* **Held-out runs**: for every config where a variant chooses another lr than the full
+  grid, the check's evaluation RunSpecs (``Budget.runs``, seeds 0-7) at that lr and at the
+  full-grid choice; the paired difference (variant's lr minus full grid's) with the
+  checks' seeds x items standard error (``stepsim.checks._setup.effect``: Student t,
+  Welch-Satterthwaite df, the shared test set's sampling error included; seeds where a
+  run diverged are left out and counted).
+
+The halving rules (:data:`VARIANTS`) are simulated from those curves: no run of a rule is
+made. Compute is counted in run-steps: "from scratch" re-runs every promoted candidate
+from step 0 to its next rung (a rung's run is a RunSpec of its own, as the check's runs
+are); "resumed" continues it. The full grid's count is the steps its runs executed (``fit``
+already stops a run at its first non-finite value).
+
+``stepsim.checks._setup`` (``Budget``, ``effect``) is a private module of the checks,
+imported here because no public function builds a check's RunSpec yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import time
+from pathlib import Path
+
+#: problem -> the timescale its check tunes at (PROTOCOL §4)
+SETTINGS = {"digits": "main", "lm": "fast"}
+#: configs whose run is the same up to any step whatever T is (constant lr, one phase)
+ONE_PHASE = {
+    "digits": ("adam|dense|-", "adam|sr-ste|1:8", "adam|sr-ste|1:16", "adam|lw-sr-ste|M8",
+               "adam|lw-sr-ste|M16", "sgdm|dense|-", "sgdm|sr-ste|1:8", "sgdm|sr-ste|1:16"),
+    "lm": ("adam|dense|-", "adam|sr-ste|2:4", "adam|sr-ste|1:8", "sgdm|dense|-",
+           "sgdm|sr-ste|2:4", "sgdm|sr-ste|1:8"),
+}
+#: configs that switch or prune at a fraction of T (ASP at 0.5 T, STEP's clipped
+#: AutoSwitch, the decaying mask's schedule): a rung's run from scratch is not their prefix
+TWO_PHASE = {
+    "digits": ("adam|asp|1:8", "adam|asp|1:16", "adam|step-a1|1:8", "adam|step-a1|1:16",
+               "adam|step-sr|1:8", "adam|step-sr|1:16", "adam|decay-dense|1:8",
+               "adam|decay-dense|1:16", "adam|decay-nodense|1:8", "adam|decay-nodense|1:16"),
+}
+#: learning-curve points per run (eval_every = T / this): digits every T/20 (each rung of
+#: every variant is a recorded step); the LM every T/4 (an evaluation of its 512 test
+#: sequences costs ~1% of its run, so 20 of them would cost a fifth more)
+CURVE_POINTS = {"digits": 20, "lm": 4}
+#: the blow-up stop: a batch loss above this multiple of the run's first batch loss
+BLOWUP = 10.0
+#: the rungs whose run from scratch is compared with the full run's curve (a T/4 run of the
+#: LM costs a quarter of a run: one rung there)
+PREFIX_FRACTIONS = {"digits": (0.25, 0.5), "lm": (0.25,)}
+QUICK_STEPS = 200
+QUICK_SEEDS = {"tuning": (1000, 1001), "evaluation": (0, 1)}
+QUICK_CONFIGS = {"one": ("adam|sr-ste|1:8",), "two": ("adam|asp|1:8",)}
+REPORT = Path(__file__).resolve().parents[1] / "figures" / "check" / "report.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """A successive-halving rule: every grid value runs to ``rungs[0]`` x T; the best
+    ``keep`` fraction of them (rounded up) go on to ``rungs[1]`` x T; the best ``final`` of
+    those run to T. With ``final`` = 1 the choice is the best at the second rung; with more,
+    the lowest mean final error among them. A rung's score is the mean error over the
+    tuning seeds (+infinity if one of them diverged by then); ties go to the smaller lr."""
+
+    name: str
+    rungs: tuple
+    keep: float
+    final: int
+
+    def label(self) -> str:
+        keep = {1 / 3: "1/3", 1 / 2: "1/2"}.get(self.keep, f"{self.keep:g}")
+        return (f"rungs {self.rungs[0]:g}T, {self.rungs[1]:g}T; keep {keep}, then "
+                f"{self.final} to T")
+
+
+VARIANTS = (
+    Variant("SH-3", (0.25, 0.5), 1 / 3, 1),      # the issue's rule: 6 -> 2 -> 1 (LM 4 -> 2 -> 1)
+    Variant("SH-2", (0.25, 0.5), 1 / 2, 1),      # keep half: 6 -> 3 -> 1
+    Variant("SH-3/2", (0.25, 0.5), 1 / 3, 2),    # two finalists, chosen by final error
+    Variant("SH-2/2", (0.25, 0.5), 1 / 2, 2),    # keep half, two finalists
+    # T/3 and 2T/3 are not steps a T/20 curve records (T = 5000): read at the recorded
+    # steps just after them
+    Variant("SH-3-late", (0.35, 0.7), 1 / 3, 1),
+)
+
+
+# ------------------------------------------------------------------ the runs
+def budget(problem: str, seeds, *, steps: int = 0, lrs=None):
+    """The check's Budget of ``problem`` at its tuning timescale (full mode)."""
+    from stepsim.checks._setup import Budget
+
+    return Budget("full", problem, SETTINGS[problem], tuple(seeds), lrs=lrs or {}, steps=steps)
+
+
+def tuning_jobs(problem: str, keys, seeds, steps: int = 0) -> dict:
+    """config key -> {"grid", "seeds", "checked" (the check's tuning RunSpecs, grid-major,
+    seeds inner), "tasks" (the same with a learning curve every T / CURVE_POINTS)}."""
+    from stepsim.checks import tuning
+
+    b = budget(problem, seeds, steps=steps)
+    got = tuning.jobs({b.setting: (b, set(keys))}, seeds=seeds)
+    every = b.steps // CURVE_POINTS[problem]
+    return {key: dict(group, checked=group["tasks"],
+                      tasks=[t.replace(eval_every=every) for t in group["tasks"]])
+            for (_, key), group in got.items()}
+
+
+def curve_errors(problem: str, curves: dict) -> dict:
+    """step -> test error from a run's learning curves (non-finite: +infinity)."""
+    if problem == "digits":
+        values = [100.0 * (1.0 - a) for a in curves["test_accuracy"]]
+    else:
+        values = list(curves["gap"])
+    return {int(s): (float(v) if math.isfinite(v) else math.inf)
+            for s, v in zip(curves["step"], values)}
+
+
+def blowup_step(loss, limit: float = BLOWUP):
+    """The first step (1-based) whose batch loss is non-finite or above ``limit`` x the
+    first step's, or None. loss: the trace's batch losses, steps 1..kept."""
+    import numpy as np
+
+    loss = np.asarray(loss, dtype=np.float64)
+    if loss.size == 0:
+        return None
+    bad = ~np.isfinite(loss) | (loss > limit * loss[0])
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) + 1 if hits.size else None
+
+
+def view(store, spec) -> dict:
+    """What this script reads of a finished run: the check's view (``items``: per-item
+    test errors; ``error``: their mean; ``diverged``: the run went non-finite, or its
+    weights overflow the test logits: its items are the problem's diverged ones) plus
+    ``final`` (the error, +infinity when diverged), ``curve`` (step -> error),
+    ``executed`` (steps run), ``stopped_at``, ``blowup`` (:func:`blowup_step`),
+    ``metrics`` and ``curves`` (the raw learning curves)."""
+    import numpy as np
+
+    loaded = store.load(spec)
+    problem = spec.build_problem()
+    items = None
+    if loaded.stopped_at is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            items = np.asarray(problem.item_errors(loaded.weights), dtype=np.float64)
+    diverged = items is None or not bool(np.all(np.isfinite(items)))
+    if diverged:
+        items = np.asarray(problem.diverged_item_errors(), dtype=np.float64)
+    error = float(np.mean(items))
+    stop = loaded.stopped_at
+    blow = blowup_step(loaded.trace.loss)
+    return {"items": items, "error": error, "diverged": diverged,
+            "final": math.inf if diverged else error,
+            "curve": curve_errors(spec.problem, loaded.curves) if loaded.curves else {},
+            "curves": {k: np.asarray(v).tolist() for k, v in loaded.curves.items()},
+            "executed": spec.steps if stop is None else int(stop), "stopped_at": stop,
+            "blowup": blow if stop is None or blow is None or blow < stop else None,
+            "metrics": {k: float(v) for k, v in loaded.metrics.items()},
+            "switch_step": loaded.switch_step}
+
+
+def run_all(specs, store, jobs: int, label: str) -> dict:
+    """Run ``specs`` not yet in ``store`` (the most expensive first); return how many ran
+    here and their summed run time (s)."""
+    from stepsim.experiments import executors
+
+    done = {"runs": 0, "run_seconds": 0.0}
+
+    def on_done(spec, output):
+        done["runs"] += 1
+        done["run_seconds"] += float(output.runtime_s)
+
+    order = sorted({s.digest: s for s in specs}.values(),
+                   key=lambda s: -s.steps * (20 if s.problem == "lm" else 1))
+    executors.run(order, on_done, jobs=jobs, store=store, progress=None, label=label)
+    return done
+
+
+# ------------------------------------------------------------------ the rules
+def rung_error(run: dict, step: int) -> float:
+    """A run's error at ``step``: +infinity if it stopped (non-finite) at or before it."""
+    if run["stopped_at"] is not None and run["stopped_at"] <= step:
+        return math.inf
+    return run["curve"][step]
+
+
+def mean_or_inf(values) -> float:
+    values = list(values)
+    return math.inf if any(not math.isfinite(v) for v in values) else sum(values) / len(values)
+
+
+def full_grid_choice(grid, finals) -> int:
+    """Index of draft 4's choice: lowest mean final error, +inf if a seed diverged, ties to
+    the smaller lr (``tuning.choose``'s rule). finals: per lr, per seed."""
+    means = [mean_or_inf(f) for f in finals]
+    return min(range(len(grid)), key=lambda i: (means[i], grid[i]))
+
+
+def simulate(grid, runs, steps: int, variant: Variant) -> dict:
+    """One variant on one config. grid: the lrs; runs: per lr, per tuning seed, a
+    :func:`view`-like dict ("curve", "final", "stopped_at", "executed"); steps: T.
+
+    Returns {"choice" (index into grid), "rungs" ([(step, [indices run to it], [their mean
+    errors])]), "finalists", "steps_scratch", "steps_resumed"} (run-steps over all seeds)."""
+    n = len(grid)
+    order = list(range(n))
+    counts = [n, min(n, math.ceil(variant.keep * n - 1e-9))]
+    counts.append(min(counts[1], variant.final))
+    marks = [round(f * steps) for f in variant.rungs]
+    rungs, alive = [], order
+    for step, promote in zip(marks, counts[1:]):
+        scores = [mean_or_inf(rung_error(r, step) for r in runs[i]) for i in alive]
+        rungs.append((step, list(alive), scores))
+        ranked = sorted(zip(scores, [grid[i] for i in alive], alive))
+        alive = sorted(i for _, _, i in ranked[:promote])
+    if len(alive) == 1:
+        choice = alive[0]
+    else:
+        finals = [mean_or_inf(r["final"] for r in runs[i]) for i in alive]
+        choice = min(zip(finals, [grid[i] for i in alive], alive))[2]
+    reach = dict.fromkeys(range(n), marks[0])
+    for step, ran, _ in rungs[1:]:
+        reach.update(dict.fromkeys(ran, step))
+    reach.update(dict.fromkeys(alive, steps))
+    scratch = resumed = 0
+    for i in range(n):
+        for r in runs[i]:
+            legs = [marks[0]] + [s for s, ran, _ in rungs[1:] if i in ran]
+            legs += [steps] if i in alive else []
+            scratch += sum(min(s, r["executed"]) for s in legs)
+            resumed += min(reach[i], r["executed"])
+    return {"choice": choice, "rungs": rungs, "finalists": list(alive),
+            "steps_scratch": scratch, "steps_resumed": resumed}
+
+
+def config_table(grid, runs, steps: int, variants, curve_steps) -> dict:
+    """Full grid and every variant (whose rungs the curves hold) on one config."""
+    from stepsim.checks.operating import tie_set
+
+    finals = [[r["final"] for r in per] for per in runs]
+    full = full_grid_choice(grid, finals)
+    per_seed = [[None if not math.isfinite(v) else v for v in f] for f in finals]
+    tie = tie_set(grid, per_seed, grid[full])
+    means = [mean_or_inf(f) for f in finals]
+    executed = sum(r["executed"] for per in runs for r in per)
+    out = {"grid": list(grid), "steps": steps, "choice": grid[full], "tie": tie,
+           "means": means,
+           "rung_means": {}, "executed_steps": executed,
+           "nominal_steps": steps * sum(len(per) for per in runs), "variants": {}}
+    for s in sorted(curve_steps):
+        if s < steps:
+            out["rung_means"][s] = [mean_or_inf(rung_error(r, s) for r in per)
+                                    for per in runs]
+    for v in variants:
+        if any(round(f * steps) not in curve_steps for f in v.rungs):
+            continue
+        sim = simulate(grid, runs, steps, v)
+        c = sim["choice"]
+        finalists = sim["finalists"]
+        known = [per_seed[i] if i in finalists else [None] * len(per_seed[i])
+                 for i in range(len(grid))]
+        out["variants"][v.name] = {
+            "choice": grid[c], "differs": c != full, "in_tie_set": grid[c] in tie,
+            "regret": means[c] - means[full] if math.isfinite(means[full]) else math.nan,
+            "finalists": [grid[i] for i in finalists],
+            "tie_known": tie_set(grid, known, grid[c]) if len(finalists) > 1 else [grid[c]],
+            "saved_scratch": 1.0 - sim["steps_scratch"] / executed,
+            "saved_resumed": 1.0 - sim["steps_resumed"] / executed,
+            "steps_scratch": sim["steps_scratch"], "steps_resumed": sim["steps_resumed"],
+            "rungs": [{"step": s, "lrs": [grid[i] for i in ran], "means": m}
+                      for s, ran, m in sim["rungs"]]}
+    return out
+
+
+def blowup_table(rows) -> dict:
+    """The blow-up stop over runs (each a :func:`view` with its "lr", "config", "seed",
+    "choice" and "tie"): how many it stops, how many of those would have ended finite
+    (false stops, listed), and the steps it saves beyond ``fit``'s own non-finite stop."""
+    stopped = [r for r in rows if r["blowup"] is not None]
+    false = [r for r in stopped if not r["diverged"]]
+    saved = sum(r["executed"] - r["blowup"] for r in stopped)
+    return {"runs": len(rows), "stopped": len(stopped),
+            "stopped_then_nonfinite": sum(r["stopped_at"] is not None for r in stopped),
+            "stopped_diverged": sum(r["diverged"] for r in stopped),
+            "false_stops": [{"config": r["config"], "lr": r["lr"], "seed": r["seed"],
+                             "step": r["blowup"], "final": r["final"],
+                             "chosen": r["lr"] == r["choice"], "tied": r["lr"] in r["tie"]}
+                            for r in false],
+            "diverged_not_stopped": sum(r["diverged"] and r["blowup"] is None
+                                        and r["stopped_at"] is None for r in rows),
+            "saved_steps": saved, "executed_steps": sum(r["executed"] for r in rows),
+            "saved_fraction": saved / max(1, sum(r["executed"] for r in rows))}
+
+
+# ------------------------------------------------------------------ checks of the method
+def same_metrics(a: dict, b: dict) -> bool:
+    return set(a) == set(b) and all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k]))
+                                    for k in a)
+
+
+def prefix_checks(problem, groups, views, store, jobs, tables, fractions) -> list:
+    """Per (optimizer, recipe) of the one-phase configs (its first config, the full grid's
+    choice, the first tuning seed): the run of ``fraction`` x T steps from scratch against
+    the full run's curve at that step (every metric, exactly)."""
+    from stepsim.checks import protocol
+
+    picked, specs = {}, []
+    for key, group in groups.items():
+        optimizer, recipe, nm, m = protocol.parse_key(key)
+        if (optimizer, recipe) in picked:
+            continue
+        lr = tables[key]["choice"]
+        full = group["tasks"][group["grid"].index(lr) * group["seeds"]]
+        picked[(optimizer, recipe)] = (key, full, [])
+        for f in fractions:
+            short = dataclasses.replace(full, steps=round(f * full.steps), eval_every=None)
+            picked[(optimizer, recipe)][2].append((f, short))
+            specs.append(short)
+    run_all(specs, store, jobs, "prefix")
+    out = []
+    for key, full, shorts in picked.values():
+        curves = views[full.digest]["curves"]
+        for f, short in shorts:
+            got = store.load(short).metrics
+            at = curves["step"].index(short.steps)
+            want = {k: curves[k][at] for k in curves if k != "step"}
+            out.append({"problem": problem, "config": key,
+                        "lr": dict(short.recipe_options)["lr"], "seed": short.seed,
+                        "step": short.steps, "equal": same_metrics(
+                            {k: float(v) for k, v in got.items()}, want)})
+    return out
+
+
+def curve_check(problem, group, views, store, jobs) -> dict:
+    """The check's exact tuning RunSpec (no curves) of one run against the curve run."""
+    i = (len(group["grid"]) // 2) * group["seeds"]
+    plain, curved = group["checked"][i], group["tasks"][i]
+    run_all([plain], store, jobs, "no-curve")
+    a, b = store.load(plain), store.load(curved)
+    import numpy as np
+
+    same = (same_metrics({k: float(v) for k, v in a.metrics.items()}, views[curved.digest]["metrics"])
+            and a.switch_step == b.switch_step and a.stopped_at == b.stopped_at
+            and np.array_equal(a.trace.loss, b.trace.loss)
+            and all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights))
+    return {"problem": problem, "run": plain.describe(), "lr": dict(plain.recipe_options)["lr"],
+            "equal": bool(same)}
+
+
+def report_agreement(problem, groups, views) -> dict:
+    """This run's final tuning errors against the committed draft-4 report's tuning table
+    (the same RunSpecs without curves): how many agree exactly, the largest difference."""
+    import json
+
+    if not REPORT.exists():
+        return {"problem": problem, "compared": 0, "note": f"{REPORT} not found"}
+    table = json.loads(REPORT.read_text())["result"]["tuning"]
+    setting = f"{problem}/{SETTINGS[problem]}"
+    compared = equal = 0
+    worst = 0.0
+    for key, group in groups.items():
+        row = table.get(setting, {}).get(key)
+        if row is None:
+            continue
+        per = group["seeds"]
+        for i, lr in enumerate(group["grid"]):
+            for j in range(per):
+                mine = views[group["tasks"][i * per + j].digest]
+                theirs = row["errors"][row["grid"].index(lr)][j]
+                compared += 1
+                if theirs is None:
+                    equal += mine["diverged"]
+                    continue
+                if mine["diverged"]:
+                    worst = math.inf
+                    continue
+                equal += mine["error"] == theirs
+                worst = max(worst, abs(mine["error"] - theirs))
+    return {"problem": problem, "compared": compared, "equal": equal, "max_abs_diff": worst}
+
+
+# ------------------------------------------------------------------ held out
+def held_out(problem, key, lrs, seeds, store, jobs, steps: int = 0) -> dict:
+    """The check's evaluation runs of config ``key`` at each lr of ``lrs`` (first: the
+    full grid's choice) on ``seeds`` (T: ``steps``, 0 for the protocol's): per other lr,
+    the paired difference of test error (that lr minus the first) by the checks' rule
+    (``_setup.effect``)."""
+    from stepsim.checks import protocol
+    from stepsim.checks._setup import effect
+
+    optimizer, recipe, nm, m = protocol.parse_key(key)
+    runs = {lr: budget(problem, seeds, steps=steps, lrs={key: lr}).runs(
+        recipe, nm=nm, m=m, optimizer=optimizer) for lr in lrs}
+    run_all([s for rs in runs.values() for s in rs], store, jobs, f"held-out {key}")
+    results = {s.digest: view(store, s) for rs in runs.values() for s in rs}
+    b = budget(problem, seeds)
+    base = lrs[0]
+    out = {"config": key, "full_grid_lr": base, "seeds": list(seeds),
+           "mean_error": {f"{lr:g}": mean_or_inf(results[s.digest]["final"] for s in runs[lr])
+                          for lr in lrs},
+           "diverged": {f"{lr:g}": sum(results[s.digest]["diverged"] for s in runs[lr])
+                        for lr in lrs}, "differences": []}
+    for lr in lrs[1:]:
+        e = effect(results, [(1.0, runs[lr]), (-1.0, runs[base])],
+                   name=f"e(lr={lr:g}) - e(lr={base:g})", units=b.units, margin=b.margin)
+        out["differences"].append({"lr": lr, "estimate": e.estimate, "ci_low": e.ci_low,
+                                   "ci_high": e.ci_high, "n": e.n, "se_seeds": e.se_seeds,
+                                   "se_test": e.se_test, "df": e.df,
+                                   "divergence": e.divergence})
+    return out
+
+
+# ------------------------------------------------------------------ the whole
+def measure(args) -> dict:
+    """Every run, check and table; returns the JSON document's result."""
+    import resource
+
+    from stepsim.checks import protocol, tuning
+    from stepsim.experiments.store import RunStore
+
+    t0 = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    store = RunStore(args.store)
+    seeds = protocol.RULES["seeds"]
+    tuning_seeds = QUICK_SEEDS["tuning"] if args.quick else tuple(seeds["tuning"])
+    eval_seeds = QUICK_SEEDS["evaluation"] if args.quick else tuple(seeds["full"])
+    steps = QUICK_STEPS if args.quick else 0
+    parts = plan(args)
+    groups, compute = {}, {}
+    for (problem, part), keys in parts.items():
+        groups[(problem, part)] = tuning_jobs(problem, keys, tuning_seeds, steps)
+    every = [t for g in groups.values() for group in g.values() for t in group["tasks"]]
+    compute["tuning"] = run_all(every, store, args.jobs, "tuning")
+    views = {t.digest: view(store, t) for t in every}
+
+    tables, checks, blow_rows = {}, {"curves": [], "prefix": [], "report": []}, {}
+    for (problem, part), g in groups.items():
+        T = next(iter(g.values()))["tasks"][0].steps
+        curve_steps = set(range(0, T + 1, T // CURVE_POINTS[problem]))
+        for key, group in g.items():
+            per = group["seeds"]
+            runs = [[views[t.digest] for t in group["tasks"][i * per:(i + 1) * per]]
+                    for i in range(len(group["grid"]))]
+            table = config_table(group["grid"], runs, T, VARIANTS, curve_steps)
+            # the check's own rule must choose what config_table's full grid did
+            chosen, _ = tuning.choose({(f"{problem}/{SETTINGS[problem]}", key): group}, views)
+            if chosen[f"{problem}/{SETTINGS[problem]}"][key] != table["choice"]:
+                raise AssertionError(f"{key}: tuning.choose chose "
+                                     f"{chosen[f'{problem}/{SETTINGS[problem]}'][key]}, the "
+                                     f"full grid here {table['choice']}")
+            table["runs"] = [[{"seed": t.seed, "final": v["final"], "executed": v["executed"],
+                               "blowup": v["blowup"],
+                               "curve": [v["curve"].get(s) for s in sorted(curve_steps)]}
+                              for t, v in zip(group["tasks"][i * per:(i + 1) * per], row)]
+                             for i, row in enumerate(runs)]
+            table["curve_steps"] = sorted(curve_steps)
+            tables.setdefault(f"{problem}/{SETTINGS[problem]}", {})[key] = dict(table, part=part)
+            for i, lr in enumerate(group["grid"]):
+                for j, t in enumerate(group["tasks"][i * per:(i + 1) * per]):
+                    v = views[t.digest]
+                    blow_rows.setdefault(f"{problem}/{part}", []).append(
+                        {**{k: v[k] for k in ("blowup", "executed", "stopped_at", "diverged",
+                                              "final")},
+                         "config": key, "lr": lr, "seed": t.seed,
+                         "choice": table["choice"], "tie": table["tie"]})
+        if part == "one":
+            checks["curves"].append(curve_check(problem, next(iter(g.values())), views, store,
+                                                args.jobs))
+            checks["prefix"] += prefix_checks(problem, g, views, store, args.jobs,
+                                              tables[f"{problem}/{SETTINGS[problem]}"],
+                                              PREFIX_FRACTIONS[problem])
+        if not args.quick:
+            checks["report"].append(report_agreement(problem, g, views))
+
+    # held out: every one-phase config where a variant chose another lr
+    held = []
+    for setting, configs in tables.items():
+        problem = setting.split("/")[0]
+        for key, row in configs.items():
+            if row["part"] != "one":
+                continue
+            others = sorted({v["choice"] for v in row["variants"].values() if v["differs"]})
+            if others:
+                held.append(dict(held_out(problem, key, [row["choice"]] + others, eval_seeds,
+                                          store, args.jobs, steps), setting=setting))
+    self_, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    cpu = (self_.ru_utime + self_.ru_stime - cpu0[0].ru_utime - cpu0[0].ru_stime
+           + kids.ru_utime + kids.ru_stime - cpu0[1].ru_utime - cpu0[1].ru_stime)
+    runtime = sum(store.runtime_s(t) for t in every)
+    return {"mode": "quick" if args.quick else "full", "tuning_seeds": list(tuning_seeds),
+            "evaluation_seeds": list(eval_seeds),
+            "variants": [dict(dataclasses.asdict(v), label=v.label()) for v in VARIANTS],
+            "blowup_factor": BLOWUP, "curve_points": CURVE_POINTS, "configs": {
+                f"{p}/{part}": list(k) for (p, part), k in parts.items()},
+            "tables": tables, "summary": summary(tables), "held_out": held,
+            "blowup": {k: blowup_table(v) for k, v in blow_rows.items()}, "checks": checks,
+            "compute": {"wall_s": time.perf_counter() - t0, "cpu_s_this_call": cpu,
+                        "tuning_runs": len(every), "tuning_run_seconds_recorded": runtime,
+                        "held_out_runs": sum(len(h["seeds"]) * len(h["mean_error"])
+                                             for h in held)}}
+
+
+def plan(args) -> dict:
+    """(problem, "one" | "two") -> config keys to tune."""
+    if args.quick:
+        return {("digits", "one"): QUICK_CONFIGS["one"], ("digits", "two"): QUICK_CONFIGS["two"]}
+    out = {("digits", "one"): ONE_PHASE["digits"], ("digits", "two"): TWO_PHASE["digits"]}
+    if args.lm != "none":
+        out[("lm", "one")] = tuple(k for k in ONE_PHASE["lm"]
+                                   if args.lm == "all" or k.startswith("adam|"))
+    return out
+
+
+def summary(tables) -> list:
+    """Per (setting, part, variant): configs, how many choose another lr (and how many of
+    those are outside the full grid's tie set), the mean and largest tuning regret, the
+    compute saved (from scratch, resumed) over all its configs' run-steps."""
+    out = {}
+    for setting, configs in tables.items():
+        for key, row in configs.items():
+            for name, v in row["variants"].items():
+                s = out.setdefault((setting, row["part"], name), {
+                    "setting": setting, "part": row["part"], "variant": name, "configs": 0,
+                    "differ": 0, "differ_outside_tie": 0, "regrets": [],
+                    "executed": 0, "scratch": 0, "resumed": 0, "ties_kept": 0})
+                s["configs"] += 1
+                s["differ"] += v["differs"]
+                s["differ_outside_tie"] += v["differs"] and not v["in_tie_set"]
+                s["regrets"].append(v["regret"])
+                s["executed"] += row["executed_steps"]
+                s["scratch"] += v["steps_scratch"]
+                s["resumed"] += v["steps_resumed"]
+                s["ties_kept"] += sorted(v["tie_known"]) == sorted(row["tie"])
+    rows = []
+    for s in out.values():
+        finite = [r for r in s["regrets"] if math.isfinite(r)]
+        rows.append({k: v for k, v in s.items() if k != "regrets"} | {
+            "mean_regret": sum(finite) / len(finite) if finite else math.nan,
+            "max_regret": max(finite) if finite else math.nan,
+            "infinite_regret": sum(not math.isfinite(r) for r in s["regrets"]),
+            "saved_scratch": 1 - s["scratch"] / s["executed"],
+            "saved_resumed": 1 - s["resumed"] / s["executed"]})
+    return rows
+
+
+# ------------------------------------------------------------------ Markdown
+def fmt(x, digits=3) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, str):
+        return x
+    if math.isinf(x):
+        return "div"
+    if math.isnan(x):
+        return "n/a"
+    return f"{x:.{digits}g}"
+
+
+def markdown(doc: dict, recommendation: str) -> str:
+    r = doc
+    units = {"digits": "points", "lm": "nats"}
+    lines = ["# Successive-halving tuning against draft 4's full grid (before registration)", "",
+             f"Mode: {r['mode']}. Tuning seeds {r['tuning_seeds']}, evaluation seeds "
+             f"{r['evaluation_seeds']}; made by `paper_checks/halving_regret.py` (its "
+             "docstring says how; provenance in the .json). Errors: digits test error in "
+             "points, LM test-loss gap to the entropy floor in nats. \"div\": a seed diverged "
+             "(+infinity).", "", "## Variants", ""]
+    for v in r["variants"]:
+        lines.append(f"- **{v['name']}**: {v['label']}")
+    lines += ["", "A rung's score is the mean error over the tuning seeds at that step of the "
+              "full run's learning curve (which, for a one-phase config, is exactly the run "
+              "of that many steps from scratch: checked below). Compute saved: 1 - the "
+              "variant's run-steps / the full grid's executed run-steps; \"scratch\" re-runs "
+              "each promoted candidate from step 0, \"resumed\" continues it.", "",
+              "## Summary", "",
+              "| setting | part | variant | configs | other lr | outside tie set | mean "
+              "regret (tuning) | max regret | tie set kept | saved (scratch) | saved "
+              "(resumed) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in r["summary"]:
+        u = units[s["setting"].split("/")[0]]
+        lines.append(f"| {s['setting']} | {s['part']}-phase | {s['variant']} | {s['configs']} "
+                     f"| {s['differ']} | {s['differ_outside_tie']} | "
+                     f"{fmt(s['mean_regret'])} {u} | {fmt(s['max_regret'])} {u}"
+                     + (f" ({s['infinite_regret']} div)" if s["infinite_regret"] else "")
+                     + f" | {s['ties_kept']}/{s['configs']} | {100 * s['saved_scratch']:.0f}% "
+                     f"| {100 * s['saved_resumed']:.0f}% |")
+    lines += ["", "## Per config", "", "Mean error over the tuning seeds per lr, at each "
+              "recorded rung step and at T (the full grid's choice in bold); then each "
+              "variant's choice (= : the full grid's), its tuning regret and its saving from "
+              "scratch.", ""]
+    for setting, configs in r["tables"].items():
+        for key, row in configs.items():
+            grid = row["grid"]
+            lines.append(f"**{setting} {key}** ({row['part']}-phase; tie set "
+                         f"{[f'{x:g}' for x in row['tie']]})")
+            lines.append("")
+            lines.append("| step | " + " | ".join(f"{g:g}" for g in grid) + " |")
+            lines.append("|---|" + "---|" * len(grid))
+            marks = {round(f * row["steps"]) for v in r["variants"] for f in v["rungs"]}
+            for s in sorted((s for s in row["rung_means"] if int(s) in marks), key=int):
+                lines.append(f"| {s} | " + " | ".join(fmt(x) for x in row["rung_means"][s]) + " |")
+            lines.append("| T | " + " | ".join(
+                (f"**{fmt(x)}**" if g == row["choice"] else fmt(x))
+                for g, x in zip(grid, row["means"])) + " |")
+            lines.append("")
+            parts = []
+            for name, v in row["variants"].items():
+                mark = "=" if not v["differs"] else f"{v['choice']:g}"
+                parts.append(f"{name}: {mark}" + (f" (regret {fmt(v['regret'])})"
+                                                  if v["differs"] else "")
+                             + f", saves {100 * v['saved_scratch']:.0f}%")
+            lines += ["; ".join(parts), ""]
+    lines += ["## Held-out regret", "", "Evaluation seeds, the check's evaluation RunSpecs: "
+              "paired difference of test error, the variant's lr minus the full grid's "
+              "(positive: the variant's choice is worse), 95% interval by the checks' rule "
+              "(seeds x items standard error, Student t with Welch-Satterthwaite df).", "",
+              "| setting | config | full-grid lr (mean) | other lr (mean) | chosen by | "
+              "difference [95% CI] | n |", "|---|---|---|---|---|---|---|"]
+    if not r["held_out"]:
+        lines.append("| (no config where a variant chose another lr) | | | | | | |")
+    for h in r["held_out"]:
+        row = r["tables"][h["setting"]][h["config"]]
+        for d in h["differences"]:
+            by = ", ".join(n for n, v in row["variants"].items() if v["choice"] == d["lr"])
+            lines.append(f"| {h['setting']} | {h['config']} | {h['full_grid_lr']:g} "
+                         f"({fmt(h['mean_error'][format(h['full_grid_lr'], 'g')])}) | "
+                         f"{d['lr']:g} ({fmt(h['mean_error'][format(d['lr'], 'g')])}) | {by} | "
+                         f"{fmt(d['estimate'])} [{fmt(d['ci_low'])}, {fmt(d['ci_high'])}] | "
+                         f"{d['n']} |")
+    lines += ["", "## Blow-up stop", "", f"A run stopped at its first step whose batch loss is "
+              f"non-finite or above {r['blowup_factor']:g}x its first step's. Saved: steps "
+              "beyond that stop that the run executed (``fit`` already stops at a non-finite "
+              "value). A false stop is a run it would stop that ended finite.", "",
+              "| runs of | n | caught by the 10x rule | of them non-finite later | of them "
+              "diverged at the end | false stops | diverged, not caught | saved |",
+              "|---|---|---|---|---|---|---|---|"]
+    for k, b in r["blowup"].items():
+        lines.append(f"| {k}-phase | {b['runs']} | {b['stopped']} | "
+                     f"{b['stopped_then_nonfinite']} | {b['stopped_diverged']} | "
+                     f"{len(b['false_stops'])} | {b['diverged_not_stopped']} | "
+                     f"{100 * b['saved_fraction']:.1f}% of {b['executed_steps']} steps |")
+    false = [(k, f) for k, b in r["blowup"].items() for f in b["false_stops"]]
+    if false:
+        lines += ["", "False stops:", ""]
+        for k, f in false:
+            lines.append(f"- {k} {f['config']} lr {f['lr']:g} seed {f['seed']}: stopped at "
+                         f"step {f['step']}, ended at {fmt(f['final'])}"
+                         + (" (the full grid's choice)" if f["chosen"] else "")
+                         + (" (in its tie set)" if f["tied"] and not f["chosen"] else ""))
+    c = r["checks"]
+    lines += ["", "## Checks of the method", ""]
+    for x in c["curves"]:
+        lines.append(f"- Learning curves change nothing ({x['problem']}, lr {x['lr']:g}): "
+                     f"final metrics, trace and weights {'equal' if x['equal'] else 'DIFFER'} "
+                     "with and without curves.")
+    ok = sum(x["equal"] for x in c["prefix"])
+    lines.append(f"- A rung's run from scratch equals the full run's curve at that step: "
+                 f"{ok}/{len(c['prefix'])} (every metric, exactly): " + ", ".join(
+                     f"{x['problem']} {x['config']} lr {x['lr']:g} step {x['step']}"
+                     + ("" if x["equal"] else " DIFFERS") for x in c["prefix"]) + ".")
+    for x in c["report"]:
+        if x["compared"]:
+            lines.append(f"- Final tuning errors against the committed draft-4 report "
+                         f"({x['problem']}): {x['equal']}/{x['compared']} equal, largest "
+                         f"difference {fmt(x['max_abs_diff'])}.")
+    comp = r["compute"]
+    lines += ["", "## Compute", "", f"{comp['tuning_runs']} tuning runs "
+              f"({comp['tuning_run_seconds_recorded'] / 60:.1f} min of run time as recorded "
+              f"when they ran), {comp['held_out_runs']} held-out runs; this call: "
+              f"{comp['cpu_s_this_call'] / 60:.1f} min of CPU, {comp['wall_s'] / 60:.1f} min "
+              "wall (a call that found its runs in the store costs only the reading).", ""]
+    if recommendation:
+        lines += ["## Recommended rule for draft 5", "", recommendation.strip(), ""]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    import stepsim  # noqa: F401  (portable BLAS before NumPy)
+    from stepsim._ground.atomic import write_text
+    from stepsim._ground.provenance import save_json
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"digits only, T = {QUICK_STEPS}, 2 tuning and 2 evaluation seeds, "
+                             "3 configs: the code path in seconds (no evidence)")
+    parser.add_argument("--lm", choices=("all", "adam", "none"), default="adam",
+                        help="LM configs tuned: all one-phase ones, the Adam ones, none")
+    parser.add_argument("--store", required=True,
+                        help="RunStore directory (keep it outside the repository)")
+    parser.add_argument("--out", default=str(Path(__file__).with_name("halving_regret.json")))
+    parser.add_argument("--recommendation", default=None,
+                        help="a Markdown file whose text ends the .md (the recommended rule)")
+    args = parser.parse_args(argv)
+    result = measure(args)
+    out = Path(args.out)
+    save_json(out, result, params={"quick": args.quick, "lm": args.lm, "jobs": args.jobs,
+                                   "store": str(args.store), "blowup_factor": BLOWUP,
+                                   "curve_points": CURVE_POINTS},
+              seed={"tuning": result["tuning_seeds"], "evaluation": result["evaluation_seeds"]})
+    text = Path(args.recommendation).read_text() if args.recommendation else ""
+    write_text(out.with_suffix(".md"), markdown(result, text))
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
