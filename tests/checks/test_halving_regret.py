@@ -99,14 +99,16 @@ def test_blowup_step_is_the_first_loss_above_ten_times_the_first_or_non_finite(h
     assert hr.blowup_step([2.3, 22.9, float("nan")]) == 3
     assert hr.blowup_step([2.3, 2.0, 1.0]) is None
     assert hr.blowup_step([]) is None
-    rows = [dict(blowup=3, executed=100, stopped_at=None, diverged=False, final=4.0,
-                 config="k", lr=1e-2, seed=0, choice=1e-2, tie=[1e-2]),
-            dict(blowup=5, executed=40, stopped_at=40, diverged=True, final=math.inf,
-                 config="k", lr=3e-2, seed=0, choice=1e-2, tie=[1e-2]),
-            dict(blowup=None, executed=100, stopped_at=None, diverged=False, final=4.0,
-                 config="k", lr=1e-3, seed=0, choice=1e-2, tie=[1e-2])]
-    table = hr.blowup_table(rows)
+    common = {"config": "k", "seed": 0, "choice": 1e-2, "tie": [1e-2]}
+    rows = [{"blowup": {10.0: 3}, "executed": 100, "stopped_at": None, "diverged": False,
+             "final": 4.0, "lr": 1e-2, **common},
+            {"blowup": {10.0: 5}, "executed": 40, "stopped_at": 40, "diverged": True,
+             "final": math.inf, "lr": 3e-2, **common},
+            {"blowup": {10.0: None}, "executed": 100, "stopped_at": None, "diverged": False,
+             "final": 4.0, "lr": 1e-3, **common}]
+    table = hr.blowup_table(rows, 10.0)
     assert table["stopped"] == 2 and table["stopped_then_nonfinite"] == 1
+    assert table["diverged"] == 1
     assert table["saved_steps"] == 97 + 35 and table["executed_steps"] == 240
     assert table["false_stops"] == [{"config": "k", "lr": 1e-2, "seed": 0, "step": 3,
                                      "final": 4.0, "chosen": True, "tied": True}]
