@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -207,21 +208,28 @@ def view(store, spec) -> dict:
             "switch_step": loaded.switch_step}
 
 
-def run_all(specs, store, jobs: int, label: str) -> dict:
-    """Run ``specs`` not yet in ``store`` (the most expensive first); return how many ran
-    here and their summed run time (s)."""
-    from stepsim.experiments import executors
+@dataclasses.dataclass
+class Runner:
+    """Runs RunSpecs into ``store`` (a RunStore) on ``jobs`` local workers, counting the runs
+    it made (``runs``) and their recorded run time (``run_seconds``)."""
 
-    done = {"runs": 0, "run_seconds": 0.0}
+    store: object
+    jobs: int
+    runs: int = 0
+    run_seconds: float = 0.0
 
-    def on_done(spec, output):
-        done["runs"] += 1
-        done["run_seconds"] += float(output.runtime_s)
+    def __call__(self, specs, label: str) -> None:
+        """Run ``specs`` not yet in the store (the most expensive first)."""
+        from stepsim.experiments import executors
 
-    order = sorted({s.digest: s for s in specs}.values(),
-                   key=lambda s: -s.steps * (20 if s.problem == "lm" else 1))
-    executors.run(order, on_done, jobs=jobs, store=store, progress=None, label=label)
-    return done
+        def on_done(spec, output):
+            self.runs += 1
+            self.run_seconds += float(output.runtime_s)
+
+        order = sorted({s.digest: s for s in specs}.values(),
+                       key=lambda s: -s.steps * (20 if s.problem == "lm" else 1))
+        executors.run(order, on_done, jobs=self.jobs, store=self.store, progress=None,
+                      label=label)
 
 
 # ------------------------------------------------------------------ the rules
@@ -349,7 +357,7 @@ def same_metrics(a: dict, b: dict) -> bool:
                                     for k in a)
 
 
-def prefix_checks(problem, groups, views, store, jobs, tables, fractions) -> list:
+def prefix_checks(problem, groups, views, runner, tables, fractions) -> list:
     """Per (optimizer, recipe) of the one-phase configs (its first config, the full grid's
     choice, the first tuning seed): the run of ``fraction`` x T steps from scratch against
     the full run's curve at that step (every metric, exactly)."""
@@ -367,12 +375,12 @@ def prefix_checks(problem, groups, views, store, jobs, tables, fractions) -> lis
             short = dataclasses.replace(full, steps=round(f * full.steps), eval_every=None)
             picked[(optimizer, recipe)][2].append((f, short))
             specs.append(short)
-    run_all(specs, store, jobs, "prefix")
+    runner(specs, "prefix")
     out = []
     for key, full, shorts in picked.values():
         curves = views[full.digest]["curves"]
         for f, short in shorts:
-            got = store.load(short).metrics
+            got = runner.store.load(short).metrics
             at = curves["step"].index(short.steps)
             want = {k: curves[k][at] for k in curves if k != "step"}
             out.append({"problem": problem, "config": key,
@@ -382,14 +390,14 @@ def prefix_checks(problem, groups, views, store, jobs, tables, fractions) -> lis
     return out
 
 
-def curve_check(problem, group, views, store, jobs) -> dict:
+def curve_check(problem, group, views, runner) -> dict:
     """The check's exact tuning RunSpec (no curves) of one run against the curve run."""
     i = (len(group["grid"]) // 2) * group["seeds"]
     plain, curved = group["checked"][i], group["tasks"][i]
     import numpy as np
 
-    run_all([plain], store, jobs, "no-curve")
-    a, b = store.load(plain), store.load(curved)
+    runner([plain], "no-curve")
+    a, b = runner.store.load(plain), runner.store.load(curved)
     metrics = {k: float(v) for k, v in a.metrics.items()}
     same = (same_metrics(metrics, views[curved.digest]["metrics"])
             and a.switch_step == b.switch_step and a.stopped_at == b.stopped_at
@@ -432,7 +440,7 @@ def report_agreement(problem, groups, views) -> dict:
 
 
 # ------------------------------------------------------------------ held out
-def held_out(problem, key, lrs, seeds, store, jobs, steps: int = 0) -> dict:
+def held_out(problem, key, lrs, seeds, runner, steps: int = 0) -> dict:
     """The check's evaluation runs of config ``key`` at each lr of ``lrs`` (first: the
     full grid's choice) on ``seeds`` (T: ``steps``, 0 for the protocol's): per other lr,
     the paired difference of test error (that lr minus the first) by the checks' rule
@@ -443,8 +451,8 @@ def held_out(problem, key, lrs, seeds, store, jobs, steps: int = 0) -> dict:
     optimizer, recipe, nm, m = protocol.parse_key(key)
     runs = {lr: budget(problem, seeds, steps=steps, lrs={key: lr}).runs(
         recipe, nm=nm, m=m, optimizer=optimizer) for lr in lrs}
-    run_all([s for rs in runs.values() for s in rs], store, jobs, f"held-out {key}")
-    results = {s.digest: view(store, s) for rs in runs.values() for s in rs}
+    runner([s for rs in runs.values() for s in rs], f"held-out {key}")
+    results = {s.digest: view(runner.store, s) for rs in runs.values() for s in rs}
     b = budget(problem, seeds)
     base = lrs[0]
     out = {"config": key, "full_grid_lr": base, "seeds": list(seeds),
@@ -473,16 +481,17 @@ def measure(args) -> dict:
     t0 = time.perf_counter()
     cpu0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     store = RunStore(args.store)
+    runner = Runner(store, args.jobs)
     seeds = protocol.RULES["seeds"]
     tuning_seeds = QUICK_SEEDS["tuning"] if args.quick else tuple(seeds["tuning"])
     eval_seeds = QUICK_SEEDS["evaluation"] if args.quick else tuple(seeds["full"])
     steps = QUICK_STEPS if args.quick else 0
     parts = plan(args)
-    groups, compute = {}, {}
+    groups = {}
     for (problem, part), keys in parts.items():
         groups[(problem, part)] = tuning_jobs(problem, keys, tuning_seeds, steps)
     every = [t for g in groups.values() for group in g.values() for t in group["tasks"]]
-    compute["tuning"] = run_all(every, store, args.jobs, "tuning")
+    runner(every, "tuning")
     views = {t.digest: view(store, t) for t in every}
 
     tables, checks, blow_rows = {}, {"curves": [], "prefix": [], "report": []}, {}
@@ -516,9 +525,8 @@ def measure(args) -> dict:
                          "config": key, "lr": lr, "seed": t.seed,
                          "choice": table["choice"], "tie": table["tie"]})
         if part in HELD_OUT_PARTS:
-            checks["curves"].append(curve_check(problem, next(iter(g.values())), views, store,
-                                                args.jobs))
-            checks["prefix"] += prefix_checks(problem, g, views, store, args.jobs,
+            checks["curves"].append(curve_check(problem, next(iter(g.values())), views, runner))
+            checks["prefix"] += prefix_checks(problem, g, views, runner,
                                               tables[f"{problem}/{SETTINGS[problem]}"],
                                               PREFIX_FRACTIONS[problem])
         if not args.quick:
@@ -534,7 +542,7 @@ def measure(args) -> dict:
             others = sorted({v["choice"] for v in row["variants"].values() if v["differs"]})
             if others:
                 held.append(dict(held_out(problem, key, [row["choice"]] + others, eval_seeds,
-                                          store, args.jobs, steps), setting=setting))
+                                          runner, steps), setting=setting))
     self_, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
         resource.RUSAGE_CHILDREN)
     cpu = (self_.ru_utime + self_.ru_stime - cpu0[0].ru_utime - cpu0[0].ru_stime
@@ -549,6 +557,8 @@ def measure(args) -> dict:
             "blowup": {f"{f:g}x": {k: blowup_table(v, f) for k, v in blow_rows.items()}
                        for f in BLOWUP_FACTORS}, "checks": checks,
             "compute": {"wall_s": time.perf_counter() - t0, "cpu_s_this_call": cpu,
+                        "runs_run_this_call": runner.runs,
+                        "run_seconds_this_call": runner.run_seconds,
                         "tuning_runs": len(every), "tuning_run_seconds_recorded": runtime,
                         "held_out_runs": sum(len(h["seeds"]) * len(h["mean_error"])
                                              for h in held)}}
@@ -616,6 +626,11 @@ def fmt(x, digits=3) -> str:
 UNITS = {"digits": "points", "lm": "nats"}
 
 
+def cell(key: str) -> str:
+    """A config key in a Markdown table cell (its "|" escaped)."""
+    return key.replace("|", "\\|")
+
+
 def md_summary(r) -> list:
     lines = [("| setting | configs | variant | other lr | outside the tie set | mean regret "
               "(tuning seeds) | largest regret | tie set kept | saved, from scratch | saved, "
@@ -647,7 +662,7 @@ def md_choices(r) -> list:
                     tied = "" if not v["in_tie_set"] else ", tied"
                     cells.append(f"**{v['choice']:g}** (+{fmt(v['regret'])}{tied})")
             tie = ", ".join(f"{x:g}" for x in row["tie"])
-            lines.append(f"| {setting} | {key} ({PARTS[row['part']]}) | {row['choice']:g} "
+            lines.append(f"| {setting} | {cell(key)} ({PARTS[row['part']]}) | {row['choice']:g} "
                          f"({tie}) | " + " | ".join(cells) + " |")
     return lines
 
@@ -663,7 +678,7 @@ def md_held_out(r) -> list:
         for d in h["differences"]:
             by = ", ".join(n for n, v in row["variants"].items() if v["choice"] == d["lr"])
             div = "".join(f" ({k}: {n} diverged)" for k, n in h["diverged"].items() if n)
-            lines.append(f"| {h['setting']} | {h['config']} | {base:g}: "
+            lines.append(f"| {h['setting']} | {cell(h['config'])} | {base:g}: "
                          f"{fmt(h['mean_error'][format(base, 'g')])} | {d['lr']:g}: "
                          f"{fmt(h['mean_error'][format(d['lr'], 'g')])}{div} | {by} | "
                          f"{fmt(d['estimate'])} [{fmt(d['ci_low'])}, {fmt(d['ci_high'])}] | "
@@ -738,19 +753,174 @@ def md_rungs(r) -> list:
     return lines
 
 
+def md_compute(comp) -> list:
+    calls = comp.get("calls", [])
+    cpu, wall = sum(c["cpu_s"] for c in calls), sum(c["wall_s"] for c in calls)
+    lines = [(f"{comp['tuning_runs']} tuning runs, {comp['held_out_runs']} held-out runs, "
+              f"and the runs of the checks. Every call that filled the run store (its "
+              f"ledger, `STORE.calls.json`): {sum(c['runs_run'] for c in calls)} runs made, "
+              f"{cpu / 60:.1f} min of CPU (this process and its workers), {wall / 60:.1f} "
+              "min wall on a shared 2-core host:"), ""]
+    for c in calls:
+        lines.append(f"- {c['utc']}: `{' '.join(c['argv'])}`: {c['runs_run']} runs, "
+                     f"{c['cpu_s'] / 60:.1f} min CPU, {c['wall_s'] / 60:.1f} min wall")
+    return lines
+
+
+#: the variant and blow-up factor the recommendation names, chosen after these measurements
+#: (the rule is registered for draft 5 before its evidence, not for draft 4's)
+RECOMMENDED = "SH-3/2"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _same_rung(tables, a: str, b: str, step) -> list:
+    """Grid values at which configs ``a`` and ``b`` have equal mean errors at ``step``."""
+    ra, rb = tables[a], tables[b]
+    return [g for g, x, y in zip(ra["grid"], ra["rung_means"][step], rb["rung_means"][step])
+            if g in rb["grid"] and x == y]
+
+
+def recommendation(r) -> str:
+    """The recommended rule for draft 5 in Markdown a protocol can take (full mode only),
+    its numbers read from the results ``r``; "" when the measurement lacks a part."""
+    rows = {(s["setting"], s["part"], s["variant"]): s for s in r["summary"]}
+    need = [("digits/main", p, v) for p in PARTS for v in (RECOMMENDED, "SH-3")]
+    if r["mode"] != "full" or any(k not in rows for k in need):
+        return ""
+    tables = r["tables"]["digits/main"]
+    d1, d1x = rows[("digits/main", "one", RECOMMENDED)], rows[("digits/main", "one", "SH-3")]
+    lw, two = rows[("digits/main", "lw", RECOMMENDED)], rows[("digits/main", "two", RECOMMENDED)]
+    lm, lmx = rows.get(("lm/fast", "one", RECOMMENDED)), rows.get(("lm/fast", "one", "SH-3"))
+    one_keys = [k for k, row in tables.items() if row["part"] == "one"]
+    quarter, half = (round(f * 5000) for f in (0.25, 0.5))
+
+    rule = (f"**D5.x Tuning by successive halving (one-phase configs).** A config whose runs "
+            "do not depend on T — constant lr, one optimizer phase, nothing scheduled on a "
+            "fraction of T (dense and SR-STE; another recipe only once a run of T/4 and of "
+            "T/2 steps from scratch is shown to equal the T-step run's learning curve there, "
+            f"metric for metric) — is tuned by **{RECOMMENDED}**: every grid value runs on "
+            "the tuning seeds to T/4; the third of the grid with the lowest mean error at T/4 "
+            "(rounded up: 2 of 6, 2 of 4; a seed that diverged by then: +infinity; ties to "
+            "the smaller lr) runs from scratch to T/2; the best **two** at T/2 run from "
+            "scratch to T, and §3's rule on their final errors chooses between them. The tie "
+            "set (§D4.2) is computed among those two (a grid value stopped earlier is not "
+            "tied).")
+    measured = (f"Measured on draft 4's tuning, digits/main ({len(one_keys)} configs: "
+                f"{', '.join(one_keys)}): the full grid's lr in "
+                f"{d1['configs'] - d1['differ']}/{d1['configs']} (largest tuning regret "
+                f"{fmt(d1['max_regret'])} points), tie set unchanged in "
+                f"{d1['ties_kept']}/{d1['configs']}; {pct(d1['saved_scratch'])} of their "
+                f"tuning run-steps saved from scratch ({pct(d1['saved_resumed'])} if a "
+                "promoted run resumed from its rung).")
+    if lm is not None:
+        measured += (f" lm/fast ({lm['configs']} Adam configs; SGD-M not run, budget): the "
+                     f"full grid's lr in {lm['configs'] - lm['differ']}/{lm['configs']}, "
+                     f"{pct(lm['saved_scratch'])} saved from scratch (4-point grids: two "
+                     "finalists re-run from scratch cost what the full grid does), "
+                     f"{pct(lm['saved_resumed'])} resumed.")
+    held = [(h, d) for h in r["held_out"] for d in h["differences"]
+            if tables.get(h["config"], {}).get("part") == "one"]
+    worst = max(held, key=lambda hd: hd[1]["estimate"], default=None)
+    contrast = (f"One finalist instead of two (SH-3) saves {pct(d1x['saved_scratch'])} on "
+                f"digits but chose another lr in {d1x['differ']}/{d1x['configs']} configs")
+    if worst is not None:
+        h, d = worst
+        contrast += (f", the worst {h['config']} at {d['lr']:g} instead of "
+                     f"{h['full_grid_lr']:g}: {fmt(d['estimate'])} points worse on the "
+                     f"evaluation seeds [{fmt(d['ci_low'])}, {fmt(d['ci_high'])}]")
+    if lmx is not None:
+        contrast += (f" (on lm/fast: {lmx['configs'] - lmx['differ']}/{lmx['configs']} the "
+                     f"same, {pct(lmx['saved_scratch'])} saved)")
+    contrast += "."
+
+    lw_prefix = [x for x in r["checks"]["prefix"] if "lw-" in x["config"]]
+    lw_held = []
+    for h in r["held_out"]:
+        row = tables.get(h["config"])
+        if row is None or row["part"] != "lw":
+            continue
+        for d in h["differences"]:
+            i = row["grid"].index(d["lr"])
+            lw_held.append(f"{h['config']} at {d['lr']:g}: {fmt(d['estimate'])} points "
+                           f"[{fmt(d['ci_low'])}, {fmt(d['ci_high'])}] worse held out; its "
+                           f"tuning mean {fmt(row['rung_means'][half][i])} at T/2, "
+                           f"{fmt(row['means'][i])} at T")
+    asp = [k for k, row in tables.items() if "|asp|" in k]
+    asp_dense = all(len(_same_rung(tables, k, "adam|dense|-", quarter)) == len(tables[k]["grid"])
+                    for k in asp)
+    asp_half = [x for k in asp for x in tables[k]["rung_means"][half]]
+    steps_pre = {k: _same_rung(tables, k, "adam|dense|-", quarter) for k in tables
+                 if "|step-" in k}
+    pre = sorted({g for v in steps_pre.values() for g in v})
+    not_halved = (
+        "**Not halved (full grid, as draft 4).** Layer-wise SR-STE: its search for each "
+        "layer's N has a deadline at T/2, so a rung's run from scratch is not the T-step "
+        f"run's prefix ({sum(not x['equal'] for x in lw_prefix)}/{len(lw_prefix)} prefix "
+        f"checks differ), and even read on the T-step run's curve {RECOMMENDED} chose "
+        f"another lr in {lw['differ']}/{lw['configs']} ({'; '.join(lw_held) or 'none'}). "
+        "Two-phase recipes (ASP, STEP tuned for itself, the decaying mask): the early rungs "
+        "judge another model than the one evaluated"
+        + (" (ASP's T/4 rung means are dense Adam's to the digit" if asp_dense else " (")
+        + (f", its T/2 rung the net just pruned: {fmt(min(asp_half))}-{fmt(max(asp_half))} "
+           "points" if asp_half else "")
+        + (f"; STEP's T/4 rung is dense Adam's at lr {', '.join(f'{g:g}' for g in pre)}: not "
+           "yet switched" if pre else "")
+        + f"), and {RECOMMENDED} chose another lr in {two['differ']}/{two['configs']} "
+        f"({two['differ_outside_tie']} outside the tie set; tuning regret up to "
+        f"{fmt(two['max_regret'])} points).")
+
+    b10 = r["blowup"][f"{BLOWUP:g}x"]
+    digits = [b for k, b in b10.items() if k.startswith("digits/")]
+    runs, div = sum(b["runs"] for b in digits), sum(b["diverged"] for b in digits)
+    stop, false = sum(b["stopped"] for b in digits), sum(len(b["false_stops"]) for b in digits)
+    caught = sum(b["stopped_diverged"] for b in digits)
+    hit = sum(f["chosen"] or f["tied"] for b in digits for f in b["false_stops"])
+    saved = sum(b["saved_steps"] for b in digits) / sum(b["executed_steps"] for b in digits)
+    lm_b = b10.get("lm/one")
+    blow = (f"**Blow-up stop (tuning runs only, every recipe).** A tuning run stops at its "
+            f"first step whose batch loss is non-finite or above {BLOWUP:g}x its first "
+            "step's; its lr counts as diverged for the choice (+infinity), and the stability "
+            "map (§D4.3) counts such runs as \"stopped (blow-up)\", apart from the runs "
+            "that diverged. Evaluation runs are never stopped. Measured on draft 4's "
+            f"digits/main tuning: it stops {stop} of {runs} runs: "
+            f"{'all' if caught == div else caught} of the {div} that diverged "
+            f"and {false} that ended finite, {hit} of them at a chosen or tied lr (so no "
+            "choice or tie set changes); it saves "
+            f"{pct(saved)} of the executed tuning steps.")
+    if lm_b is not None:
+        blow += (f" lm/fast (Adam): {lm_b['diverged']} diverged, {lm_b['stopped']} stopped, "
+                 f"{pct(lm_b['saved_fraction'])} saved.")
+    note = ("*Chosen after the measurements above (draft 4's tuning re-run with learning "
+            "curves); to be registered for draft 5 before its evidence.*")
+    return "\n\n".join([note, rule, measured + " " + contrast, not_halved, blow])
+
+
 def markdown(r: dict, recommendation: str) -> str:
     """The report: variants, summary, choices, held-out regret, blow-up stop, checks,
     compute, the recommendation (``recommendation``: Markdown, may be empty), rung means."""
     comp = r["compute"]
     variants = [f"- **{v['name']}**: {v['label']}" for v in r["variants"]]
+    measured = [f"- {k.split('/')[0]} {PARTS[k.split('/')[1]]}: {', '.join(keys)}"
+                for k, keys in r["configs"].items()]
+    lm = [k for keys in [v for k, v in r["configs"].items() if k.startswith("lm/")]
+          for k in keys]
+    left = [k for k in ONE_PHASE["lm"] if k not in lm]
+    if r["mode"] == "full" and left:
+        measured.append(f"- not measured: lm {', '.join(left)} (their runs would have taken "
+                        "the measurement past its CPU budget)")
     return "\n".join([
         "# Successive-halving tuning against draft 4's full grid (before registration)", "",
         (f"Mode: {r['mode']}. Tuning seeds {r['tuning_seeds']}, evaluation seeds "
          f"{r['evaluation_seeds']}. Made by `paper_checks/halving_regret.py` (its docstring "
          "says what runs; seeds, versions and parameters in `halving_regret.json`). Errors: "
          "digits test error in points, LM test-loss gap to the entropy floor in nats; "
-         "\"div\": a tuning seed diverged (+infinity)."), "", "## Variants", "",
-        *variants, "",
+         "\"div\": a tuning seed diverged (+infinity)."), "",
+        "Configs (digits at T = 5000, beta2 0.999; the LM at T = 2000, beta2 0.99; §4):", "",
+        *measured, "",
+        "## Variants", "", *variants, "",
         ("A rung's score is the mean error over the tuning seeds at that step of the full "
          "run's learning curve; for a one-phase config that is exactly the run of that many "
          "steps from scratch (checked below); for a two-phase config it is the prefix of the "
@@ -763,10 +933,15 @@ def markdown(r: dict, recommendation: str) -> str:
         "## Summary", "", *md_summary(r), "",
         "## Choices", "", ("Per config: the full grid's choice (its tie set, PROTOCOL "
                            "§D4.2), and each variant's: \"=\" the same, else its lr "
-                           "(tuning regret; \"tied\" when inside the full grid's tie set)."),
+                           "(tuning regret; \"tied\" when inside the full grid's tie set); "
+                           "n/a: the variant's rungs are not steps of the learning curve "
+                           "(the LM's is recorded every T/4)."),
         "", *md_choices(r), "",
         "## Held-out regret", "",
-        ("The check's evaluation RunSpecs on the evaluation seeds: paired difference of test "
+        ("For the one-phase and layer-wise configs where a variant chose another lr (the "
+         "two-phase configs have none: their rungs are not a rule draft 5 can run from "
+         "scratch). The check's evaluation RunSpecs on the evaluation seeds: paired "
+         "difference of test "
          "error, the variant's lr minus the full grid's (positive: the variant's choice is "
          "worse), 95% interval by the checks' rule (`stepsim.checks._setup.effect`: seeds x "
          "items standard error, Student t with Welch-Satterthwaite df; seeds where a run "
@@ -779,17 +954,32 @@ def markdown(r: dict, recommendation: str) -> str:
          "non-finite is counted from where the rule stops it to where `fit` did)."), "",
         *md_blowup(r), "",
         "## Checks of the method", "", *md_checks(r), "",
-        "## Compute", "",
-        (f"{comp['tuning_runs']} tuning runs ({comp['tuning_run_seconds_recorded'] / 60:.1f} "
-         f"min of run time as recorded when each ran: wall time of a worker on a shared "
-         f"host), {comp['held_out_runs']} held-out runs. This call: "
-         f"{comp['cpu_s_this_call'] / 60:.1f} min of CPU, {comp['wall_s'] / 60:.1f} min wall "
-         "(a call that finds its runs in the store only reads them)."), "",
+        "## Compute", "", *md_compute(comp), "",
         *(["## Recommended rule for draft 5", "", recommendation.strip(), ""]
           if recommendation else []),
         "## Appendix: rung means", "",
         ("Mean error over the tuning seeds per lr at each rung step of the variants and at "
          "T (the full grid's choice in bold)."), "", *md_rungs(r)]) + "\n"
+
+
+def record_call(store, result: dict, argv) -> list:
+    """Append this call (UTC time, argv, CPU and wall seconds, runs made) to the ledger beside
+    the store (``STORE.calls.json``) and return every call's record: the compute of the
+    whole measurement is the sum over the calls that filled the store."""
+    import datetime
+    import json
+
+    from stepsim._ground.atomic import write_json
+
+    store = Path(store)
+    path = store.with_name(store.name + ".calls.json")
+    calls = json.loads(path.read_text()) if path.exists() else []
+    c = result["compute"]
+    calls.append({"utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds"), "argv": list(argv), "cpu_s": c["cpu_s_this_call"],
+        "wall_s": c["wall_s"], "runs_run": c["runs_run_this_call"]})
+    write_json(path, calls)
+    return calls
 
 
 def main(argv=None) -> int:
@@ -807,17 +997,16 @@ def main(argv=None) -> int:
     parser.add_argument("--store", required=True,
                         help="RunStore directory (keep it outside the repository)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("halving_regret.json")))
-    parser.add_argument("--recommendation", default=None,
-                        help="a Markdown file whose text ends the .md (the recommended rule)")
     args = parser.parse_args(argv)
     result = measure(args)
+    result["compute"]["calls"] = record_call(args.store, result,
+                                             sys.argv[1:] if argv is None else argv)
     out = Path(args.out)
     save_json(out, result, params={"quick": args.quick, "lm": args.lm, "jobs": args.jobs,
                                    "store": str(args.store), "blowup_factors": BLOWUP_FACTORS,
                                    "curve_points": CURVE_POINTS},
               seed={"tuning": result["tuning_seeds"], "evaluation": result["evaluation_seeds"]})
-    text = Path(args.recommendation).read_text() if args.recommendation else ""
-    write_text(out.with_suffix(".md"), markdown(result, text))
+    write_text(out.with_suffix(".md"), markdown(result, recommendation(result)))
     print(out.with_suffix(".md").read_text())
     return 0
 

@@ -133,13 +133,18 @@ def test_quick_mode_runs_checks_and_writes_its_files(hr, tmp_path):
     assert [c["equal"] for c in result["checks"]["curves"]] == [True]
     assert [c["step"] for c in result["checks"]["prefix"]] == [50, 100]
     assert all(c["equal"] for c in result["checks"]["prefix"])
+    # the ledger beside the store: this call, with the runs it made
+    (call,) = json.loads((tmp_path / "runs.calls.json").read_text())
+    assert call["runs_run"] == result["compute"]["runs_run_this_call"] >= 24 + 1 + 2
     md = out.with_suffix(".md").read_text()
     assert "## Summary" in md and "## Held-out regret" in md and "## Blow-up stop" in md
     # the held-out comparison on its own (the quick grid may choose the same lr everywhere)
     from stepsim.experiments.store import RunStore
 
-    h = hr.held_out("digits", "adam|sr-ste|1:8", [1e-2, 1e-3], (0, 1), RunStore(store), 1,
+    runner = hr.Runner(RunStore(store), 1)
+    h = hr.held_out("digits", "adam|sr-ste|1:8", [1e-2, 1e-3], (0, 1), runner,
                     steps=hr.QUICK_STEPS)
+    assert runner.runs == 4  # two lrs x two seeds, none in the store before
     (d,) = h["differences"]
     assert d["n"] == 2 and d["ci_low"] <= d["estimate"] <= d["ci_high"]
     assert d["estimate"] == pytest.approx(h["mean_error"]["0.001"] - h["mean_error"]["0.01"])
