@@ -38,7 +38,7 @@ into a RunStore, so a second call resumes):
   another lr than the full grid, the check's evaluation RunSpecs (``Budget.runs``, seeds
   0-7) at that lr and at the full-grid choice; the paired difference (the variant's lr
   minus the full grid's) with the checks' seeds x items standard error
-  (``stepsim.checks._setup.effect``: Student t, Welch-Satterthwaite df, the shared test
+  (``stepsim.checks.budget.effect``: Student t, Welch-Satterthwaite df, the shared test
   set's sampling error included; seeds where a run diverged are left out and counted).
 
 The halving rules (:data:`VARIANTS`) are simulated from those curves: no run of a rule is
@@ -47,8 +47,8 @@ from step 0 to its next rung (a rung's run is a RunSpec of its own, as the check
 are); "resumed" continues it. The full grid's count is the steps its runs executed (``fit``
 already stops a run at its first non-finite value).
 
-``stepsim.checks._setup`` (``Budget``, ``effect``) is a private module of the checks,
-imported here because no public function builds a check's RunSpec yet.
+The runs are the check's own (``stepsim.checks.budget``: ``Budget``, ``effect``) under
+protocol draft 4's rules (``protocol.TYPED[4]``): the study is of draft 4's tuning.
 """
 
 from __future__ import annotations
@@ -134,9 +134,11 @@ VARIANTS = (
 # ------------------------------------------------------------------ the runs
 def budget(problem: str, seeds, *, steps: int = 0, lrs=None):
     """The check's Budget of ``problem`` at its tuning timescale (full mode)."""
-    from stepsim.checks._setup import Budget
+    from stepsim.checks import protocol
+    from stepsim.checks.budget import Budget
 
-    return Budget("full", problem, SETTINGS[problem], tuple(seeds), lrs=lrs or {}, steps=steps)
+    return Budget("full", problem, SETTINGS[problem], tuple(seeds), lrs=lrs or {}, steps=steps,
+                  rules=protocol.TYPED[4])
 
 
 def tuning_jobs(problem: str, keys, seeds, steps: int = 0) -> dict:
@@ -444,9 +446,9 @@ def held_out(problem, key, lrs, seeds, runner, steps: int = 0) -> dict:
     """The check's evaluation runs of config ``key`` at each lr of ``lrs`` (first: the
     full grid's choice) on ``seeds`` (T: ``steps``, 0 for the protocol's): per other lr,
     the paired difference of test error (that lr minus the first) by the checks' rule
-    (``_setup.effect``)."""
+    (``budget.effect``)."""
     from stepsim.checks import protocol
-    from stepsim.checks._setup import effect
+    from stepsim.checks.budget import effect
 
     optimizer, recipe, nm, m = protocol.parse_key(key)
     runs = {lr: budget(problem, seeds, steps=steps, lrs={key: lr}).runs(
@@ -482,9 +484,9 @@ def measure(args) -> dict:
     cpu0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     store = RunStore(args.store)
     runner = Runner(store, args.jobs)
-    seeds = protocol.RULES["seeds"]
-    tuning_seeds = QUICK_SEEDS["tuning"] if args.quick else tuple(seeds["tuning"])
-    eval_seeds = QUICK_SEEDS["evaluation"] if args.quick else tuple(seeds["full"])
+    seeds = protocol.TYPED[4].seeds  # the study is of draft 4's tuning
+    tuning_seeds = QUICK_SEEDS["tuning"] if args.quick else tuple(seeds.tuning)
+    eval_seeds = QUICK_SEEDS["evaluation"] if args.quick else tuple(seeds.full)
     steps = QUICK_STEPS if args.quick else 0
     parts = plan(args)
     groups = {}
@@ -943,7 +945,7 @@ def markdown(r: dict, recommendation: str) -> str:
          "scratch). The check's evaluation RunSpecs on the evaluation seeds: paired "
          "difference of test "
          "error, the variant's lr minus the full grid's (positive: the variant's choice is "
-         "worse), 95% interval by the checks' rule (`stepsim.checks._setup.effect`: seeds x "
+         "worse), 95% interval by the checks' rule (`stepsim.checks.budget.effect`: seeds x "
          "items standard error, Student t with Welch-Satterthwaite df; seeds where a run "
          "diverged left out)."), "", *md_held_out(r), "",
         "## Blow-up stop", "",

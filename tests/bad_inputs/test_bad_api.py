@@ -448,7 +448,7 @@ API_CASES = [
         ["C5"], mode="quick", extended=True)), ValueError,
         r"extended must be True or False and needs mode 'full'", id="run_checks-extended"),
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.document_rules(
-        draft=2)), ValueError, r"draft must be one of \[3, 4\], got 2",
+        draft=2)), ValueError, r"draft must be one of \[3, 4, 5\], got 2",
         id="document_rules-draft"),
     api(_np(lambda: __import__("stepsim.checks.protocol").checks.protocol.document_extra(
         "S9")), ValueError, r"extra must be one of \['S1'\], got 'S9'",

@@ -61,9 +61,10 @@ def test_every_recipe_declares_exactly_the_options_its_builder_takes(name):
 
 def test_recipe_options_keep_their_order():
     assert recipe_options("sr-ste")[:3] == ["lam", "placement", "layerwise"]
-    assert recipe_options("step")[:8] == ["freeze_v", "v_star", "denominator", "srste_lam",
-                                          "srste_placement", "switch_at", "per_module",
-                                          "layerwise"]
+    # freeze_scope sits with the frozen-v options it qualifies (FREEZE_V_OPTIONS)
+    assert recipe_options("step")[:9] == ["freeze_v", "v_star", "denominator", "freeze_scope",
+                                          "srste_lam", "srste_placement", "switch_at",
+                                          "per_module", "layerwise"]
     assert recipe_options("step-v-updated")[0] == "v_star"
     assert recipe_options("decaying-mask") == ["dense_fraction", "decay_rate", "alpha_clock",
                                                "srste_lam", "srste_placement", "transposable"]

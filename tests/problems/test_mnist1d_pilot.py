@@ -23,7 +23,8 @@ def test_pilot_seeds_are_not_the_protocols_and_choices_read_no_test_split():
 
     script = _script()
     pilot = set(script.SEEDS["tuning"]) | set(script.SEEDS["evaluation"])
-    used = set(protocol.RULES["seeds"]["tuning"]) | set(protocol.RULES["seeds"]["full"])
+    used = set().union(*(set(rules.seeds.tuning) | set(rules.seeds.full)
+                         for rules in protocol.TYPED.values()))
     assert not pilot & used and min(pilot) >= 2000
     assert "split=\"test\"" not in PATH.read_text() and "x_test" not in PATH.read_text()
     assert script.MODEL in script.SCREEN
