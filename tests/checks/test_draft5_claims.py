@@ -243,3 +243,40 @@ def test_decide_groups_by_claim_and_problem_and_lines_fit_a_terminal():
     for line in report.table().splitlines():
         assert len(line) <= 100, line
     assert all(d.seconds >= 0 for d in decided)
+
+
+def test_s1_reads_equivalent_inside_the_problems_margin():
+    """S1 under draft 5: S-STE better than SR-STE by 2 images (0.22 points, inside the 0.5
+    margin) reads "equivalent", not "better"; transposable SR-STE 30 images worse reads
+    "worse" (outside the band); the line: no successor better."""
+    import numpy as np
+
+    from stepsim.checks import s01_successors as s1
+
+    def decided(rules):
+        b = Budget("full", "digits", "main", SEEDS, rules=rules)
+        s1.jobs(b)
+        b = dataclasses.replace(b, lrs={k: 1e-3 for k in b.needed}, needed=set())
+        shift = {"dense": -50, "s-ste": -2, "t-sr-ste": 30}
+        results = {}
+        for (key, nm), group in s1.groups(b).items():
+            for i, r in enumerate(group):
+                x = np.zeros(N_DIGITS)
+                x[:100 + base(i) + shift.get(key, 0)] = 100.0
+                results[r.digest] = {"items": x, "error": float(np.mean(x)),
+                                     "diverged": False,
+                                     "nm": {"w1": [1, 1] if key == "dense" else list(nm)},
+                                     "flip_blocks": {"block": 50, "rate": [0.01] * 10}}
+        return s1.decide_claim(b, results)
+
+    result = decided(R5)
+    row = result.numbers["table"]["1:8"]
+    assert row["s-ste"]["vs_baseline"]["reads"] == "equivalent"
+    assert row["s-ste"]["vs_baseline"]["verdict"] == INC
+    assert row["s-ste"]["vs_baseline"]["reason"].startswith("equivalent within the margin")
+    assert row["t-sr-ste"]["vs_baseline"]["reads"] == "worse"
+    assert result.verdict != R
+    assert "**equivalent**" in "\n".join(s1.markdown_table(result))
+    # under draft 4 the same difference reads "no difference shown": the band is draft 5's
+    row4 = decided(protocol.TYPED[4]).numbers["table"]["1:8"]
+    assert row4["s-ste"]["vs_baseline"]["reads"] == "no difference shown"
