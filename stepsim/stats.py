@@ -17,7 +17,11 @@
   evaluated on ONE shared test set, from the seeds x items table of per-item contrasts
   (a two-way random-effects decomposition: the within-seed item noise is counted once).
 * :func:`paired_binary_exact` — two binary outcomes paired by seed (e.g. "diverged"): the
-  exact conditional (McNemar) one-sided p-values on the discordant seeds.
+  exact conditional (McNemar) one-sided p-values on the discordant seeds, one per
+  direction, and the smallest each can reach (for Tarone's pruning of a family).
+* :func:`paired_bootstrap` — a paired bootstrap of an effect's mean over seeds with a
+  normal draw for the shared test set's sampling error, from a generator seeded by a seed
+  and a name (the same interval on every machine): :class:`PairedBootstrap`.
 * :func:`binomial_p`, :func:`clopper_pearson` — an exact binomial tail p-value against a
   stated rate, and the Clopper-Pearson interval of a count.
 * :func:`holm` — Holm's step-down levels and rejections over a claim's parts.
@@ -516,7 +520,8 @@ class PairedBinary:
     p_a_more: exact one-sided p of H0 "A happens no more often than B" (McNemar's
     conditional test: P(Bin(only_a + only_b, 1/2) >= only_a)); p_b_more likewise;
     p_two_sided = min(1, 2 min(p_a_more, p_b_more)); p_min: the smallest two-sided p
-    these discordant counts could give, min(1, 2 / 2^(only_a + only_b)).
+    these discordant counts could give, min(1, 2 / 2^(only_a + only_b));
+    :attr:`p_min_one_sided` the smallest one-sided p, 2^-(only_a + only_b).
     """
 
     n: int
@@ -528,6 +533,12 @@ class PairedBinary:
     p_b_more: float
     p_two_sided: float
     p_min: float
+
+    @property
+    def p_min_one_sided(self) -> float:
+        """The smallest p either one-sided test can give with these discordant seeds
+        (all of them one way): 2^-(only_a + only_b); 1.0 with none."""
+        return 1.0 / 2 ** (self.only_a + self.only_b)
 
 
 def paired_binary_exact(a, b) -> PairedBinary:
@@ -552,6 +563,92 @@ def paired_binary_exact(a, b) -> PairedBinary:
                         neither=int(np.sum(~x & ~y)), p_a_more=p_a, p_b_more=p_b,
                         p_two_sided=min(1.0, 2.0 * min(p_a, p_b)),
                         p_min=min(1.0, 2.0 / 2 ** d))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PairedBootstrap:
+    """The bootstrap distribution of an effect's mean over n paired seeds
+    (:func:`paired_bootstrap`): ``draws``, sorted ascending, shape (resamples,), in the
+    effect's units. Quantiles interpolate linearly between order statistics (the
+    "linear" rule of ``numpy.quantile``, written out so the bits are fixed)."""
+
+    n: int
+    draws: np.ndarray
+
+    def quantile(self, q: float) -> float:
+        """The ``q`` quantile of the draws, q in [0, 1]."""
+        q = check_real("q", q, minimum=0.0, maximum=1.0)
+        h = (self.draws.size - 1) * q
+        lo = math.floor(h)
+        hi = min(lo + 1, self.draws.size - 1)
+        a, b = float(self.draws[lo]), float(self.draws[hi])
+        return a + (h - lo) * (b - a)
+
+    def interval(self, level: float) -> tuple[float, float]:
+        """The two-sided percentile interval at coverage ``level``."""
+        level = check_open_unit("level", level)
+        tail = (1.0 - level) / 2
+        return self.quantile(tail), self.quantile(1.0 - tail)
+
+    def lower_bound(self, alpha: float) -> float:
+        """The one-sided lower percentile bound at level 1 - ``alpha``."""
+        return self.quantile(check_open_unit("alpha", alpha))
+
+    def upper_bound(self, alpha: float) -> float:
+        """The one-sided upper percentile bound at level 1 - ``alpha``."""
+        return self.quantile(1.0 - check_open_unit("alpha", alpha))
+
+
+def bootstrap_generator(seed: int, name: str) -> np.random.Generator:
+    """A generator seeded by ``seed`` and ``name`` (its UTF-8 SHA-256 as four 32-bit
+    words): the same stream for the same pair on every machine and NumPy build."""
+    import hashlib
+
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    digest = hashlib.sha256(name.encode()).digest()
+    words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), *words])))
+
+
+def paired_bootstrap(values, *, se_test: float = 0.0, resamples: int = 20000, seed: int,
+                     name: str) -> PairedBootstrap:
+    """The paired bootstrap of an effect's mean (PROTOCOL.md, "Draft 5": intervals that
+    hold on bimodal seeds).
+
+    values : array_like, shape (n,), n >= 2
+        One finite effect value per seed (the seeds' pairs are resampled whole: a value is
+        already a paired contrast).
+    se_test : float >= 0
+        The test set's sampling standard error of the mean (units of the values): each
+        resample's mean gets an independent normal draw with this standard deviation, as
+        the seeds share one test set whose error no resampling of seeds can show.
+    resamples : int >= 100
+    seed, name : the generator's seed and the part's name (:func:`bootstrap_generator`).
+
+    Each resample draws n seeds with replacement; its mean is summed over the n columns
+    one after the other (a fixed order: the same bits on every CPU). Returns a
+    :class:`PairedBootstrap` of the sorted resampled means.
+    """
+    x = _sample("values", values)
+    if x.size < 2:
+        raise ValueError(f"values: a bootstrap needs at least 2 seeds, got {x.size}")
+    se_test = check_real("se_test", se_test, minimum=0.0)
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) \
+            or resamples < 100:
+        raise ValueError(f"resamples must be an integer >= 100, got {resamples!r}")
+    rng = bootstrap_generator(seed, name)
+    n = x.size
+    picks = rng.integers(0, n, size=(int(resamples), n))
+    total = x[picks[:, 0]]
+    for j in range(1, n):  # elementwise, one column after the other
+        total = total + x[picks[:, j]]
+    means = total / n
+    if se_test > 0:
+        means = means + se_test * rng.standard_normal(int(resamples))
+    return PairedBootstrap(n=n, draws=np.sort(means, kind="stable"))
 
 
 def binomial_p(count: int, n: int, rate: float, *, greater: bool) -> float:
@@ -659,7 +756,8 @@ def markdown_table(rows, columns=None, *, digits: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CI_METHODS", "MeanCI", "PairedBinary", "PairedComparison", "PairedEstimate",
-           "binomial_p", "clopper_pearson", "combination_variance", "format_number", "holm",
-           "markdown_table", "mean_ci", "paired_binary_exact", "paired_difference",
-           "paired_estimate", "shared_test_variance", "tost"]
+__all__ = ["CI_METHODS", "MeanCI", "PairedBinary", "PairedBootstrap", "PairedComparison",
+           "PairedEstimate", "binomial_p", "bootstrap_generator", "clopper_pearson",
+           "combination_variance", "format_number", "holm", "markdown_table", "mean_ci",
+           "paired_binary_exact", "paired_bootstrap", "paired_difference", "paired_estimate",
+           "shared_test_variance", "tost"]

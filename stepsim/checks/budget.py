@@ -163,6 +163,34 @@ class Budget:
         return (f"{self.problem} ({self.timescale} timescale: beta2 = {self.beta2:g}, "
                 f"T_w = {self.window}, T = {self.steps}; {self.mode}{point})")
 
+    # --- draft 5's readings (PROTOCOL.md D5.3) -------------------------------------------
+    # The planning half of draft 5 defines these two properties in its branch, derived
+    # the same way from the same fields; at the merge one definition stays.
+    @property
+    def reading(self) -> str:
+        """The reading this budget is (PROTOCOL.md D5.3): primary "in place" (STEP at
+        SR-STE's choice) or "own" (STEP at its own); secondary "freeze sparse", "cosine in
+        place", "cosine own", "k0=0.3T", "tie lr=0.01" (a tied SR-STE lr), "agreement" (the
+        second timescale). A claim that involves no STEP reads "in place"."""
+        if getattr(self, "freeze_scope", "all") == "sparse":
+            return "freeze sparse"
+        if self.tag.startswith("sr-ste ") and "lr=" in self.tag:
+            return "tie lr=" + self.tag.rsplit("lr=", 1)[1]
+        if self.fraction is not None:
+            return f"k0={self.fraction:g}T"
+        lr = "own" if self.step_lr == "own" else "in place"
+        if self.schedule != "constant":
+            return f"cosine {lr}"
+        if self.only is not None and self.timescale != self.problem_rules.timescales[0]:
+            return "agreement"
+        return lr
+
+    @property
+    def primary(self) -> bool:
+        """Whether the reading is primary (it decides the claim) or secondary (a line and
+        a column of the verdict matrix only)."""
+        return self.reading in ("in place", "own")
+
     def applies(self, claim: str) -> bool:
         if claim in protocol.EXTRAS:  # an extra runs on the plain settings it names
             return (self.only is None and not self.tag and self.schedule == "constant"

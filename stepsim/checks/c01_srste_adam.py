@@ -22,7 +22,7 @@ from stepsim.checks import outcome, plots
 from stepsim.checks.budget import effect
 from stepsim.checks.protocol import nm_label
 from stepsim.checks.registry import Claim, register
-from stepsim.checks.verdict import Evidence, decide_parts, premise_present, rule_of
+from stepsim.checks.verdict import Evidence, decide_parts, negated, premise_present, rule_of
 
 OPTIMIZERS = ("adam", "sgdm")
 
@@ -79,11 +79,14 @@ def converged(results, runs, budget) -> tuple[bool, float]:
     return move < budget.margin / 2, move
 
 
-def decide_claim(budget, results):
+def _measured(budget, results):
+    """Per N:M label: (E, the two gaps by optimizer, the optimizers whose dense runs have
+    not converged); and the numbers."""
     runs = _runs(budget)
     units, margin = budget.units, budget.margin
     moves = {opt: converged(results, runs[("dense", opt, None)], budget) for opt in OPTIMIZERS}
-    todo, parts, gaps = {}, {}, {}
+    not_converged = [o for o, (ok, _) in moves.items() if not ok]
+    per, gaps = {}, {}
     for nm in budget.nms:
         label = nm_label(nm)
         gap = {opt: effect(results, [(1, runs[("sr-ste", opt, nm)]),
@@ -95,22 +98,47 @@ def decide_claim(budget, results):
                  (-1, runs[("sr-ste", "sgdm", nm)]), (1, runs[("dense", "sgdm", None)])]
         e = effect(results, terms,
                    name=f"gap(Adam) - gap(SGD-M) at {label}", units=units, margin=margin)
+        per[label] = (e, gap)
+    numbers = {"gap": gaps, "dense_moved_late": {o: m for o, (_, m) in moves.items()}}
+    return per, not_converged, moves, numbers
+
+
+def _not_converged_text(not_converged, moves) -> str:
+    return "dense not converged under " + ", ".join(
+        f"{o} (moved {moves[o][1]:.3g} between 0.8 T and T)" for o in not_converged)
+
+
+def decide_claim(budget, results):
+    per, not_converged, moves, numbers = _measured(budget, results)
+    units = budget.units
+    todo, parts = {}, {}
+    for label, (e, gap) in per.items():
         has_gap = any(premise_present(g, alpha=0.025) for g in gap.values())
-        not_converged = [o for o, (ok, _) in moves.items() if not ok]
         if not has_gap:
             parts[label] = outcome.absent(label, e, "SR-STE's gap to dense is not above 0 under "
                                          "either tuned optimizer (" + ", ".join(
                                              f"{o} {g.estimate:.3g}" for o, g in gap.items())
                                          + f" {units})")
         elif not_converged:
-            parts[label] = outcome.absent(label, e, "dense not converged under " + ", ".join(
-                f"{o} (moved {moves[o][1]:.3g} between 0.8 T and T)" for o in not_converged))
+            parts[label] = outcome.absent(label, e, _not_converged_text(not_converged, moves))
         else:
             todo[label] = Evidence(e)
     parts.update(decide_parts(todo))
     parts = {name: parts[name] for name in part_names(budget)}
-    numbers = {"gap": gaps, "dense_moved_late": {o: m for o, (_, m) in moves.items()}}
     return outcome.result(CLAIM, budget, parts, numbers)
+
+
+def gather(budget, results):
+    """Draft 5: per N:M, E with its premise (SR-STE's gap to dense under some tuned
+    optimizer beyond the margin: either gap at alpha / 2) and its harm Gap_SGDM - Gap_Adam
+    (PROTOCOL.md D5.4); dense not converged is a premise the statistics cannot test."""
+    per, not_converged, moves, numbers = _measured(budget, results)
+    gate = _not_converged_text(not_converged, moves) if not_converged else ""
+    parts = {label: Evidence(e, tuple(gap.values()),
+                             "SR-STE's gap to dense under some tuned optimizer",
+                             harm=negated(e, f"gap(SGD-M) - gap(Adam) at {label}"), gate=gate)
+             for label, (e, gap) in per.items()}
+    return outcome.Gathered(parts, numbers)
 
 
 def figure(result, path):
@@ -126,4 +154,4 @@ CLAIM = register(Claim(
     id="C1",
     title="SR-STE's gap to dense is larger under Adam than under momentum SGD (Fig. 1)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    figure=figure, gather=gather))

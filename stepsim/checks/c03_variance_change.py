@@ -33,8 +33,15 @@ def jobs(budget):
     return [j for group in _runs(budget).values() for j in group]
 
 
+def _label(scale: float) -> str:
+    return f"x{scale:g}"
+
+
 def part_names(budget) -> tuple:
-    """One part: the variance change at loss x1."""
+    """One part, the variance change at loss x1; from draft 5 (PROTOCOL.md D5.5) one per
+    loss scale ("x0.01", "x1", "x100")."""
+    if budget.rules.version >= 5:
+        return tuple(_label(scale) for scale in sorted(SCALES))
     return ("x1",)
 
 
@@ -72,6 +79,36 @@ def decide_claim(budget, results):
     return outcome.result(CLAIM, budget, parts, numbers)
 
 
+def gather(budget, results):
+    """Draft 5: one part per loss scale (Z scales with the loss squared, so each scale is
+    its own reading of the claim), each with the run-length premise as a gate."""
+    runs = _runs(budget)
+    per = {scale: [_decades(results[j.digest]) for j in group] for scale, group in runs.items()}
+    parts = {}
+    for scale in sorted(SCALES):
+        label = _label(scale)
+        lost = outcome.diverged(results, runs[scale])
+        if lost:
+            parts[label] = outcome.lost(label, f"{lost} dense run(s): no variance change to "
+                                        f"read", units="decades",
+                                        margin=budget.rules.c3_margin_decades)
+            continue
+        values = [v if math.isfinite(v) else 0.0 for v in per[scale]]  # as at draft 4
+        e = effect_from(values, name=f"log10(eps / min windowed Z) at loss {label}",
+                        units="decades", margin=budget.rules.c3_margin_decades)
+        gate = ("" if budget.steps >= 5 * budget.window else
+                f"T = {budget.steps} < 5 T_w = {5 * budget.window}")
+        parts[label] = Evidence(e, gate=gate)
+    views = [results[j.digest] for j in runs[1.0]]
+    numbers = {"eps": EPS, "decades": {str(k): v for k, v in per.items()},
+               "min_windowed_z": [v["z_window"]["min_mean"] for v in views],
+               "at_step": [v["z_window"]["at_step"] for v in views], "steps": budget.steps,
+               "window": budget.window,
+               "z_curves": [{"step": v["v_curve"]["step"], "z": v["v_curve"]["z"]}
+                            for v in views]}
+    return outcome.Gathered(parts, numbers)
+
+
 def figure(result, path):
     plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=90)
@@ -95,4 +132,4 @@ CLAIM = register(Claim(
     id="C3",
     title="Adam's variance change Z_k falls below eps during training (Fig. 3)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    figure=figure, gather=gather))

@@ -77,7 +77,8 @@ def jobs(budget):
     return [j for group in _runs(budget).values() for j in group]
 
 
-def decide_claim(budget, results):
+def _measured(budget, results):
+    """(parts: name -> Evidence, readings: reading of STEP -> part names, numbers)."""
     runs = _runs(budget)
     todo, readings = {}, {r: [] for r in STEP_KEYS}
     for (r, c, scale), group in runs.items():
@@ -89,7 +90,6 @@ def decide_claim(budget, results):
                    units=budget.units, margin=budget.margin)
         todo[name] = Evidence(e)
         readings[r].append(name)
-    parts = decide_parts(todo)
     switches = {}
     for (r, c, scale), group in runs.items():
         rows = causes(results, group, budget, clip=(c == "AutoSwitch"))
@@ -100,7 +100,18 @@ def decide_claim(budget, results):
               for (r, c, scale), group in runs.items()}
     numbers = {"nm": list(budget.nms[0]), "switches": switches, "errors": errors,
                "eq10_decided_with": EQ10_DECIDES}
-    return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
+    return todo, readings, numbers
+
+
+def decide_claim(budget, results):
+    todo, readings, numbers = _measured(budget, results)
+    return outcome.result(CLAIM, budget, decide_parts(todo), numbers, readings=readings)
+
+
+def gather(budget, results):
+    """Draft 5: the parts measured, decided with every reading of the claim."""
+    todo, readings, numbers = _measured(budget, results)
+    return outcome.Gathered(todo, numbers, readings)
 
 
 def figure(result, path):
@@ -111,4 +122,4 @@ CLAIM = register(Claim(
     id="C4",
     title="AutoSwitch picks a better switch step than Eq. 10 and Eq. 11 (Table 1)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    figure=figure, gather=gather))

@@ -50,6 +50,12 @@ def decide_claim(budget, results):
     return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
 
 
+def gather(budget, results):
+    """Draft 5: the parts measured, decided with every reading of the claim."""
+    return gaps.gap_gathered(CLAIM.id, budget, results, nms(budget), (1, -2, 1),
+                             lambda b, label, r: f"gap({b}) - 2 gap(STEP-{r}) at {label}")
+
+
 def figure(result, path):
     return gaps.gap_figure(result, path)
 
@@ -58,4 +64,4 @@ CLAIM = register(Claim(
     id="C5",
     title="STEP closes most of the gap of ASP and SR-STE to dense (Fig. 4, Tab. 2-3)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    figure=figure, gather=gather))

@@ -46,6 +46,12 @@ def decide_claim(budget, results):
     return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
 
 
+def gather(budget, results):
+    """Draft 5: the parts measured, decided with every reading of the claim."""
+    return gaps.gap_gathered(CLAIM.id, budget, results, high_nms(budget), (1, -1, 0),
+                             lambda b, label, r: f"gap({b}) - gap(STEP-{r}) at {label}")
+
+
 def figure(result, path):
     return gaps.gap_figure(result, path)
 
@@ -54,4 +60,4 @@ CLAIM = register(Claim(
     id="C6",
     title="STEP holds accuracy at high sparsity where ASP and SR-STE degrade (Fig. 5)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    figure=figure, gather=gather))

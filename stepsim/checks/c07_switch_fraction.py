@@ -36,6 +36,7 @@ from stepsim.checks.verdict import (
     NOT_REPRODUCED,
     REPRODUCED,
     Directional,
+    Evidence,
     Part,
     decide_equivalence,
     effect_from,
@@ -117,7 +118,9 @@ def _landing(name, rows) -> Directional:
     return Directional(p_rep, p_not, decide)
 
 
-def decide_claim(budget, results):
+def _measured(budget, results):
+    """(flatness effects, landing parts, readings: reading of STEP -> part names,
+    numbers)."""
     k = len(FRACTIONS)
     flat, readings, errors_by = {}, {r: [] for r in STEP_KEYS}, {}
     for r, key in STEP_KEYS.items():
@@ -139,9 +142,22 @@ def decide_claim(budget, results):
             switches[name] = rows
             landing[name] = _landing(name, rows)
             readings[r].append(name)
-    parts = decide_equivalence(flat, budget.margin, others=landing)
     numbers = {"nm": list(budget.nms[0]), "errors": errors_by, "switches": switches}
+    return flat, landing, readings, numbers
+
+
+def decide_claim(budget, results):
+    flat, landing, readings, numbers = _measured(budget, results)
+    parts = decide_equivalence(flat, budget.margin, others=landing)
     return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
+
+
+def gather(budget, results):
+    """Draft 5: the flatness parts (a band of +-margin: two one-sided tests) and the
+    landing parts, decided with every reading of the claim."""
+    flat, landing, readings, numbers = _measured(budget, results)
+    parts = {**{n: Evidence(e, kind="band") for n, e in flat.items()}, **landing}
+    return outcome.Gathered(parts, numbers, readings)
 
 
 def figure(result, path):
@@ -156,4 +172,4 @@ CLAIM = register(Claim(
     title=("Final error is flat for switch fractions in [10%, 80%]; AutoSwitch lands near 20% "
            "(Fig. 7)"),
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    figure=figure, gather=gather))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from stepsim.checks import outcome, plots
 from stepsim.checks.budget import STEP_KEYS, effect
 from stepsim.checks.registry import Claim, register
-from stepsim.checks.verdict import Evidence, decide_parts, rule_of
+from stepsim.checks.verdict import Evidence, decide_parts, negated, rule_of
 
 FROZEN = {"raw v*": "", "bias-corrected v*": "-bc"}
 
@@ -54,7 +54,14 @@ def part_names(budget) -> tuple:
                  for label in FROZEN)
 
 
-def decide_claim(budget, results):
+def primary_parts(budget) -> tuple:
+    """The parts the verdict rests on (PROTOCOL.md D5.5): raw v* at both switches; the
+    bias-corrected v* parts are secondary."""
+    return tuple(n for n in part_names(budget) if f" {next(iter(FROZEN))} " in n)
+
+
+def _measured(budget, results):
+    """(parts: name -> Evidence with its harm e(frozen) - e(updated), readings, numbers)."""
     runs = _runs(budget)
     todo, readings = {}, {r: [] for r in STEP_KEYS}
     for r in STEP_KEYS:
@@ -69,11 +76,22 @@ def decide_claim(budget, results):
                            name=f"e(v updated) - e(frozen {label}), STEP-{r} at {when}",
                            units=budget.units, margin=budget.margin)
                 text = f"STEP-{r} with v updated (switch at {when}) has no gap to dense"
-                todo[name] = Evidence(e, premise, text)
+                harm = negated(e, f"e(frozen {label}) - e(v updated), STEP-{r} at {when}")
+                todo[name] = Evidence(e, premise, text, harm=harm)
                 readings[r].append(name)
-    parts = decide_parts(todo)
     numbers = {"nm": list(budget.nms[0]), "switch_steps": _switches(budget)}
-    return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
+    return todo, readings, numbers
+
+
+def decide_claim(budget, results):
+    todo, readings, numbers = _measured(budget, results)
+    return outcome.result(CLAIM, budget, decide_parts(todo), numbers, readings=readings)
+
+
+def gather(budget, results):
+    """Draft 5: the parts measured, decided with every reading of the claim."""
+    todo, readings, numbers = _measured(budget, results)
+    return outcome.Gathered(todo, numbers, readings)
 
 
 def figure(result, path):
@@ -84,4 +102,4 @@ CLAIM = register(Claim(
     id="C8",
     title="Freezing v in phase 2 beats updating it (Fig. 8)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    primary=primary_parts, figure=figure, gather=gather))

@@ -21,7 +21,7 @@ from __future__ import annotations
 from stepsim.checks import gaps, outcome, plots, protocol
 from stepsim.checks.budget import causes, effect
 from stepsim.checks.registry import Claim, register
-from stepsim.checks.verdict import Evidence, decide_parts, rule_of
+from stepsim.checks.verdict import Evidence, decide_parts, negated, rule_of
 
 MS = protocol.RULES.layerwise.ms
 STEPS = {"SR": "lw-step-sr", "A1": "lw-step-a1"}
@@ -49,7 +49,9 @@ def part_names(budget) -> tuple:
     return tuple(_part_name(r, m) for m in MS for r in STEPS)
 
 
-def decide_claim(budget, results):
+def _measured(budget, results):
+    """(parts: name -> Evidence with its harm e(STEP) - e(layer-wise SR-STE), readings,
+    STEP's runs per part, numbers)."""
     runs = _runs(budget)
     todo, readings, switches = {}, {r: [] for r in STEPS}, {}
     for m in MS:
@@ -62,15 +64,29 @@ def decide_claim(budget, results):
             e = effect(results, [(1, base), (-1, runs[(r, m)])],
                        name=f"e(layer-wise SR-STE) - e(layer-wise STEP-{r}), M={m}",
                        units=budget.units, margin=budget.margin)
-            todo[name] = Evidence(e, premise, f"layer-wise SR-STE at M={m} has no gap to dense")
+            harm = negated(e, f"e(layer-wise STEP-{r}) - e(layer-wise SR-STE), M={m}")
+            todo[name] = Evidence(e, premise, f"layer-wise SR-STE at M={m} has no gap to dense",
+                                  harm=harm)
             readings[r].append(name)
             switches[name] = causes(results, runs[(r, m)], budget, clip=True)
-    parts = gaps.plateau_gate(budget, results, decide_parts(todo),
-                               {_part_name(r, m): runs[(r, m)] for m in MS for r in STEPS},
-                               claim=CLAIM.id)
+    step_runs = {_part_name(r, m): runs[(r, m)] for m in MS for r in STEPS}
     numbers = {"ms": list(MS), "target": budget.rules.layerwise.target,
                "switches": switches}
+    return todo, readings, step_runs, numbers
+
+
+def decide_claim(budget, results):
+    todo, readings, step_runs, numbers = _measured(budget, results)
+    parts = gaps.plateau_gate(budget, results, decide_parts(todo), step_runs, claim=CLAIM.id)
     return outcome.result(CLAIM, budget, parts, numbers, readings=readings)
+
+
+def gather(budget, results):
+    """Draft 5: the parts measured, decided with every reading of the claim; the plateau
+    gate after the decision."""
+    todo, readings, step_runs, numbers = _measured(budget, results)
+    return outcome.Gathered(todo, numbers, readings, lambda parts: gaps.plateau_gate(
+        budget, results, parts, step_runs, claim=CLAIM.id))
 
 
 def figure(result, path):
@@ -81,4 +97,4 @@ CLAIM = register(Claim(
     id="C9",
     title="Layer-wise N:M with STEP beats layer-wise N:M alone (Table 4)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    figure=figure, gather=gather))

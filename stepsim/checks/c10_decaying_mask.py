@@ -18,7 +18,7 @@ from stepsim.checks import outcome, plots
 from stepsim.checks.budget import effect
 from stepsim.checks.protocol import nm_label
 from stepsim.checks.registry import Claim, register
-from stepsim.checks.verdict import Evidence, decide_parts, rule_of
+from stepsim.checks.verdict import Evidence, decide_parts, negated, rule_of
 
 
 def _runs(budget):
@@ -38,7 +38,8 @@ def part_names(budget) -> tuple:
     return tuple(nm_label(nm) for nm in budget.nms)
 
 
-def decide_claim(budget, results):
+def _measured(budget, results) -> dict:
+    """N:M label -> Evidence, with its harm e(with dense phase) - e(no dense phase)."""
     runs = _runs(budget)
     todo = {}
     for nm in budget.nms:
@@ -50,8 +51,18 @@ def decide_claim(budget, results):
         e = effect(results, [(1, without), (-1, runs[("decay-dense", nm)])],
                    name=f"e(no dense phase) - e(dense phase) at {label}", units=budget.units,
                    margin=budget.margin)
-        todo[label] = Evidence(e, premise, f"no dense phase has no gap to dense at {label}")
-    return outcome.result(CLAIM, budget, decide_parts(todo), {})
+        todo[label] = Evidence(e, premise, f"no dense phase has no gap to dense at {label}",
+                               harm=negated(e, f"e(dense phase) - e(no dense phase) at {label}"))
+    return todo
+
+
+def decide_claim(budget, results):
+    return outcome.result(CLAIM, budget, decide_parts(_measured(budget, results)), {})
+
+
+def gather(budget, results):
+    """Draft 5: the parts measured, decided with every reading of the claim."""
+    return outcome.Gathered(_measured(budget, results), {})
 
 
 def figure(result, path):
@@ -62,4 +73,4 @@ CLAIM = register(Claim(
     id="C10",
     title="The decaying mask without its dense phase ends worse than with it (Fig. 6)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure))
+    figure=figure, gather=gather))

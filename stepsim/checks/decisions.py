@@ -5,7 +5,11 @@
 in the verdict line when runs diverged (PROTOCOL.md "Draft 4: statistics": an outcome,
 left out of the error effects), names the setting, and labels each registered in-place
 verdict robust or fragile across its tie set (:func:`robustness`, PROTOCOL.md "Tie-aware
-tuning"). Pure: no file is read or written.
+tuning"). Under draft 5's rules (a budget's ``rules.version`` >= 5) a claim that gathers
+its parts (``Claim.gather``) is decided per problem, every budget of it together
+(:func:`stepsim.checks.claim_decisions.decide_on_problem`: its readings' lines and the
+claim's own line); the others (C11, C12, S1) per budget as before. Pure: no file is read
+or written.
 """
 
 from __future__ import annotations
@@ -27,9 +31,51 @@ class Decided:
 
 def decide(evaluation, results: dict) -> list[Decided]:
     """Every (claim, setting) of ``evaluation`` (``planning.Evaluation``) decided on
-    ``results`` (digest -> view), in the evaluation's order."""
-    out = []
+    ``results`` (digest -> view), in the evaluation's order; under draft 5, every
+    (claim, problem) together (module docstring)."""
+    families, single = {}, {}
     for (claim, key), jobs in evaluation.jobs.items():
+        budget = evaluation.budgets[key]
+        rules = getattr(budget, "rules", None)
+        if rules is not None and rules.version >= 5 and get_claim(claim).gather is not None:
+            families.setdefault((claim, budget.problem), []).append((key, jobs))
+        else:
+            single[(claim, key)] = jobs
+    out = _decide_each(evaluation, results, single)
+    for (claim, _), members in families.items():
+        out += _decide_family(evaluation, results, claim, members)
+    return out
+
+
+def _decide_family(evaluation, results: dict, claim: str, members) -> list[Decided]:
+    """One claim on one problem under draft 5: its readings' lines and its own line. A
+    reading's line takes its jobs' run time (a single line, every job's), the claim's
+    line none; each a share of the decision's."""
+    from stepsim.checks.claim_decisions import IN_PLACE_SUFFIX, Member, decide_on_problem
+
+    t0 = time.perf_counter()
+    lines = decide_on_problem(claim, [Member(evaluation.budgets[key], tuple(jobs))
+                                      for key, jobs in members], results)
+    spent = (time.perf_counter() - t0) / len(lines)
+    jobs_of = dict(members)
+    out = []
+    for line in lines:
+        if len(lines) == 1:
+            jobs = [t for _, group in members for t in group]
+        else:
+            jobs = jobs_of.get(line.setting.removesuffix(IN_PLACE_SUFFIX), [])
+        lost = sorted({t.describe() for t in jobs if results[t.digest].get("diverged")})
+        if lost:
+            line = dataclasses.replace(line, numbers=dict(line.numbers, diverged=lost))
+        out.append(Decided(line, sum(results[t.digest]["seconds"] for t in jobs) + spent))
+    return out
+
+
+def _decide_each(evaluation, results: dict, jobs_of: dict) -> list[Decided]:
+    """Each (claim, setting) of ``jobs_of`` decided on its own budget (draft 4; the
+    claims decided without gathered parts)."""
+    out = []
+    for (claim, key), jobs in jobs_of.items():
         t0 = time.perf_counter()
         result = get_claim(claim).decide(evaluation.budgets[key], results)
         lost = [t for t in jobs if results[t.digest].get("diverged")]
@@ -55,7 +101,8 @@ def robustness(decided: list) -> list:
     for r in decided:
         ties = [t for t in decided if t.claim == r.claim and "@sr-ste " in t.setting
                 and t.setting.split("@")[0] == r.setting]
-        if "@" in r.setting or not ties:
+        drafted = isinstance(r.numbers, dict) and "readings" in r.numbers  # draft 5: done
+        if "@" in r.setting or not ties or drafted:
             out.append(r)
             continue
         verdicts = {t.setting.split("@", 1)[1]: t.verdict for t in ties}

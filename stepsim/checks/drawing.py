@@ -57,8 +57,12 @@ def draw_all(results, staging, workers: int) -> list:
 def draw_one(result, staging) -> tuple:
     """(figure paths under ``FIGURES_DIR``, seconds): ``result``'s figures drawn into
     ``staging`` by its claim (in this process or a figure worker)."""
+    from stepsim.checks.claim_decisions import is_claim_line
+
     t0 = time.perf_counter()
     staging = Path(staging)
+    if is_claim_line(result):  # a claim's line of readings: its readings draw the figures
+        return (), time.perf_counter() - t0
     paths = get_claim(result.claim).draw(result, staging)
     return (tuple(str(Path(FIGURES_DIR) / Path(p).relative_to(staging)) for p in paths),
             time.perf_counter() - t0)

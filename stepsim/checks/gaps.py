@@ -41,9 +41,12 @@ def part_names(budget, nms) -> tuple:
     return tuple(part_name(r, b, nm) for nm in nms for b in BASELINES for r in budget.step_keys)
 
 
-def gap_parts(budget, results, nms, coefficients, effect_name):
-    """(parts, readings, gap table). coefficients: (c_B, c_STEP, c_dense) of the effect;
-    effect_name(b, label) -> its name."""
+def gap_evidence(budget, results, nms, coefficients, effect_name):
+    """(parts: name -> Evidence, readings: reading of STEP -> part names, gap table,
+    step_runs: part name -> STEP's runs). coefficients: (c_B, c_STEP, c_dense) of the
+    effect; effect_name(b, label, reading) -> its name. Each part's harm quantity (draft
+    5, PROTOCOL.md D5.4) is e(STEP) - e(B): STEP worse than the baseline it should
+    improve."""
     groups = runs(budget, nms)
     dense = groups[("dense", None)]
     units, margin = budget.units, budget.margin
@@ -56,19 +59,44 @@ def gap_parts(budget, results, nms, coefficients, effect_name):
                         for r, key in [(b, b) for b in BASELINES]
                         + [(f"STEP-{r}", k) for r, k in steps.items()]}
         for b in BASELINES:
-            premise = effect(results, [(1, groups[(b, tuple(nm))]), (-1, dense)],
+            base = groups[(b, tuple(nm))]
+            premise = effect(results, [(1, base), (-1, dense)],
                              name=f"gap({b}) at {label}", units=units, margin=margin)
             for reading, key in steps.items():
                 cb, cs, cd = coefficients
-                e = effect(results, [(cb, groups[(b, tuple(nm))]), (cs, groups[(key, tuple(nm))]),
-                                     (cd, dense)],
+                step = groups[(key, tuple(nm))]
+                e = effect(results, [(cb, base), (cs, step), (cd, dense)],
                            name=effect_name(b, label, reading), units=units, margin=margin)
+                harm = effect(results, [(1, step), (-1, base)],
+                              name=f"e(STEP-{reading}) - e({b}) at {label}", units=units,
+                              margin=margin)
                 name = part_name(reading, b, nm)
-                todo[name] = Evidence(e, premise, f"{b}'s gap to dense at {label} is not above 0")
+                todo[name] = Evidence(e, premise, f"{b}'s gap to dense at {label} is not "
+                                      f"above 0", harm=harm)
                 readings[reading].append(name)
-                step_runs[name] = groups[(key, tuple(nm))]
+                step_runs[name] = step
+    return todo, readings, table, step_runs
+
+
+def gap_parts(budget, results, nms, coefficients, effect_name):
+    """(parts, readings, gap table): :func:`gap_evidence` decided by draft 4's rule, then
+    the plateau gate."""
+    todo, readings, table, step_runs = gap_evidence(budget, results, nms, coefficients,
+                                                    effect_name)
     parts = plateau_gate(budget, results, decide_parts(todo), step_runs)
     return parts, readings, table
+
+
+def gap_gathered(claim: str, budget, results, nms, coefficients, effect_name):
+    """Draft 5: :func:`gap_evidence` as an ``outcome.Gathered``, with the plateau gate
+    applied after the decision."""
+    from stepsim.checks.outcome import Gathered
+
+    todo, readings, table, step_runs = gap_evidence(budget, results, nms, coefficients,
+                                                    effect_name)
+    numbers = {"gap_to_dense": table, "switches": switch_record(budget, results, nms)}
+    return Gathered(todo, numbers, readings,
+                    lambda parts: plateau_gate(budget, results, parts, step_runs, claim))
 
 
 def plateau_gate(budget, results, parts: dict, step_runs: dict, claim: str = "C5") -> dict:

@@ -9,9 +9,15 @@
   readings together).
 * :func:`result` — the :class:`~stepsim.checks.verdict.ClaimResult` of a claim
   (``registry.Claim``), whose parts must be the ones it declares (``Claim.parts``).
+* :class:`Gathered` — what a claim measures on one budget before any decision (draft 5:
+  the parts of every reading of a claim on a problem are decided together,
+  ``claim_decisions``).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
 
 from stepsim.checks.verdict import (
     INCONCLUSIVE,
@@ -23,10 +29,26 @@ from stepsim.checks.verdict import (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Gathered:
+    """A claim's measurements on one budget, not yet decided (``Claim.gather``).
+
+    parts: name -> :class:`~stepsim.checks.verdict.Evidence` (or a ``Directional``, or a
+    ``Part`` already decided: runs lost, no v to read), in the order ``Claim.parts``
+    declares; numbers: every number behind them (JSON-ready); groups: reading of STEP ->
+    the names of its parts (None: the claim involves no STEP: one group); after: parts ->
+    parts, a gate applied to the decided parts (the plateau gate), or None."""
+
+    parts: dict
+    numbers: dict
+    groups: dict | None = None
+    after: Callable | None = None
+
+
 def absent(name: str, effect, text: str) -> Part:
     return Part(name=name, effect=effect, verdict=INCONCLUSIVE,
                 reason=f"premise absent: {text}", level=effect.ci_level, premise=None,
-                premise_text=text)
+                premise_text=text, absent=True)
 
 
 def lost(name: str, text: str, *, units: str, margin: float) -> Part:
@@ -71,14 +93,16 @@ def _summary(parts: dict) -> str:
 
 
 def result(claim, budget, parts: dict, numbers: dict, *, readings=None,
-           reason_prefix: str = "") -> ClaimResult:
+           reason_prefix: str = "", decided: tuple | None = None) -> ClaimResult:
     """``claim``'s result on ``budget`` from its decided ``parts`` (name -> Part, in the
     order ``claim.parts(budget)`` declares) and its ``numbers``; readings: reading -> the
-    names of its parts (a claim about STEP, :func:`claim_verdict`)."""
+    names of its parts (a claim about STEP, :func:`claim_verdict`); decided: (verdict,
+    reason) when a rule over more than this budget gave them (draft 5's claim rule),
+    else :func:`claim_verdict`'s."""
     declared = tuple(claim.parts(budget))
     if tuple(parts) != declared:
         raise RuntimeError(f"{claim.id} decided parts {list(parts)} but declares {list(declared)}")
-    verdict, reason = claim_verdict(parts, readings)
+    verdict, reason = decided if decided is not None else claim_verdict(parts, readings)
     first = next(iter(parts.values())).effect if parts else None
     numbers = dict(numbers, units=getattr(budget, "units", ""),
                    margin=getattr(budget, "margin", None))

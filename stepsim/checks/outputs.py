@@ -53,10 +53,33 @@ class Report:
     operating: dict = dataclasses.field(default_factory=dict)
 
     def table(self) -> str:
-        """The verdict table as plain text, one line per claim and setting."""
+        """The verdict table as plain text, one line per claim and setting, each at most
+        :data:`LINE_WIDTH` characters (the claim, where — "no training" for the claims
+        that train nothing —, the verdict, and its headline or, failing one, its reason cut
+        short: every part is in report.md)."""
         label = "" if self.mode == "full" else f"[{self.mode}: indicative, not evidence]\n"
-        return label + "\n".join(f"{c.claim:<4} {c.setting:<12} {c.verdict:<15} {c.reason}"
-                                  for c in self.claims)
+        wheres = [where_of(c) for c in self.claims]
+        width = min(max((len(w) for w in wheres), default=0), WHERE_WIDTH)
+        return label + "\n".join(
+            fit(f"{c.claim:<4} {w:<{width}} {c.verdict:<15} {c.headline or c.reason}")
+            for c, w in zip(self.claims, wheres))
+
+
+#: a printed verdict line's most characters (a terminal's width)
+LINE_WIDTH = 100
+#: the widest "where" column of the printed table (a tie set's key is cut)
+WHERE_WIDTH = 28
+
+
+def where_of(result) -> str:
+    """Where a verdict was made, as a line says it: "no training" for C11 and C12 (their
+    setting key is "none"), else the setting key."""
+    return "no training" if result.setting in ("", "none") else result.setting
+
+
+def fit(line: str, width: int = LINE_WIDTH) -> str:
+    """``line`` cut to ``width`` characters, ending in "…" when cut."""
+    return line if len(line) <= width else line[:width - 1].rstrip() + "…"
 
 
 def default_out(mode: str) -> Path:
@@ -179,5 +202,6 @@ def rewrite_markdown(out_dir) -> Path:
     return write_text(out_dir / "report.md", markdown(load_report(out_dir / "report.json")))
 
 
-__all__ = ["FIGURES_DIR", "RUNS_DIR", "RUN_ID_FILE", "Report", "default_out", "load_report",
-           "probe_out", "redraw_figures", "rewrite_markdown", "write_report"]
+__all__ = ["FIGURES_DIR", "LINE_WIDTH", "RUNS_DIR", "RUN_ID_FILE", "Report", "default_out",
+           "fit", "load_report", "probe_out", "redraw_figures", "rewrite_markdown",
+           "where_of", "write_report"]

@@ -58,7 +58,10 @@ class Claim:
     rests on (None: every part; a claim decided without parts, C11 and C12, has none).
     Figures: ``figure(result, path)`` draws one file whose name the check chooses, or
     ``figures(result, folder) -> [paths]`` draws several (:meth:`draw` calls either).
-    markdown(result) -> lines: a table of its own in report.md (S1).
+    markdown(result) -> lines: a table of its own in report.md (S1). gather(budget,
+    results) -> ``outcome.Gathered``: its parts measured but not decided, for draft 5's
+    decision of every reading of a claim on a problem together (None: the claim decides
+    each budget on its own: C11, C12, S1).
     """
 
     id: str
@@ -71,6 +74,7 @@ class Claim:
     figure: Callable | None = None
     figures: Callable | None = None
     markdown: Callable | None = None
+    gather: Callable | None = None
 
     def __post_init__(self):
         if self.id not in ORDER:

@@ -23,7 +23,10 @@ diverged"); a part REPRODUCED reads "X better than SR-STE", NOT REPRODUCED "X wo
 "no difference shown". The line's verdict answers the successors' papers' claim "a
 successor beats SR-STE": REPRODUCED if some successor (S-STE, masked decay with an N:M
 result) is better at every N:M of the setting, NOT REPRODUCED if every successor is
-worse at some N:M, else INCONCLUSIVE. No part has a premise.
+worse at some N:M, else INCONCLUSIVE. No part has a premise. Draft 5 (PROTOCOL.md
+D5.5, D5.10): a part whose difference lies inside (-delta, +delta), delta the problem's
+margin, by two one-sided tests (Holm per N:M) reads "equivalent"; "better" and "worse"
+only outside that band.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from stepsim.checks.verdict import (
     ClaimResult,
     Evidence,
     combine,
+    decide_equivalence,
     decide_parts,
     rule_of,
 )
@@ -56,6 +60,8 @@ LABELS = {"dense": "dense", "sr-ste": "SR-STE", "step-a1": "STEP-A1 (own lr)",
           "s-ste-step": "S-STE + frozen v (s-ste-step)"}
 #: how a part's verdict reads in the table
 READS = {REPRODUCED: "better", NOT_REPRODUCED: "worse", INCONCLUSIVE: "no difference shown"}
+#: draft 5 (PROTOCOL.md D5.5, D5.10): a successor within the problem's margin of SR-STE
+EQUIVALENT = "equivalent"
 
 
 def nms(budget) -> tuple:
@@ -160,13 +166,16 @@ def decide_claim(budget, results):
                            margin=float(RULES.margin))
                 todo[part_name(key, nm)] = Evidence(e)
         decided = decide_parts(todo, alpha=budget.rules.alpha)  # Holm: this N:M
+        if budget.rules.version >= 5:
+            decided = within_band(todo, decided, budget.margin, budget.rules.alpha)
         for name, part in decided.items():
             key = name.split(" vs ")[0]
+            reads = EQUIVALENT if part.reason.startswith(EQUIVALENT) else READS[part.verdict]
             rows[key]["vs_baseline"] = {
                 "estimate": part.effect.estimate, "ci": [part.effect.ci_low,
                                                          part.effect.ci_high],
                 "level": part.level, "n": part.effect.n, "verdict": part.verdict,
-                "reads": READS[part.verdict], "reason": part.reason}
+                "reads": reads, "reason": part.reason}
             if key in per_successor:
                 per_successor[key].append(part.verdict)
         parts.update(decided)
@@ -190,6 +199,26 @@ def decide_claim(budget, results):
                        tuple(budget.seeds), budget.mode, numbers, parts=tuple(parts.values()))
 
 
+def within_band(todo: dict, decided: dict, margin: float, alpha: float) -> dict:
+    """Draft 5's reading of S1's parts (PROTOCOL.md D5.5, D5.10): a part whose difference
+    to SR-STE lies inside (-margin, +margin) by two one-sided tests (Holm over the N:M's
+    parts, ``verdict.decide_equivalence``) reads "equivalent" (INCONCLUSIVE for the line's
+    "a successor beats SR-STE"), whatever its direction; "better" / "worse" stay only
+    outside the band. margin: the problem's."""
+    import dataclasses
+
+    band = decide_equivalence({n: e.effect for n, e in todo.items()}, margin, alpha=alpha)
+    out = {}
+    for name, part in decided.items():
+        inside = band[name]
+        if inside.verdict == REPRODUCED:
+            part = dataclasses.replace(
+                part, verdict=INCONCLUSIVE, effect=inside.effect, level=inside.level,
+                reason=f"{EQUIVALENT} within the margin: {inside.reason}")
+        out[name] = part
+    return out
+
+
 def _verdict(per_successor: dict, table: dict) -> tuple[str, str]:
     """The line's verdict on "a successor beats SR-STE" (module docstring) and its reason."""
     each = {s: combine(v) for s, v in per_successor.items() if v}
@@ -203,7 +232,7 @@ def _verdict(per_successor: dict, table: dict) -> tuple[str, str]:
         f"{label}: " + ", ".join(f"{k} {row['vs_baseline']['reads']}"
                                  for k, row in rows.items() if "vs_baseline" in row)
         for label, rows in table.items())
-    head = ", ".join(f"{s}: {READS[v]}" for s, v in each.items())
+    head = ", ".join(f"{s}: {READS[v]}" for s, v in each.items())  # per N:M in the table
     return verdict, f"successors vs SR-STE — {head} (Holm per N:M) — {words}"
 
 

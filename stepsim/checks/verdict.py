@@ -163,6 +163,22 @@ def effect_from(values, test_vars=None, *, name: str, units: str, margin: float,
                   se_seeds=est.se_seeds, se_test=est.se_test, df=float(est.df))
 
 
+def negated(effect: Effect, name: str) -> Effect:
+    """``effect`` with the opposite sign, named ``name``: -E with its interval mirrored,
+    its values negated and its divergence record's sides swapped (the side that raised E
+    lowers -E). The harm quantity of a part whose harm is -E (PROTOCOL.md D5.4)."""
+    if not isinstance(effect, Effect):
+        raise TypeError(f"expected an Effect, got {type(effect).__name__}")
+    d = effect.divergence
+    if d is not None:
+        d = dict(d, plus=d["minus"], minus=d["plus"], only_plus=d["only_minus"],
+                 only_minus=d["only_plus"],
+                 runs={"plus": d["runs"]["minus"], "minus": d["runs"]["plus"]})
+    return dataclasses.replace(effect, name=name, estimate=-effect.estimate,
+                               ci_low=-effect.ci_high, ci_high=-effect.ci_low,
+                               values=tuple(-v for v in effect.values), divergence=d)
+
+
 def estimate_of(effect: Effect):
     """The :class:`stepsim.stats.PairedEstimate` behind ``effect``: from its se fields when
     both are finite (:func:`effect_from`), else sd(values)/sqrt(n) from its values (an
@@ -187,7 +203,7 @@ def estimate_of(effect: Effect):
                                 se_test=se_test, df=df)
 
 
-def _at_level(effect: Effect, est, level: float) -> Effect:
+def at_level(effect: Effect, est, level: float) -> Effect:
     """``effect`` with its interval recomputed at two-sided coverage ``level``."""
     low, high = est.interval(level)
     return dataclasses.replace(effect, ci_low=low, ci_high=high, ci_level=level)
@@ -198,29 +214,55 @@ def percent(level: float) -> str:
     return f"{100 * level:.4g}%"
 
 
-def _u(units: str) -> str:
+def units_suffix(units: str) -> str:
     return f" {units}" if units else ""
 
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
-    """What one part of a claim is decided from (:func:`decide_parts`): its effect (an
-    :class:`Effect`, margin >= 0; 0 = direction only), its premise (an Effect whose
-    presence the part needs, or None) and what the premise says (premise_text)."""
+    """What one part of a claim is decided from (:func:`decide_parts`, and draft 5's
+    ``part_decisions.decide_both_ways``).
+
+    effect: an :class:`Effect`, margin >= 0 (0 = direction only); premise: an Effect whose
+    presence the part needs, or a tuple of Effects of which one must be present (each at
+    alpha / their number: Bonferroni; draft 5 only), or None; premise_text: what the
+    premise says. Draft 5 only: harm, the part's harm quantity H (PROTOCOL.md D5.4: > 0
+    when STEP or the claimed-better side makes things worse; tested when the premise is
+    absent), or None; gate, a premise the statistics cannot test, absent for this reason
+    (e.g. "dense not converged": the part is INCONCLUSIVE "premise absent: ..."); kind,
+    "direction" (E > 0 is the claim, margin delta) or "band" (the claim is |E| < margin:
+    a flatness part, decided by two one-sided tests)."""
 
     effect: Effect
-    premise: Effect | None = None
+    premise: Effect | tuple | None = None
     premise_text: str = ""
+    harm: Effect | None = None
+    gate: str = ""
+    kind: str = "direction"
 
     def __post_init__(self):
         if not isinstance(self.effect, Effect):
             raise TypeError(f"effect must be an Effect, got {type(self.effect).__name__}")
-        if self.premise is not None and not isinstance(self.premise, Effect):
-            raise TypeError(f"premise must be an Effect or None, "
-                            f"got {type(self.premise).__name__}")
+        premises = self.premise if isinstance(self.premise, tuple) else (self.premise,)
+        if self.premise is not None and (not premises or not all(isinstance(p, Effect)
+                                                                  for p in premises)):
+            raise TypeError(f"premise must be an Effect, a tuple of Effects or None, "
+                            f"got {self.premise!r:.80}")
+        if self.harm is not None and not isinstance(self.harm, Effect):
+            raise TypeError(f"harm must be an Effect or None, got {type(self.harm).__name__}")
+        if self.kind not in ("direction", "band"):
+            raise ValueError(f"kind must be 'direction' or 'band', got {self.kind!r}")
         if not (math.isfinite(self.effect.margin) and self.effect.margin >= 0):
             raise ValueError(f"margin must be finite and >= 0, got {self.effect.margin!r}")
         object.__setattr__(self, "premise_text", str(self.premise_text))
+        object.__setattr__(self, "gate", str(self.gate))
+
+    @property
+    def premises(self) -> tuple:
+        """The premise Effects (one of which must be present); () without a premise."""
+        if self.premise is None:
+            return ()
+        return self.premise if isinstance(self.premise, tuple) else (self.premise,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,7 +290,10 @@ class Part:
     name: the part; effect: its :class:`Effect` with the interval at ``level``; verdict: one
     of ``VERDICTS``; reason: one line; level: the two-sided coverage the part was judged at
     (its Holm-adjusted level, e.g. 0.975); premise: the premise's Effect (None: no premise);
-    premise_text: what the premise says. JSON-ready via ``stepsim._ground.provenance.to_jsonable``.
+    premise_text: what the premise says; absent: its premise is absent (a reading's
+    REPRODUCED does not wait for it, PROTOCOL.md D5.5); bootstrap: draft 5's paired
+    bootstrap interval (low, high) at ``level`` beside the t interval, () when none was
+    made. JSON-ready via ``stepsim._ground.provenance.to_jsonable``.
     """
 
     name: str
@@ -256,8 +301,10 @@ class Part:
     verdict: str
     reason: str
     level: float
-    premise: Effect | None = None
+    premise: Effect | tuple | None = None
     premise_text: str = ""
+    absent: bool = False
+    bootstrap: tuple = ()
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -275,7 +322,7 @@ def premise_present(premise: Effect, alpha: float = 0.05) -> bool:
     return bool(lb > 0)
 
 
-def _holm_family(p_values: dict, alpha: float) -> dict:
+def holm_family(p_values: dict, alpha: float) -> dict:
     """name -> (Holm level, rejected) over the names of ``p_values``."""
     from stepsim import stats
 
@@ -306,12 +353,12 @@ def divergence_test(effect: Effect):
     return stats.paired_binary_exact(plus + [False] * rest, minus + [False] * rest)
 
 
-def _lost(effect: Effect) -> bool:
+def runs_lost(effect: Effect) -> bool:
     d = effect.divergence
     return bool(d) and len(d["finite"]) < int(d["seeds"])
 
 
-def _divergence_text(effect: Effect, test) -> str:
+def divergence_text(effect: Effect, test) -> str:
     d = effect.divergence
     n = d["seeds"]
     p = "" if test is None else f", exact McNemar p = {test.p_two_sided:.3g}"
@@ -329,7 +376,7 @@ def effect_text(effect: Effect, digits: int = 3) -> str:
     if math.isfinite(effect.ci_low) and math.isfinite(effect.ci_high):
         text = (f"{effect.estimate:.{digits}g} [{effect.ci_low:.{digits}g}, "
                 f"{effect.ci_high:.{digits}g}] {effect.units}")
-        return text + (f" on {len(d['finite'])}/{d['seeds']} finite pairs" if _lost(effect)
+        return text + (f" on {len(d['finite'])}/{d['seeds']} finite pairs" if runs_lost(effect)
                        else "")
     if not d:
         return "n/a"
@@ -338,7 +385,7 @@ def effect_text(effect: Effect, digits: int = 3) -> str:
             f"side in {d['minus']}/{n}; {len(d['finite'])} finite pair(s)")
 
 
-def _tarone(n_fixed: int, p_min: dict, alpha: float) -> set:
+def tarone(n_fixed: int, p_min: dict, alpha: float) -> set:
     """The discrete tests that join the family (Tarone 1990): drop, until none is dropped,
     every test whose smallest attainable p exceeds alpha / (family size). The choice is a
     function of the discordant counts the exact tests condition on, so it costs no error
@@ -367,7 +414,7 @@ def decide_parts(parts, *, alpha: float = 0.05) -> dict:
          finite seeds;
        * divergence: a part whose sides diverged in different seeds
          (:func:`divergence_test`): the exact two-sided McNemar p, in the family only when
-         it can reach alpha / (family size) (:func:`_tarone`);
+         it can reach alpha / (family size) (:func:`tarone`);
     3. verdict: the better-claimed side diverged more (divergence rejected) -> NOT
        REPRODUCED; the worse-claimed side diverged more -> REPRODUCED, unless the error
        says NOT REPRODUCED (then INCONCLUSIVE: the outcomes disagree); else the error,
@@ -395,14 +442,14 @@ def decide_parts(parts, *, alpha: float = 0.05) -> dict:
         if test is not None:
             div_tests[name] = test
         est = estimate_of(effect)
-        if est.n >= (need if _lost(effect) else 2) and math.isfinite(est.se):
+        if est.n >= (need if runs_lost(effect) else 2) and math.isfinite(est.se):
             family_est[name] = est
             family_p[("e", name)] = min(1.0, 2.0 * min(est.p_greater(0.0),
                                                        est.p_less(effect.margin)))
-    keep = _tarone(len(family_p), {k: t.p_min for k, t in div_tests.items()}, alpha)
+    keep = tarone(len(family_p), {k: t.p_min for k, t in div_tests.items()}, alpha)
     for k in keep:
         family_p[("d", k)] = div_tests[k].p_two_sided
-    holm = _holm_family(family_p, alpha)
+    holm = holm_family(family_p, alpha)
     for name, given in parts.items():
         if out[name] is None:
             standing = Standing(est=family_est.get(name), holm=holm.get(("e", name)),
@@ -416,38 +463,44 @@ def _gated(name, given: Evidence, alpha: float, need: int) -> Part | None:
     """The part's verdict when its premise decides it (too few finite seeds, or absent),
     else None: the part joins the Holm family."""
     effect, premise, text = given.effect, given.premise, given.premise_text
+    if given.gate:
+        return Part(name, effect, INCONCLUSIVE, f"premise absent: {given.gate}",
+                    effect.ci_level, None, given.gate, absent=True)
     if premise is None:
         return None
-    if _lost(premise) and premise.n < need:
-        d = (effect if _lost(effect) else premise).divergence
+    if isinstance(premise, tuple):
+        raise ValueError(f"part {name!r}: draft 4's rule takes one premise Effect, got "
+                         f"{len(premise)}")
+    if runs_lost(premise) and premise.n < need:
+        d = (effect if runs_lost(effect) else premise).divergence
         head = "both diverged" if d["plus"] and d["minus"] else "diverged"
         reason = (f"{head}: the premise ({text}) has {premise.n} finite seed(s) of "
                   f"{premise.divergence['seeds']} (need {need})")
-        if _lost(effect):
-            reason += f"; {_divergence_text(effect, divergence_test(effect))}"
+        if runs_lost(effect):
+            reason += f"; {divergence_text(effect, divergence_test(effect))}"
         return Part(name, effect, INCONCLUSIVE, reason, 1.0 - alpha, premise, text)
     if premise_present(premise, alpha):
         return None
     est, p_est = estimate_of(effect), estimate_of(premise)
     level = 1.0 - 2.0 * alpha
-    lost = f"; its runs diverged: {_divergence_text(premise, None)}" if _lost(premise) else ""
-    return Part(name, _at_level(effect, est, level) if est.n >= 2 else effect, INCONCLUSIVE,
+    lost = f"; its runs diverged: {divergence_text(premise, None)}" if runs_lost(premise) else ""
+    return Part(name, at_level(effect, est, level) if est.n >= 2 else effect, INCONCLUSIVE,
                 f"premise absent: {text} ({p_est.mean:.3g}, one-sided "
                 f"{percent(1.0 - alpha)} lower bound {p_est.lower_bound(alpha):.3g}{lost})",
-                level, premise, text)
+                level, premise, text, absent=True)
 
 
 def _judge_part(name, given: Evidence, standing: Standing, alpha: float, need: int) -> Part:
     """One part's verdict from its error and divergence hypotheses (:func:`decide_parts`)."""
     effect, premise, text = given.effect, given.premise, given.premise_text
     test, d_holm = standing.test, standing.div
-    m, u = effect.margin, _u(effect.units)
-    lost = _lost(effect)
+    m, u = effect.margin, units_suffix(effect.units)
+    lost = runs_lost(effect)
     err_dir, judged, level = None, effect, 1.0 - alpha
     if standing.holm is not None:
         a, rejected = standing.holm
         level = 1.0 - a
-        judged = _at_level(effect, standing.est, level)
+        judged = at_level(effect, standing.est, level)
         if rejected and judged.ci_high < m:
             err_dir = NOT_REPRODUCED
         elif rejected and judged.ci_low > 0:
@@ -458,7 +511,7 @@ def _judge_part(name, given: Evidence, standing: Standing, alpha: float, need: i
         div_where = f"Holm level {percent(1.0 - d_holm[0])}"
         if standing.holm is None:
             level = 1.0 - d_holm[0]
-    div = f"; {_divergence_text(effect, test)}" if lost else ""
+    div = f"; {divergence_text(effect, test)}" if lost else ""
     low, high = judged.ci_low, judged.ci_high
     where = f"(Holm level {percent(level)})"
 
@@ -559,7 +612,7 @@ def decide_equivalence(parts, margin: float, *, alpha: float = 0.05, others=None
         if test is not None and test.p_min <= alpha:
             tests[name] = test
             p_not[("d", name)] = test.p_two_sided
-        if est.n < (need if _lost(effect) else 2) or not math.isfinite(est.se):
+        if est.n < (need if runs_lost(effect) else 2) or not math.isfinite(est.se):
             continue
         family_est[name] = est
         p_rep[name] = max(est.p_greater(-margin), est.p_less(margin))
@@ -570,8 +623,8 @@ def decide_equivalence(parts, margin: float, *, alpha: float = 0.05, others=None
                             f"got {type(spec).__name__}")
         p_rep[name] = spec.p_reproduced
         p_not[("o", name)] = spec.p_not_reproduced
-    holm_rep = _holm_family(p_rep, alpha)
-    holm_not = _holm_family(p_not, alpha)
+    holm_rep = holm_family(p_rep, alpha)
+    holm_not = holm_family(p_not, alpha)
     for name, effect in parts.items():
         standing = Standing(est=family_est.get(name), holm=holm_rep.get(name),
                             p=p_rep.get(name), against=holm_not.get(("e", name)),
@@ -596,16 +649,16 @@ class Directional:
 def _judge_flat(name, effect, margin, standing: Standing, alpha: float, need: int) -> Part:
     """One flatness part's verdict from its two families (:func:`decide_equivalence`)."""
     est, test, not_d = standing.est, standing.test, standing.div
-    u = _u(effect.units)
+    u = units_suffix(effect.units)
     band = f"(-{margin:.3g}, {margin:.3g}){u}"
-    div = f"; {_divergence_text(effect, test)}" if _lost(effect) else ""
+    div = f"; {divergence_text(effect, test)}" if runs_lost(effect) else ""
     if not_d is not None and not_d[1]:
         return Part(name, effect, NOT_REPRODUCED,
                     f"divergence depends on the part (exact McNemar p = "
                     f"{test.p_two_sided:.3g}, Holm level {percent(1.0 - not_d[0])}){div}",
                     1.0 - not_d[0])
     if est is None:
-        if _lost(effect) and effect.n < need:
+        if runs_lost(effect) and effect.n < need:
             d = effect.divergence
             head = "both diverged" if d["plus"] and d["minus"] else "diverged"
             return Part(name, effect, INCONCLUSIVE,
@@ -614,13 +667,13 @@ def _judge_flat(name, effect, margin, standing: Standing, alpha: float, need: in
         return Part(name, effect, INCONCLUSIVE, f"{effect.n} paired value(s): no interval",
                     1.0 - 2.0 * alpha)
     a, rejected = standing.holm
-    inside = _at_level(effect, est, 1.0 - 2.0 * a)
+    inside = at_level(effect, est, 1.0 - 2.0 * a)
     if rejected and -margin < inside.ci_low and inside.ci_high < margin:
         return Part(name, inside, REPRODUCED,
                     f"{percent(1.0 - 2.0 * a)} CI [{inside.ci_low:.3g}, {inside.ci_high:.3g}] "
                     f"inside {band} (TOST, Holm){div}", 1.0 - 2.0 * a)
     b, out_rejected = standing.against
-    judged = _at_level(effect, est, 1.0 - b)
+    judged = at_level(effect, est, 1.0 - b)
     low, high = judged.ci_low, judged.ci_high
     ci = f"{percent(1.0 - b)} CI [{low:.3g}, {high:.3g}]"
     if out_rejected and (low >= margin or high <= -margin):
@@ -643,7 +696,9 @@ class ClaimResult:
     exact table match); problem: where it was measured; seeds: the seeds used; mode:
     "quick" or "full"; numbers: every number behind the verdict (JSON-ready dict);
     figures: paths of the figures made; runtime_s: wall seconds; versions: of the
-    interpreter and packages (``stepsim._ground.provenance.versions``).
+    interpreter and packages (``stepsim._ground.provenance.versions``); setting: the
+    report's setting key; parts: the decided :class:`Part` s; headline: the reason in a
+    few words, for a verdict line that fits a terminal (empty: the reason is cut there).
     """
 
     claim: str
@@ -661,6 +716,7 @@ class ClaimResult:
     versions: dict = dataclasses.field(default_factory=dict)
     setting: str = ""
     parts: tuple = ()
+    headline: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -688,15 +744,22 @@ __all__ = [
     "Evidence",
     "Part",
     "Standing",
+    "at_level",
     "combine",
     "decide_equivalence",
     "decide_parts",
     "divergence_test",
+    "divergence_text",
     "effect_from",
     "effect_text",
     "estimate_of",
+    "holm_family",
     "min_finite_pairs",
+    "negated",
     "percent",
     "premise_present",
     "rule_of",
+    "runs_lost",
+    "tarone",
+    "units_suffix",
 ]

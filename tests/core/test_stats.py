@@ -394,3 +394,83 @@ def test_binomial_p_matches_the_clopper_pearson_bound():
     assert stats.clopper_pearson(0, 8)[0] == 0.0 and stats.clopper_pearson(8, 8)[1] == 1.0
     with pytest.raises(ValueError, match="count"):
         stats.binomial_p(9, 8, 0.5, greater=True)
+
+
+# --- the paired bootstrap and the one-sided McNemar tests (PROTOCOL.md, "Draft 5") -------
+
+
+def test_paired_bootstrap_is_the_resampled_mean_plus_a_test_draw():
+    """The draws are, resample by resample, the mean of n seeds drawn with replacement plus
+    se_test times a standard normal, from the named generator: recomputed here with NumPy's
+    own mean from the same stream."""
+    values = np.array([0.3, -1.2, 2.5, 0.0, 0.7, 1.1, -0.4, 0.9])
+    boot = stats.paired_bootstrap(values, se_test=0.25, resamples=500, seed=7, name="C5 part")
+    rng = stats.bootstrap_generator(7, "C5 part")
+    picks = rng.integers(0, values.size, size=(500, values.size))
+    expect = np.sort(values[picks].mean(axis=1) + 0.25 * rng.standard_normal(500))
+    assert boot.n == 8 and boot.draws.shape == (500,)
+    np.testing.assert_allclose(boot.draws, expect, rtol=0, atol=1e-14)
+    # its quantiles are numpy's "linear" ones
+    for q in (0.0, 0.0125, 0.05, 0.5, 0.975, 1.0):
+        assert boot.quantile(q) == pytest.approx(np.quantile(boot.draws, q), abs=1e-15)
+    low, high = boot.interval(0.9)
+    assert (low, high) == pytest.approx((boot.lower_bound(0.05), boot.upper_bound(0.05)))
+    assert low < values.mean() < high
+
+
+def test_paired_bootstrap_is_deterministic_per_name_and_seed():
+    values = [0.3, -1.2, 2.5, 0.0, 0.7]
+    one = stats.paired_bootstrap(values, resamples=1000, seed=20261128, name="a")
+    assert np.array_equal(one.draws, stats.paired_bootstrap(values, resamples=1000,
+                                                            seed=20261128, name="a").draws)
+    other = stats.paired_bootstrap(values, resamples=1000, seed=20261128, name="b")
+    assert not np.array_equal(one.draws, other.draws)
+    # the stream is fixed by (seed, name) on any machine: the first draw of this pair, as
+    # recorded when the bootstrap was registered
+    assert stats.bootstrap_generator(20261128, "a").integers(0, 2**31) == 976109135
+    # without test error a resample can only take the seeds' own values' means
+    assert one.draws.min() >= min(values) and one.draws.max() <= max(values)
+
+
+def test_paired_bootstrap_keeps_a_bimodal_outcome_apart_from_t():
+    """Three of eight seeds collapse far off: the percentile interval is skewed toward the
+    collapse, where the t interval is symmetric about the mean."""
+    values = [5.0, 5.2, 4.8, 5.1, 4.9, 80.0, 78.0, 81.0]
+    boot = stats.paired_bootstrap(values, resamples=20000, seed=1, name="bimodal")
+    est = stats.paired_estimate(values)
+    t_low, t_high = est.interval(0.95)
+    b_low, b_high = boot.interval(0.95)
+    assert b_low > t_low  # the seeds cannot resample below the lowest cluster's mean
+    assert (b_high - est.mean) != pytest.approx(est.mean - b_low, rel=0.05)
+    assert abs((t_high - est.mean) - (est.mean - t_low)) < 1e-9
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: stats.paired_bootstrap([1.0], seed=1, name="x"), ValueError, "at least 2"),
+    (lambda: stats.paired_bootstrap([1.0, 2.0], seed=-1, name="x"), ValueError, "seed"),
+    (lambda: stats.paired_bootstrap([1.0, 2.0], seed=1, name=3), TypeError, "name"),
+    (lambda: stats.paired_bootstrap([1.0, 2.0], seed=1, name="x", resamples=5), ValueError,
+     "resamples"),
+    (lambda: stats.paired_bootstrap([1.0, math.nan], seed=1, name="x"), ValueError,
+     "non-finite"),
+    (lambda: stats.paired_bootstrap([1.0, 2.0], seed=1, name="x", se_test=-1.0), ValueError,
+     "se_test"),
+])
+def test_paired_bootstrap_refuses_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_one_sided_mcnemar_in_each_direction():
+    """16 seeds, 16 discordant all one way: p = 2^-16 in that direction, 1 in the other;
+    the smallest one-sided p these counts allow is 2^-16."""
+    a = [True] * 16
+    b = [False] * 16
+    test = stats.paired_binary_exact(a, b)
+    assert test.p_a_more == 2.0 ** -16 and test.p_b_more == 1.0
+    assert test.p_min_one_sided == 2.0 ** -16
+    mixed = stats.paired_binary_exact([True, True, False, False, True],
+                                      [False, False, True, False, True])
+    # 2 vs 1 discordant: P(Bin(3, 1/2) >= 2) = 1/2; P(Bin(3, 1/2) >= 1) = 7/8
+    assert (mixed.p_a_more, mixed.p_b_more, mixed.p_min_one_sided) == (0.5, 0.875, 0.125)
+    assert mixed.p_a_more == sps.binomtest(2, 3, 0.5, alternative="greater").pvalue
