@@ -99,7 +99,7 @@ def test_full_mode_claims_without_training_write_a_report(tmp_path, capsys):
     out = tmp_path / "report"
     assert main(["check", "C12", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("C12  none") and "REPRODUCED" in printed
+    assert printed.startswith("C12  no training") and "REPRODUCED" in printed
     doc = json.loads((out / "report.json").read_text())
     result = doc["result"]
     assert result["mode"] == "full" and result["tuning"] == {} and result["lrs"] == {}
@@ -118,7 +118,7 @@ def test_quick_subset_writes_a_well_formed_report(tmp_path, capsys, committed_lr
     assert main(["check", "C3", "C12", "--quick", "--out", str(out), "--jobs", "1"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("[quick: indicative, not evidence]")
-    assert "C3   digits/fast" in printed and "C12  none" in printed and "report.json" in printed
+    assert "C3   digits/fast" in printed and "C12  no training" in printed and "report.json" in printed
     doc = json.loads((out / "report.json").read_text())
     result, provenance = doc["result"], doc["provenance"]
     assert result["mode"] == "quick" and provenance["params"]["claims"] == ["C3", "C12"]

@@ -343,7 +343,7 @@ def test_effect_from_and_its_json_round_trip():
                                    None, "")}), TypeError, "must be an Evidence"),
     (lambda: V.Evidence("effect"), TypeError, "effect must be an Effect"),
     (lambda: V.Evidence(_old_effect([1, 2], name="a", units="", margin=1), premise=1.0),
-     TypeError, "premise must be an Effect or None"),
+     TypeError, "premise must be an Effect, a tuple of Effects or None"),
     (lambda: V.decide_parts({"a": V.Evidence(_old_effect([1, 2], name="a", units="",
                                                          margin=1))}, alpha=0.0),
      ValueError, "alpha"),
