@@ -9,8 +9,9 @@ Layers (a module imports only its own layer and lower ones; ``tests/package/test
 0     ``_ground/``               private utilities: argument checks, option declarations
       (but ``_ground/libm*``)    (``options``), numba flags (``jit``), threads, atomic
                                  writes, provenance, lazy exports, BLAS pin, switch steps
-1     ``core/_*_kernels.py``,    numba kernels (masks, optimizers, lean step; NN layers),
-      ``nn/_kernels.py``,        the NumPy references they match bit for bit, glibc
+1     ``core/_*_kernels.py``,    numba kernels (masks, optimizers, lean step; NN layers,
+      ``nn/_kernels.py``,        N:M products), the NumPy references they match bit for
+      ``nn/_nm_kernels.py``,     bit, glibc
       ``core/reference.py``,     exp/log
       ``_ground/libm*.py``
 2     ``core/``, ``stats.py``    masks, optim (validating wrappers), sparsity (ParamSpec);

@@ -190,6 +190,7 @@ class LeanStep:
             else:
                 k.where_scaled(_flat(w), _flat(mask), w.dtype.type(a), _flat(out))
             fwd[name] = out
+        fwd = T.with_masks(fwd, masks, nm_now, alpha, ctx.specs)  # the models' sparse hook
         return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
 
     def _count_flips(self, old, new) -> int:

@@ -346,6 +346,8 @@ class Recipe:
         flips = T.count_flips(state.masks, masks)
         fwd = self.masker.forward_weights(state.masker_state, params, masks, alpha, ctx.specs,
                                           nm_now)
+        if type(self.masker).forward_weights is _Masker.forward_weights:  # Pi * w: the
+            fwd = T.with_masks(fwd, masks, nm_now, alpha, ctx.specs)  # models' sparse hook
         return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
 
     def update(self, state: RecipeState, params: Mapping, grads: Mapping, step: int,
