@@ -300,6 +300,16 @@ def pack_rows(w, mask, m, values, cols):
 
 
 @njit
+def pack_both(w, mask, m, values, cols, indptr_t, rows_t, vals_t):
+    """:func:`pack_rows`, then :func:`transpose_rows` of its result: both forms of the
+    weight in one call (what a layer's forward product and input gradient read)."""
+    bad = pack_rows(w, mask, m, values, cols)
+    if bad < 0:
+        transpose_rows(cols, values, w.shape[1], indptr_t, rows_t, vals_t)
+    return bad
+
+
+@njit
 def transpose_rows(cols, vals, n_in, indptr_t, rows_t, vals_t):
     """The rows of S.T from S's rows of k entries each (cols, vals (n_out, k)): column c of
     S becomes row c, its entries listed by increasing row of S (a counting sort).

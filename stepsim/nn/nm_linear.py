@@ -51,10 +51,14 @@ def _kernels():
 
 
 class SparseWeight(NamedTuple):
-    """A Linear weight (out, in) whose rows keep k entries each.
+    """A Linear weight (out, in) whose rows keep k entries each, in both of the forms its
+    products read.
 
     values (out, k): the kept weights, in increasing column order along each row; columns
     (out, k) int32: their columns. n, m: the N:M the rows were masked with (k = in * n / m).
+    by_input: the same entries regrouped by input column (the rows of W.T), each column's
+    by increasing output: (indptr (in + 1,) int64, outputs (out * k,) int32, values
+    (out * k,)): what :func:`input_grad` multiplies with.
     """
 
     values: np.ndarray
@@ -62,6 +66,7 @@ class SparseWeight(NamedTuple):
     shape: tuple
     n: int
     m: int
+    by_input: tuple
 
     @property
     def dtype(self) -> np.dtype:
@@ -72,18 +77,6 @@ class SparseWeight(NamedTuple):
         out = np.zeros(self.shape, self.values.dtype)
         np.put_along_axis(out, self.columns.astype(np.intp), self.values, axis=1)
         return out
-
-    def by_input(self):
-        """W's entries regrouped by input column (the rows of W.T): (indptr (in + 1,)
-        int64, outputs (nnz,) int32, values (nnz,)); each column's entries by increasing
-        output. What :func:`input_grad` multiplies with."""
-        out, k = self.values.shape
-        indptr = np.empty(self.shape[1] + 1, np.int64)
-        outputs = np.empty(out * k, np.int32)
-        values = np.empty(out * k, self.values.dtype)
-        _kernels().transpose_rows(self.columns, self.values, self.shape[1], indptr, outputs,
-                                  values)
-        return indptr, outputs, values
 
 
 def pack(w: np.ndarray, mask: np.ndarray, n: int, m: int) -> SparseWeight:
@@ -112,24 +105,14 @@ def _pack(w, mask, n, m) -> SparseWeight:
     k = n_in // m * n
     values = np.empty((out, k), w.dtype)
     columns = np.empty((out, k), np.int32)
-    bad = _kernels().pack_rows(w, mask, m, values, columns)
+    by_input = (np.empty(n_in + 1, np.int64), np.empty(out * k, np.int32),
+                np.empty(out * k, w.dtype))
+    bad = _kernels().pack_both(w, mask, m, values, columns, *by_input)
     if bad >= 0:
         counts = mask[bad].reshape(-1, m).sum(axis=1)
         raise ValueError(f"mask row {bad} is not {n}:{m} along the inputs: its groups of "
                          f"{m} keep {counts.tolist()} entries")
-    return SparseWeight(values, columns, (out, n_in), n, m)
-
-
-def concatenate(parts) -> SparseWeight | None:
-    """Several SparseWeights of one input size, dtype and N:M stacked along the outputs
-    (the transformer's [wq; wk; wv]); None when they differ in k (then stack them dense)."""
-    first = parts[0]
-    if any(p.values.shape[1] != first.values.shape[1] or p.shape[1] != first.shape[1]
-           or p.dtype != first.dtype for p in parts):
-        return None
-    return SparseWeight(np.concatenate([p.values for p in parts]),
-                        np.concatenate([p.columns for p in parts]),
-                        (sum(p.shape[0] for p in parts), first.shape[1]), first.n, first.m)
+    return SparseWeight(values, columns, (out, n_in), n, m, by_input)
 
 
 # --------------------------------------------------------------------------- products
@@ -153,7 +136,7 @@ def input_grad(dy: np.ndarray, w) -> np.ndarray:
     out, n_in = w.shape
     d2 = _rows(dy, out, w.dtype, "dy", "w's out")
     dx = np.empty((d2.shape[0], n_in), d2.dtype)
-    _kernels().sparse_product(d2, *w.by_input(), dx)
+    _kernels().sparse_product(d2, *w.by_input, dx)
     return dx if dy.ndim == 2 else dx.reshape(dy.shape[:-1] + (n_in,))
 
 
@@ -252,6 +235,17 @@ class ForwardWeights(dict):
                                              np.ascontiguousarray(mask), n, m)
         return got
 
+    def packed_stack(self, names: tuple) -> SparseWeight:
+        """The weights ``names`` (one N:M, one input size) stacked along their outputs, as
+        one SparseWeight (packed on first request)."""
+        got = self._packed.get(names)
+        if got is None:
+            n, m = self.nm[names[0]]
+            got = self._packed[names] = _pack(np.concatenate([self[k] for k in names]),
+                                              np.concatenate([self.masks[k] for k in names]),
+                                              n, m)
+        return got
+
 
 def weights_for(params, name: str, rows: int):
     """(forward, backward): what a model multiplies by for parameter ``name`` with ``rows``
@@ -272,17 +266,23 @@ def weights_for(params, name: str, rows: int):
 def stacked_weights_for(params, names, rows: int):
     """:func:`weights_for` of the weights ``names`` stacked along their outputs (the
     transformer's [wq; wk; wv], one product): for each product the stacked SparseWeight
-    where all are masked with one N:M (one k a row) and that product pays, else
-    ``np.concatenate`` of the dense weights."""
-    dense = np.concatenate([params[name] for name in names])
+    where all are masked with one N:M and that product pays, else ``np.concatenate`` of
+    the dense weights."""
+    names = tuple(names)
     masks = getattr(params, "masks", None)
-    if not masks or any(name not in masks for name in names) or \
-            len({tuple(params.nm[name]) for name in names}) != 1:
-        return dense, dense
-    n, m = params.nm[names[0]]
-    out, n_in = dense.shape
-    chosen = []
-    for outputs, width in ((out, n_in), (n_in, out)):
-        pays = sparse_pays(rows, outputs, width, n, m)
-        chosen.append(concatenate([params.packed(name) for name in names]) if pays else None)
-    return tuple(dense if c is None else c for c in chosen)
+    if masks and all(name in masks for name in names) and \
+            len({tuple(params.nm[name]) for name in names}) == 1:
+        n, m = params.nm[names[0]]
+        out = sum(params[name].shape[0] for name in names)
+        n_in = params[names[0]].shape[1]
+        forward = sparse_pays(rows, out, n_in, n, m)
+        backward = sparse_pays(rows, n_in, out, n, m)
+        if forward and backward:
+            both = params.packed_stack(names)
+            return both, both
+        if forward or backward:
+            dense = np.concatenate([params[name] for name in names])
+            sparse = params.packed_stack(names)
+            return (sparse, dense) if forward else (dense, sparse)
+    dense = np.concatenate([params[name] for name in names])
+    return dense, dense

@@ -78,7 +78,7 @@ def test_pack_keeps_the_masked_entries_in_column_order(case):
     assert np.all(np.diff(sw.columns, axis=1) > 0)
     assert sw.dense().tobytes() == _masked(w, mask).tobytes()
     # W's entries by input column, each column's by increasing output: W.T's rows
-    indptr, outputs, values = sw.by_input()
+    indptr, outputs, values = sw.by_input
     dense_t = np.zeros(w.shape[::-1], w.dtype)
     for c in range(w.shape[1]):
         rows_of_c = outputs[indptr[c]:indptr[c + 1]]
