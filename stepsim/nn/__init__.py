@@ -16,4 +16,8 @@ Problems build their models from these; nothing here imports recipes or training
   head), every forward and backward by hand, with numba kernels for the softmax,
   LayerNorm and GELU (:mod:`stepsim.nn._kernels`; ``kernels=False`` runs the NumPy layers
   they are tested against). The ``lm`` problem (:mod:`stepsim.problems.lm`) trains it.
+* :mod:`~stepsim.nn.nm_linear` — the forward product and input gradient of an N:M Linear
+  weight from its kept entries (values + column indices, numba kernels in a fixed order,
+  :mod:`stepsim.nn._nm_kernels`), which the MLP and the transformer take where
+  :func:`~stepsim.nn.nm_linear.sparse_pays` when a step hands them its masks.
 """

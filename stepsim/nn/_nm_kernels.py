@@ -276,37 +276,38 @@ def sparse_product(x, indptr, cols, vals, y):
 
 
 @njit
-def pack_rows(w, mask, m, values, cols):
-    """values[o, :], cols[o, :] = the entries of row o of w where mask is set, and their
-    columns, in increasing column order. Every group of m consecutive entries of a row
-    must hold exactly n = values.shape[1] / (row length / m) set entries (an n:m mask).
-    Returns -1, or the first row with a group that does not (then the arrays are partial)."""
+def pack_flat(w, kept, m, values, cols, indptr_t, rows_t, vals_t):
+    """Both forms of the weight w (out, n_in) at its kept entries ``kept`` (their flat
+    indices in increasing order, ``np.flatnonzero`` of an n:m mask along the rows): values
+    (out, k) and cols (out, k) int32, row by row in increasing column order, then
+    :func:`transpose_rows` into indptr_t, rows_t, vals_t. Entry j of a row must lie in the
+    row's group j // n (n = k * m / n_in): with k entries a row, in increasing order, that
+    is every group holding exactly n. Returns -1, or the first row that breaks it (then the
+    arrays are partial)."""
     out, n_in = w.shape
-    n = values.shape[1] // (n_in // m)
-    for o in range(out):
-        count = 0
-        for g in range(0, n_in, m):
-            first = count
-            for c in range(g, g + m):
-                if mask[o, c]:
-                    if count - first == n:
-                        return o
-                    values[o, count] = w[o, c]
-                    cols[o, count] = c
-                    count += 1
-            if count - first != n:
+    k = values.shape[1]
+    n = k * m // n_in
+    if kept.shape[0] != out * k:  # some row keeps another number: find the first
+        for o in range(out):
+            stop = o * n_in + n_in
+            count = 0
+            for at in range(kept.shape[0]):
+                count += (kept[at] >= o * n_in) & (kept[at] < stop)
+            if count != k:
                 return o
+        return 0
+    flat = w.reshape(-1)
+    for o in range(out):
+        base = o * n_in
+        for j in range(k):
+            at = kept[o * k + j]
+            c = at - base
+            if c < 0 or c >= n_in or c // m != j // n:
+                return o
+            values[o, j] = flat[at]
+            cols[o, j] = c
+    transpose_rows(cols, values, n_in, indptr_t, rows_t, vals_t)
     return -1
-
-
-@njit
-def pack_both(w, mask, m, values, cols, indptr_t, rows_t, vals_t):
-    """:func:`pack_rows`, then :func:`transpose_rows` of its result: both forms of the
-    weight in one call (what a layer's forward product and input gradient read)."""
-    bad = pack_rows(w, mask, m, values, cols)
-    if bad < 0:
-        transpose_rows(cols, values, w.shape[1], indptr_t, rows_t, vals_t)
-    return bad
 
 
 @njit

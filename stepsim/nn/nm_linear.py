@@ -107,7 +107,7 @@ def _pack(w, mask, n, m) -> SparseWeight:
     columns = np.empty((out, k), np.int32)
     by_input = (np.empty(n_in + 1, np.int64), np.empty(out * k, np.int32),
                 np.empty(out * k, w.dtype))
-    bad = _kernels().pack_both(w, mask, m, values, columns, *by_input)
+    bad = _kernels().pack_flat(w, np.flatnonzero(mask), m, values, columns, *by_input)
     if bad >= 0:
         counts = mask[bad].reshape(-1, m).sum(axis=1)
         raise ValueError(f"mask row {bad} is not {n}:{m} along the inputs: its groups of "
@@ -119,7 +119,7 @@ def _pack(w, mask, n, m) -> SparseWeight:
 def product(x: np.ndarray, w) -> np.ndarray:
     """``x @ w.T``: x (..., in), w a dense (out, in) array or a :class:`SparseWeight`;
     returns (..., out). Dense w: NumPy's matmul (OpenBLAS), exactly ``x @ w.T``."""
-    if type(w) is np.ndarray:
+    if type(w) is not SparseWeight:
         return x @ w.T
     out, n_in = w.shape
     x2 = _rows(x, n_in, w.dtype, "x", "w's in")
@@ -131,7 +131,7 @@ def product(x: np.ndarray, w) -> np.ndarray:
 
 def input_grad(dy: np.ndarray, w) -> np.ndarray:
     """``dy @ w``: dy (..., out), w dense (out, in) or a :class:`SparseWeight`; (..., in)."""
-    if type(w) is np.ndarray:
+    if type(w) is not SparseWeight:
         return dy @ w
     out, n_in = w.shape
     d2 = _rows(dy, out, w.dtype, "dy", "w's out")
@@ -194,7 +194,7 @@ def input_grad_reference(dy: np.ndarray, w: SparseWeight) -> np.ndarray:
 # --------------------------------------------------------------------------- dispatch
 # When a sparse product is taken: its weight keeps at most MAX_DENSITY of its entries and
 # every output sums at least MIN_TERMS kept products. Read from the crossover table of
-# ``stepsim bench --only sparse`` (sparse against OpenBLAS's pinned kernels, at the shapes of
+# ``stepsim bench --only train`` (sparse against OpenBLAS's pinned kernels, at the shapes of
 # the digits MLP and the transformers): at 2:4 the sparse products were as often slower as
 # faster, at a quarter or less they were faster at every shape but where an output sums
 # only a few products (the per-output work of the kernel is then most of it).
