@@ -276,12 +276,18 @@ def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int) -> Non
     parts["step"] = partial(steps.run, 1)
     took = _interleaved(parts, calls, rounds, time.thread_time)
     step_seconds = took["step"]
-    shares = _shares(took, step_seconds)
+    _report_parts(bench, f"{case}: step", f"fit step {case} parts", _shares(took, step_seconds),
+                  step_seconds)
+
+
+def _report_parts(bench, heading: str, case: str, shares: dict, step_seconds: float) -> None:
+    """Print a step's parts (``heading`` 123 us = part 45 us (37%), ...) and keep them as a
+    row named ``case``."""
     text = ", ".join(f"{name} {1e6 * v:.0f} us ({100 * v / step_seconds:.0f}%)"
                      for name, v in shares.items())
-    bench.print(f"    {case}: step {1e6 * step_seconds:.0f} us = {text}")
-    bench.rows.append({"section": "train", "case": f"fit step {case} parts",
-                       "parts_seconds": shares, "step_seconds": step_seconds})
+    bench.print(f"    {heading} {1e6 * step_seconds:.0f} us = {text}")
+    bench.rows.append({"section": "train", "case": case, "parts_seconds": shares,
+                       "step_seconds": step_seconds})
 
 
 def _product_parts(products) -> dict:
@@ -392,12 +398,8 @@ def _breakdown(bench, loop, label, step_seconds, reps, clock):
         **_product_parts(replay(loop.problem, fwd, batch)),
         "optimizer": partial(loop.part_update, grads),
     }, repeats=reps, number=20, clock=time.thread_time if clock == "cpu" else None)
-    shares = _shares(parts, step_seconds)
-    text = ", ".join(f"{k} {1e6 * v:.0f} us ({100 * v / step_seconds:.0f}%)"
-                     for k, v in shares.items())
-    bench.print(f"    {label} step {1e6 * step_seconds:.0f} us ({clock}) = {text}")
-    bench.rows.append({"section": "train", "case": f"{label} step parts",
-                       "parts_seconds": shares, "step_seconds": step_seconds})
+    _report_parts(bench, f"{label} step ({clock})", f"{label} step parts",
+                  _shares(parts, step_seconds), step_seconds)
 
 
 def _optimizer_rows(bench, params, reps, clock):

@@ -25,6 +25,7 @@ import numpy as np
 from numba import carray, prange, types
 from numba.extending import intrinsic
 
+from stepsim._ground.ir_loops import counted_loop
 from stepsim._ground.jit import njit
 from stepsim._ground.threads import serial_twin
 
@@ -350,32 +351,18 @@ class _Lanes:
         """for i in 0, width, .., n - width: accs, extra = body(i, accs, extra); accs start
         from acc's rows and are stored back after the loop; ``extra`` are further
         loop-carried values (initial values given), returned after the loop."""
-        ir, b = self.ir, self.builder
-        entry = b.block
-        head = b.append_basic_block("lanes.head")
-        loop_body = b.append_basic_block("lanes.body")
-        done = b.append_basic_block("lanes.done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(self.i64)
-        i.add_incoming(ir.Constant(self.i64, 0), entry)
-        accs = [b.phi(self.vec_d) for _ in range(self.rows)]
-        for a, s in zip(accs, self.start):
-            a.add_incoming(s, entry)
-        carried = [b.phi(x.type) for x in extra]
-        for c, x in zip(carried, extra):
-            c.add_incoming(x, entry)
-        b.cbranch(b.icmp_signed("<", i, n), loop_body, done)
-        b.position_at_end(loop_body)
-        new, new_extra = body(i, accs) if not extra else body(i, accs, carried)
-        i.add_incoming(b.add(i, ir.Constant(self.i64, self.width)), b.block)
-        for a, x in zip(accs + carried, list(new) + list(new_extra)):
-            a.add_incoming(x, b.block)
-        b.branch(head)
-        b.position_at_end(done)
-        for r, a in enumerate(accs):
+        ir, b, rows = self.ir, self.builder, self.rows
+
+        def trip(i, carried):
+            accs, rest = carried[:rows], carried[rows:]
+            new, new_extra = body(i, accs) if not extra else body(i, accs, rest)
+            return list(new) + list(new_extra)
+
+        done = counted_loop(b, ir.Constant(self.i64, 0), n, self.width,
+                            self.start + list(extra), trip)
+        for r, a in enumerate(done[:rows]):
             b.store(a, b.gep(self.acc_vp, [ir.Constant(self.i64, r)]), align=8)
-        return carried
+        return done[rows:]
 
 
 WIDE = 2 * LANES  # entries a trip of _adam_lanes16: two halves of LANES

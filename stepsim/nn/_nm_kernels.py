@@ -29,6 +29,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from stepsim._ground.ir_loops import counted_loop
 from stepsim._ground.jit import njit
 
 ROW_BYTES = 128  # bytes of x's rows a tile takes: 32 float32 or 16 float64 rows
@@ -53,9 +54,8 @@ def _splat(builder, x, vec):
 
 
 class _Loops:
-    """Counted loops in LLVM IR: ``loop(start, stop, carried, body)`` runs
-    ``carried = body(p, carried)`` for p = start, start + 1, .. stop - 1 and returns the
-    final carried values (a list of LLVM values)."""
+    """Counted loops of step 1 in LLVM IR (:func:`stepsim._ground.ir_loops.counted_loop`)
+    and i64 constants."""
 
     def __init__(self, builder):
         from llvmlite import ir
@@ -66,26 +66,7 @@ class _Loops:
         return self.ir.Constant(self.i64, value)
 
     def loop(self, start, stop, carried, body):
-        b = self.b
-        before = b.block
-        head, inside, after = (b.append_basic_block(f"loop.{part}")
-                               for part in ("head", "body", "end"))
-        b.branch(head)
-        b.position_at_end(head)
-        p = b.phi(self.i64)
-        p.add_incoming(start, before)
-        phis = [b.phi(x.type) for x in carried]
-        for phi, x in zip(phis, carried):
-            phi.add_incoming(x, before)
-        b.cbranch(b.icmp_signed("<", p, stop), inside, after)
-        b.position_at_end(inside)
-        new = body(p, phis)
-        p.add_incoming(b.add(p, self.const(1)), b.block)
-        for phi, x in zip(phis, new):
-            phi.add_incoming(x, b.block)
-        b.branch(head)
-        b.position_at_end(after)
-        return phis
+        return counted_loop(self.b, start, stop, 1, carried, body)
 
 
 @intrinsic

@@ -166,7 +166,9 @@ class LeanStep:
 
     # ------------------------------------------------------------------ the step
     def forward(self, state, params, step: int, ctx):
-        """``recipe.forward``: (forward weights, state); Pi * w goes into the workspace."""
+        """``recipe.forward``: (forward weights, state); Pi * w goes into the workspace, and
+        the masks go with it to the model (:func:`~stepsim.recipes.transforms.with_masks`,
+        as in the pure forward)."""
         now = self.recipe.masks_now(state, params, step, ctx)
         if now is None:  # (a state that already says 0 flips is kept: _replace costs ~2 us)
             return dict(params), state if state.flips == 0 else state._replace(flips=0)

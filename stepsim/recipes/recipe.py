@@ -338,7 +338,9 @@ class Recipe:
         return masks, {**_dense_nm(state.nm), **now}, alpha
 
     def forward(self, state: RecipeState, params: Mapping, step: int, ctx: RunContext):
-        """Weights the forward pass of step ``step`` uses; returns (weights, state)."""
+        """Weights the forward pass of step ``step`` uses; returns (weights, state). For a
+        masker whose forward weights are Pi * w they carry the masks too
+        (:func:`~stepsim.recipes.transforms.with_masks`: the models' sparse products)."""
         now = self.masks_now(state, params, step, ctx)
         if now is None:
             return dict(params), state._replace(flips=0)
