@@ -5,7 +5,8 @@ the run produced (weights, trace, switch step, metrics), plus ``_blas_kernel``, 
 OpenBLAS kernel family that ran. ``python tests/cpu_digests.py --record`` writes the
 digests into ``tests/data/cpu_digests.json``. The runs cover every kind of arithmetic a
 result depends on: float64 and float32 matrix products (OpenBLAS), stepsim's numba
-kernels (Adam with its statistics, N:M masks, LayerNorm/softmax/GELU), glibc's libm
+kernels (Adam with its statistics, N:M masks, LayerNorm/softmax/GELU, the products on
+the kept weights of N:M layers: digits at 1:4, lm at 1:8), glibc's libm
 through stepsim._ground.libm (softmax cross-entropy, the Markov language, log statistics), and
 the Theorem 1 engine. Each takes about a second.
 """
@@ -56,9 +57,9 @@ def runs() -> dict:
         r = make_recipe(recipe, lr=1e-3, **options)
         return _hash_result(fit(problem, r, 150, rng=3, progress=False))
 
-    def lm(recipe, **options):
+    def lm(recipe, nm=(2, 4), **options):
         problem = make_problem("lm", vocab=8, order=2, temperature=1.0, context=16, width=32,
-                               blocks=1, heads=2, batch_size=16, n_test=128, nm=(2, 4))
+                               blocks=1, heads=2, batch_size=16, n_test=128, nm=nm)
         r = make_recipe(recipe, lr=1e-2, **options)
         return _hash_result(fit(problem, r, 60, rng=5, progress=False))
 
@@ -80,6 +81,8 @@ def runs() -> dict:
         "digits/step": lambda: digits("step", switch_at=0.5),
         "lm/sr-ste": lambda: lm("sr-ste"),
         "lm/step": lambda: lm("step", switch_at=0.5),
+        # 1:8: the transformer's products on the kept weights (stepsim.nn.nm_linear)
+        "lm/sr-ste 1:8": lambda: lm("sr-ste", nm=(1, 8)),
         "theorem1/ar1": theorem1,
     }
 
