@@ -222,12 +222,14 @@ def _transpose8(typingctx, src, si, sj, dst, di, dj):
 @njit
 def transpose_block(src, r0, c0, nrows, ncols, dst, d0, e0):
     """dst[d0 + j, e0 + i] = src[r0 + i, c0 + j] for i < nrows, j < ncols: whole 8 x 8
-    blocks by :func:`_transpose8`, the edges entry by entry."""
+    blocks by :func:`_transpose8`, eight rows of dst at a time along them (the stores
+    then fill dst's lines in order), the edges entry by entry."""
     full_i = nrows - nrows % 8
     full_j = ncols - ncols % 8
-    for i in range(0, full_i, 8):
-        for j in range(0, full_j, 8):
+    for j in range(0, full_j, 8):
+        for i in range(0, full_i, 8):
             _transpose8(src, r0 + i, c0 + j, dst, d0 + j, e0 + i)
+    for i in range(0, full_i, 8):
         for j in range(full_j, ncols):
             for ii in range(8):
                 dst[d0 + j, e0 + i + ii] = src[r0 + i + ii, c0 + j]
