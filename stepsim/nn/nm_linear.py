@@ -192,14 +192,17 @@ def input_grad_reference(dy: np.ndarray, w: SparseWeight) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- dispatch
-# When a sparse product is taken: its weight keeps at most MAX_DENSITY of its entries and
-# every output sums at least MIN_TERMS kept products. Read from the crossover table of
-# ``stepsim bench --only train`` (sparse against OpenBLAS's pinned kernels, at the shapes of
-# the digits MLP and the transformers): at 2:4 the sparse products were as often slower as
-# faster, at a quarter or less they were faster at every shape but where an output sums
-# only a few products (the per-output work of the kernel is then most of it).
+# When a sparse product is taken: its weight keeps at most MAX_DENSITY of its entries, its
+# input is at least MIN_WIDTH wide and every output sums at least MIN_TERMS kept products.
+# Read from the crossover table of ``stepsim bench --only train`` (sparse against
+# OpenBLAS's pinned kernels at the shapes of the digits MLP and the transformers, with
+# numba compiling for AVX-512 and for AVX2): at 2:4 the sparse products were slower about
+# as often as faster (and mostly slower for AVX2), at a quarter or less they were faster
+# at every shape but inputs narrower than a few vector lanes, where the kernel's
+# per-output work and the edges of its transposes are most of the cost.
 MAX_DENSITY = (1, 4)  # n / m at most 1/4
-MIN_TERMS = 4
+MIN_WIDTH = 16
+MIN_TERMS = 2
 
 
 def sparse_pays(rows: int, outputs: int, width: int, n: int, m: int) -> bool:
@@ -207,7 +210,7 @@ def sparse_pays(rows: int, outputs: int, width: int, n: int, m: int) -> bool:
     input of ``width`` entries to ``outputs`` entries each (the forward product: width =
     in, outputs = out; the input gradient: width = out, outputs = in). A function of these
     integers only, so the same answer (and the same bits) on every machine."""
-    if rows < 1 or outputs < 1 or width < 1:
+    if rows < 1 or outputs < 1 or width < MIN_WIDTH:
         return False
     most, of = MAX_DENSITY
     return n * of <= most * m and width * n >= MIN_TERMS * m

@@ -132,10 +132,12 @@ def test_the_shuffle_network_transposes():
 
 
 def test_the_dispatch_rule_reads_shapes_and_nm_only():
-    # a quarter of the weights or fewer, at least MIN_TERMS products an output
+    # a quarter of the weights or fewer, inputs 16 wide or more, 2 products an output
     assert not NL.sparse_pays(128, 256, 256, 2, 4)
     assert NL.sparse_pays(128, 256, 256, 1, 4) and NL.sparse_pays(128, 256, 256, 1, 8)
-    assert not NL.sparse_pays(128, 256, 16, 1, 8)  # 2 products an output
+    assert NL.sparse_pays(128, 256, 16, 1, 8)  # 2 products an output
+    assert not NL.sparse_pays(128, 256, 16, 1, 16)  # 1
+    assert not NL.sparse_pays(128, 256, 10, 1, 4)  # too narrow an input
     assert NL.sparse_pays(1024, 10, 32, 1, 8)
     assert not NL.sparse_pays(0, 10, 32, 1, 8)
 
