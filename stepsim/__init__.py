@@ -10,8 +10,8 @@ Layers (a module imports only its own layer and lower ones; ``tests/package/test
       (but ``_ground/libm*``)    (``options``), numba flags (``jit``), threads, atomic
                                  writes, provenance, lazy exports, BLAS pin, switch steps
 1     ``core/_*_kernels.py``,    numba kernels (masks, optimizers, lean step; NN layers,
-      ``nn/_*kernels.py``,       convolution), the NumPy references they match, glibc
-      ``core/reference.py``,     exp/log
+      ``nn/_*kernels.py``,       convolution, N:M products), the NumPy references they
+      ``core/reference.py``,     match, glibc exp/log
       ``_ground/libm*.py``
 2     ``core/``, ``stats.py``    masks, optim (validating wrappers), sparsity (ParamSpec),
                                  the step's masked selects and finiteness check; CIs, paired

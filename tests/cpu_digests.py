@@ -6,9 +6,10 @@ OpenBLAS kernel family that ran. ``python tests/cpu_digests.py --record`` writes
 digests into ``tests/data/cpu_digests.json``. The runs cover every kind of arithmetic a
 result depends on: float64 and float32 matrix products (OpenBLAS), stepsim's numba
 kernels (Adam with its statistics, N:M masks, LayerNorm/softmax/GELU, the convolution's
-gather and scatter), glibc's libm through stepsim._ground.libm (softmax cross-entropy, the
-Markov language, log statistics), the MNIST-1D signals (made by the mnist1d package with
-NumPy and SciPy, rounded to float32), and the Theorem 1 engine. Each takes about a second.
+gather and scatter, the products on the kept weights of N:M layers: digits at 1:4, lm at
+1:8), glibc's libm through stepsim._ground.libm (softmax cross-entropy, the Markov language,
+log statistics), the MNIST-1D signals (made by the mnist1d package with NumPy and SciPy,
+rounded to float32), and the Theorem 1 engine. Each takes about a second.
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ def runs() -> dict:
         r = make_recipe(recipe, lr=1e-3, **options)
         return _hash_result(fit(problem, r, 150, rng=3, progress=False))
 
-    def lm(recipe, **options):
+    def lm(recipe, nm=(2, 4), **options):
         problem = make_problem("lm", vocab=8, order=2, temperature=1.0, context=16, width=32,
-                               blocks=1, heads=2, batch_size=16, n_test=128, nm=(2, 4))
+                               blocks=1, heads=2, batch_size=16, n_test=128, nm=nm)
         r = make_recipe(recipe, lr=1e-2, **options)
         return _hash_result(fit(problem, r, 60, rng=5, progress=False))
 
@@ -89,6 +90,8 @@ def runs() -> dict:
         "lm/step": lambda: lm("step", switch_at=0.5),
         "mnist1d/sr-ste": lambda: mnist1d("sr-ste"),
         "mnist1d/step": lambda: mnist1d("step", switch_at=0.5),
+        # 1:8: the transformer's products on the kept weights (stepsim.nn.nm_linear)
+        "lm/sr-ste 1:8": lambda: lm("sr-ste", nm=(1, 8)),
         "theorem1/ar1": theorem1,
     }
 

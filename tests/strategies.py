@@ -67,3 +67,30 @@ def adam_case(draw):
     if draw(st.booleans()):
         hyper["bias_correction2"] = draw(st.sampled_from([1.0, 0.5, 0.01]))
     return (w, g, m, v), hyper
+
+
+@st.composite
+def sparse_linear_case(draw):
+    """(x, w, mask, n, m, dy): an N:M Linear product's operands. w (out, in) float32 or
+    float64 with in a multiple of m, mask its N:M magnitude mask along the inputs (exactly
+    n of every m kept, ties by position), x (rows, in) and dy (rows, out). Rows cross a
+    tile edge often (32 float32 / 16 float64 rows a tile), out and in cross the 8 x 8
+    transpose blocks; values are small integers half the time (exact sums, many ties)."""
+    from stepsim.core.masks import nm_mask
+
+    n, m = draw(nm_ratio(max_m=16))
+    dtype = draw(st.sampled_from(OPT_DTYPES))
+    rows = draw(st.one_of(st.integers(1, 40), st.integers(60, 70)))
+    out = draw(st.integers(1, 20))
+    n_in = m * draw(st.integers(1, 40 // m + 1))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):
+        def fill(*shape):
+            return rng.integers(-3, 4, size=shape).astype(dtype)
+    else:
+        def fill(*shape):
+            return (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3, size=shape)
+                    ).astype(dtype)
+    w = fill(out, n_in)
+    mask = nm_mask(w, n, m, axis=-1)
+    return fill(rows, n_in), w, mask, n, m, fill(rows, out)

@@ -116,10 +116,13 @@ def params_as_torch(params, cfg) -> dict:
     return out
 
 
-def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer: bool = True):
+def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer: bool = True,
+                   srste_lam: float | None = None):
     """(stepsim_step, torch_step): callables that each run one training step of the same
     model (``make_problem("lm", **options)``, float32) on the same fixed minibatch.
-    torch_step is None when ``torch_peer`` is False."""
+    torch_step is None when ``torch_peer`` is False. srste_lam: the torch step is SR-STE's
+    (every sparse linear weight of the problem masked at its N:M through a straight-through
+    function with decay lam, :func:`stepsim.bench._torch_srste.sparse_ste`); None: dense."""
     from stepsim.problems.registry import make_problem
     from stepsim.recipes import RunContext, make_recipe
 
@@ -150,6 +153,8 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer
     import torch
 
     model = torch_model(problem.model, params)
+    if srste_lam is not None:
+        _sparse_linears(torch, model, problem, srste_lam)
     opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
     ids = torch.from_numpy(batch.inputs)
     targets = torch.from_numpy(batch.targets).reshape(-1)
@@ -162,3 +167,33 @@ def step_functions(options: dict, *, seed: int = 0, lr: float = 1e-3, torch_peer
         opt.step()
 
     return stepsim_step, torch_step
+
+
+def _sparse_linears(torch, model, problem, lam: float) -> None:
+    """Route the torch model's linear modules whose stepsim weights are sparse through
+    SR-STE's straight-through mask (the stacked Q/K/V module when wq, wk and wv are all
+    sparse: an N:M mask along the inputs of each row is the same on the stack)."""
+    from torch.nn import functional as F
+
+    from stepsim.bench._torch_srste import sparse_ste
+
+    specs = problem.specs
+    nm = {spec.nm for spec in specs.values() if spec.sparse}
+    if len(nm) != 1:
+        raise ValueError(f"the torch SR-STE peer needs one N:M for every sparse weight, got {nm}")
+    ste = sparse_ste(torch, *nm.pop(), lam)
+
+    def masked(linear):
+        def forward(x):
+            return F.linear(x, ste.apply(linear.weight), linear.bias)
+        linear.forward = forward
+
+    for i, blk in enumerate(model.blocks):
+        p = f"blocks.{i}."
+        if all(specs[p + f"attn.{w}"].sparse for w in ("wq", "wk", "wv")):
+            masked(blk.qkv)
+        for module, name in ((blk.proj, "attn.wo"), (blk.fc1, "mlp.w1"), (blk.fc2, "mlp.w2")):
+            if specs[p + name].sparse:
+                masked(module)
+    if not problem.model.tied and specs["head.w"].sparse:
+        masked(model.head)

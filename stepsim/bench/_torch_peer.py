@@ -13,7 +13,8 @@ Peers (``build``): ``digits`` (the digits MLP, nn.Linear + ReLU, cross-entropy, 
 ``digits-srste`` (the same with SR-STE: N:M masks of every sparse weight by topk + scatter
 each step, the masked weights in the forward pass, the straight-through gradient plus
 lam (1 - mask) w, fused Adam), ``regression`` (two nn.Linear, 0.5 sum of squares / B), ``lm``
-(:func:`stepsim.bench._lm_steps.torch_model`), ``mnist1d`` and ``mnist1d-srste`` (the
+(:func:`stepsim.bench._lm_steps.torch_model`), ``lm-srste`` (the same with SR-STE on the
+problem's sparse linear weights), ``mnist1d`` and ``mnist1d-srste`` (the
 CNN of the mnist1d problem, nn.Conv1d + ReLU and a linear head, dense or with SR-STE:
 :mod:`stepsim.bench._cnn_steps`), ``adam`` (one fused Adam step on n float32) and
 ``mask`` (an N:M mask of n float32 by topk + scatter).
@@ -109,24 +110,9 @@ def _digits_peer(torch, options, srste: bool):
     linears = [m for m in net if isinstance(m, torch.nn.Linear)]
     sparse = [lin for l, lin in enumerate(linears, start=1)
               if problem.specs[f"w{l}"].sparse] if srste else []
-    n, m = problem.mlp.nm
+    from stepsim.bench._torch_srste import sparse_ste
 
-    class SparseSTE(torch.autograd.Function):
-        """SR-STE's autograd function: forward w * mask, backward g + lam (1 - mask) w."""
-
-        @staticmethod
-        def forward(ctx, w):
-            groups = w.detach().abs().reshape(-1, m)
-            idx = groups.topk(n, dim=1).indices
-            mask = torch.zeros_like(groups, dtype=torch.bool).scatter_(1, idx, True)
-            mask = mask.reshape(w.shape)
-            ctx.save_for_backward(w, mask)
-            return w * mask
-
-        @staticmethod
-        def backward(ctx, grad):
-            w, mask = ctx.saved_tensors
-            return grad + lam * (~mask) * w
+    SparseSTE = sparse_ste(torch, *problem.mlp.nm, lam)
 
     def forward(xb):
         h = xb
@@ -179,10 +165,11 @@ def _regression_peer(torch, options):
     return step
 
 
-def _lm_peer(torch, options):
+def _lm_peer(torch, options, srste: bool = False):
     from stepsim.bench._lm_steps import step_functions
 
-    _, step = step_functions(options["problem"], lr=options.get("lr", 1e-3))
+    lam = options.get("lam", 2e-4) if srste else None
+    _, step = step_functions(options["problem"], lr=options.get("lr", 1e-3), srste_lam=lam)
     return step
 
 
@@ -253,6 +240,7 @@ def _serve() -> None:
                             "lm": lambda o: _lm_peer(torch, o),
                             "mnist1d": lambda o: _cnn_peer(torch, o, False),
                             "mnist1d-srste": lambda o: _cnn_peer(torch, o, True),
+                            "lm-srste": lambda o: _lm_peer(torch, o, True),
                             "adam": lambda o: _adam_peer(torch, o),
                             "mask": lambda o: _mask_peer(torch, o)}
                 step = builders[what](options)

@@ -126,6 +126,9 @@ def run(bench) -> None:
         bench.print("  -- PyTorch CPU peers (optional; in a separate process, 2 threads) --")
         try:
             run_torch_peers(bench, peer)
+            bench.print("  -- Adam with statistics against torch's fused Adam, 1 thread each "
+                        "(CPU time) --")
+            adam_one_thread(bench, peer)
         finally:
             peer.close()
 
@@ -199,3 +202,49 @@ def run_torch_peers(bench, peer) -> None:
                        partner=t["numba"],
                        ratio=f"stepsim is {t['torch'] / t['numba']:.1f}x torch",
                        stepsim_vs_torch=t["torch"] / t["numba"])
+
+
+def adam_one_thread(bench, peer) -> None:
+    """stepsim's adam_step with the statistics AutoSwitch reads (and without) against
+    torch's fused Adam, both on one thread, timed by their thread's CPU time in interleaved
+    rounds (the peer asked for 1 thread for the rounds, then 2 again)."""
+    import time
+
+    import stepsim
+    from stepsim._ground.threads import training_threads
+    from stepsim.bench import Timing
+
+    peer.threads(1)
+    try:
+        with training_threads(kernels=1, blas=1):
+            for size, label, reps, w0, g in _cases(bench):
+                w, m = w0.copy(), np.zeros(size, np.float32)
+                v = np.full(size, 1e-3, np.float32)
+                key = f"adam {size}"
+                peer.build(key, "adam", size=size)
+                calls = 3 if size >= 1 << 24 else (20 if size >= 1 << 20 else 200)
+                ours = {"stats": partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9),
+                        "no stats": partial(stepsim.adam_step, w, g, m, v, step=10, lr=1e-9,
+                                            stats=False)}
+                for fn in ours.values():
+                    fn()
+                samples = {"stats": [], "no stats": [], "torch": []}
+                for r in range(max(reps, 7)):
+                    if r % 2:
+                        samples["torch"].append(peer.time(key, calls, "cpu") / calls)
+                    for name, fn in ours.items():
+                        t0 = time.thread_time()
+                        for _ in range(calls):
+                            fn()
+                        samples[name].append((time.thread_time() - t0) / calls)
+                    if not r % 2:
+                        samples["torch"].append(peer.time(key, calls, "cpu") / calls)
+                t = {name: Timing.of(x) for name, x in samples.items()}
+                bench.emit("kernels", f"adam_step {label} 1 thread", "torch Adam(fused=True)",
+                           t["torch"], units=size, bytes_moved=ADAM_BYTES * size,
+                           partner=t["stats"],
+                           ratio=f"stepsim is {t['torch'] / t['stats']:.2f}x torch "
+                                 f"({t['torch'] / t['no stats']:.2f}x without stats)",
+                           stepsim_vs_torch=t["torch"] / t["stats"], threads=1)
+    finally:
+        peer.threads(2)

@@ -1,25 +1,32 @@
-"""Bench section: fit's training steps beside PyTorch, and where a digits step's time goes.
+"""Bench section: fit's training steps beside PyTorch, where their time goes, and where the
+sparse products of N:M layers pay.
 
-First fit's steps beside PyTorch's (:func:`_ratio_rows`), each
-with where its step's time goes (:func:`_fit_breakdown`: matmul, element-wise, optimizer,
-masks, batch, Python, each part timed on its own): for digits dense,
-digits SR-STE 2:4, ``lm`` at ``paper_checks/lm.md``'s settings and at the lm section's model,
-regression, and the ``mnist1d`` CNN (the problem's defaults, dense and SR-STE 2:4; the
-torch prototype's 3x32 channels at batch 128, dense), rounds of N steps exactly as
-:func:`stepsim.fit` runs them (its lean step, its checks, its trace; :class:`FitSteps`)
-alternate with rounds of N steps of the same model
-in PyTorch (``--torch``: nn.Linear/nn.Conv1d/the lm peer, ``torch.optim.Adam(fused=True)``,
-SR-STE by topk masks and a straight-through autograd function), run in a separate process
-(:mod:`stepsim.bench._torch_peer`) so that numba keeps its own threading layer here. Both
-sides on one thread, timed by their thread's CPU time; a ratio > 1 means stepsim is faster.
+First the ratios the targets are about (:func:`_ratio_rows`), each with where its step's
+time goes (:func:`_fit_breakdown`: products dense and sparse, element-wise, optimizer,
+masks, batch, Python, each part timed on its own): digits dense and SR-STE at every N:M
+of the table, ``lm`` at ``paper_checks/lm.md``'s settings and at the problem's defaults
+(dense, SR-STE 2:4 and 1:8), the lm section's model, regression and the ``mnist1d`` CNN
+(the problem's defaults, dense and SR-STE 2:4; the torch prototype's 3x32 channels at
+batch 128, dense): rounds of N steps
+exactly as :func:`stepsim.fit` runs them (its lean step, its checks, its trace;
+:class:`FitSteps`) alternate with rounds of N steps of the same model in PyTorch
+(``--torch``: nn.Linear/nn.Conv1d/the lm peer, ``torch.optim.Adam(fused=True)``, SR-STE by topk
+masks and a straight-through autograd function, its products dense with the masked
+weight), run in a separate process (:mod:`stepsim.bench._torch_peer`) so that numba keeps
+its own threading layer here. Both sides on one thread, timed by their thread's CPU time;
+a ratio > 1 means stepsim is faster.
+
+Then the crossover table (:func:`stepsim.bench._products.crossover_rows`): each sparse
+layer's forward product and input gradient, dense against sparse, at several N:M, with the
+choice :func:`stepsim.nn.nm_linear.sparse_pays` makes there.
 
 Then the digits MLP (``make_problem("digits")``: 64-256-256-10, ReLU, batch 128, Adam lr
 1e-3, float32), dense and in STEP's sparse phase (recipe ``step`` after its switch: 2:4
-masks recomputed every step, Adam with v frozen), fit's steps again (:class:`FitSteps`)
-but under fit's default thread policy, and where a step's time goes, each part timed on its
-own in the same run:
-``matmul`` (the float32 matmuls of forward and backward, as NumPy runs them: five here),
-``element-wise`` (the rest of loss_and_grad: ReLU, softmax, bias sums, copies), ``optimizer``
+masks recomputed every step, Adam with v frozen), and where a step's time goes, each part
+timed on its own in the same run:
+``products dense`` / ``products sparse`` (the matrix products of forward and backward on
+OpenBLAS / on kept weights: :mod:`stepsim.bench._products`), ``element-wise`` (the rest of
+loss_and_grad: ReLU, softmax, bias sums, copies), ``optimizer``
 (fit's in-place update: Adam and its statistics), ``masks`` (the forward weights: N:M masks
 and masked weights; none when dense), ``batch`` (sampling), and ``python`` (the step minus
 those parts: fit's checks, the trace, dispatch).
@@ -44,17 +51,6 @@ LR = 1e-3
 PROBLEM_OPTIONS: dict = {}  # make_problem("digits", **PROBLEM_OPTIONS); tests shrink the model
 
 
-def _matmuls(params, batch, layers):
-    """The matmuls of the MLP's forward and backward, as stepsim's engine runs them: one
-    per layer forward, and dW (and dx, except for the first layer) per layer backward."""
-    hs = [batch.x]
-    for l in range(1, layers + 1):
-        hs.append(hs[-1] @ params[f"w{l}"].T)
-    d = hs[-1]
-    for l in range(layers, 0, -1):
-        d.T @ hs[l - 1]
-        if l > 1:
-            d = d @ params[f"w{l}"]
 
 
 def run(bench) -> None:
@@ -63,6 +59,10 @@ def run(bench) -> None:
     from stepsim.recipes import make_recipe
 
     _ratio_rows(bench)
+    from stepsim.bench._products import crossover_rows
+
+    with training_threads(kernels=1, blas=1):  # both sides on the calling thread
+        crossover_rows(bench)
     problem = make_problem("digits", **PROBLEM_OPTIONS)
     reps = 5 if bench.quick else 15
     number = 20 if bench.quick else 50
@@ -99,13 +99,19 @@ def run(bench) -> None:
 # the train ratios: (case, problem, its options, recipe, recipe options, torch peer kind);
 # the lm sizes are paper_checks/lm.md's settings, the problem's defaults (a smaller held-out
 # set: it is not timed) and the lm bench section's model
+LM_MD = {"vocab": 16, "order": 2, "temperature": 0.7, "context": 32, "width": 32, "blocks": 2,
+         "heads": 2, "batch_size": 32, "n_test": 64}  # paper_checks/lm.md's model
 RATIO_CASES = (
     ("digits dense", "digits", {}, "dense", {}, "digits"),
     ("digits SR-STE 2:4", "digits", {}, "sr-ste", {}, "digits-srste"),
-    ("lm (lm.md) 2x32 ctx32 b32", "lm", {"vocab": 16, "order": 2, "temperature": 0.7,
-                                         "context": 32, "width": 32, "blocks": 2, "heads": 2,
-                                         "batch_size": 32, "n_test": 64}, "dense", {}, "lm"),
+    *((f"digits SR-STE {n}:{m}", "digits", {"nm": (n, m)}, "sr-ste", {}, "digits-srste")
+      for n, m in ((1, 4), (2, 8), (1, 8), (1, 16))),
+    ("lm (lm.md) 2x32 ctx32 b32", "lm", LM_MD, "dense", {}, "lm"),
+    *((f"lm (lm.md) SR-STE {n}:{m}", "lm", {**LM_MD, "nm": (n, m)}, "sr-ste", {}, "lm-srste")
+      for n, m in ((2, 4), (1, 8))),
     ("lm defaults 2x64 ctx32 b32", "lm", {"n_test": 64}, "dense", {}, "lm"),
+    *((f"lm defaults SR-STE {n}:{m}", "lm", {"n_test": 64, "nm": (n, m)}, "sr-ste", {},
+       "lm-srste") for n, m in ((2, 4), (1, 8))),
     ("lm 2x128 ctx64 b32", "lm", {"vocab": 64, "order": 2, "context": 64, "width": 128,
                                   "blocks": 2, "heads": 4, "batch_size": 32, "n_test": 64},
      "dense", {}, "lm"),
@@ -205,29 +211,59 @@ def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int,
     """Where one fit step of ``case`` goes, each part timed on its own (``clock``: thread
     CPU time unless said, median of ``rounds`` runs of ``calls`` repeats, the parts and the
     whole step interleaved round by round) on the step's own arrays:
-    ``matmul`` (the matrix products of loss_and_grad, replayed with the same shapes and
-    operand layouts: :func:`_matmul_replay`), ``element-wise`` (loss_and_grad minus those),
-    ``optimizer`` (the lean step's update: gradient pieces, the optimizer with its
-    statistics, after-update pieces; in place, so repeating it keeps training on one
-    gradient), ``masks`` (the lean step's forward: the N:M masks and Pi * w), ``batch``
-    (sampling) and ``python`` (the step minus all those: fit's checks of the answer, the
-    trace, dispatch)."""
+    ``products dense`` and ``products sparse`` (the matrix products of loss_and_grad on
+    OpenBLAS and on the kept weights of masked layers, replayed with the same shapes and
+    operand layouts: :func:`stepsim.bench._products.replay`), ``element-wise``
+    (loss_and_grad minus those), ``optimizer`` (the lean step's update: gradient pieces,
+    the optimizer with its statistics, after-update pieces; in place, so repeating it
+    keeps training on one gradient), ``masks`` (the lean step's forward: the N:M masks and
+    Pi * w), ``batch`` (sampling) and ``python`` (the step minus all those: fit's checks
+    of the answer, the trace, dispatch)."""
+    from stepsim.bench._products import replay
+
     problem, ctx = steps.problem, steps.ctx
     k = steps.k
     batch = problem.sample_batch(np.random.default_rng(1))
     fwd, state = steps.stepper.forward(steps.state, steps.params, k, ctx)
     _, grads = problem.loss_and_grad(fwd, batch)
     grads = {name: g.copy() for name, g in grads.items()}  # the update only reads them
-    matmuls = _matmul_replay(problem, fwd, batch)
+    products = replay(problem, fwd, batch)
     parts = {
         "batch": lambda: problem.sample_batch(steps.batch_rng),
         "masks": lambda: steps.stepper.forward(state, steps.params, k, ctx),
         "loss_and_grad": lambda: problem.loss_and_grad(fwd, batch),
         "optimizer": lambda: steps.stepper.update(state, steps.params, grads, k, ctx),
     }
-    if matmuls is not None:
-        parts["matmul"] = matmuls
+    parts.update(_product_parts(products))
     parts["step"] = partial(steps.run, 1)
+    took = _interleaved(parts, calls, rounds, clock)
+    step_seconds = took["step"]
+    _report_parts(bench, f"{case}: step", f"fit step {case} parts", _shares(took, step_seconds),
+                  step_seconds)
+
+
+def _report_parts(bench, heading: str, case: str, shares: dict, step_seconds: float) -> None:
+    """Print a step's parts (``heading`` 123 us = part 45 us (37%), ...) and keep them as a
+    row named ``case``."""
+    text = ", ".join(f"{name} {1e6 * v:.0f} us ({100 * v / step_seconds:.0f}%)"
+                     for name, v in shares.items())
+    bench.print(f"    {heading} {1e6 * step_seconds:.0f} us = {text}")
+    bench.rows.append({"section": "train", "case": case, "parts_seconds": shares,
+                       "step_seconds": step_seconds})
+
+
+def _product_parts(products) -> dict:
+    """The timed parts of :func:`stepsim.bench._products.replay`'s functions: "products
+    dense" and "products sparse" (the latter only when the step takes sparse products)."""
+    if products is None:
+        return {}
+    dense, sparse = products
+    return {"products dense": dense, **({"products sparse": sparse} if sparse else {})}
+
+
+def _interleaved(parts: dict, calls: int, rounds: int, clock) -> dict:
+    """Median seconds a call of each of ``parts``, timed round by round in turn (so that a
+    busy machine's phases hit them alike), after one untimed call each."""
     runs = {name: [] for name in parts}
     for fn in parts.values():
         fn()
@@ -237,126 +273,21 @@ def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int,
             for _ in range(calls):
                 fn()
             runs[name].append((clock() - t0) / calls)
-    took = {name: float(np.median(r)) for name, r in runs.items()}
-    step_seconds = took["step"]
-    shares = {}
-    if "matmul" in took:
-        shares["matmul"] = took["matmul"]
-        shares["element-wise"] = max(took["loss_and_grad"] - took["matmul"], 0.0)
+    return {name: float(np.median(r)) for name, r in runs.items()}
+
+
+def _shares(took: dict, step_seconds: float) -> dict:
+    """A step split into products (dense, sparse), element-wise (loss_and_grad minus its
+    products), optimizer, masks, batch and python (what is left)."""
+    shares = {name: took[name] for name in ("products dense", "products sparse") if name in took}
+    if shares:
+        shares["element-wise"] = max(took["loss_and_grad"] - sum(shares.values()), 0.0)
     else:
         shares["loss_and_grad"] = took["loss_and_grad"]
     for name in ("optimizer", "masks", "batch"):
         shares[name] = took[name]
     shares["python"] = max(step_seconds - sum(shares.values()), 0.0)
-    text = ", ".join(f"{name} {1e6 * v:.0f} us ({100 * v / step_seconds:.0f}%)"
-                     for name, v in shares.items())
-    bench.print(f"    {case}: step {1e6 * step_seconds:.0f} us = {text}")
-    bench.rows.append({"section": "train", "case": f"fit step {case} parts",
-                       "parts_seconds": shares, "step_seconds": step_seconds})
-
-
-def _matmul_replay(problem, params, batch):
-    """A function running the matrix products of one ``problem.loss_and_grad(params,
-    batch)`` and nothing else, on arrays of the same shapes, dtypes and layouts (the
-    operands' transposes decide OpenBLAS's kernels); None for a model not known here."""
-    mlp = getattr(problem, "mlp", None)
-    if mlp is not None:
-        return partial(_matmuls, params, batch, mlp.layers)
-    cnn = getattr(problem, "cnn", None)
-    if cnn is not None:
-        return _cnn_matmuls(cnn, params, len(batch.y))
-    cfg = getattr(problem, "model", None)
-    if cfg is not None and hasattr(cfg, "heads"):
-        return _transformer_matmuls(cfg, params, batch.inputs.shape)
-    if "w1" in params and "w2" in params and hasattr(batch, "x"):  # regression's 2 layers
-        w1, w2, x = params["w1"], params["w2"], batch.x
-
-        def regression():
-            h = x @ w1.T
-            r = h @ w2.T
-            r.T @ h
-            dh = r @ w2
-            dh.T @ x
-        return regression
-    return None
-
-
-def _cnn_matmuls(cnn, params, batch: int):
-    """The matrix products of :meth:`stepsim.nn.cnn.CNN.loss_and_grad` (each conv's forward,
-    weight-gradient and -- but the first's -- input-gradient product on its column matrix,
-    the head's three), on zero arrays shaped and laid out as that code makes them."""
-    dt = params["head.w"].dtype
-    convs = []
-    c_in = cnn.in_channels
-    for l, (c, k, l_out) in enumerate(zip(cnn.channels, cnn.kernel_sizes, cnn.lengths()[1:]),
-                                      1):
-        wmat = params[f"conv{l}.w"].reshape(c, -1)
-        convs.append((np.zeros((batch * l_out, k * c_in), dt), wmat,
-                      np.zeros((batch * l_out, c), dt), l > 1))
-        c_in = c
-    flat = np.zeros((batch, params["head.w"].shape[1]), dt)
-    dlogits = np.zeros((batch, cnn.classes), dt)
-    head = params["head.w"]
-
-    def run():
-        for cols, wmat, _, _ in convs:
-            cols @ wmat.T
-        flat @ head.T
-        dlogits @ head
-        dlogits.T @ flat
-        for cols, wmat, dout, need_dx in reversed(convs):
-            dout.T @ cols
-            if need_dx:
-                dout @ wmat
-    return run
-
-
-def _transformer_matmuls(cfg, params, shape):
-    """The matrix products of :func:`stepsim.nn.transformer.loss_and_grad` (forward and
-    backward, every block), on zero arrays shaped and laid out as that code makes them."""
-    b, t = shape
-    d, f, v, h = cfg.width, cfg.hidden, cfg.vocab, cfg.heads
-    dh = d // h
-    dt = params["pos_emb"].dtype
-    x = np.zeros((b * t, d), dt)
-    w_qkv = np.zeros((3 * d, d), dt)
-    heads = np.zeros((3, b, h, t, dh), dt)  # q, k, v: contiguous heads
-    scores = np.zeros((b, h, t, t), dt)
-    per_block = [(params[f"blocks.{i}.attn.wo"], params[f"blocks.{i}.mlp.w1"],
-                  params[f"blocks.{i}.mlp.w2"]) for i in range(cfg.blocks)]
-    head_w = params["tok_emb"] if cfg.tied else params["head.w"]
-    hidden = np.zeros((b * t, f), dt)
-    logits = np.zeros((b * t, v), dt)
-    dout_heads = np.zeros((b, t, h, dh), dt).transpose(0, 2, 1, 3)  # a view, as the code
-    dqkv = np.zeros((b * t, 3 * d), dt)
-
-    def run():
-        for wo, w1, w2 in per_block:  # forward
-            x @ w_qkv.T
-            q, k, vv = heads
-            q @ k.swapaxes(-1, -2)
-            scores @ vv
-            x @ wo.T
-            x @ w1.T
-            hidden @ w2.T
-        x @ head_w.T
-        logits @ head_w  # backward
-        logits.T @ x
-        for wo, w1, w2 in per_block:
-            x @ w2
-            x.T @ hidden
-            hidden @ w1
-            hidden.T @ x
-            x @ wo
-            x.T @ x
-            q, k, vv = heads
-            scores.swapaxes(-1, -2) @ dout_heads
-            dout_heads @ vv.swapaxes(-1, -2)
-            scores @ k
-            scores.swapaxes(-1, -2) @ q
-            dqkv @ w_qkv
-            dqkv.T @ x
-    return run
+    return shares
 
 
 def _calls_per_round(problem, recipe, quick: bool) -> int:

@@ -4,7 +4,7 @@ Each kernel makes one pass over memory and updates in place. Adam also reduces t
 statistics the switch criteria need in that pass, in blocks of ``BLOCK`` elements whose
 float64 sums run in a fixed lane order (the same bits on every CPU). The usual case
 (statistics without log|dv|) updates a block and sums its statistics in one vectorised
-loop (:func:`_adam_block_stats`, LLVM vectors written out in :func:`_adam_lanes8`), so the
+loop (:func:`_adam_block_stats`, LLVM vectors written out in :func:`_adam_lanes16`), so the
 statistics' float64 work overlaps the update's divisions and memory traffic; the other
 cases update a block (keeping its old v in a small scratch array), then sum the block's
 statistics while it is still in cache (:func:`_block_stats`). Per-block sums go to
@@ -25,6 +25,7 @@ import numpy as np
 from numba import carray, prange, types
 from numba.extending import intrinsic
 
+from stepsim._ground.ir_loops import counted_loop
 from stepsim._ground.jit import njit
 from stepsim._ground.threads import serial_twin
 
@@ -93,40 +94,46 @@ def _count_bad(g, v):
 
 @njit
 def _adam_block_stats(w, g, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr, decay,
-                      scale_prev, scale_new, out):
+                      scale_prev, scale_new, acc, counts, out):
     """Adam on one block and the statistics of its dv (without log|dv|), in one pass.
 
     The arithmetic of :func:`_adam_block` followed by :func:`_block_stats` (log_stats off),
     value for value and sum for sum: entry i of the block goes to lane i % 8 of each
-    float64 sum, the lanes are added in the same fixed order, so the bits are those of the
-    two passes. Fused because the statistics' float64 adds and conversions then overlap
-    the update's square roots and divisions (and, past the caches, its memory traffic)
-    instead of running after them: the second pass over v and the copy of the old v cost
-    most of the update's own time. Returns (bad_g,
-    bad_v) as :func:`_adam_block`, counted exactly in the loop (v is overwritten).
+    float64 sum, each lane adds in index order and the lanes are added in the same fixed
+    order, so the bits are those of the two passes. One pass because the statistics'
+    float64 work then overlaps the update's square roots, divisions and memory traffic;
+    :func:`_adam_lanes16` runs 16 entries a trip (two 8-lane halves, added in index
+    order), which halves the float32 instructions beside the float64 ones.
+    acc (3, LANES) float64 and counts (2,) int64 are the caller's scratch (no allocation
+    a block). Returns (bad_g, bad_v) as :func:`_adam_block`: bad_v counted in the loop;
+    bad_g only when the block's sum of v is not finite — a non-finite g makes its new v
+    inf or NaN (c2 > 0), which the float64 sum keeps — and then from g, which the step
+    only reads: the loop carries no count for it.
     """
-    acc = np.zeros((4, LANES))  # dv_l1, v_l1, v_l2sq, zeros
-    bad = np.zeros(2, np.int64)
+    acc[:, :] = 0.0
+    counts[:] = 0
     raw = scale_prev == 1.0 and scale_new == 1.0
     n = w.shape[0]
-    full = n - n % LANES
-    _adam_lanes8(w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
-                 decay, scale_prev, scale_new, raw, acc, bad)
-    bad_g = bad[0]
-    bad_v = bad[1]
-    for i in range(full, n):  # the tail (fewer than 8 entries): lanes 0..n-full-1
-        gi = g[i]
+    full = n - n % WIDE
+    _adam_lanes16(w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
+                  decay, scale_prev, scale_new, raw, acc, counts)
+    zeros = counts[0]
+    bad_v = counts[1]
+    for i in range(full, n):  # the tail (fewer than 16 entries): lane i % 8, in order
         vo = v[i]
-        bad_g += (gi - gi) != 0
         bad_v += not vo >= 0
         vi = _adam_element(w, g, m, v, i, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
                            decay)
-        _tail_stats(acc, i - full, vi, vo, scale_prev, scale_new, raw)
+        zeros += _tail_stats(acc, i % LANES, vi, vo, scale_prev, scale_new, raw)
     out[0] = _lanes_total(acc[0])
     out[1] = 0.0
-    out[2] = _lanes_total(acc[3])
+    out[2] = zeros  # an exact count: the float64 lane sums of 0/1 it replaces are exact
     out[3] = _lanes_total(acc[1])
     out[4] = _lanes_total(acc[2])
+    bad_g = 0
+    if not np.isfinite(out[3]):
+        for i in range(n):
+            bad_g += (g[i] - g[i]) != 0
     return bad_g, bad_v
 
 
@@ -150,9 +157,10 @@ LANES = 8  # running partial sums per statistic (see _block_stats)
 
 @njit
 def _tail_stats(acc, lane, v_new, v_prev, scale_prev, scale_new, raw):
-    """Add one entry's dv statistics to ``lane`` of acc (dv_l1, v_l1, v_l2sq, zeros), in
-    float64: the tail (fewer than 8 entries) of :func:`_adam_block_stats` and
-    :func:`_block_stats`, in the order the 8-lane loops use."""
+    """Add one entry's dv statistics to ``lane`` of acc's rows dv_l1, v_l1, v_l2sq, in
+    float64, and return 1 if its dv is 0 (else 0): the tail (fewer than a vector's entries)
+    of :func:`_adam_block_stats` and :func:`_block_stats`, in the order their vector loops
+    use."""
     vn = np.float64(v_new)
     vd = np.float64(v_prev)
     if not raw:
@@ -162,7 +170,7 @@ def _tail_stats(acc, lane, v_new, v_prev, scale_prev, scale_new, raw):
     acc[0, lane] += d
     acc[1, lane] += vn
     acc[2, lane] += vn * vn
-    acc[3, lane] += 1.0 if d == 0.0 else 0.0
+    return 1 if d == 0.0 else 0
 
 
 @njit
@@ -191,8 +199,8 @@ def _block_stats(v, v_old, scale_prev, scale_new, log_stats, out):
     n = v.shape[0]
     full = n - n % LANES
     _lanes8(v, v_old, full, scale_prev, scale_new, raw, acc)
-    for i in range(full, n):
-        _tail_stats(acc, i - full, v[i], v_old[i], scale_prev, scale_new, raw)  # lane i % 8
+    for i in range(full, n):  # lane i % 8
+        acc[3, i - full] += _tail_stats(acc, i - full, v[i], v_old[i], scale_prev, scale_new, raw)
     dv_log = 0.0
     if log_stats:  # glibc's scalar log, in index order (no vector log here: stepsim._ground.libm)
         for i in range(n):
@@ -226,14 +234,15 @@ def _lanes8(typingctx, v, v_old, full, scale_prev, scale_new, raw, acc):
     def codegen(context, builder, signature, args):
         av, ao, n, sp, sn, is_raw, aacc = args
         ty = signature.args
-        lanes = _Lanes(context, builder, ty[0].dtype, sp, ty[3], sn, ty[4], is_raw, ty[5],
-                       aacc, ty[6])
+        lanes = _Lanes(context, builder, ty[0].dtype, sp, ty[3], sn, ty[4], aacc, ty[6])
+        raw_b = context.cast(builder, is_raw, ty[5], types.boolean)
+        raw_i1 = builder.icmp_unsigned("!=", raw_b, ir.Constant(raw_b.type, 0))
         v_ptr = context.make_array(ty[0])(context, builder, av).data
         o_ptr = context.make_array(ty[1])(context, builder, ao).data
 
         def body(i, accs):
             x, y = lanes.load(v_ptr, i), lanes.load(o_ptr, i)
-            return lanes.add_stats(accs, x, y), []
+            return lanes.add_stats(accs, x, y, raw_i1), []
 
         lanes.loop(context.cast(builder, n, ty[2], types.int64), body, [])
         return context.get_dummy_value()
@@ -242,40 +251,42 @@ def _lanes8(typingctx, v, v_old, full, scale_prev, scale_new, raw, acc):
 
 
 class _Lanes:
-    """LLVM IR pieces shared by :func:`_lanes8` and :func:`_adam_lanes8`: vectors of
-    LANES entries of the arrays' type, the four (LANES,) float64 rows of ``acc`` (loaded
+    """LLVM IR pieces shared by :func:`_lanes8` and :func:`_adam_lanes16`: vectors of
+    ``width`` entries of the arrays' type, ``rows`` (LANES,) float64 rows of ``acc`` (loaded
     before the loop, stored after it) and :meth:`add_stats`, the per-entry statistics of
     :func:`_block_stats`. Every operation is a plain IEEE one (no fast-math flags, so no
     contraction or reassociation): lane j does exactly what the scalar loop does to the
     entries of lane j."""
 
-    def __init__(self, context, builder, dtype, sp, sp_ty, sn, sn_ty, is_raw, raw_ty, aacc,
-                 acc_ty):
+    def __init__(self, context, builder, dtype, sp, sp_ty, sn, sn_ty, aacc, acc_ty, *,
+                 width=LANES, rows=4):
         from llvmlite import ir
         from numba.core import cgutils
 
         self.ir, self.context, self.builder = ir, context, builder
+        self.width, self.rows = width, rows
         self.elem = context.get_value_type(dtype)
         self.dbl, self.i64 = ir.DoubleType(), ir.IntType(64)
-        self.vec_e = ir.VectorType(self.elem, LANES)
+        self.vec_e = ir.VectorType(self.elem, width)
         self.vec_d = ir.VectorType(self.dbl, LANES)
         self.align = context.get_abi_sizeof(self.elem)
         acc_ptr = context.make_array(acc_ty)(context, builder, aacc).data
         self.acc_vp = builder.bitcast(acc_ptr, self.vec_d.as_pointer())
         self.start = [builder.load(builder.gep(self.acc_vp, [ir.Constant(self.i64, r)]),
-                                   align=8) for r in range(4)]
+                                   align=8) for r in range(rows)]
         self.sp_v = self.splat(context.cast(builder, sp, sp_ty, types.float64), self.vec_d)
         self.sn_v = self.splat(context.cast(builder, sn, sn_ty, types.float64), self.vec_d)
-        raw_b = context.cast(builder, is_raw, raw_ty, types.boolean)
-        self.raw_i1 = builder.icmp_unsigned("!=", raw_b, ir.Constant(raw_b.type, 0))
         self.zero_d = ir.Constant(self.vec_d, [0.0] * LANES)
         self.one_d = ir.Constant(self.vec_d, [1.0] * LANES)
         self.fabs = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(self.vec_d, [self.vec_d]), f"llvm.fabs.v{LANES}f64")
+        self.popcount = {bits: cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(bits), [ir.IntType(bits)]),
+            f"llvm.ctpop.i{bits}") for bits in {LANES, width}}
 
     def splat(self, x, vec):
         out = self.ir.Constant(vec, self.ir.Undefined)
-        for k in range(LANES):
+        for k in range(vec.count):
             out = self.builder.insert_element(out, x, self.ir.Constant(self.ir.IntType(32), k))
         return out
 
@@ -287,62 +298,96 @@ class _Lanes:
         b = self.builder
         b.store(value, b.bitcast(b.gep(ptr, [i]), self.vec_e.as_pointer()), align=self.align)
 
-    def add_stats(self, accs, x, y):
-        """The four rows plus the statistics of new v ``x`` and old v ``y`` (vectors of
-        the arrays' type): vn = x (raw) or x * scale_new in float64, vo likewise; d = |vn -
-        vo|; rows d, vn, vn * vn, (d == 0)."""
+    def count(self, flags):
+        """How many of the (vector of i1) ``flags`` are set, as an i64."""
+        b, bits = self.builder, flags.type.count
+        mask = b.bitcast(flags, self.ir.IntType(bits))
+        return b.zext(b.call(self.popcount[bits], [mask]), self.i64)
+
+    def half(self, x, h):
+        """Entries h*LANES .. h*LANES + LANES - 1 of a ``width`` vector."""
+        if self.width == LANES:
+            return x
+        i32 = self.ir.IntType(32)
+        picks = self.ir.Constant(self.ir.VectorType(i32, LANES),
+                                 list(range(h * LANES, (h + 1) * LANES)))
+        return self.builder.shuffle_vector(x, x, picks)
+
+    def dv(self, x, y, raw):
+        """(vn, d) in float64 for new v ``x`` and old v ``y`` (LANES entries of the arrays'
+        type): vn = x (``raw``, an i1 or a Python bool) or x * scale_new, vo likewise with
+        scale_prev, d = |vn - vo|."""
         b = self.builder
         if self.elem != self.dbl:
             x, y = b.fpext(x, self.vec_d), b.fpext(y, self.vec_d)
-        vn = b.select(self.raw_i1, x, b.fmul(x, self.sn_v))
-        vo = b.select(self.raw_i1, y, b.fmul(y, self.sp_v))
-        d = b.call(self.fabs, [b.fsub(vn, vo)])
+        if raw is True:
+            vn, vo = x, y
+        elif raw is False:
+            vn, vo = b.fmul(x, self.sn_v), b.fmul(y, self.sp_v)
+        else:
+            vn = b.select(raw, x, b.fmul(x, self.sn_v))
+            vo = b.select(raw, y, b.fmul(y, self.sp_v))
+        return vn, b.call(self.fabs, [b.fsub(vn, vo)])
+
+    def add_stats(self, accs, x, y, raw):
+        """The four rows plus the statistics of new v ``x`` and old v ``y`` (:meth:`dv`):
+        rows d, vn, vn * vn, (d == 0)."""
+        b = self.builder
+        vn, d = self.dv(x, y, raw)
         zero = b.select(b.fcmp_ordered("==", d, self.zero_d), self.one_d, self.zero_d)
         return [b.fadd(accs[0], d), b.fadd(accs[1], vn), b.fadd(accs[2], b.fmul(vn, vn)),
                 b.fadd(accs[3], zero)]
 
+    def add_stats_counted(self, accs, zeros, x, y, raw):
+        """Rows d, vn, vn * vn plus :meth:`dv`'s statistics of ``x``, ``y``, and the i64
+        ``zeros`` plus how many d are 0 (an integer count is exact, as the float64 lane sums
+        of 0s and 1s it stands for)."""
+        b = self.builder
+        vn, d = self.dv(x, y, raw)
+        zeros = b.add(zeros, self.count(b.fcmp_ordered("==", d, self.zero_d)))
+        return [b.fadd(accs[0], d), b.fadd(accs[1], vn), b.fadd(accs[2], b.fmul(vn, vn))], zeros
+
     def loop(self, n, body, extra):
-        """for i in 0, 8, .., n - 8: accs, extra = body(i, accs, extra); accs start from
-        acc's rows and are stored back after the loop; ``extra`` are further loop-carried
-        values (initial values given), returned after the loop."""
-        ir, b = self.ir, self.builder
-        entry = b.block
-        head = b.append_basic_block("lanes8.head")
-        loop_body = b.append_basic_block("lanes8.body")
-        done = b.append_basic_block("lanes8.done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(self.i64)
-        i.add_incoming(ir.Constant(self.i64, 0), entry)
-        accs = [b.phi(self.vec_d) for _ in range(4)]
-        for a, s in zip(accs, self.start):
-            a.add_incoming(s, entry)
-        carried = [b.phi(x.type) for x in extra]
-        for c, x in zip(carried, extra):
-            c.add_incoming(x, entry)
-        b.cbranch(b.icmp_signed("<", i, n), loop_body, done)
-        b.position_at_end(loop_body)
-        new, new_extra = body(i, accs) if not extra else body(i, accs, carried)
-        i.add_incoming(b.add(i, ir.Constant(self.i64, LANES)), b.block)
-        for a, x in zip(accs + carried, list(new) + list(new_extra)):
-            a.add_incoming(x, b.block)
-        b.branch(head)
-        b.position_at_end(done)
-        for r, a in enumerate(accs):
+        """for i in 0, width, .., n - width: accs, extra = body(i, accs, extra); accs start
+        from acc's rows and are stored back after the loop; ``extra`` are further
+        loop-carried values (initial values given), returned after the loop."""
+        ir, b, rows = self.ir, self.builder, self.rows
+
+        def trip(i, carried):
+            accs, rest = carried[:rows], carried[rows:]
+            new, new_extra = body(i, accs) if not extra else body(i, accs, rest)
+            return list(new) + list(new_extra)
+
+        done = counted_loop(b, ir.Constant(self.i64, 0), n, self.width,
+                            self.start + list(extra), trip)
+        for r, a in enumerate(done[:rows]):
             b.store(a, b.gep(self.acc_vp, [ir.Constant(self.i64, r)]), align=8)
-        return carried
+        return done[rows:]
+
+
+WIDE = 2 * LANES  # entries a trip of _adam_lanes16: two halves of LANES
+# how far ahead _adam_lanes16 asks for memory: past the caches, one thread streaming four
+# arrays is faster with this software prefetch than on the hardware prefetchers alone
+# (stepsim bench --only kernels, adam_step at 2^20 and 2^24)
+PREFETCH_BYTES = 2048
 
 
 @intrinsic
-def _adam_lanes8(typingctx, w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in,
-                 eps_out, lr, decay, scale_prev, scale_new, raw, acc, bad):
-    """:func:`_adam_block` on entries 0 .. full-1 (a multiple of 8) of contiguous w, g, m,
-    v, with :func:`_lanes8`'s statistics of (new v, old v) added into acc (4, 8) and the
-    counts of non-finite g and of old v not >= 0 added into bad (2,) int64.
+def _adam_lanes16(typingctx, w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in,
+                  eps_out, lr, decay, scale_prev, scale_new, raw, acc, counts):
+    """:func:`_adam_block` on entries 0 .. full-1 (a multiple of WIDE) of contiguous w, g,
+    m, v, with :func:`_lanes8`'s statistics of (new v, old v) added into acc (3, 8)
+    (rows dv_l1, v_l1, v_l2sq) and, into counts (2,) int64, the number of dv == 0 and of
+    old v not >= 0.
 
-    LANES entries at a time as LLVM vectors: each element-wise operation is the scalar
-    loop's, in its order and type (the scalars have the arrays' dtype), so every entry gets
-    the bits the scalar loop gives it; the float64 sums are :func:`_lanes8`'s.
+    WIDE entries a trip as LLVM vectors: each element-wise operation is the scalar loop's,
+    in its order and type (the scalars have the arrays' dtype), so every entry gets the
+    bits the scalar loop gives it. The float64 sums take the trip's two halves one after
+    the other (entries i..i+7, then i+8..i+15, into lanes 0..7): each lane still adds its
+    entries in index order, the order of :func:`_lanes8`. The loop is written twice, for
+    raw v and for scaled v, and one is chosen before it (a select in the loop became
+    branches). Counts are popcounts of comparison masks, in integers. Each trip also
+    prefetches the lines PREFETCH_BYTES ahead in the four arrays.
     """
     from llvmlite import ir
 
@@ -351,55 +396,85 @@ def _adam_lanes8(typingctx, w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, 
     if not (isinstance(v, types.Array) and v.dtype in (types.float32, types.float64)
             and all(a == v for a in arrays) and all(x == v.dtype for x in scalars)
             and isinstance(acc, types.Array) and acc.dtype == types.float64
-            and isinstance(bad, types.Array) and bad.dtype == types.int64):
+            and isinstance(counts, types.Array) and counts.dtype == types.int64):
         return None
     sig = types.void(w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_out, lr,
-                     decay, scale_prev, scale_new, raw, acc, bad)
+                     decay, scale_prev, scale_new, raw, acc, counts)
 
     def codegen(context, builder, signature, args):
         from numba.core import cgutils
 
         ty = signature.args
-        (aw, ag, am, av, n, *hyper), (sp, sn, is_raw, aacc, abad) = args[:15], args[15:]
-        lanes = _Lanes(context, builder, ty[3].dtype, sp, ty[15], sn, ty[16], is_raw, ty[17],
-                       aacc, ty[18])
+        (aw, ag, am, av, n, *hyper), (sp, sn, is_raw, aacc, acounts) = args[:15], args[15:]
+        lanes = _Lanes(context, builder, ty[3].dtype, sp, ty[15], sn, ty[16], aacc, ty[18],
+                       width=WIDE, rows=3)
         ptrs = [context.make_array(t)(context, builder, a).data
                 for t, a in zip(ty[:4], (aw, ag, am, av))]
         b1v, c1v, b2v, c2v, ibc1, ibc2, e_in, e_out, lrv, dec = (
             lanes.splat(x, lanes.vec_e) for x in hyper)
-        vec_e, i32v = lanes.vec_e, ir.VectorType(ir.IntType(32), LANES)
-        zero_e = ir.Constant(vec_e, [0.0] * LANES)
+        vec_e = lanes.vec_e
+        zero_e = ir.Constant(vec_e, [0.0] * WIDE)
         sqrt = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(vec_e, [vec_e]),
-            f"llvm.sqrt.v{LANES}f{'32' if lanes.elem != lanes.dbl else '64'}")
-        no_bad = ir.Constant(i32v, [0] * LANES)
+            f"llvm.sqrt.v{WIDE}f{'32' if lanes.elem != lanes.dbl else '64'}")
+        count_zero = ir.Constant(lanes.i64, 0)
+        trips = context.cast(builder, n, ty[4], types.int64)
 
-        def body(i, accs, counts):
-            b = builder
-            wp, gp, mp, vp = ptrs
-            gi, vo = lanes.load(gp, i), lanes.load(vp, i)
-            bad_g = b.fcmp_unordered("!=", b.fsub(gi, gi), zero_e)  # (gi - gi) != 0
-            bad_v = b.fcmp_unordered("<", vo, zero_e)  # not vo >= 0
-            counts = [b.add(counts[0], b.zext(bad_g, i32v)),
-                      b.add(counts[1], b.zext(bad_v, i32v))]
-            mi = b.fadd(b.fmul(b1v, lanes.load(mp, i)), b.fmul(c1v, gi))
-            lanes.store(mi, mp, i)
-            vi = b.fadd(b.fmul(b2v, vo), b.fmul(c2v, b.fmul(gi, gi)))
-            lanes.store(vi, vp, i)
-            den = b.fadd(b.call(sqrt, [b.fadd(b.fmul(vi, ibc2), e_in)]), e_out)
-            step = b.fmul(lrv, b.fdiv(b.fmul(mi, ibc1), den))
-            lanes.store(b.fsub(b.fmul(lanes.load(wp, i), dec), step), wp, i)
-            return lanes.add_stats(accs, vi, vo), counts
+        prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()] +
+                                            [ir.IntType(32)] * 3), "llvm.prefetch.p0i8")
+        itemsize = context.get_abi_sizeof(lanes.elem)
+        ahead = [ir.Constant(lanes.i64, (PREFETCH_BYTES + line) // itemsize)
+                 for line in range(0, WIDE * itemsize, 64)]  # each cache line of a trip
 
-        counts = lanes.loop(context.cast(builder, n, ty[4], types.int64), body,
-                            [no_bad, no_bad])
-        bad_ptr = context.make_array(ty[19])(context, builder, abad).data
-        for r, c in enumerate(counts):  # a block has < 2**31 entries: int32 lanes suffice
-            total = builder.load(builder.gep(bad_ptr, [ir.Constant(lanes.i64, r)]))
-            for k in range(LANES):
-                lane = builder.extract_element(c, ir.Constant(ir.IntType(32), k))
-                total = builder.add(total, builder.sext(lane, lanes.i64))
-            builder.store(total, builder.gep(bad_ptr, [ir.Constant(lanes.i64, r)]))
+        def fetch_ahead(i):
+            """Ask for the lines PREFETCH_BYTES ahead of this trip in each array (a hint:
+            it never faults, past the array's end included, and changes no value)."""
+            for ptr, write in zip(ptrs, (1, 0, 1, 1)):
+                for offset in ahead:
+                    address = builder.bitcast(builder.gep(ptr, [builder.add(i, offset)]),
+                                              ir.IntType(8).as_pointer())
+                    builder.call(prefetch, [address, ir.Constant(ir.IntType(32), write),
+                                            ir.Constant(ir.IntType(32), 3),
+                                            ir.Constant(ir.IntType(32), 1)])
+
+        def body(raw):
+            def trip(i, accs, counts):
+                b = builder
+                wp, gp, mp, vp = ptrs
+                fetch_ahead(i)
+                gi, vo = lanes.load(gp, i), lanes.load(vp, i)
+                bad_v = lanes.count(b.fcmp_unordered("<", vo, zero_e))  # not vo >= 0
+                mi = b.fadd(b.fmul(b1v, lanes.load(mp, i)), b.fmul(c1v, gi))
+                lanes.store(mi, mp, i)
+                vi = b.fadd(b.fmul(b2v, vo), b.fmul(c2v, b.fmul(gi, gi)))
+                lanes.store(vi, vp, i)
+                den = b.fadd(b.call(sqrt, [b.fadd(b.fmul(vi, ibc2), e_in)]), e_out)
+                step = b.fmul(lrv, b.fdiv(b.fmul(mi, ibc1), den))
+                lanes.store(b.fsub(b.fmul(lanes.load(wp, i), dec), step), wp, i)
+                zeros = counts[0]
+                for h in range(WIDE // LANES):  # lanes 0..7 take entries i+8h+j in order
+                    accs, zeros = lanes.add_stats_counted(accs, zeros, lanes.half(vi, h),
+                                                          lanes.half(vo, h), raw)
+                return accs, [zeros, b.add(counts[1], bad_v)]
+            return trip
+
+        raw_b = context.cast(builder, is_raw, ty[17], types.boolean)
+        raw_i1 = builder.icmp_unsigned("!=", raw_b, ir.Constant(raw_b.type, 0))
+        results = []
+        with builder.if_else(raw_i1) as (then, otherwise):
+            for branch, raw in ((then, True), (otherwise, False)):
+                with branch:
+                    results.append((lanes.loop(trips, body(raw), [count_zero, count_zero]),
+                                    builder.block))
+        merged = [builder.phi(lanes.i64) for _ in range(2)]  # phis first in their block
+        for r, phi in enumerate(merged):
+            for carried, block in results:
+                phi.add_incoming(carried[r], block)
+        counts_ptr = context.make_array(ty[19])(context, builder, acounts).data
+        for r, total in enumerate(merged):
+            slot = builder.gep(counts_ptr, [ir.Constant(lanes.i64, r)])
+            builder.store(builder.add(builder.load(slot), total), slot)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -509,6 +584,8 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
     tasks = max(1, min(scratch.shape[0], blocks))
     per_task = (blocks + tasks - 1) // tasks
     for t in prange(tasks):
+        acc = np.empty((3, LANES))  # the fused block's sums and counts, once a task
+        counts = np.empty(2, np.int64)
         for b in range(t * per_task, min((t + 1) * per_task, blocks)):
             i = owner[b]
             lo = (b - first_block[i]) * BLOCK
@@ -524,7 +601,7 @@ def adam(table, sizes, itemsize, b1, c1, b2, c2, inv_bc1, inv_bc2, eps_in, eps_o
             elif with_stats and not log_stats:  # update and statistics in one pass
                 bad_g, bad_v = _adam_block_stats(w, g, m, v, b1, c1, b2, c2, inv_bc1, inv_bc2,
                                                  eps_in, eps_out, lr, decay, scale_prev,
-                                                 scale_new, partial[b])
+                                                 scale_new, acc, counts, partial[b])
                 v_old = v  # unused: the statistics are taken
             else:  # v_old kept also without statistics: a flag in the loop, not two counts
                 v_old = scratch[t, : hi - lo]  # (which stopped the loop's vectorisation)

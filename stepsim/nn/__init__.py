@@ -22,4 +22,8 @@ Problems build their models from these; nothing here imports recipes or training
   each, the gather/scatter on numba kernels (:mod:`stepsim.nn._conv_kernels`); a CNN of
   conv + ReLU blocks and a linear head. The ``mnist1d`` problem
   (:mod:`stepsim.problems.mnist1d`) trains it.
+* :mod:`~stepsim.nn.nm_linear` — the forward product and input gradient of an N:M Linear
+  weight from its kept entries (values + column indices, numba kernels in a fixed order,
+  :mod:`stepsim.nn._nm_kernels`), which the MLP and the transformer take where
+  :func:`~stepsim.nn.nm_linear.sparse_pays` when a step hands them its masks.
 """

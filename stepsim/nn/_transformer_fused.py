@@ -7,7 +7,10 @@ The same model and the same bits as composing the layers of :mod:`stepsim.nn.lay
 calls out of Python and without copies:
 
 * every matrix product stays one NumPy matmul on OpenBLAS, with the operands and the
-  order it had (the bits of the products are OpenBLAS's);
+  order it had (the bits of the products are OpenBLAS's) -- but the forward product and
+  the input gradient of a masked linear weight handed over with its mask
+  (:class:`~stepsim.nn.nm_linear.ForwardWeights`), which run on its kept entries where
+  :func:`~stepsim.nn.nm_linear.sparse_pays` (their own fixed order, their own bits);
 * the heads are strided views of the stacked Q/K/V product, and the attention's batched
   products write straight into the merged-heads and the Q/K/V-gradient layouts
   (``out=`` views): OpenBLAS takes the strides as leading dimensions, so the copies into
@@ -31,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stepsim.nn import layers as L
+from stepsim.nn import nm_linear
 from stepsim.nn.embedding import embedding_forward, input_grads
 
 
@@ -50,8 +54,9 @@ class FusedBlockCache(NamedTuple):
     are views of it. probs: the attention probabilities (B, H, T, T). o: the merged heads
     (BT, D), the output projection's input. m: LN2's output (BT, D), fc1's input.
     u: fc1's output with its bias (BT, F), GELU's input. g: GELU's output (BT, F), fc2's
-    input. gelu: what GELU's backward reads (GeluSlope in float32). wo, w1, w2: the weights
-    (forward weights, as the step handed them).
+    input. gelu: what GELU's backward reads (GeluSlope in float32). w_qkv, wo, w1, w2: the
+    weights the input gradients multiply by (the forward weights as the step handed them,
+    or their :class:`~stepsim.nn.nm_linear.SparseWeight`).
     """
 
     ln1: LayerNormState
@@ -72,7 +77,7 @@ class FusedBlockCache(NamedTuple):
 class FusedCache(NamedTuple):
     """emb: the embedding's cache; blocks: FusedBlockCache per block; lnf: the final
     LayerNorm's state; z: its output (BT, D), the head's input; head_w: the head's weight
-    (V, D) (tok_emb when tied); shape: (B, T, D)."""
+    (V, D) (tok_emb when tied; or its SparseWeight) for the input gradient; shape: (B, T, D)."""
 
     emb: object
     blocks: tuple
@@ -192,11 +197,12 @@ def forward(params, ids, cfg):
     h = h.reshape(b * t, d)
     a, ln1 = _layernorm(h, params["blocks.0.ln1.g"], params["blocks.0.ln1.b"], cfg.eps)
     caches = []
+    rows = b * t
     for i in range(cfg.blocks):
         p = f"blocks.{i}."
-        w_qkv = np.concatenate([params[p + "attn.wq"], params[p + "attn.wk"],
-                                params[p + "attn.wv"]])
-        qkv = a @ w_qkv.T  # (BT, 3D)
+        w_qkv, w_qkv_back = nm_linear.stacked_weights_for(
+            params, (p + "attn.wq", p + "attn.wk", p + "attn.wv"), rows)
+        qkv = nm_linear.product(a, w_qkv)  # (BT, 3D)
         if cfg.bias:
             K.add_bias(qkv, np.concatenate([params[p + "attn.bq"], params[p + "attn.bk"],
                                             params[p + "attn.bv"]]))
@@ -206,23 +212,26 @@ def forward(params, ids, cfg):
         o = np.empty((b, t, n_heads, hd), h.dtype)
         _product_into(probs, v, o.transpose(0, 2, 1, 3))  # heads merged as they are written
         o = o.reshape(b * t, d)
-        wo, w1, w2 = params[p + "attn.wo"], params[p + "mlp.w1"], params[p + "mlp.w2"]
-        att = o @ wo.T
+        (wo, wo_back), (w1, w1_back), (w2, w2_back) = (
+            nm_linear.weights_for(params, p + name, rows)
+            for name in ("attn.wo", "mlp.w1", "mlp.w2"))
+        att = nm_linear.product(o, wo)
         m, ln2 = _layernorm(h, params[p + "ln2.g"], params[p + "ln2.b"], cfg.eps, att,
                             params.get(p + "attn.bo"))
-        u = m @ w1.T
+        u = nm_linear.product(m, w1)
         g, gelu = _bias_gelu(u, params.get(p + "mlp.b1"))
-        f = g @ w2.T
+        f = nm_linear.product(g, w2)
         nxt = f"blocks.{i + 1}.ln1." if i + 1 < cfg.blocks else "lnf."
         ln1_next = _layernorm(h, params[nxt + "g"], params[nxt + "b"], cfg.eps, f,
                               params.get(p + "mlp.b2"))
-        caches.append(FusedBlockCache(ln1, a, w_qkv, qkv, probs, o, wo, ln2, m, w1, g, gelu,
-                                      w2))
+        caches.append(FusedBlockCache(ln1, a, w_qkv_back, qkv, probs, o, wo_back, ln2, m,
+                                      w1_back, g, gelu, w2_back))
         a, ln1 = ln1_next
     z, lnf = a, ln1  # the last block's "next LayerNorm" is the final one
-    head_w = params["tok_emb"] if cfg.tied else params["head.w"]
-    logits = z @ head_w.T
-    return logits.reshape(b, t, cfg.vocab), FusedCache(emb, tuple(caches), lnf, z, head_w,
+    head_w, head_back = ((params["tok_emb"],) * 2 if cfg.tied
+                         else nm_linear.weights_for(params, "head.w", rows))
+    logits = nm_linear.product(z, head_w)
+    return logits.reshape(b, t, cfg.vocab), FusedCache(emb, tuple(caches), lnf, z, head_back,
                                                        (b, t, d))
 
 
@@ -237,7 +246,7 @@ def backward(dlogits, cache: FusedCache, cfg) -> dict:
     K = _kernels()
     grads = {}
     dl = dlogits.reshape(b * t, cfg.vocab)
-    dz = dl @ cache.head_w
+    dz = nm_linear.input_grad(dl, cache.head_w)
     dhead = dl.T @ cache.z
     dh, grads["lnf.g"], grads["lnf.b"], dsum = _layernorm_backward(dz, cache.lnf,
                                                                    want_sum=cfg.bias)
@@ -245,17 +254,17 @@ def backward(dlogits, cache: FusedCache, cfg) -> dict:
         p = f"blocks.{i}."
         c = cache.blocks[i]
         # MLP: dsum is dh summed over the rows, fc2's bias gradient
-        dg = dh @ c.w2
+        dg = nm_linear.input_grad(dh, c.w2)
         grads[p + "mlp.w2"] = dh.T @ c.g
         du, db1 = _gelu_backward_bias(dg, c.gelu, cfg.bias)
-        dm = du @ c.w1
+        dm = nm_linear.input_grad(du, c.w1)
         grads[p + "mlp.w1"] = du.T @ c.m
         if cfg.bias:
             grads[p + "mlp.b1"], grads[p + "mlp.b2"] = db1, dsum
         dh, grads[p + "ln2.g"], grads[p + "ln2.b"], dsum = _layernorm_backward(
             dm, c.ln2, dh, want_sum=cfg.bias)
         # attention: dsum is now the output projection's bias gradient
-        do = dh @ c.wo
+        do = nm_linear.input_grad(dh, c.wo)
         grads[p + "attn.wo"] = dh.T @ c.o
         do4 = do.reshape(b, t, n_heads, hd).transpose(0, 2, 1, 3)
         q, k, v = _heads(c.qkv, b, t, n_heads, hd)
@@ -269,7 +278,7 @@ def backward(dlogits, cache: FusedCache, cfg) -> dict:
                                   dscores.dtype.type(scale))
         _product_into(dscores, k, dq)
         _product_into(dscores.swapaxes(-1, -2), q, dk)
-        da = dqkv @ c.w_qkv
+        da = nm_linear.input_grad(dqkv, c.w_qkv)
         dw = dqkv.T @ c.a
         grads[p + "attn.wq"], grads[p + "attn.wk"], grads[p + "attn.wv"] = (
             dw[:d], dw[d:2 * d], dw[2 * d:])

@@ -122,14 +122,20 @@ def softmax_cross_entropy(logits, labels):
     return loss, probs.reshape(logits.shape)
 
 
-def linear_relu_forward(x, w, b):
-    """``maximum(x @ w.T + b, 0)`` for 2-d x (R, in): the matrix product on BLAS, the bias
-    and the rectifier in one kernel pass, in place on the product (the bits of
-    :func:`stepsim.nn.layers.linear_forward` then ``np.maximum(out, 0)``). (out, its
-    LinearCache): out is also what the rectifier's backward reads."""
-    out, cache = L.linear_forward(x, w, None)
+def linear_relu_forward(x, w, b, w_backward=None):
+    """``maximum(x @ w.T + b, 0)`` for 2-d x (R, in): the matrix product on BLAS (or, for a
+    :class:`~stepsim.nn.nm_linear.SparseWeight` w, on its kept entries), the bias and the
+    rectifier in one kernel pass, in place on the product (the bits of
+    :func:`stepsim.nn.layers.linear_forward` then ``np.maximum(out, 0)`` for a dense w).
+    (out, its LinearCache): out is also what the rectifier's backward reads; the cache
+    holds ``w_backward`` (default w), the weight the input gradient multiplies by."""
     from stepsim.nn import _kernels as K
+    from stepsim.nn import nm_linear
 
+    if isinstance(w, np.ndarray):
+        out, _ = L.linear_forward(x, w, None)
+    else:
+        out = nm_linear.product(x, w)
     if b is not None:
         L.check_same_dtype("x", x, "b", b)
         L.check_shape("b", b, (w.shape[0],), "w's out")
@@ -139,7 +145,7 @@ def linear_relu_forward(x, w, b):
         np.maximum(out, 0, out=out)
     else:
         K.bias_relu(out, out[0] if b is None else b, b is not None)
-    return out, L.LinearCache(x, w, b is not None)
+    return out, L.LinearCache(x, w if w_backward is None else w_backward, b is not None)
 
 
 def relu_backward_bias_grad(dout, saved, has_bias):

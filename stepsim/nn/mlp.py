@@ -13,6 +13,10 @@ Which Linear weights are N:M-sparsified is ``sparsify``:
 - ``"none"``: a dense model (every spec dense).
 
 Biases are always dense. The MLP never masks: recipes hand it the forward weights Pi*w.
+When they come as a :class:`~stepsim.nn.nm_linear.ForwardWeights` (the masks with them), a
+masked layer's forward product and input gradient run on its kept entries wherever
+:func:`~stepsim.nn.nm_linear.sparse_pays` for the batch's shape (other sums, other last
+bits: :mod:`stepsim.nn.nm_linear`); the weight gradient is always the dense product.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import numpy as np
 
 from stepsim._ground.validate import check_bool, check_choice, check_int, check_nm_pair
 from stepsim.core.sparsity import ParamSpec, check_divides
-from stepsim.nn import fused
+from stepsim.nn import fused, nm_linear
 from stepsim.nn import layers as L
 
 ACTIVATIONS = {
@@ -133,11 +137,16 @@ class MLP:
         last = len(names)
         linear, act = [], []
         h = x
+        rows = math.prod(x.shape[:-1])
         for l, (w_name, b_name) in enumerate(names, 1):
+            # a masked layer's kept entries, where its products are faster that way
+            w, w_back = nm_linear.weights_for(params, w_name, rows)
             if relu and l < last:  # bias and rectifier in one pass over the product
-                h, cache = fused.linear_relu_forward(h, params[w_name], params.get(b_name))
+                h, cache = fused.linear_relu_forward(h, w, params.get(b_name), w_back)
+            elif isinstance(w, np.ndarray):
+                h, cache = L.linear_forward(h, w, params.get(b_name))
             else:
-                h, cache = L.linear_forward(h, params[w_name], params.get(b_name))
+                h, cache = _sparse_linear_forward(h, w, params.get(b_name), w_back)
             linear.append(cache)
             if l < last:
                 if relu:  # h is this layer's own fresh output, rectified in place
@@ -186,13 +195,25 @@ def _layer_names(layers: int) -> tuple:
     return tuple((f"w{l}", f"b{l}") for l in range(1, layers + 1))
 
 
+def _sparse_linear_forward(x, w, b, w_back):
+    """linear_forward for a SparseWeight w: (x @ w.T + b, a LinearCache holding w_back, the
+    weight the input gradient multiplies by)."""
+    out = nm_linear.product(x, w)
+    if b is not None:
+        L.check_same_dtype("x", x, "b", b)
+        L.check_shape("b", b, (w.shape[0],), "w's out")
+        out += b
+    return out, L.LinearCache(x, w_back, b is not None)
+
+
 def _linear_backward(dout, cache: L.LinearCache, need_dx: bool, db=None):
     """linear_backward's (dx, dw, db), skipping dx (a matmul) for the first layer; db
-    given: the bias gradient already summed (with the rectifier's backward)."""
+    given: the bias gradient already summed (with the rectifier's backward). The cache's
+    weight may be a SparseWeight (its input gradient from the kept entries)."""
     x, w, has_bias = cache
     rows = math.prod(x.shape[:-1])
     dout2 = dout.reshape(rows, w.shape[0])
-    dx = dout @ w if need_dx else None
+    dx = nm_linear.input_grad(dout, w) if need_dx else None
     dw = np.ascontiguousarray(dout2.T @ x.reshape(rows, w.shape[1]))
     if db is None and has_bias:
         db = _rows_sum(dout2)

@@ -256,7 +256,8 @@ def _sste_step(name, opt, given, *, v_star, denominator, freeze_scope, switch_at
     (v frozen, no SR-STE term, no layer-wise N)."""
     fields = _step(name, opt, given, **{
         **_STEP.defaults(), "v_star": v_star, "denominator": denominator,
-        "freeze_scope": freeze_scope, "switch_at": switch_at, "per_module": per_module, "transposable": transposable})
+        "freeze_scope": freeze_scope, "switch_at": switch_at, "per_module": per_module,
+        "transposable": transposable})
     fields["masker"] = SoftThresholdMask(transposable=transposable)
     return fields
 

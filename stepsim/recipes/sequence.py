@@ -6,7 +6,9 @@ Step k (1-based) as :func:`stepsim.fit` drives it (SPEC section 3):
 forward    masks            the masker's Pi_k of the modules in their sparse phase, their
                             N:M now and the pruned weights' scale alpha
                             (:meth:`~stepsim.recipes.Recipe.masks_now`)
-           forward weights  what the model computes with: Pi_k * w_k (S-STE: beta * S(w_k))
+           forward weights  what the model computes with: Pi_k * w_k (S-STE: beta * S(w_k));
+                            Pi_k * w_k carries its masks, so the models can multiply by
+                            the kept weights only (:func:`~stepsim.recipes.transforms.with_masks`)
 (the problem's loss and gradient at the forward weights, between the two)
 update     penalty          the masker's gradient term (DominoSearch), then its bookkeeping
                             (``observe``: pure, it only reads)
@@ -49,6 +51,7 @@ run between steps (``Recipe.switch``), on the pure path only.
 from __future__ import annotations
 
 from stepsim.recipes import transforms as T
+from stepsim.recipes.maskers import Masker
 
 
 class Pure:
@@ -90,8 +93,11 @@ def forward(recipe, form, state, params, step: int, ctx):
         return dict(params), state if state.flips == 0 else state._replace(flips=0)
     masks, nm_now, alpha = now
     flips = form.count_flips(state.masks, masks)
-    fwd = form.forward_weights(recipe.masker, state.masker_state, params, masks, alpha,
-                               ctx.specs, nm_now)
+    masker = recipe.masker
+    fwd = form.forward_weights(masker, state.masker_state, params, masks, alpha, ctx.specs,
+                               nm_now)
+    if type(masker).forward_weights is Masker.forward_weights:  # Pi * w: the masks go to
+        fwd = T.with_masks(fwd, masks, nm_now, alpha, ctx.specs)  # the models' sparse hook
     return fwd, state._replace(masks=masks, nm_now=nm_now, alpha=alpha, flips=flips)
 
 

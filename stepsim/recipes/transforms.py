@@ -12,7 +12,8 @@ Pieces, in the order a step uses them:
 * masks: :func:`nm_masks` (Pi_k from |w_k|), :func:`count_flips`; :class:`DecaySchedule`
   (decaying mask: which N at which step); layer-wise N:M is
   :func:`stepsim.recipes.allocation.allocate_layerwise`.
-* forward: :func:`masked_forward` — Pi * w, or (Pi + alpha (1 - Pi)) * w for a decaying scale.
+* forward: :func:`masked_forward` — Pi * w, or (Pi + alpha (1 - Pi)) * w for a decaying scale;
+  :func:`with_masks` — the forward weights with the masks a model's sparse products read.
 * gradient: :func:`srste_term` (g + lam (1 - Pi) w), :func:`mask_gradients` (ASP); as
   pieces a recipe attaches on the gradient: :class:`SrsteTerm`, :class:`MaskGradients`.
 * optimizer: :mod:`stepsim.recipes.optimizers` (Adam, SGDM, the learning-rate schedule).
@@ -156,6 +157,23 @@ def masked_forward_into(params: Mapping, masks: Masks, alpha: float | Mapping, w
         else:
             select.where_scaled(w, mask, w.dtype.type(a), buf)
     return out
+def with_masks(fwd: Mapping, masks: Masks, nm: Mapping, alpha, specs: Mapping):
+    """The forward weights ``fwd`` as a :class:`stepsim.nn.nm_linear.ForwardWeights`: the
+    same dict, also carrying the mask and (n, m) of every module whose forward weight is
+    Pi * w (masked this step, pruned scale alpha 0) and whose N:M groups run along its last
+    axis, so that a model can multiply by its kept entries only. ``fwd`` unchanged when
+    there is none. The one hook between a step's masks and the models (both the pure and
+    the lean step call it, so both hand the model the same thing)."""
+    from stepsim.nn.nm_linear import ForwardWeights
+
+    kept, ratios = {}, {}
+    for name, mask in masks.items():
+        if mask is None or mask.ndim != 2 or specs[name].axis % mask.ndim != 1:
+            continue
+        a = alpha.get(name, 0.0) if isinstance(alpha, Mapping) else alpha
+        if a == 0.0:
+            kept[name], ratios[name] = mask, tuple(nm[name])
+    return ForwardWeights(fwd, kept, ratios) if kept else fwd
 
 
 def srste_term(grads: Mapping, params: Mapping, masks: Masks, lam: float) -> Params:

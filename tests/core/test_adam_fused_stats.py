@@ -48,7 +48,8 @@ def test_fused_block_gives_the_bits_of_update_then_stats(dtype, n, seed, raw, ba
     want = np.empty(5)
     K._block_stats(v, v_old, *scales, False, want)
     got = np.empty(5)
-    got_bad = K._adam_block_stats(w2, g, m2, v2, *scal, *scales, got)
+    acc, counts = np.full((3, K.LANES), np.nan), np.full(2, -7, np.int64)  # scratch: any values
+    got_bad = K._adam_block_stats(w2, g, m2, v2, *scal, *scales, acc, counts, got)
     assert tuple(int(x) for x in got_bad) == tuple(int(x) for x in want_bad)
     for a, b in ((w, w2), (m, m2), (v, v2)):
         assert a.tobytes() == b.tobytes()

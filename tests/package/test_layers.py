@@ -23,7 +23,7 @@ ROOT = REPO / "stepsim"
 LAYER = {
     "_ground": 0, "_ground.libm": 1, "_ground.libm_kernels": 1,
     "core._mask_kernels": 1, "core._optim_kernels": 1, "core._step_kernels": 1,
-    "core.reference": 1, "nn._kernels": 1, "nn._conv_kernels": 1,
+    "core.reference": 1, "nn._kernels": 1, "nn._conv_kernels": 1, "nn._nm_kernels": 1,
     "core": 2, "core.masks": 2, "core.optim": 2, "core.optim_many": 2, "core.sparsity": 2,
     "stats": 2,
     "nn": 3, "theorem1": 3, "sparse24": 3,

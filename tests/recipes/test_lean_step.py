@@ -62,6 +62,40 @@ def test_lean_step_gives_the_bits_of_the_pure_step(monkeypatch, problem_name, re
     _lean_vs_pure(monkeypatch, problem, recipe, crit=crit)
 
 
+SPARSE_CASES = [
+    ("sr-ste", {}),
+    ("asp", {"prune_at": 0.3}),
+    ("step", {"switch_at": 0.5}),
+    ("decaying-mask", {"decay_rate": 0.05}),
+]
+
+
+@pytest.mark.parametrize("problem_name", ["digits", "lm"])
+@pytest.mark.parametrize("recipe_name, options", SPARSE_CASES)
+def test_lean_step_takes_the_same_sparse_products_as_the_pure_step(monkeypatch, problem_name,
+                                                                   recipe_name, options):
+    # at 1:8 the models multiply by the kept weights (stepsim.nn.nm_linear); both paths
+    # must hand them the same masks, so the runs keep the same bits
+    from stepsim.nn import _nm_kernels
+
+    if problem_name == "digits":
+        problem = make_problem("digits", hidden=(32,), nm=(1, 8), batch_size=16)
+    else:
+        problem = make_problem("lm", vocab=8, context=8, width=32, blocks=1, heads=2,
+                               batch_size=2, n_test=4, nm=(1, 8))
+    calls = []
+    real = _nm_kernels.sparse_product
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(_nm_kernels, "sparse_product", counted)
+    _lean_vs_pure(monkeypatch, problem, make_recipe(recipe_name, lr=1e-2, **options),
+                  steps=20)
+    assert calls  # the sparse products ran
+
+
 def _lean_vs_pure(monkeypatch, problem, recipe, steps=40, crit=None):
     """fit with the lean step (checked to have run) and with the recipe's pure step."""
     def run():
