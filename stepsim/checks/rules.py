@@ -79,6 +79,10 @@ def _parse(kind, value, where: str):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{where} must be a number, got {value!r:.60}")
         return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"{where} must be true or false, got {value!r:.60}")
+        return value
     if kind in (int, str):
         if isinstance(value, bool) or not isinstance(value, kind):
             raise TypeError(f"{where} must be {'an integer' if kind is int else 'a string'}, "
@@ -305,12 +309,47 @@ class Divergence(Record):
 
 # ----------------------------------------------------------------------- draft 5's blocks
 @dataclasses.dataclass(frozen=True)
+class Halving(Record):
+    """Successive halving of a config's lr grid (PROTOCOL.md, D5.2's amendment): only for
+    ``recipes``; every lr to the first rung (a fraction of T), ``keep_after_first`` of the
+    grid (a share's name: "third", rounded up) on to the next, ``finalists`` to T; each
+    regulariser value's grid on its own; a promoted run starts again from scratch."""
+
+    rule: str
+    recipes: tuple[str, ...]
+    rungs: tuple[float, ...]
+    keep_after_first: str
+    finalists: int
+    per_regulariser_value: bool
+    from_scratch: bool
+
+    def __post_init__(self):
+        if list(self.rungs) != sorted(set(self.rungs)) or not all(0 < r < 1 for r in self.rungs):
+            raise ValueError(f"halving.rungs must rise strictly within (0, 1), got {self.rungs}")
+        if self.keep_after_first not in HALVING_SHARES:
+            raise ValueError(f"halving.keep_after_first must be one of {sorted(HALVING_SHARES)}, "
+                             f"got {self.keep_after_first!r}")
+        if self.finalists < 1:
+            raise ValueError(f"halving.finalists must be >= 1, got {self.finalists}")
+
+    def kept(self, grid_size: int) -> int:
+        """How many of a grid of ``grid_size`` lrs go on past the first rung (rounded up,
+        at least the finalists, at most the grid)."""
+        share = HALVING_SHARES[self.keep_after_first]
+        return min(grid_size, max(self.finalists, -(-grid_size * share[0] // share[1])))
+
+
+#: a share's name -> (numerator, denominator)
+HALVING_SHARES = {"third": (1, 3), "half": (1, 2)}
+
+
+@dataclasses.dataclass(frozen=True)
 class Tuning(Record):
     """How a config's candidate is chosen: the grid-edge rule; successive halving (None:
     every candidate runs to T)."""
 
     edge: Mapping[str, Any]
-    halving: Any
+    halving: Halving | None
 
 
 @dataclasses.dataclass(frozen=True)

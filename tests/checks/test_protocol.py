@@ -211,3 +211,24 @@ def test_draft_5_in_code_equals_its_registered_block_and_types_round_trip():
     five = protocol.TYPED[5]
     assert five.divergence.blowup.multiple == 10.0 and five.intervals.bootstrap.resamples
     assert protocol.TYPED[4].readings is None and five.readings.step_claims
+
+
+def test_draft5_halving_is_registered_as_the_amendment_says():
+    """D5.2's amendment: SH-3/2 for dense and SR-STE, rungs at T/4 and T/2, the third of a
+    grid (rounded up: 2 of 6, 2 of 5, 2 of 4) past the first rung, two finalists; a bad
+    record is refused under its key."""
+    from stepsim.checks.rules import Halving
+
+    halving = protocol.TYPED[5].tuning.halving
+    assert (halving.rule, halving.recipes, halving.rungs) == ("SH-3/2", ("dense", "sr-ste"),
+                                                              (0.25, 0.5))
+    assert [halving.kept(n) for n in (4, 5, 6, 7, 9)] == [2, 2, 2, 3, 3]
+    assert protocol.TYPED[4].to_dict() == protocol.DRAFTS[4]  # draft 4 has no tuning block
+    good = halving.to_dict()
+    for key, bad, message in (("rungs", [0.5, 0.25], "halving.rungs must rise"),
+                              ("keep_after_first", "most", "halving.keep_after_first"),
+                              ("finalists", 0, "halving.finalists must be >= 1")):
+        with pytest.raises(ValueError, match=message):
+            Halving.parse({**good, key: bad})
+    with pytest.raises(TypeError, match="from_scratch must be true or false"):
+        Halving.parse({**good, "from_scratch": 1})
