@@ -27,6 +27,8 @@ class Executor:
     scheduler: object = None
     progress: bool = True
     label: str = "stepsim check"
+    #: digest -> seconds of every run this executor ran itself (not found in the store)
+    made: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def run(self, tasks, store, stage: str) -> dict:
         """Run the distinct ``tasks`` not yet in ``store`` (longest first), then read every
@@ -43,7 +45,8 @@ class Executor:
         views = {}
 
         def read_back(task, output):  # each run as it is saved, while the workers train on
-            views[task.digest] = view(store, task)
+            views[task.digest] = found = view(store, task)
+            self.made[task.digest] = found["seconds"]
 
         # one BLAS thread here: after each small product of a read-back OpenBLAS's idle
         # threads spin, taking a core from the workers; the item errors are the same bits

@@ -15,6 +15,21 @@ import dataclasses
 from stepsim.checks.registry import get_claim
 
 
+def ledger_text(compute: dict) -> str:
+    """The wall time of the checks that made a report, as a sentence (a report from before
+    the ledger: none recorded)."""
+    checks = compute.get("checks") or []
+    if not checks:
+        return "No wall time was recorded for the run as a whole (a report from before it was)."
+    parts = "; ".join(f"{c['mode']} {', '.join(c['claims'])} {c['wall_s'] / 60:.1f} min "
+                      f"with {c['jobs'] or 'every usable core'} worker(s), {c['runs_made']} "
+                      f"runs made and {c['found_in_store']} found in the store"
+                      for c in checks)
+    return (f"Wall time: {compute['wall_s'] / 60:.1f} min over {len(checks)} check(s) that "
+            f"wrote this report ({parts}); a check killed before its report counts only "
+            "through the worker time of the runs it finished.")
+
+
 def markdown(report) -> str:
     """report.md: the protocol record, the verdict table per problem, the tuned learning
     rates, then one section per claim and setting (rule, parts with premises, switch
@@ -40,8 +55,8 @@ def markdown(report) -> str:
     if c:
         lines += [f"They rest on {c['runs']} runs and tasks ({c['tuning_runs']} of them tuning "
                   f"runs), {c['worker_s'] / 3600:.2f} hours of worker time (each run's own "
-                  f"time, counted also when a resumed check found it finished); this report "
-                  f"took {report.runtime_s:.0f} s to make.", ""]
+                  f"time, counted also when a resumed check found it finished). "
+                  + ledger_text(c), ""]
     settings = sorted({c.setting for c in report.claims},  # operating points after theirs
                       key=lambda k: (k == "none", k.split("/")[0], "@" in k or "-" in k,
                                      not k.split("@")[0].endswith("/main"), k))
@@ -163,4 +178,4 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-__all__ = ["markdown"]
+__all__ = ["ledger_text", "markdown"]

@@ -118,6 +118,39 @@ def merged_record(old: dict, now: dict) -> dict:
     return out
 
 
+def check_ledger(old: dict | None, this_check: dict) -> dict:
+    """The checks that made a report, oldest first: the old report's ledger (``old``: its
+    ``compute``; a report from before the ledger adds none) and ``this_check``, with
+    ``wall_s`` their sum. A first check, each resume and each merge is one entry; a check
+    killed before it wrote its report has no entry (its finished runs count in
+    ``worker_s``, which every finished run adds, whoever ran it)."""
+    checks = [*(old or {}).get("checks", []), this_check]
+    return {"checks": checks, "wall_s": sum(c["wall_s"] or 0.0 for c in checks)}
+
+
+def replaced_ledger(out_dir, mode: str, record: dict) -> dict:
+    """The ``compute`` of the report in ``out_dir`` that a check replaces whole (it covers
+    every verdict: :func:`previous_report` gave None) when that report was made in the same
+    mode under the same rules — its checks made the runs this one finds in the store, so
+    they stay in the ledger; else {} (no report, or one of another kind)."""
+    path = Path(out_dir) / "report.json"
+    if not path.exists():
+        return {}
+    try:
+        old = load_report(path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    same = old.mode == mode and old.protocol.get("rules_sha256") == record["rules_sha256"]
+    return dict(old.compute or {}) if same else {}
+
+
+def close_ledger(compute: dict, wall_s: float) -> dict:
+    """``compute`` with this check (the ledger's last entry) taking ``wall_s`` seconds, and
+    the ledger's total again."""
+    checks = [*compute["checks"][:-1], {**compute["checks"][-1], "wall_s": wall_s}]
+    return {**compute, "checks": checks, "wall_s": sum(c["wall_s"] or 0.0 for c in checks)}
+
+
 def store_compute(root: Path) -> dict:
     """{"runs", "worker_s"} of every finished run and task in a RunStore folder: what a
     merged report rests on (its claims were decided by several checks)."""
@@ -178,5 +211,5 @@ def merge(old: Report | None, new: Merged, covered: set, stored: dict | None) ->
         kept_figures=[f for c in kept for f in c.figures])
 
 
-__all__ = ["Merged", "covers", "merge", "merged_record", "numbers", "previous_report",
+__all__ = ["Merged", "check_ledger", "close_ledger", "covers", "replaced_ledger", "merge", "merged_record", "numbers", "previous_report",
            "protocol_record", "store_compute", "tables"]

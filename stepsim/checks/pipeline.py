@@ -62,7 +62,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
 
     from stepsim.experiments.store import RunStore
 
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), _utc_now()
     made = planning.plan(claims, mode, problems=problems, extended=extended, steps=steps,
                          lrs=lrs)
     record = merging.protocol_record(made.altered, made.claims, made.rules)
@@ -86,29 +86,46 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     staging = None if out_dir is None else _staging(out_dir)
     results = _with_figures(decisions.decide(executed.evaluation, executed.results), staging,
                             drawing.figure_workers(jobs, scheduler))
-    ev = executed.evaluation
+    ev, compute = executed.evaluation, executed.compute()
+    earlier = (previous.compute if previous is not None else
+               None if out_dir is None else merging.replaced_ledger(out_dir, mode, record))
+    run_id = uuid.uuid4().hex
+    # this check in the report's ledger: the runs it made itself (the others it found in
+    # the store: a resume, or runs shared with claims decided before)
+    this_check = {"run_id": run_id, "mode": mode, "claims": list(made.claims),
+                  "started_utc": started_at, "jobs": executor.jobs,
+                  "runs_made": len(executor.made), "worker_s_made": sum(executor.made.values()),
+                  "found_in_store": compute["runs"] - len(executor.made), "wall_s": None}
     new = merging.Merged(
         claims=decisions.robustness(results), tuning=ev.table, lrs=ev.chosen,
-        skipped=list(ev.skipped), protocol=record, compute=executed.compute(),
+        skipped=list(ev.skipped), protocol=record,
+        compute={**compute, **merging.check_ledger(earlier, this_check)},
         stability_input=executed.stability_table or ev.table)
     merged = merging.merge(previous, new, made.covered, None if previous is None else
                            merging.store_compute(out_dir / RUNS_DIR))
     record_of_operating, kept_stability = _operating(merged, extended, staging)
     if staging is not None:  # the old report's figures that stay
         _keep(merged.kept_figures + kept_stability, out_dir, staging)
+    wall_s = time.perf_counter() - start  # the report.json that follows: milliseconds
     report = Report(mode, tuple(sorted(merged.claims, key=lambda r: (ORDER.index(r.claim),
                                                                      r.setting))),
-                    time.perf_counter() - start, None if out_dir is None else str(out_dir),
-                    merged.protocol, merged.tuning, merged.lrs, merged.compute,
-                    record_of_operating)
+                    wall_s, None if out_dir is None else str(out_dir),
+                    merged.protocol, merged.tuning, merged.lrs,
+                    merging.close_ledger(merged.compute, wall_s), record_of_operating)
     if out_dir is not None:
-        run_id = uuid.uuid4().hex
         write_report(report, out_dir, params={"claims": list(made.claims), "mode": mode,
                                               "jobs": jobs, "scheduler": _address(scheduler),
                                               "problems": problems, "steps": steps,
                                               "run_id": run_id, "extended": extended},
                      figures=staging, run_id=run_id)
     return report
+
+
+def _utc_now() -> str:
+    """Now, UTC, to the second (ISO 8601): when a check started, in its ledger entry."""
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def _staging(out_dir: Path) -> Path:

@@ -212,3 +212,40 @@ def test_same_results_in_process_in_a_pool_and_on_dask():
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=None) as cluster:
         assert collect(executors.run_dask, cluster.scheduler_address) == serial
+
+
+def test_report_json_records_the_wall_time_of_every_check_that_made_it(tmp_path, capsys):
+    """The run as a whole: each check that writes the report adds an entry (its claims, wall
+    time, runs made and found); a check that replaces every verdict of a report of its kind
+    keeps the earlier entries (their runs are the ones it finds in the store); the total is
+    their sum and report.md says it. (C12: the one full-mode claim that trains nothing and
+    takes seconds.)"""
+    out = tmp_path / "report"
+    for _ in range(2):
+        assert main(["check", "C12", "--out", str(out), "--quiet"]) == 0
+    compute = json.loads((out / "report.json").read_text())["result"]["compute"]
+    checks = compute["checks"]
+    assert [c["claims"] for c in checks] == [["C12"], ["C12"]]
+    assert all(c["wall_s"] > 0 and c["mode"] == "full" for c in checks)
+    assert compute["wall_s"] == pytest.approx(sum(c["wall_s"] for c in checks))
+    assert [(c["runs_made"], c["found_in_store"]) for c in checks] == [(1, 0), (0, 1)]
+    md = (out / "report.md").read_text()
+    assert f"Wall time: {compute['wall_s'] / 60:.1f} min over 2 check(s)" in md
+    # a report of another kind is not carried: a quick check starts its own ledger
+    assert main(["check", "C12", "--quick", "--out", str(tmp_path / "q"), "--quiet"]) == 0
+    quick = json.loads((tmp_path / "q" / "report.json").read_text())["result"]["compute"]
+    assert len(quick["checks"]) == 1 and quick["wall_s"] == quick["checks"][0]["wall_s"]
+
+
+def test_the_ledger_adds_a_merge_to_the_report_it_merges_into():
+    """merging.check_ledger / close_ledger: an old report's entries first, this check last,
+    the total their sum; a report from before the ledger adds none."""
+    from stepsim.checks import merging
+
+    old = {"runs": 5, "checks": [{"claims": ["C1"], "wall_s": 60.0}], "wall_s": 60.0}
+    ledger = merging.check_ledger(old, {"claims": ["C3"], "wall_s": None})
+    closed = merging.close_ledger({"runs": 7, **ledger}, 30.0)
+    assert [c["claims"] for c in closed["checks"]] == [["C1"], ["C3"]]
+    assert closed["wall_s"] == 90.0 and closed["runs"] == 7
+    assert merging.check_ledger({"runs": 5}, {"wall_s": 2.0}) == {
+        "checks": [{"wall_s": 2.0}], "wall_s": 2.0}

@@ -1,0 +1,119 @@
+"""The README's verdict section, made from a check's ``report.json`` (never typed).
+
+:func:`cells` reads a report's verdict lines as :class:`~stepsim.checks.verdict_matrix.Cell`
+(a setting such as ``digits/main@own-lr`` is problem ``digits``, reading ``own``; the
+problem's main timescale at its registered operating point is the claim's own verdict);
+:func:`section` writes the README section: the compact matrix, what holds where, and what
+the verdicts rest on (runs, worker time, the run's wall time when the report records it).
+:func:`update` rewrites the section between the README's markers in place::
+
+    python -m stepsim.checks.readme_section README.md figures/check/report.json
+
+``tests/package/test_readme_numbers.py`` fails when the README's section differs from what
+the committed report gives.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from stepsim.checks import verdict_matrix as vm
+
+BEGIN = "<!-- verdicts: generated from figures/check/report.json; do not edit -->"
+END = "<!-- verdicts: end -->"
+
+
+def reading_of(setting: str, main_timescale: dict) -> tuple[str, str]:
+    """(problem, reading) of a report's setting: ``digits/main`` -> ("digits", "claim"),
+    ``digits/main@own-lr`` -> ("digits", "own"), ``digits/main-cosine@own-lr`` ->
+    ("digits", "cosine own"), ``digits/fast`` -> ("digits", "fast"), ``none`` (C11, C12)
+    -> ("no training", "claim"); main_timescale: problem -> its main timescale."""
+    if setting == "none":
+        return "no training", vm.CLAIM
+    problem, rest = setting.split("/", 1)
+    where, _, point = rest.partition("@")
+    timescale, _, schedule = where.partition("-")
+    words = []
+    if timescale != main_timescale.get(problem, timescale):
+        words.append(timescale)
+    if schedule:
+        words.append(schedule)
+    if point:
+        words.append("own" if point == "own-lr" else
+                     f"tie {point.removeprefix('sr-ste ')}" if point.startswith("sr-ste ")
+                     else point)
+    return problem, " ".join(words) or vm.CLAIM
+
+
+def cells(doc: dict) -> list:
+    """The matrix cells of a report.json's ``result`` (its draft's problems read from the
+    protocol record's rules)."""
+    from stepsim.checks import protocol
+
+    version = (doc.get("protocol") or {}).get("rules_version", protocol.CURRENT)
+    rules = protocol.TYPED.get(version, protocol.RULES)
+    main = {name: p.timescales[0] for name, p in rules.problems.items()}
+    out = []
+    for claim in doc["claims"]:
+        problem, reading = reading_of(claim["setting"], main)
+        out.append(vm.Cell(claim["claim"], problem, reading, claim["verdict"]))
+    return out
+
+
+def section(doc: dict) -> str:
+    """The README section (markers included) for a report.json's ``result``."""
+    p = doc.get("protocol") or {}
+    c = doc.get("compute") or {}
+    made = cells(doc)
+    rest = (f"The verdicts rest on {c['runs']:,} runs and tasks ({c['tuning_runs']:,} of them "
+            f"tuning runs) and {c['worker_s'] / 3600:.2f} hours of worker time.")
+    if c.get("checks"):
+        rest += (f" The run as a whole took {c['wall_s'] / 60:.0f} minutes of wall time over "
+                 f"{len(c['checks'])} check(s) (report.json's ledger).")
+    else:
+        rest += (" This report predates the wall-time ledger: report.json records no wall "
+                 "time for the run as a whole (`paper_checks/claims.md` gives the measured "
+                 "one).")
+    lines = [BEGIN, "",
+             f"{p.get('rules_version') and 'Protocol draft ' + str(p['rules_version']) or ''}"
+             f" — {doc['mode']} mode. A cell is the claim's verdict on a problem, then each "
+             "reading (operating point) whose verdict differs from it.", "",
+             vm.compact_table(made), "", *[f"{t}\n" for t in vm.paragraphs(made)], rest, "",
+             END]
+    return "\n".join(lines)
+
+
+def update(readme: Path, report: Path) -> bool:
+    """Rewrite ``readme``'s section from ``report``; True when it changed. The README
+    must hold the markers once each."""
+    from stepsim._ground.atomic import write_text
+
+    text = Path(readme).read_text()
+    if text.count(BEGIN) != 1 or text.count(END) != 1:
+        raise ValueError(f"readme {readme} must hold the markers {BEGIN!r} and {END!r} once "
+                         "each")
+    doc = json.loads(Path(report).read_text())["result"]
+    head, rest = text.split(BEGIN)
+    new = head + section(doc) + rest.split(END, 1)[1]
+    if new != text:
+        write_text(Path(readme), new)
+    return new != text
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m stepsim.checks.readme_section README.md REPORT.json",
+              file=sys.stderr)
+        return 2
+    changed = update(Path(args[0]), Path(args[1]))
+    print(f"{args[0]}: {'updated' if changed else 'already up to date'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+__all__ = ["BEGIN", "END", "cells", "main", "reading_of", "section", "update"]
