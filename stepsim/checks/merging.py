@@ -211,5 +211,6 @@ def merge(old: Report | None, new: Merged, covered: set, stored: dict | None) ->
         kept_figures=[f for c in kept for f in c.figures])
 
 
-__all__ = ["Merged", "check_ledger", "close_ledger", "covers", "replaced_ledger", "merge", "merged_record", "numbers", "previous_report",
-           "protocol_record", "store_compute", "tables"]
+__all__ = ["Merged", "check_ledger", "close_ledger", "covers", "merge", "merged_record",
+           "numbers", "previous_report", "protocol_record", "replaced_ledger", "store_compute",
+           "tables"]
