@@ -60,14 +60,28 @@ def markdown(report) -> str:
     settings = sorted({c.setting for c in report.claims},  # operating points after theirs
                       key=lambda k: (k == "none", k.split("/")[0], "@" in k or "-" in k,
                                      not k.split("@")[0].endswith("/main"), k))
+    differ = report.beside_full()
+    if quick:
+        from stepsim.checks import protocol
+        from stepsim.checks.beside_full import why_quick_differs
+
+        rules = protocol.TYPED.get(p.get("rules_version"), protocol.RULES)
+        lines += [f"{len(differ)} of {len(report.claims)} line(s) differ from the committed "
+                  "full run's verdict of the same claim on the same problem (column \"full "
+                  "run\"). " + why_quick_differs(rules), ""]
+    index = {id(c): i for i, c in enumerate(report.claims)}
     for setting in settings:
         rows = [c for c in report.claims if c.setting == setting]
         lines += [f"## {'no training' if setting == 'none' else setting}", "",
-                  "| claim | verdict | first part's effect [CI] | evidence |",
-                  "| --- | --- | --- | --- |"]
+                  "| claim | verdict | first part's effect [CI] | evidence |"
+                  + (" full run |" if quick else ""),
+                  "| --- | --- | --- | --- |" + (" --- |" if quick else "")]
         for c in rows:
             effect = "—" if c.effect is None else effect_text(c.effect)
-            lines.append(f"| {c.claim} | **{c.verdict}** | {effect} | {_md(c.reason)} |")
+            full = differ.get(index[id(c)])
+            beside = "" if not quick else (f" **differs: {full}** |" if full else " same |")
+            lines.append(f"| {c.claim} | **{c.verdict}** | {effect} | {_md(c.reason)} |"
+                         + beside)
         lines.append("")
     if report.lrs:
         lines += ["## Learning rates", "", "| setting | config | lr | tuning means (grid) | edge |",

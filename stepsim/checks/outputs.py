@@ -60,9 +60,23 @@ class Report:
         label = "" if self.mode == "full" else f"[{self.mode}: indicative, not evidence]\n"
         wheres = [where_of(c) for c in self.claims]
         width = min(max((len(w) for w in wheres), default=0), WHERE_WIDTH)
-        return label + "\n".join(
-            fit(f"{c.claim:<4} {w:<{width}} {c.verdict:<15} {c.headline or c.reason}")
-            for c, w in zip(self.claims, wheres))
+        differ = self.beside_full()
+        lines = [fit(f"{c.claim:<4} {w:<{width}} {c.verdict + ('*' if i in differ else ''):<15} "
+                     f"{c.headline or c.reason}")
+                 for i, (c, w) in enumerate(zip(self.claims, wheres))]
+        if differ:
+            lines.append(fit(f"* differs from the committed full run ({len(differ)} line(s); "
+                             "report.md says why quick mode can)"))
+        return label + "\n".join(lines)
+
+    def beside_full(self) -> dict:
+        """{index of a line: the committed full run's verdict} where this quick report's
+        claim verdict differs from it ({} in full mode)."""
+        from stepsim.checks import beside_full
+
+        if self.mode == "full":
+            return {}
+        return beside_full.differences(self.claims, beside_full.committed())
 
 
 #: a printed verdict line's most characters (a terminal's width)
