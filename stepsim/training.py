@@ -298,7 +298,10 @@ class FitRun:
         if self.eval_every and k % self.eval_every == 0:
             now, _ = recipe.forward(self.state, self.params, k + 1, self.ctx)
             self.curves["step"].append(k)
-            for key, value in self.problem.evaluate(now).items():
+            # dict(): the dense Pi * w, as the final evaluation reads it (inference_weights),
+            # not the kept-weight products the step takes, so that a curve's point at step k
+            # has the bits a run of k steps reports
+            for key, value in self.problem.evaluate(dict(now)).items():
                 self.curves.setdefault(key, []).append(value)
 
     def result(self) -> FitResult:
