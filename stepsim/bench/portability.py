@@ -27,7 +27,8 @@ TITLE = "portability: the cost of same bits on every CPU"
 CASES = {
     "digits 64-256-256-10 SR-STE": ("digits", {"hidden": (256, 256)}, "sr-ste", 100),
     "lm (bench model) SR-STE": ("lm", {"vocab": 64, "order": 2, "context": 64, "width": 128,
-                                       "blocks": 2, "heads": 4, "batch_size": 32},
+                                       "blocks": 2, "heads": 4, "batch_size": 32,
+                                       "n_test": 64},  # each fit's final evaluation: small
                                 "sr-ste", 8),
 }
 QUICK_STEPS = {"digits 64-256-256-10 SR-STE": 30, "lm (bench model) SR-STE": 3}

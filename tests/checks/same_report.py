@@ -2,7 +2,8 @@
 A/report.json B/report.json`` prints the first differences and exits 1, or exits 0.
 
 What may differ between two checks of the same claims on the same code path: wall and
-worker times (``runtime_s``, ``worker_s``, ``seconds``), the run id, when and how the
+worker times (``runtime_s``, ``worker_s``, ``seconds``), the run id, the ledger of the
+checks that wrote the report (``checks``, ``wall_s``), when and how the
 report was made (provenance: time, argv, machine). Everything else — verdicts, reasons,
 effects and intervals, parts, numbers, tuning tables, learning rates, the protocol record,
 figure names, run counts — must be equal. Used to show that a refactor of the check
@@ -15,8 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-#: keys whose values are times or ids of one execution, at any depth of the result
-TIMES = frozenset({"runtime_s", "worker_s", "seconds", "run_id"})
+#: keys whose values are times or ids of one execution, at any depth of the result (and
+#: the ledger of the checks that wrote a report: compute.checks, compute.wall_s)
+TIMES = frozenset({"runtime_s", "worker_s", "seconds", "run_id", "checks", "wall_s"})
 
 
 def comparable(path) -> dict:

@@ -392,6 +392,9 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
         for problem in rules.problems:
             rules = rules.with_value(f"grids.{problem}.{optimizer}",
                                      rules.grid(problem, optimizer)[2::2][:2])
+    # fewer seeds (the paths, not the evidence): 2 tuning, 4 evaluation
+    rules = rules.with_value("seeds.tuning", list(rules.seeds.tuning[:2]))
+    rules = rules.with_value("seeds.full", list(rules.seeds.full[:4]))
     monkeypatch.setattr(protocol, "RULES", rules)
 
     report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
