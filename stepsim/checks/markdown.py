@@ -15,6 +15,34 @@ import dataclasses
 from stepsim.checks.registry import get_claim
 
 
+#: the verdict matrix's figure, in the report's figures/
+MATRIX_FIGURE = "verdict_matrix.png"
+
+
+def matrix_cells(report) -> list:
+    """The report's verdicts as the verdict matrix's cells (claims x problems x readings)."""
+    from stepsim.checks.readme_section import cells_of
+
+    return cells_of(report.claims, report.mode, (report.protocol or {}).get("rules_version"))
+
+
+def _matrix_markdown(report) -> list:
+    """The first screen: does STEP hold, and where — the matrix, then a paragraph a
+    problem (each claim's own verdict, then the readings that differ from it)."""
+    from stepsim.checks import verdict_matrix as vm
+
+    made = matrix_cells(report)
+    if not made:
+        return []
+    lines = ["## Verdict matrix", "",
+             "One row a claim; a column a problem and reading (\"claim\": the claim's own "
+             "verdict, its readings combined by the registered rule). The parts behind every "
+             "verdict follow below.", "", vm.table(made), ""]
+    if report.out is not None:
+        lines += [f"![verdict matrix](figures/{MATRIX_FIGURE})", ""]
+    return lines + [text for p in vm.paragraphs(made) for text in (p, "")]
+
+
 def ledger_text(compute: dict) -> str:
     """The wall time of the checks that made a report, as a sentence (a report from before
     the ledger: none recorded)."""
@@ -60,6 +88,7 @@ def markdown(report) -> str:
     settings = sorted({c.setting for c in report.claims},  # operating points after theirs
                       key=lambda k: (k == "none", k.split("/")[0], "@" in k or "-" in k,
                                      not k.split("@")[0].endswith("/main"), k))
+    lines += _matrix_markdown(report)
     differ = report.beside_full()
     if quick:
         from stepsim.checks import protocol
@@ -192,4 +221,4 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-__all__ = ["ledger_text", "markdown"]
+__all__ = ["MATRIX_FIGURE", "ledger_text", "markdown", "matrix_cells"]

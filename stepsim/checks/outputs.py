@@ -24,7 +24,8 @@ import uuid
 from pathlib import Path
 
 from stepsim.checks.drawing import FIGURES_DIR, draw_one
-from stepsim.checks.markdown import markdown
+from stepsim.checks import verdict_matrix
+from stepsim.checks.markdown import MATRIX_FIGURE, markdown, matrix_cells
 
 RUNS_DIR = "runs"  # finished runs by digest (stepsim.experiments.store.RunStore)
 RUN_ID_FILE = "RUN_ID"  # in figures/: the run id of the report.json they belong to
@@ -152,6 +153,9 @@ def write_report(report: Report, out_dir, *, params: dict, figures=None,
     json_target.unlink(missing_ok=True)
     if figures is not None:
         figures = Path(figures)
+        made = matrix_cells(report)
+        if made:  # the first screen's figure (report.md links it)
+            verdict_matrix.figure(made, figures / MATRIX_FIGURE)
         if run_id is not None:
             write_text(figures / RUN_ID_FILE, run_id + "\n")
         target = out_dir / FIGURES_DIR
@@ -209,11 +213,16 @@ def redraw_figures(out_dir) -> list:
 
 def rewrite_markdown(out_dir) -> Path:
     """Write report.md again from the report.json in ``out_dir`` (no re-run; report.json and
-    the figures are left as they are): for a change in how report.md renders a report."""
+    the claims' figures are left as they are), and the verdict matrix's figure it links:
+    for a change in how report.md renders a report."""
     from stepsim._ground.atomic import write_text
 
     out_dir = Path(out_dir)
-    return write_text(out_dir / "report.md", markdown(load_report(out_dir / "report.json")))
+    report = load_report(out_dir / "report.json")
+    made = matrix_cells(report)
+    if made and (out_dir / FIGURES_DIR).is_dir():
+        verdict_matrix.figure(made, out_dir / FIGURES_DIR / MATRIX_FIGURE)
+    return write_text(out_dir / "report.md", markdown(report))
 
 
 __all__ = ["FIGURES_DIR", "LINE_WIDTH", "RUNS_DIR", "RUN_ID_FILE", "Report", "default_out",

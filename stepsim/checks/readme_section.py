@@ -25,11 +25,17 @@ BEGIN = "<!-- verdicts: generated from figures/check/report.json; do not edit --
 END = "<!-- verdicts: end -->"
 
 
+#: a report line's operating point (after "@") -> its reading's name in the matrix
+POINTS = {"own-lr": "own", "in-place": "in place"}
+
+
 def reading_of(setting: str, main_timescale: dict) -> tuple[str, str]:
     """(problem, reading) of a report's setting: ``digits/main`` -> ("digits", "claim"),
-    ``digits/main@own-lr`` -> ("digits", "own"), ``digits/main-cosine@own-lr`` ->
-    ("digits", "cosine own"), ``digits/fast`` -> ("digits", "fast"), ``none`` (C11, C12)
-    -> ("no training", "claim"); main_timescale: problem -> its main timescale."""
+    ``digits/main@own-lr`` -> ("digits", "own"), ``digits/main@in-place`` -> ("digits",
+    "in place"), ``digits/main-cosine@own-lr`` -> ("digits", "cosine own"),
+    ``digits/fast`` -> ("digits", "fast") when "fast" is not the report's main timescale,
+    ``none`` (C11, C12) -> ("no training", "claim"); main_timescale: problem -> the
+    timescale of the claim's own verdict (its main one; quick mode's in a quick report)."""
     if setting == "none":
         return "no training", vm.CLAIM
     problem, rest = setting.split("/", 1)
@@ -41,25 +47,32 @@ def reading_of(setting: str, main_timescale: dict) -> tuple[str, str]:
     if schedule:
         words.append(schedule)
     if point:
-        words.append("own" if point == "own-lr" else
-                     f"tie {point.removeprefix('sr-ste ')}" if point.startswith("sr-ste ")
-                     else point)
+        words.append(POINTS.get(point) or (
+            f"tie {point.removeprefix('sr-ste ')}" if point.startswith("sr-ste ") else point))
     return problem, " ".join(words) or vm.CLAIM
 
 
-def cells(doc: dict) -> list:
-    """The matrix cells of a report.json's ``result`` (its draft's problems read from the
-    protocol record's rules)."""
+def cells_of(lines, mode: str, version) -> list:
+    """The matrix cells of a report's verdict lines (objects or dicts with claim, setting
+    and verdict), made in ``mode`` under protocol draft ``version`` (its problems' main
+    timescales, or quick mode's)."""
     from stepsim.checks import protocol
 
-    version = (doc.get("protocol") or {}).get("rules_version", protocol.CURRENT)
     rules = protocol.TYPED.get(version, protocol.RULES)
-    main = {name: p.timescales[0] for name, p in rules.problems.items()}
+    main = {name: (rules.quick.timescale if mode == "quick" else p.timescales[0])
+            for name, p in rules.problems.items()}
     out = []
-    for claim in doc["claims"]:
-        problem, reading = reading_of(claim["setting"], main)
-        out.append(vm.Cell(claim["claim"], problem, reading, claim["verdict"]))
+    for line in lines:
+        get = line.get if isinstance(line, dict) else lambda k, line=line: getattr(line, k)
+        problem, reading = reading_of(get("setting"), main)
+        out.append(vm.Cell(get("claim"), problem, reading, get("verdict")))
     return out
+
+
+def cells(doc: dict) -> list:
+    """The matrix cells of a report.json's ``result``."""
+    version = (doc.get("protocol") or {}).get("rules_version")
+    return cells_of(doc["claims"], doc["mode"], version)
 
 
 def section(doc: dict) -> str:
@@ -116,4 +129,5 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     raise SystemExit(main())
 
-__all__ = ["BEGIN", "END", "cells", "main", "reading_of", "section", "update"]
+__all__ = ["BEGIN", "END", "POINTS", "cells", "cells_of", "main", "reading_of", "section",
+           "update"]

@@ -144,6 +144,10 @@ def test_quick_subset_writes_a_well_formed_report(tmp_path, capsys, committed_lr
     md = (out / "report.md").read_text()
     assert md.startswith("# stepsim check — quick mode (indicative, not evidence)")
     assert "## digits/fast" in md and "| C3 | **" in md and "## C12 on none" in md
+    # the first screen: the verdict matrix, as a table and a figure
+    assert md.index("## Verdict matrix") < md.index("## digits/fast")
+    assert "| C3 | **" in md.split("## Verdict matrix")[1].split("##")[0]
+    assert (out / "figures" / "verdict_matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # beside the committed full run: C12 is REPRODUCED there too
     assert "line(s) differ from the committed full run's verdict" in md
     assert re.search(r"\| C12 \| \*\*REPRODUCED\*\* \|.* \| same \|", md)
