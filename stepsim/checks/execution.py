@@ -132,14 +132,38 @@ def cost(task) -> float:
     return task.steps * (LM_STEP_WEIGHT if getattr(task, "problem", "") == "lm" else 1.0)
 
 
-def view(store, task) -> dict:
-    """What a claim reads of a finished job: a run's ``traces.summary`` with its per-item
-    test errors (``items``), their mean (``error``), ``diverged`` (the run went non-finite:
-    its items are the problem's ``diverged_item_errors``, every image wrong / the uniform
-    prediction's loss) and ``stopped_at``, or a task's output; with ``seconds`` (its wall
-    time when it ran)."""
+def has_validation(task) -> bool:
+    """Whether run ``task``'s problem holds a validation split (PROTOCOL.md "Splits":
+    digits' ``validation_fraction``, the LM's and MNIST-1D's ``n_validation``)."""
+    options = dict(task.problem_options)
+    return bool(options.get("validation_fraction") or options.get("n_validation"))
+
+
+def split_errors(problem, weights, stopped_at, split: str):
+    """(per-item errors of ``split``, diverged): a run stopped as diverged (non-finite or
+    blown up: ``stopped_at`` set), or whose finite weights still overflow the outputs,
+    predicts nothing: its items are the problem's ``diverged_item_errors`` (every image
+    wrong / the uniform prediction's loss)."""
     import numpy as np
 
+    items = None
+    if stopped_at is None:  # finite weights can still overflow the logits
+        with np.errstate(over="ignore", invalid="ignore"):
+            items = np.asarray(problem.item_errors(weights, split), dtype=np.float64)
+    diverged = items is None or not bool(np.all(np.isfinite(items)))
+    if diverged:
+        items = np.asarray(problem.diverged_item_errors(split), dtype=np.float64)
+    return items, diverged
+
+
+def view(store, task) -> dict:
+    """What a claim reads of a finished job: a run's ``traces.summary`` with its per-item
+    test errors (``items``), their mean (``error``), ``diverged`` (the run went non-finite
+    or blew up, ``stopped_at`` its step; its items are the problem's
+    ``diverged_item_errors``), ``status`` (fit's: "ok", "non-finite", "blow-up"), and, when
+    the problem has a validation split, ``validation_items`` and ``validation_error`` (the
+    same on that split: what tuning reads); or a task's output; with ``seconds`` (its wall
+    time when it ran)."""
     from stepsim.experiments import traces
     from stepsim.experiments.run import RunSpec
 
@@ -149,19 +173,21 @@ def view(store, task) -> dict:
     else:
         out = dict(traces.summary(loaded))
         out["stopped_at"] = loaded.stopped_at
+        out["status"] = loaded.status
         problem = task.build_problem()
         if hasattr(problem, "item_errors"):
-            items = None
-            if loaded.stopped_at is None:  # finite weights can still overflow the logits
-                with np.errstate(over="ignore", invalid="ignore"):
-                    items = np.asarray(problem.item_errors(loaded.weights), dtype=np.float64)
-            out["diverged"] = items is None or not bool(np.all(np.isfinite(items)))
-            if out["diverged"]:  # a run that went non-finite predicts nothing
-                items = np.asarray(problem.diverged_item_errors(), dtype=np.float64)
-            out["items"], out["error"] = items, float(np.mean(items))
+            items, out["diverged"] = split_errors(problem, loaded.weights, loaded.stopped_at,
+                                                  "test")
+            out["items"], out["error"] = items, float(items.mean())
+            if has_validation(task):
+                held, lost = split_errors(problem, loaded.weights, loaded.stopped_at,
+                                          "validation")
+                out["diverged"] = out["diverged"] or lost
+                out["validation_items"] = held
+                out["validation_error"] = float(held.mean())
     out["seconds"] = store.runtime_s(task)
     return out
 
 
-__all__ = ["Executed", "Executor", "cost", "execute", "lacks_diagnostics", "undiagnosed",
-           "view"]
+__all__ = ["Executed", "Executor", "cost", "execute", "has_validation", "lacks_diagnostics",
+           "split_errors", "undiagnosed", "view"]

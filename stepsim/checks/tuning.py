@@ -21,6 +21,9 @@ from pathlib import Path
 from stepsim.checks import protocol
 
 COMMITTED = Path(__file__).with_name("tuned_lrs.json")
+#: choices quick mode uses, labelled provisional, for a problem the committed full run does
+#: not cover (MNIST-1D before draft 5's full run: its pilot's tuned choices)
+PROVISIONAL = Path(__file__).with_name("provisional_choices.json")
 
 
 def jobs(needs: dict, seeds=None) -> dict:
@@ -120,12 +123,48 @@ def tie_budgets(budget, table: dict, claims) -> list:
     return out
 
 
-def committed() -> dict:
-    """setting -> config -> lr of the committed full run (quick mode's learning rates)."""
+def quick_choices(rules) -> tuple[dict, str | None]:
+    """(setting -> config -> choice, label) quick mode runs under ``rules``: the committed
+    full run's choices (label None) when they were made under these rules or the rules are
+    draft 4's; else (draft 5 before its full run, PROTOCOL.md "Budget, quick mode") the
+    committed draft-4 learning rates with draft 4's regularisers, and for a problem they do
+    not cover the choices of :data:`PROVISIONAL` (MNIST-1D: its pilot's), labelled
+    "provisional". A quick setting without choices of its own takes those of its
+    problem's main setting (the same configs)."""
+    doc = committed_document()
+    chosen, label = doc["lrs"], None
+    if rules.readings is not None and doc.get("rules_sha256") != rules.digest:
+        extra = json.loads(PROVISIONAL.read_text())
+        chosen = {**chosen, **extra["choices"]}
+        label = (f"provisional: the committed full run's learning rates under draft "
+                 f"{_draft_of(doc)} with its regularisers ({COMMITTED.name}); "
+                 + "; ".join(f"{s}: {extra['source']}" for s in sorted(extra["choices"])))
+    out = {k: dict(v) for k, v in chosen.items()}
+    for p, ts, _ in rules.settings("quick"):
+        main = f"{p}/{rules.problems[p].timescales[0]}"
+        if f"{p}/{ts}" not in out and main in out:
+            out[f"{p}/{ts}"] = dict(out[main])
+    return out, label
+
+
+def _draft_of(doc: dict) -> str:
+    found = [d for d, r in protocol.DRAFTS.items()
+             if protocol.rules_digest(r) == doc.get("rules_sha256")]
+    return str(found[0]) if found else "(unknown rules)"
+
+
+def committed_document() -> dict:
+    """The committed full run's choices file (``tuned_lrs.json``): {"lrs", "source",
+    "rules_sha256"}."""
     if not COMMITTED.exists():
         raise FileNotFoundError(f"{COMMITTED} is missing: quick mode reuses the learning "
                                 "rates of the committed full run (stepsim check, full mode)")
-    return json.loads(COMMITTED.read_text())["lrs"]
+    return json.loads(COMMITTED.read_text())
+
+
+def committed() -> dict:
+    """setting -> config -> choice of the committed full run (quick mode's)."""
+    return committed_document()["lrs"]
 
 
 def write_committed(chosen: dict, path=None, *, source: str) -> Path:

@@ -25,7 +25,7 @@ SEEDS = tuple(range(8))
 N_DIGITS = 899  # the held-out half of scikit-learn's 1797 digits (PROTOCOL §1)
 N_LM = 512
 #: recipe options that are not part of a recipe key (set per run by the budget)
-PER_RUN = {"lr", "beta2", "momentum", "layerwise_m", "layerwise_target"}
+PER_RUN = {"lr", "beta2", "momentum", "layerwise_m", "layerwise_target", "freeze_scope"}
 
 
 # --- budgets and job classification -----------------------------------------------------
