@@ -23,9 +23,11 @@ from stepsim.checks.execution import LM_STEP_WEIGHT
 from stepsim.checks.planning import Plan
 
 #: the cost model without a store: seconds of one worker per digits training step (a
-#: quick check's worker time over its steps, on idle cores as README's timing), and per
+#: quick check's worker time over its steps, on idle cores as README's timing), per
+#: MNIST-1D step (its pilot's CPU time per step, paper_checks/mnist1d_pilot.json), and per
 #: task function (module:function) at quick mode's size, whatever the mode: estimates
-DEFAULT_RATES = {"digits": 5e-4, "stepsim.checks.c11_theorem1:process_job": 2.0,
+DEFAULT_RATES = {"digits": 5e-4, "mnist1d": 1.1e-3,
+                 "stepsim.checks.c11_theorem1:process_job": 2.0,
                  "stepsim.checks.c12_memory:memory_job": 0.1}
 
 
@@ -115,7 +117,9 @@ def describe(made: Plan, out: Path | None, workers: int) -> str:
               f"{', '.join(made.claims)}" + (" (altered for testing)" if made.altered else "")),
              (f"report directory: {out if out is not None else 'none'}; its store holds "
               f"{len(model.recorded)} finished run(s) and task(s)")]
-    if made.evaluation is not None and made.lrs is None and made.mode == "quick":
+    if made.evaluation is not None and made.lrs is None and made.choices:
+        lines.append(f"learning rates and regularisers: {made.choices}")
+    elif made.evaluation is not None and made.lrs is None and made.mode == "quick":
         lines.append(f"learning rates: the committed full run's ({tuning.COMMITTED.name})")
     elif made.lrs is not None:
         lines.append("learning rates: given (a test's)")

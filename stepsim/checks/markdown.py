@@ -60,7 +60,7 @@ def markdown(report) -> str:
         lines += ["## Learning rates", ""]
         if p.get("choices"):
             lines += [f"The choices are {_md(p['choices'])}.", ""]
-        lines += ["| setting | config | choice | tuning means (grid) | edge |",
+        lines += ["| setting | config | lr | tuning means (grid) | edge |",
                   "| --- | --- | --- | --- | --- |"]
         for setting, configs in sorted(report.lrs.items()):
             for key, chosen in sorted(configs.items()):

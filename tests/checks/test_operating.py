@@ -252,7 +252,9 @@ def test_cosine_schedule_adds_its_options_and_constant_keeps_draft_3s_digests():
 
 
 def test_operating_points_of_a_setting_and_the_tie_set_budgets():
-    b = Budget("full", "digits", "main", SEEDS)
+    """Draft 4's operating points (C5, C6 only) and its tie set's budgets."""
+    r4 = protocol.TYPED[4]
+    b = Budget("full", "digits", "main", SEEDS, rules=r4)
     points = {o.key: o for o in budget_module.operating_points(b, ["C1", "C5", "C6"])}
     assert set(points) == {"digits/main@own-lr", "digits/main@k0=0.3T", "digits/main@k0=0.5T",
                            "digits/main-cosine", "digits/main-cosine@own-lr"}
@@ -260,7 +262,7 @@ def test_operating_points_of_a_setting_and_the_tie_set_budgets():
     assert points["digits/main@k0=0.5T"].fraction == 0.5
     assert budget_module.operating_points(b, ["C1", "C4"]) == []
     assert budget_module.operating_points(points["digits/main@own-lr"], ["C5"]) == []
-    lm = Budget("full", "lm", "fast", SEEDS)
+    lm = Budget("full", "lm", "fast", SEEDS, rules=r4)
     lm_points = {o.key: o for o in budget_module.operating_points(lm, ["C5"])}
     assert set(lm_points) == {"lm/fast@own-lr", "lm/fast@k0=0.3T", "lm/fast@k0=0.5T"}
     assert lm_points["lm/fast@k0=0.3T"].readings == ("SR",)
@@ -270,7 +272,7 @@ def test_operating_points_of_a_setting_and_the_tie_set_budgets():
     lrs = {"adam|sr-ste|1:8": 1e-2, "adam|sr-ste|1:16": 1e-3}
     table = {"digits/main": {"adam|sr-ste|1:8": {"tie": [1e-3, 1e-2]},
                              "adam|sr-ste|1:16": {"tie": [1e-3]}}}
-    base_b = Budget("full", "digits", "main", SEEDS, lrs=lrs)
+    base_b = Budget("full", "digits", "main", SEEDS, lrs=lrs, rules=r4)
     ties = {t.key: t for t in tuning.tie_budgets(base_b, table, ["C5", "C6"])}
     assert set(ties) == {"digits/main@sr-ste 1:8 lr=0.001", "digits/main@sr-ste 1:8 lr=0.01",
                          "digits/main@sr-ste 1:16 lr=0.001"}
@@ -281,13 +283,13 @@ def test_operating_points_of_a_setting_and_the_tie_set_budgets():
     assert {o.key: c5.nms(o) for o in only_c5}["digits/main@sr-ste 1:16 lr=0.001"] == ((1, 16),)
     own = budget_module.operating_points(base_b, ["C5"])[0]
     assert own.only == ("C5",) and c5.nms(own) == ((1, 8), (1, 16))
-    agreement = Budget("full", "digits", "fast", SEEDS, only=("C5",))
+    agreement = Budget("full", "digits", "fast", SEEDS, only=("C5",), rules=r4)
     assert c5.nms(agreement) == ((1, 8),)
     t = ties["digits/main@sr-ste 1:8 lr=0.001"]
     assert t.nms == ((1, 8),) and t.lrs["adam|sr-ste|1:8"] == 1e-3 and t.only == ("C5", "C6")
     assert dict(t.run("step-sr", 0, nm=(1, 8)).recipe_options)["lr"] == 1e-3
     lm_table = {"lm/fast": {"adam|sr-ste|2:4": {"tie": [1e-2]}}}
-    lm_b = Budget("full", "lm", "fast", SEEDS, lrs={"adam|sr-ste|2:4": 1e-2})
+    lm_b = Budget("full", "lm", "fast", SEEDS, lrs={"adam|sr-ste|2:4": 1e-2}, rules=r4)
     (only,) = tuning.tie_budgets(lm_b, lm_table, ["C5", "C6"])
     assert only.only == ("C5",) and only.readings == ("SR",)  # C6 studies 1:8 on the LM
 
