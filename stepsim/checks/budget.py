@@ -508,15 +508,17 @@ def reading_budgets(budget: Budget, claims, *, extended: bool = False) -> list:
     problems = budget.rules.extended.schedule_problems if extended else cosine["problems"]
     scheduled = among(cosine["claims"])
     if scheduled and budget.problem in problems:
-        base = dataclasses.replace(budget, schedule="cosine-warmup", only=scheduled)
+        # a setting of its own, tuned again: its own record of the configs it needs
+        base = dataclasses.replace(budget, schedule="cosine-warmup", only=scheduled,
+                                   needed=set())
         out += [base, dataclasses.replace(base, step_lr="own", tag="own-lr")]
     return out
 
 
 def operating_points(budget: Budget, claims, *, extended: bool = False) -> list:
     """The fixed operating points of a base budget (PROTOCOL.md "STEP at its own tuned
-    learning rate", "Schedules", "Switch premises"; draft 5: :func:`reading_budgets`), for the in-place claims
-    (``rules.operating_points.claims``) among ``claims``: STEP at its own
+    learning rate", "Schedules", "Switch premises"; draft 5: :func:`reading_budgets`), for
+    the in-place claims (``rules.operating_points.claims``) among ``claims``: STEP at its own
     lr ("@own-lr"); STEP switched at each fixed fraction of T ("@k0=0.3T"; readings of
     ``switch_fractions.readings``); and, on the problems of each schedule, the same setting
     under that schedule at SR-STE's lr and at STEP's own. ``extended`` adds the readings

@@ -85,7 +85,15 @@ def execute(made: planning.Plan, store, executor: Executor) -> Executed:
     tuned, stability, ev = {}, None, made.evaluation
     if ev is None:
         tuned = executor.run(made.tuning_tasks, store, "tuning")
-        chosen, table = tuning.choose(made.tuning, tuned)
+        groups = dict(made.tuning)
+        while True:  # a choice at a grid's edge: that grid one value further, chosen again
+            more = tuning.extensions(groups, tuned)
+            if not more:
+                break
+            groups.update(more)
+            tuned.update(executor.run([t for g in more.values() for t in g["tasks"]
+                                       if t.digest not in tuned], store, "tuning (grid edges)"))
+        chosen, table = tuning.choose(groups, tuned)
         if made.stability:
             seen = executor.run(made.stability_tasks, store, "stability")
             tuned = {**tuned, **seen}
@@ -160,10 +168,10 @@ def view(store, task) -> dict:
     """What a claim reads of a finished job: a run's ``traces.summary`` with its per-item
     test errors (``items``), their mean (``error``), ``diverged`` (the run went non-finite
     or blew up, ``stopped_at`` its step; its items are the problem's
-    ``diverged_item_errors``), ``status`` (fit's: "ok", "non-finite", "blow-up"), and, when
-    the problem has a validation split, ``validation_items`` and ``validation_error`` (the
-    same on that split: what tuning reads); or a task's output; with ``seconds`` (its wall
-    time when it ran)."""
+    ``diverged_item_errors``), ``status`` (fit's: "completed", "non-finite", "blow-up"),
+    and, when the problem has a validation split, ``validation_items`` and
+    ``validation_error`` (the same on that split: what tuning reads); or a task's output;
+    with ``seconds`` (its wall time when it ran)."""
     from stepsim.experiments import traces
     from stepsim.experiments.run import RunSpec
 

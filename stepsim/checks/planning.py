@@ -159,12 +159,12 @@ def _tuning_needs(rules, budgets, problems, names, steps) -> dict:
     quick mode's (a full run's choices are what quick mode reuses; draft 5's quick mode
     takes those of each problem's main setting), one tuning per setting (its operating
     points share it)."""
+    if problems is not None:  # quick mode's problems among the chosen ones (maybe none)
+        problems = [p for p in problems if p in rules.quick.problems]
+    quick = [Budget("quick", p, ts, tuple(rules.seeds.quick), steps=steps, rules=rules)
+             for p, ts, _ in rules.settings("quick", problems)]
     if rules.readings is not None:  # draft 5: quick mode takes the main settings' choices
         quick = []
-    elif problems is not None:  # quick mode's problems among the chosen ones (maybe none)
-        problems = [p for p in problems if p in rules.quick.problems]
-    quick = [] if rules.readings is not None else [Budget("quick", p, ts, tuple(rules.seeds.quick), steps=steps, rules=rules)
-             for p, ts, _ in rules.settings("quick", problems)]
     quick += [o for q in quick for o in operating_points(q, names)]
     for q in quick:  # recording: fills q.needed
         for c in names:

@@ -121,8 +121,9 @@ def test_budget_runs_use_the_tuned_lr_of_their_config_and_the_timescale():
 
 @pytest.fixture
 def five_point_grid(monkeypatch):
-    """The tuning rule on a fixed 5-value grid (the protocol's grid may grow by its edge rule)."""
-    monkeypatch.setattr(protocol, "RULES", protocol.RULES.with_value(
+    """Draft 4's tuning rule (an lr per config; draft 5's candidates: test_draft5_plan.py)
+    on a fixed 5-value grid (the protocol's grid may grow by its edge rule)."""
+    monkeypatch.setattr(protocol, "RULES", protocol.TYPED[4].with_value(
         "grids.digits.adam", [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]))
 
 
