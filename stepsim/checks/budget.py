@@ -302,6 +302,8 @@ class Budget:
         options["lr"] = float(lr)
         if self.rules.freeze_scope is not None and name in FREEZING:
             options["freeze_scope"] = self.freeze_scope
+        if name == "masked-decay" and (self.rules.s1 or {}).get("masked_decay_transposable"):
+            options["transposable"] = True  # as its reference code runs it
         blowup = self.rules.divergence.blowup
         if self.schedule != "constant":  # constant: the options as draft 3 (same digests)
             options.update(schedule=self.rules.operating_points.schedules[self.schedule].schedule,

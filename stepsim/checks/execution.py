@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from stepsim.checks import planning, tuning
+from stepsim.checks import extension, planning, tuning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +81,10 @@ class Executed:
 
 def execute(made: planning.Plan, store, executor: Executor) -> Executed:
     """Run ``made``: its tuning stage first when the learning rates come from it (with
-    ``--extended``'s extra seeds for the stability map), then the evaluation stage."""
+    ``--extended``'s extra seeds for the stability map; a choice at a grid's edge extends
+    that grid, ``tuning.extensions``), then the evaluation stage, then (full mode) the
+    extension stage's seeds for the claims whose divergence alone differs
+    (``extension.extend``)."""
     tuned, stability, ev = {}, None, made.evaluation
     if ev is None:
         tuned = executor.run(made.tuning_tasks, store, "tuning")
@@ -99,7 +102,13 @@ def execute(made: planning.Plan, store, executor: Executor) -> Executed:
             tuned = {**tuned, **seen}
             stability = tuning.extend_errors(table, tuning.choose(made.stability, seen)[1])
         ev = planning.evaluation(made, chosen, table)
-    return Executed(ev, executor.run(ev.tasks, store, "evaluation"), tuned, stability)
+    results = executor.run(ev.tasks, store, "evaluation")
+    more = extension.extend(ev, results) if made.mode == "full" else None
+    if more is not None:  # divergence alone differs somewhere: those claims on more seeds
+        ev = more
+        results.update(executor.run([t for t in ev.tasks if t.digest not in results], store,
+                                    "extension seeds"))
+    return Executed(ev, results, tuned, stability)
 
 
 STEP_RECIPES = ("step", "layerwise-step")

@@ -128,6 +128,10 @@ def _operating_markdown(report) -> list:
             lines.append(f"- {name}: **{'robust' if r['robust'] else 'fragile (lr choice)'}** "
                          "— " + "; ".join(f"{k}: {v}" for k, v in sorted(r["verdicts"].items())))
         lines.append("")
+    if op.get("extensions"):
+        lines += ["## Claims on more seeds (PROTOCOL.md, divergence-only parts)", ""] + [
+            f"- {_md(s)}" for s in op["extensions"]]
+        lines.append("")
     if op.get("skipped"):
         lines += ["## Operating points not run", ""] + [f"- {_md(s)}" for s in op["skipped"]]
         lines.append("")

@@ -96,6 +96,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     merged = merging.merge(previous, new, made.covered, None if previous is None else
                            merging.store_compute(out_dir / RUNS_DIR))
     record_of_operating, kept_stability = _operating(merged, extended, staging)
+    if ev.extensions:  # the claims the extension stage gave more seeds
+        record_of_operating["extensions"] = list(ev.extensions)
     if staging is not None:  # the old report's figures that stay
         _keep(merged.kept_figures + kept_stability, out_dir, staging)
     report = Report(mode, tuple(sorted(merged.claims, key=lambda r: (ORDER.index(r.claim),

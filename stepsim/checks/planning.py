@@ -27,17 +27,26 @@ class Evaluation:
     empty when the learning rates were not tuned), budgets (key -> Budget, learning rates
     set; the tie set's and "none" included), jobs ((claim, setting key) -> [RunSpec |
     Task], report order), skipped (operating points or extras without a learning rate:
-    one note each)."""
+    one note each); claim_budgets ((claim, setting key) -> Budget: a claim extended to
+    more seeds by the extension stage, ``extension.extend``) and extensions (one note
+    each)."""
 
     chosen: dict
     table: dict
     budgets: dict
     jobs: dict
     skipped: tuple = ()
+    claim_budgets: dict = dataclasses.field(default_factory=dict)
+    extensions: tuple = ()
 
     @property
     def tasks(self) -> list:
         return [t for ts in self.jobs.values() for t in ts]
+
+    def budget(self, claim: str, key: str):
+        """The budget claim ``claim`` is decided on at setting ``key``: the setting's, or
+        the claim's own when the extension stage gave it more seeds."""
+        return self.claim_budgets.get((claim, key), self.budgets[key])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -298,3 +298,91 @@ def test_views_read_the_validation_split_and_a_blow_up_is_diverged(tmp_path):
     assert lost["validation_error"] == 100.0 and lost["error"] == 100.0
     draft4 = dataclasses.replace(b, rules=protocol.TYPED[4], lrs={"adam|dense|-": 1e-3})
     assert draft4.run("dense", 0).blowup is None  # draft 4's runs keep their digests
+
+
+# --- the extension stage ----------------------------------------------------------------
+
+def _evaluation(mode="full"):
+    """C1 and C5 on digits under draft 5, in place and at STEP's own, every config at 1e-3
+    (STEP's own 3e-4), with their jobs."""
+    from stepsim.checks import c01_srste_adam as c1
+    from stepsim.checks import c05_step_vs_baselines as c5
+
+    seeds = tuple(getattr(R5.seeds, mode))
+    base = Budget(mode, "digits", "main", seeds, rules=R5, steps=200)
+    own = dataclasses.replace(base, step_lr="own", only=("C5",), tag="own-lr", needed=set())
+    for b, claims in ((base, (c1, c5)), (own, (c5,))):
+        for c in claims:
+            c.jobs(b)
+    lrs = {k: 3e-4 if k.split("|")[1].startswith("step") else 1e-3
+           for b in (base, own) for k in b.needed}
+    base, own = (dataclasses.replace(b, lrs=lrs, needed=set()) for b in (base, own))
+    jobs = {("C1", base.key): c1.jobs(base), ("C5", base.key): c5.jobs(base),
+            ("C5", own.key): c5.jobs(own)}
+    return planning.Evaluation({}, {}, {base.key: base, own.key: own}, jobs)
+
+
+def _lost(jobs, when):
+    """Views whose ``diverged`` is when(run)."""
+    return {j.digest: {"diverged": bool(when(j))} for j in jobs}
+
+
+def test_the_extension_trigger_reads_which_seeds_diverged_not_which_side():
+    from stepsim.checks import extension
+
+    b = Budget("full", "digits", "main", R5.seeds.full, rules=R5, steps=200,
+               lrs={"adam|dense|-": 1e-3, "adam|sr-ste|1:8": 1e-3})
+    dense, sr = b.runs("dense"), b.runs("sr-ste", nm=(1, 8))
+    assert len(extension.run_groups(dense + sr)) == 2
+    for lost_seeds, expected in (({0, 1, 2, 3, 4, 5}, (2, 6)),  # 2 finite pairs, 6 one-sided
+                                 ({0, 1, 2, 3, 4}, None)):  # 3 finite pairs: enough
+        results = _lost(dense + sr, lambda r, s=lost_seeds: r.recipe == "sr-ste"
+                        and r.seed in s)
+        assert extension.trigger(dense + sr, results, 3) == expected
+        swapped = _lost(dense + sr, lambda r, s=lost_seeds: r.recipe == "dense"
+                        and r.seed in s)
+        assert extension.trigger(dense + sr, swapped, 3) == expected  # either side
+    both = _lost(dense + sr, lambda r: True)  # every seed lost on both sides: concordant
+    assert extension.trigger(dense + sr, both, 3) is None
+
+
+def test_a_claim_whose_divergence_alone_differs_gets_the_extension_seeds():
+    from stepsim.checks import extension
+
+    ev = _evaluation()
+    every = [j for jobs in ev.jobs.values() for j in jobs]
+    results = _lost(every, lambda r: r.recipe == "step" and r.seed < 6
+                    and "srste_lam" not in dict(r.recipe_options))  # STEP-A1 lost 6 of 8
+    more = extension.extend(ev, results)
+    assert more is not None and len(more.extensions) == 1
+    assert more.extensions[0].startswith("C5 on digits: extended to seeds [8, 9, 10, 11, 12, "
+                                         "13, 14, 15]")
+    for key in ("digits/main", "digits/main@own-lr"):  # every budget of C5 on digits
+        wider = more.budget("C5", key)
+        assert wider.seeds == tuple(range(16)) and wider.lrs == ev.budgets[key].lrs
+        assert {j.seed for j in more.jobs[("C5", key)]} == set(range(16))
+        assert {j.digest for j in ev.jobs[("C5", key)]} < {j.digest for j in more.jobs[
+            ("C5", key)]}  # the first eight seeds' runs are the same RunSpecs
+    assert more.budget("C1", "digits/main").seeds == R5.seeds.full  # C1: finite everywhere
+    assert more.jobs[("C1", "digits/main")] == ev.jobs[("C1", "digits/main")]
+    quiet = _lost(every, lambda r: False)
+    assert extension.extend(ev, quiet) is None
+    quick = _evaluation("quick")
+    assert extension.extend(quick, _lost([j for js in quick.jobs.values() for j in js],
+                                         lambda r: r.recipe == "step" and r.seed < 2)) is None
+
+
+def test_s1_runs_masked_decay_transposable_and_tunes_each_successors_options():
+    from stepsim.checks import s01_successors as s1
+
+    made = planning.plan(["S1"], "full", R5, problems=["digits"])
+    runs = _runs(made.recorded["digits/main"])
+    decay = [r for r in runs if r.recipe == "masked-decay"]
+    assert decay and all(dict(r.recipe_options)["transposable"] is True for r in decay)
+    configs = {k: g for (s, k), g in made.tuning.items() if s == "digits/main"}
+    assert configs["adam|md-nm|1:8"]["options"] == {"decay": (6e-06, 6e-05, 0.0006)}
+    assert configs["adam|t-sr-ste|1:16"]["options"] == {"lam": (2e-4, 2e-3, 2e-2, 2e-1)}
+    assert configs["adam|s-ste|1:8"]["options"] == {}  # S-STE has none: lr only
+    tuned = configs["adam|md-dense|1:8"]["tasks"]
+    assert {dict(t.recipe_options)["decay"] for t in tuned} == {6e-06, 6e-05, 0.0006}
+    assert s1.RULES.recipes["md-nm"][0] == "masked-decay"  # S1's own rules unchanged
