@@ -226,8 +226,9 @@ class Budget:
         lr = "own" if self.step_lr == "own" else "in place"
         if self.schedule != "constant":
             return f"cosine {lr}"
-        if self.only is not None and self.timescale != self.problem_rules.timescales[0]:
-            return "agreement"
+        if (self.mode == "full" and self.only is not None and not self.tag
+                and self.timescale != self.problem_rules.timescales[0]):
+            return "agreement"  # the claim at a second timescale (quick mode has one)
         return lr
 
     @property

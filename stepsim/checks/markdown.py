@@ -55,7 +55,7 @@ def markdown(report) -> str:
             lines.append(f"| {c.claim} | **{c.verdict}** | {effect} | {_md(c.reason)} |")
         lines.append("")
     if report.lrs:
-        source = ("the committed full run" if not p.get("choices")
+        source = ("from the committed full run" if not p.get("choices")
                   else "**provisional**")
         lines += ["## Learning rates", ""]
         if p.get("choices"):
@@ -65,7 +65,7 @@ def markdown(report) -> str:
         for setting, configs in sorted(report.lrs.items()):
             for key, chosen in sorted(configs.items()):
                 t = report.tuning.get(setting, {}).get(key)
-                means = f"from {source}" if t is None else ", ".join(
+                means = source if t is None else ", ".join(
                     f"{_candidate_text(g)}: {m:.3g}"
                     for g, m in zip(t.get("candidates", t["grid"]), t["means"]))
                 edge = "" if t is None or not t["edge"] else f"**{t['edge']} edge**"

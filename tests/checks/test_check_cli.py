@@ -48,8 +48,9 @@ def test_help_names_the_registered_protocol(capsys):
     assert main(["check", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "registered protocol (paper_checks/PROTOCOL.md)" in text
-    assert "lrs tuned, 8 seeds, digits and the transformer LM" in text
-    assert "--problem NAME" in text and "(digits | lm)" in text
+    assert "lrs and regularisers tuned on a validation split, 8 seeds, digits, the " \
+        "transformer LM and MNIST-1D" in text
+    assert "--problem NAME" in text and "(digits | lm | mnist1d)" in text
     assert "learning rates of the committed full run" in text  # --quick
     assert "--problem-option" not in text and "--steps" not in text
 

@@ -30,6 +30,8 @@ def test_quick_mode_runs_three_problems_at_their_primary_readings():
     keys = {key for _, key in ev.jobs}
     assert keys == {"digits/fast", "digits/fast@own-lr", "lm/fast", "lm/fast@own-lr",
                     "mnist1d/fast", "none"}  # primary readings only: in place and own
+    assert {(ev.budgets[k].reading, ev.budgets[k].primary) for k in keys - {"none"}} == {
+        ("in place", True), ("own", True)}
     assert {c for c, key in ev.jobs if key == "lm/fast"} == {"C5"}
     assert {c for c, key in ev.jobs if key == "mnist1d/fast"} == {"C1", "C5"}
     # MNIST-1D's provisional choices have no STEP of its own: that reading is not run
