@@ -206,7 +206,9 @@ class Budget:
         sched = ("constant lr" if self.schedule == "constant" else
                  f"{self.rules.operating_points.schedules[self.schedule].schedule}, "
                  f"warm-up {self.warmup_steps}")
-        point = f"; {sched}; {lr}; {switch}" + (f"; {self.tag}" if self.tag else "")
+        scope = "" if self.freeze_scope == "all" else f"; v frozen for {self.freeze_scope} " \
+            "parameters only"
+        point = f"; {sched}; {lr}; {switch}{scope}" + (f"; {self.tag}" if self.tag else "")
         return (f"{self.problem} ({self.timescale} timescale: beta2 = {self.beta2:g}, "
                 f"T_w = {self.window}, T = {self.steps}; {self.mode}{point})")
 

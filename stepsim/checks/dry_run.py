@@ -154,7 +154,14 @@ def describe(made: Plan, out: Path | None, workers: int) -> str:
     total += sum(model.seconds(j)[0] for d, j in distinct.items()
                  if d not in final or d not in stored)
     lines.append("")
-    if ev is None:
+    if ev is None and rules.readings is not None:
+        lines.append("not counted above, their number depends on the runs: a choice at a "
+                     "grid's edge runs that grid one value further (every pair of the new "
+                     "value); SR-STE's tie set's readings (C5, C6 at every SR-STE candidate "
+                     "tied with the choice, per N:M) join the evaluation; a claim whose "
+                     "divergence alone differs runs again on the extension seeds "
+                     f"{list(rules.divergence.extension_seeds)}")
+    elif ev is None:
         lines.append("after tuning: the tie set's operating points (C5, C6 at every SR-STE lr "
                      "tied with the choice, per N:M) join the evaluation; their number "
                      "depends on the tuning and is not counted above")

@@ -157,8 +157,14 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
 def _budgets(rules, mode, problems, names, steps, extended) -> list:
     """The settings of ``mode`` and their fixed operating points that some claim applies to."""
     seeds = tuple(getattr(rules.seeds, mode))
+    settings = rules.settings(mode, problems)
+    agreement = rules.extended.agreement
+    if extended and agreement is not None and agreement.problem in (problems or rules.problems):
+        # draft 5: the agreement check at its second timescale is the extended set's
+        settings += [(agreement.problem, ts, (agreement.claim,))
+                     for ts in agreement.timescales[1:]]
     budgets = [Budget(mode, p, ts, seeds, only=only, steps=steps, rules=rules)
-               for p, ts, only in rules.settings(mode, problems)]
+               for p, ts, only in settings]
     budgets += [o for b in budgets for o in operating_points(b, names, extended=extended)]
     return [b for b in budgets if any(b.applies(c) for c in names)]
 

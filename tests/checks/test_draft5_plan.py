@@ -388,3 +388,16 @@ def test_s1_runs_masked_decay_transposable_and_tunes_each_successors_options():
     tuned = configs["adam|md-dense|1:8"]["tasks"]
     assert {dict(t.recipe_options)["decay"] for t in tuned} == {6e-06, 6e-05, 0.0006}
     assert s1.RULES.recipes["md-nm"][0] == "masked-decay"  # S1's own rules unchanged
+
+
+def test_the_agreement_check_is_the_extended_sets():
+    from stepsim.checks import c05_step_vs_baselines as c5
+
+    plain = {b.key for b in planning.plan(["C5"], "full", R5, problems=["digits"]).budgets}
+    made = planning.plan(["C5"], "full", R5, problems=["digits"], extended=True)
+    keys = {b.key: b for b in made.budgets}
+    assert set(keys) - plain == {"digits/fast"}
+    agreement = keys["digits/fast"]
+    assert agreement.reading == "agreement" and not agreement.primary
+    assert c5.nms(agreement) == ((1, 8),) and agreement.steps == 2000
+    assert "digits/fast" in {s for s, _ in made.tuning}  # its own choices, at its timescale
