@@ -204,8 +204,10 @@ def committed() -> dict:
 
 
 def write_committed(chosen: dict, path=None, *, source: str) -> Path:
-    """Write ``chosen`` (setting -> config -> lr) as the committed choices, with the
-    report they came from (``source``) and the rules digest they were tuned under."""
+    """Write ``chosen`` (setting -> config -> lr, or draft 5's candidate {"lr", "lam",
+    ...}) as the committed choices, with the report they came from (``source``) and the
+    rules digest they were tuned under (quick mode reads them as final only under those
+    rules: :func:`quick_choices`)."""
     from stepsim._ground.atomic import write_text
 
     doc = {"source": source, "rules_sha256": protocol.rules_digest(), "lrs": chosen}

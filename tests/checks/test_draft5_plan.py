@@ -401,3 +401,36 @@ def test_the_agreement_check_is_the_extended_sets():
     assert agreement.reading == "agreement" and not agreement.primary
     assert c5.nms(agreement) == ((1, 8),) and agreement.steps == 2000
     assert "digits/fast" in {s for s, _ in made.tuning}  # its own choices, at its timescale
+
+
+def test_an_extended_claim_is_decided_on_all_its_seeds():
+    """decisions.decide reads the extended claim's own budgets: C5's lines on 16 seeds,
+    its divergence counted over them; C1 on the same setting keeps its 8."""
+    from stepsim.checks import extension
+    from stepsim.checks.decisions import decide
+    from tests.checks.fake_views import base, claim_module, views
+
+    ev = _evaluation()
+
+    def scenario(job, i):  # STEP-A1 lost on the first six evaluation seeds only
+        lost = job["key"] == "step-a1" and job["seed"] < 6
+        gaps = {"asp": 100, "sr-ste": 100, "step-a1": 5, "step-sr": 5}
+        return {"wrong": 899 if lost else base(i) + gaps.get(job["key"], 0),
+                "switch_step": 300 if job["key"].startswith("step") else None,
+                "diverged": lost}
+
+    def all_views(evaluation):
+        out = {}
+        for (claim, key), _ in evaluation.jobs.items():
+            out.update(views(claim_module(claim), evaluation.budget(claim, key), scenario))
+        return out
+
+    more = extension.extend(ev, all_views(ev))
+    assert more is not None
+    decided = {(d.result.claim, d.result.setting): d.result for d in decide(more,
+                                                                            all_views(more))}
+    c5 = decided[("C5", "digits/main@in-place")]
+    assert c5.seeds == tuple(range(16))
+    part = next(p for p in c5.parts if p.name == "STEP-A1 vs sr-ste 1:8")
+    assert part.effect.divergence["seeds"] == 16 and part.effect.divergence["only_minus"] == 6
+    assert decided[("C1", "digits/main")].seeds == R5.seeds.full
