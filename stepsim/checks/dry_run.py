@@ -175,20 +175,17 @@ def describe(made: Plan, out: Path | None, workers: int) -> str:
 
 
 def _per_claim(made: Plan) -> dict:
-    """(claim, setting key) -> its jobs of the recording pass (learning rates not chosen:
-    their number is final, their digests are not)."""
-    from stepsim.checks.registry import get_claim
+    """(claim, setting key) -> its jobs once the choices are known, made with a stand-in
+    choice per tuned config (a distinct learning rate each, so that runs at different
+    configs' choices — STEP's own and SR-STE's — are counted apart, as they will run):
+    their number is final, their digests are not."""
+    from stepsim.checks.planning import evaluation
 
-    out = {}
-    for b in made.budgets:
-        for c in made.claims:
-            if b.applies(c):
-                out[(c, b.key)] = get_claim(c).jobs(b)
-    plain = made.plain
-    for c in made.claims:
-        if c in made.rules.claims_on("none"):
-            out[(c, plain.key)] = get_claim(c).jobs(plain)
-    return out
+    chosen = {}
+    for i, (setting, key) in enumerate(sorted(made.tuning)):
+        first = made.tuning[(setting, key)]["grid"][0]
+        chosen.setdefault(setting, {})[key] = float(f"{first * (1 + 1e-3 * (i + 1)):.12g}")
+    return dict(evaluation(made, chosen, {}).jobs)
 
 
 __all__ = ["DEFAULT_RATES", "CostModel", "describe"]

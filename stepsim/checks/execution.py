@@ -138,6 +138,9 @@ def undiagnosed(jobs: dict, results: dict) -> int:
 
 #: a transformer LM step costs this many MLP (digits) steps, for ordering only
 LM_STEP_WEIGHT = 20.0
+#: a training step of each problem in MLP (digits) steps, for ordering only (MNIST-1D's
+#: CNN: its pilot's CPU time per step over digits')
+STEP_WEIGHTS = {"lm": LM_STEP_WEIGHT, "mnist1d": 2.2}
 
 
 def cost(task) -> float:
@@ -146,7 +149,7 @@ def cost(task) -> float:
     than a quick digits run, and a check that ends on them leaves workers idle."""
     if not hasattr(task, "steps"):
         return math.inf
-    return task.steps * (LM_STEP_WEIGHT if getattr(task, "problem", "") == "lm" else 1.0)
+    return task.steps * STEP_WEIGHTS.get(getattr(task, "problem", ""), 1.0)
 
 
 def has_validation(task) -> bool:
