@@ -155,7 +155,7 @@ def tie_budgets(budget, table: dict, claims) -> list:
             words = "".join(f" {k}={v:g}" for k, v in sorted(regs.items()))
             out.append(dataclasses.replace(
                 budget, lrs={**budget.lrs, key: tie}, nm_only=tuple(nm), only=tuple(wanted),
-                readings=readings, tag=f"sr-ste {protocol.nm_label(nm)}{words} lr={lr:g}"))
+                readings=readings, tag=f"sr-ste {protocol.nm_label(nm)} lr={lr:g}{words}"))
     return out
 
 

@@ -258,7 +258,8 @@ def test_tuning_choose_returns_candidates_and_tie_budgets_read_them():
     ties = [k for _, k in ev.jobs if "@sr-ste" in k]
     assert ties and all("lam=" in k and " lr=" in k for k in ties)
     tie = ev.budgets[ties[0]]
-    assert tie.reading.startswith("tie lr=") and not tie.primary
+    assert tie.reading == "tie " + ties[0].split(" ", 2)[2] and not tie.primary
+    assert tie.reading.startswith("tie lr=") and " lam=" in tie.reading
 
 
 def _lm_results(g):
