@@ -378,47 +378,65 @@ def test_c4_decides_eq10_with_bias_corrected_vstar_and_reports_raw_beside():
 
 
 @pytest.mark.slow
-def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_map(tmp_path,
-                                                                                 monkeypatch):
-    """The whole draft-4 path at 200 steps on digits: tuning (own lrs, cosine), the tie
-    set's budgets, every operating point's verdict line, the stability map and figure,
-    the switch findings and the g^2/v* diagnostics of every STEP run. The lr grids are cut
-    to two of their values (1e-3 and 1e-2 for Adam on digits: a stable and a diverging lr
-    for STEP) so that the test fits the suite's budget; every code path is the real one."""
+@pytest.mark.parametrize("draft", [4, 5])
+def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_map(
+        tmp_path, monkeypatch, draft):
+    """The whole full-mode path at 200 steps on digits, under draft 4 and draft 5: tuning
+    (own lrs, cosine; draft 5: lr x lambda candidates on validation, grid edges extended),
+    the tie set's budgets, every operating point's (reading's) verdict line, the stability
+    map and figure, the switch findings and the g^2/v* diagnostics of every STEP run. The
+    lr grids are cut to two of their values (1e-3 and 1e-2 for Adam on digits: a stable
+    and a diverging lr for STEP), lambda's to two, so that the test fits the suite's
+    budget; every code path is the real one."""
     import json
 
     from stepsim.checks import protocol, run_checks
 
-    rules = protocol.RULES
+    rules = protocol.TYPED[draft]
     for optimizer in ("adam", "sgdm"):
         for problem in rules.problems:
             rules = rules.with_value(f"grids.{problem}.{optimizer}",
                                      rules.grid(problem, optimizer)[2::2][:2])
+    if draft >= 5:
+        for recipe in ("sr-ste", "step-sr"):
+            name = "lam" if recipe == "sr-ste" else "srste_lam"
+            rules = rules.with_value(f"regularisers.{recipe}.{name}", [2e-4, 2e-2])
     monkeypatch.setattr(protocol, "RULES", rules)
 
     report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
                         out=tmp_path / "r", progress=False, jobs=2)  # both cores
     settings = {c.setting for c in report.claims}
-    assert {"digits/main", "digits/fast", "digits/main@own-lr", "digits/main@k0=0.3T",
-            "digits/main@k0=0.5T", "digits/main-cosine",
-            "digits/main-cosine@own-lr"} <= settings
+    points = {"digits/main", "digits/main@own-lr", "digits/main@k0=0.3T",
+              "digits/main@k0=0.5T", "digits/main-cosine", "digits/main-cosine@own-lr"}
+    if draft == 4:
+        assert points | {"digits/fast"} <= settings
+    else:  # the agreement check is extended's; the in-place reading's line beside the claim's
+        assert points | {"digits/main@in-place", "digits/main@freeze-sparse"} <= settings
+        assert "digits/fast" not in settings
     ties = [s for s in settings if "@sr-ste " in s]
     assert ties and all(s.startswith("digits/main@sr-ste 1:") for s in ties)
-    registered = next(c for c in report.claims if c.setting == "digits/main")
+    in_place = "digits/main" if draft == 4 else "digits/main@in-place"
+    registered = next(c for c in report.claims if c.setting == in_place)
     assert "[tie set: " in registered.reason
     op = report.operating
     assert set(op["stability"]) >= {"digits/main", "digits/main-cosine"}
     assert "step_vs_srste" in op["stability"]["digits/main"]["1:8"]
-    assert op["switch_findings"]["digits/main"]["runs"] > 0
+    assert op["switch_findings"][in_place]["runs"] > 0
     assert report.compute["step_runs_without_diagnostics"] == 0
     assert "adam|step-a1|1:8" in report.lrs["digits/main"]
     assert "adam|dense|-" in report.lrs["digits/main-cosine"]
     doc = json.loads((tmp_path / "r" / "report.json").read_text())["result"]
-    assert doc["protocol"]["rules_version"] == 4 and doc["operating"]["stability_figures"]
+    assert doc["protocol"]["rules_version"] == draft and doc["operating"]["stability_figures"]
     for f in doc["operating"]["stability_figures"]:
         assert (tmp_path / "r" / f).stat().st_size > 1000
     md = (tmp_path / "r" / "report.md").read_text()
     assert "## Switch findings" in md and "## Stability map: digits/main" in md
+    if draft >= 5:  # candidates: SR-STE's (lr, lambda) chosen on validation, STEP-SR reuses it
+        row = doc["tuning"]["digits/main"]["adam|sr-ste|1:8"]
+        assert set(row["choice"]) == {"lr", "lam"} and row["choice"] in row["candidates"]
+        assert row["extended"]  # a two-value grid: every choice sits at an edge, extended
+        assert report.lrs["digits/main"]["adam|sr-ste|1:8"] == row["choice"]
+        assert "lr " in md and "lam " in md  # the learning-rate table shows candidates
 
 
 def test_a_step_run_stored_without_diagnostics_is_run_again(tmp_path):
