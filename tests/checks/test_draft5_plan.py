@@ -422,7 +422,7 @@ def test_an_extended_claim_is_decided_on_all_its_seeds():
 
     def all_views(evaluation):
         out = {}
-        for (claim, key), _ in evaluation.jobs.items():
+        for claim, key in evaluation.jobs:
             out.update(views(claim_module(claim), evaluation.budget(claim, key), scenario))
         return out
 
@@ -435,3 +435,19 @@ def test_an_extended_claim_is_decided_on_all_its_seeds():
     part = next(p for p in c5.parts if p.name == "STEP-A1 vs sr-ste 1:8")
     assert part.effect.divergence["seeds"] == 16 and part.effect.divergence["only_minus"] == 6
     assert decided[("C1", "digits/main")].seeds == R5.seeds.full
+
+
+def test_a_draft_5_full_runs_choices_serve_quick_mode_as_they_are(tmp_path, monkeypatch):
+    """Once a draft-5 full run's choices are committed, quick mode takes them unlabelled,
+    each quick setting those of its problem's main setting (the same configs)."""
+    path = tmp_path / "tuned_lrs.json"
+    chosen = {"digits/main": {"adam|dense|-": {"lr": 0.003}},
+              "lm/fast": {"adam|sr-ste|2:4": {"lr": 0.01, "lam": 0.02}}}
+    tuning.write_committed(chosen, path, source="a test")
+    monkeypatch.setattr(tuning, "COMMITTED", path)
+    got, label = tuning.quick_choices(R5)
+    assert label is None and got["digits/fast"] == chosen["digits/main"]
+    assert got["lm/fast"] == chosen["lm/fast"] and "mnist1d/fast" not in got
+    made = planning.plan(["C3"], "quick", R5)
+    assert made.choices is None
+    assert {dict(r.recipe_options)["lr"] for r in _runs(made.evaluation.tasks)} == {0.003}
