@@ -102,7 +102,7 @@ def _mix(quick: bool) -> tuple[str, list]:
     from stepsim.experiments.run import RunSpec
 
     claims = ("C1",) if quick else CLAIMS
-    seeds, lrs = protocol.RULES.seeds.quick, tuning.committed()
+    seeds, lrs = protocol.RULES.seeds.quick, tuning.quick_choices(protocol.RULES)[0]
     if quick:
         seeds = seeds[:1]
     specs = {}

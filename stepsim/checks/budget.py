@@ -49,6 +49,40 @@ RECIPES = {
 RECIPES.update({k: (name, dict(options))
                 for k, (name, options) in protocol.EXTRAS["S1"].recipes.items()})
 STEP_KEYS = {"A1": "step-a1", "SR": "step-sr"}
+#: STEP's recipe keys -> the config whose choice they take at STEP's own (PROTOCOL.md
+#: "Readings": each reading of STEP tuned for itself; its variants follow their reading)
+OWN_AS = {"step-a1": "step-a1", "step-a1-bc": "step-a1", "step-a1-vupd": "step-a1",
+          "step-sr": "step-sr", "step-sr-bc": "step-sr", "step-sr-vupd": "step-sr",
+          "lw-step-a1": "lw-step-a1", "lw-step-sr": "lw-step-sr"}
+#: the registry recipes that freeze Adam's v at a switch (their ``freeze_scope`` option)
+FREEZING = ("step", "layerwise-step", "s-ste-step")
+
+
+def regulariser_options(recipe: str, chosen: dict) -> dict:
+    """The options of recipe key ``recipe`` (:data:`RECIPES`) that a config's chosen
+    regularisers (``{"lam": 0.02}``, PROTOCOL.md "Tuning: each baseline's own regulariser")
+    set: each option the recipe takes, under its own name; SR-STE's ``lam`` becomes
+    ``srste_lam`` for a reading of STEP on SR-STE (STEP in place reuses SR-STE's lambda), and
+    is dropped for one without SR-STE's term (STEP-A1 takes SR-STE's lr only)."""
+    from stepsim.recipes.registry import RECIPE_OPTIONS
+
+    name, defaults = RECIPES[recipe]
+    accepted = RECIPE_OPTIONS[name].options
+    out = {}
+    for option, value in chosen.items():
+        if option == "lam" and "lam" not in accepted:
+            option = "srste_lam" if "srste_lam" in defaults else None
+        if option is not None and option in accepted:
+            out[option] = float(value)
+    return out
+
+
+def candidate_of(chosen) -> tuple[float, dict]:
+    """(lr, regularisers) of a config's choice: a learning rate (draft 4's choices, the
+    registered regularisers), or a candidate ``{"lr": 0.001, "lam": 0.02}``."""
+    if isinstance(chosen, dict):
+        return float(chosen["lr"]), {k: v for k, v in chosen.items() if k != "lr"}
+    return float(chosen), {}
 
 
 class MissingRate(KeyError):
@@ -83,12 +117,21 @@ class Budget:
     readings: tuple | None = None
     nm_only: tuple | None = None
     tag: str = ""
+    # STEP's freeze scope (PROTOCOL.md "STEP's freeze scope"): "all" (Algorithm 1, the
+    # registered one) or "sparse" (v frozen only for the N:M-sparse parameters)
+    freeze_scope: str = "all"
     rules: Rules = dataclasses.field(default_factory=lambda: protocol.RULES, compare=False,
                                      repr=False)
 
     def __post_init__(self):
         if not self.steps:
-            object.__setattr__(self, "steps", self.rules.timescales[self.timescale].steps)
+            quick = self.rules.quick.steps or {}
+            steps = (quick[self.problem] if self.mode == "quick" and self.problem in quick
+                     else self.rules.timescales[self.timescale].steps)
+            object.__setattr__(self, "steps", steps)
+        if self.freeze_scope not in ("all", "sparse"):
+            raise ValueError(f"freeze_scope must be 'all' or 'sparse', got "
+                             f"{self.freeze_scope!r}")
         schedules = self.rules.operating_points.schedules
         if self.schedule != "constant" and self.schedule not in schedules:
             raise ValueError(f"schedule must be 'constant' or one of {list(schedules)}, "
@@ -114,7 +157,11 @@ class Budget:
 
     @property
     def nms(self) -> tuple:
+        """The N:M ratios run: the problem's (quick mode: the ones ``quick.nms`` names for
+        it), or the one N:M of an operating point restricted to it."""
         every = self.problem_rules.nms
+        if self.mode == "quick" and self.problem in (self.rules.quick.nms or {}):
+            every = tuple(tuple(nm) for nm in self.rules.quick.nms[self.problem])
         return every if self.nm_only is None else (tuple(self.nm_only),)
 
     @property
@@ -159,20 +206,20 @@ class Budget:
         sched = ("constant lr" if self.schedule == "constant" else
                  f"{self.rules.operating_points.schedules[self.schedule].schedule}, "
                  f"warm-up {self.warmup_steps}")
-        point = f"; {sched}; {lr}; {switch}" + (f"; {self.tag}" if self.tag else "")
+        scope = "" if self.freeze_scope == "all" else f"; v frozen for {self.freeze_scope} " \
+            "parameters only"
+        point = f"; {sched}; {lr}; {switch}{scope}" + (f"; {self.tag}" if self.tag else "")
         return (f"{self.problem} ({self.timescale} timescale: beta2 = {self.beta2:g}, "
                 f"T_w = {self.window}, T = {self.steps}; {self.mode}{point})")
 
-    # --- draft 5's readings (PROTOCOL.md D5.3) -------------------------------------------
-    # The planning half of draft 5 defines these two properties in its branch, derived
-    # the same way from the same fields; at the merge one definition stays.
+    # ------------------------------------------------------------- readings
     @property
     def reading(self) -> str:
         """The reading this budget is (PROTOCOL.md D5.3): primary "in place" (STEP at
         SR-STE's choice) or "own" (STEP at its own); secondary "freeze sparse", "cosine in
         place", "cosine own", "k0=0.3T", "tie lr=0.01" (a tied SR-STE lr), "agreement" (the
         second timescale). A claim that involves no STEP reads "in place"."""
-        if getattr(self, "freeze_scope", "all") == "sparse":
+        if self.freeze_scope == "sparse":
             return "freeze sparse"
         if self.tag.startswith("sr-ste ") and "lr=" in self.tag:
             return "tie lr=" + self.tag.rsplit("lr=", 1)[1]
@@ -181,8 +228,9 @@ class Budget:
         lr = "own" if self.step_lr == "own" else "in place"
         if self.schedule != "constant":
             return f"cosine {lr}"
-        if self.only is not None and self.timescale != self.problem_rules.timescales[0]:
-            return "agreement"
+        if (self.mode == "full" and self.only is not None and not self.tag
+                and self.timescale != self.problem_rules.timescales[0]):
+            return "agreement"  # the claim at a second timescale (quick mode has one)
         return lr
 
     @property
@@ -195,26 +243,46 @@ class Budget:
         if claim in protocol.EXTRAS:  # an extra runs on the plain settings it names
             return (self.only is None and not self.tag and self.schedule == "constant"
                     and extra_timescale(claim, self) == self.timescale)
+        quick = self.rules.quick.claims or {}
+        if self.mode == "quick" and self.problem in quick and claim not in quick[self.problem]:
+            return False
         return claim in self.rules.claims_on(self.problem) and (
             self.only is None or claim in self.only)
 
     # ------------------------------------------------------------- runs
-    def lr(self, optimizer: str, recipe: str, nm=None, m=None) -> float:
-        own = self.step_lr == "own" and recipe in STEP_KEYS.values()
-        key = protocol.config_key(optimizer, recipe, nm, m, own=own)
+    def candidate(self, optimizer: str, recipe: str, nm=None, m=None) -> tuple[float, dict]:
+        """(lr, regularisers) chosen for the config of recipe key ``recipe``
+        (``protocol.config_key``; STEP at its own when the budget's ``step_lr`` is "own"):
+        the regularisers as the recipe's options (:func:`regulariser_options`; {} for a
+        draft-4 choice, a learning rate only)."""
+        own = self.step_lr == "own" and recipe in self.own_recipes
+        key = protocol.config_key(optimizer, OWN_AS[recipe] if own else recipe, nm, m,
+                                  own=own)
         if self.lrs is None:
             self.needed.add(key)
-            return self.rules.grid(self.problem, optimizer)[0]
+            return self.rules.grid(self.problem, optimizer)[0], {}
         if key not in self.lrs:
             raise MissingRate(f"no tuned learning rate for {key} on {self.key}")
-        return float(self.lrs[key])
+        lr, chosen = candidate_of(self.lrs[key])
+        return lr, regulariser_options(recipe, chosen)
+
+    @property
+    def own_recipes(self) -> tuple:
+        """The recipe keys that take their own choice at STEP's own lr reading: STEP's two
+        readings (draft 4), every STEP variant (:data:`OWN_AS`, draft 5: every claim about
+        STEP is read at STEP's own)."""
+        return tuple(OWN_AS) if self.rules.readings is not None else tuple(STEP_KEYS.values())
+
+    def lr(self, optimizer: str, recipe: str, nm=None, m=None) -> float:
+        return self.candidate(optimizer, recipe, nm, m)[0]
 
     def run(self, recipe: str, seed: int, *, nm=None, optimizer: str = "adam",
             loss_scale: float = 1.0, switch=None, m: int | None = None, lr=None,
-            evaluate: bool = True):
+            regularisers: dict | None = None, evaluate: bool = True):
         """The RunSpec of recipe key ``recipe`` (:data:`RECIPES`) at evaluation seed
         ``seed``: the problem's options, N:M ``nm`` (None: dense), optimizer with its
-        tuned lr (``lr``: this one instead, for tuning), beta2 of the timescale, loss
+        tuned lr and regularisers (``lr``, ``regularisers``: these instead, for tuning;
+        {"lam": 0.02} as :func:`regulariser_options` reads it), beta2 of the timescale, loss
         multiplied by ``loss_scale``; ``switch``: (criterion, options) for a STEP recipe
         (None: the default clipped AutoSwitch); ``m``: a layer-wise recipe's M (at
         ``layerwise.target`` sparsity); evaluate: learning curves at ``eval_points``."""
@@ -229,7 +297,17 @@ class Budget:
             options["momentum"] = self.rules.momentum
         else:
             options["beta2"] = self.beta2
-        options["lr"] = float(lr) if lr is not None else self.lr(optimizer, recipe, nm, m)
+        if lr is None:
+            lr, chosen = self.candidate(optimizer, recipe, nm, m)
+        else:
+            chosen = regulariser_options(recipe, regularisers or {})
+        options.update(chosen)
+        options["lr"] = float(lr)
+        if self.rules.freeze_scope is not None and name in FREEZING:
+            options["freeze_scope"] = self.freeze_scope
+        if name == "masked-decay" and (self.rules.s1 or {}).get("masked_decay_transposable"):
+            options["transposable"] = True  # as its reference code runs it
+        blowup = self.rules.divergence.blowup
         if self.schedule != "constant":  # constant: the options as draft 3 (same digests)
             options.update(schedule=self.rules.operating_points.schedules[self.schedule].schedule,
                            warmup_steps=self.warmup_steps)
@@ -244,7 +322,8 @@ class Budget:
                        recipe=name, optimizer=optimizer, recipe_options=options,
                        criterion=criterion, criterion_options=criterion_options,
                        nm=None if nm is None else tuple(nm), steps=self.steps,
-                       seed=int(seed), loss_scale=float(loss_scale), eval_every=every)
+                       seed=int(seed), loss_scale=float(loss_scale), eval_every=every,
+                       blowup=None if blowup is None else (blowup.window, blowup.multiple))
 
     def runs(self, recipe: str, **kw) -> list:
         """``run`` at every evaluation seed (paired by position)."""
@@ -400,16 +479,59 @@ def causes(results: dict, runs, budget: Budget, *, clip: bool, fixed: bool = Fal
     return out
 
 
+def reading_budgets(budget: Budget, claims, *, extended: bool = False) -> list:
+    """Draft 5's readings of a base budget besides "in place" (PROTOCOL.md "Readings"):
+    the primary "own" (STEP at its own choices) for the claims about STEP among ``claims``
+    (``readings.step_claims``); in full mode the secondary ones, each for its claims:
+    freeze scope "sparse" and STEP switched at each fixed fraction of T (in place), and
+    on the problems of the cosine reading (``extended``: ``extended.schedule_problems``)
+    the setting under cosine with warm-up in place and at STEP's own. The tie set's
+    readings need the tuning (``tuning.tie_budgets``). Quick mode runs the primary
+    readings only; a budget restricted to some claims or already a reading has none."""
+    rules = budget.rules.readings
+    if budget.only is not None or budget.tag or budget.schedule != "constant":
+        return []
+
+    def among(names):
+        return tuple(c for c in claims if c in names and budget.applies(c))
+
+    about_step = among(rules.step_claims)
+    out = [dataclasses.replace(budget, step_lr="own", only=about_step, tag="own-lr")
+           ] if about_step else []
+    if budget.mode == "quick":
+        return out
+    secondary = rules.secondary
+    frozen = among(secondary["freeze-sparse"]["claims"])
+    if frozen:
+        out.append(dataclasses.replace(budget, freeze_scope="sparse", only=frozen,
+                                       tag="freeze-sparse"))
+    fixed = among(secondary["fractions"]["claims"])
+    for f in secondary["fractions"]["fractions"] if fixed else ():
+        out.append(dataclasses.replace(budget, fraction=float(f), only=fixed,
+                                       tag=f"k0={f:g}T"))
+    cosine = secondary["cosine-warmup"]
+    problems = budget.rules.extended.schedule_problems if extended else cosine["problems"]
+    scheduled = among(cosine["claims"])
+    if scheduled and budget.problem in problems:
+        # a setting of its own, tuned again: its own record of the configs it needs
+        base = dataclasses.replace(budget, schedule="cosine-warmup", only=scheduled,
+                                   needed=set())
+        out += [base, dataclasses.replace(base, step_lr="own", tag="own-lr")]
+    return out
+
+
 def operating_points(budget: Budget, claims, *, extended: bool = False) -> list:
     """The fixed operating points of a base budget (PROTOCOL.md "STEP at its own tuned
-    learning rate", "Schedules", "Switch premises"), for the in-place claims
-    (``rules.operating_points.claims``) among ``claims``: STEP at its own
+    learning rate", "Schedules", "Switch premises"; draft 5: :func:`reading_budgets`), for
+    the in-place claims (``rules.operating_points.claims``) among ``claims``: STEP at its own
     lr ("@own-lr"); STEP switched at each fixed fraction of T ("@k0=0.3T"; readings of
     ``switch_fractions.readings``); and, on the problems of each schedule, the same setting
     under that schedule at SR-STE's lr and at STEP's own. ``extended`` adds the readings
     and schedule problems of ``rules.extended``. The tie set's points need the tuning
     (``tuning.tie_budgets``). A budget restricted to some claims (the agreement run) or
     already an operating point has none."""
+    if budget.rules.readings is not None:  # draft 5
+        return reading_budgets(budget, claims, extended=extended)
     rules = budget.rules.operating_points
     wanted = tuple(c for c in rules.claims if c in claims)
     if not wanted or budget.only is not None or budget.tag or budget.schedule != "constant":

@@ -26,7 +26,7 @@ from stepsim.checks.verdict import rule_of
 
 
 def nms(budget):
-    agreement = budget.rules.agreement
+    agreement = budget.rules.extended.agreement or budget.rules.agreement
     if (budget.only == (CLAIM.id,) and budget.problem == agreement.problem
             and budget.mode == "full" and budget.timescale in agreement.timescales[1:]
             and not budget.tag and budget.schedule == "constant"):

@@ -35,7 +35,7 @@ def decide(evaluation, results: dict) -> list[Decided]:
     (claim, problem) together (module docstring)."""
     families, single = {}, {}
     for (claim, key), jobs in evaluation.jobs.items():
-        budget = evaluation.budgets[key]
+        budget = evaluation.budget(claim, key)
         rules = getattr(budget, "rules", None)
         if rules is not None and rules.version >= 5 and get_claim(claim).gather is not None:
             families.setdefault((claim, budget.problem), []).append((key, jobs))
@@ -54,7 +54,7 @@ def _decide_family(evaluation, results: dict, claim: str, members) -> list[Decid
     from stepsim.checks.claim_decisions import IN_PLACE_SUFFIX, Member, decide_on_problem
 
     t0 = time.perf_counter()
-    lines = decide_on_problem(claim, [Member(evaluation.budgets[key], tuple(jobs))
+    lines = decide_on_problem(claim, [Member(evaluation.budget(claim, key), tuple(jobs))
                                       for key, jobs in members], results)
     spent = (time.perf_counter() - t0) / len(lines)
     jobs_of = dict(members)
@@ -77,7 +77,7 @@ def _decide_each(evaluation, results: dict, jobs_of: dict) -> list[Decided]:
     out = []
     for (claim, key), jobs in jobs_of.items():
         t0 = time.perf_counter()
-        result = get_claim(claim).decide(evaluation.budgets[key], results)
+        result = get_claim(claim).decide(evaluation.budget(claim, key), results)
         lost = [t for t in jobs if results[t.digest].get("diverged")]
         if lost:  # said in the verdict line, not only in the numbers
             configs = sorted({t.replace(seed=0).describe() for t in lost})

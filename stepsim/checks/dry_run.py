@@ -23,9 +23,11 @@ from stepsim.checks.execution import LM_STEP_WEIGHT
 from stepsim.checks.planning import Plan
 
 #: the cost model without a store: seconds of one worker per digits training step (a
-#: quick check's worker time over its steps, on idle cores as README's timing), and per
+#: quick check's worker time over its steps, on idle cores as README's timing), per
+#: MNIST-1D step (its pilot's CPU time per step, paper_checks/mnist1d_pilot.json), and per
 #: task function (module:function) at quick mode's size, whatever the mode: estimates
-DEFAULT_RATES = {"digits": 5e-4, "stepsim.checks.c11_theorem1:process_job": 2.0,
+DEFAULT_RATES = {"digits": 5e-4, "mnist1d": 1.1e-3,
+                 "stepsim.checks.c11_theorem1:process_job": 2.0,
                  "stepsim.checks.c12_memory:memory_job": 0.1}
 
 
@@ -115,7 +117,9 @@ def describe(made: Plan, out: Path | None, workers: int) -> str:
               f"{', '.join(made.claims)}" + (" (altered for testing)" if made.altered else "")),
              (f"report directory: {out if out is not None else 'none'}; its store holds "
               f"{len(model.recorded)} finished run(s) and task(s)")]
-    if made.evaluation is not None and made.lrs is None and made.mode == "quick":
+    if made.evaluation is not None and made.lrs is None and made.choices:
+        lines.append(f"learning rates and regularisers: {made.choices}")
+    elif made.evaluation is not None and made.lrs is None and made.mode == "quick":
         lines.append(f"learning rates: the committed full run's ({tuning.COMMITTED.name})")
     elif made.lrs is not None:
         lines.append("learning rates: given (a test's)")
@@ -150,7 +154,14 @@ def describe(made: Plan, out: Path | None, workers: int) -> str:
     total += sum(model.seconds(j)[0] for d, j in distinct.items()
                  if d not in final or d not in stored)
     lines.append("")
-    if ev is None:
+    if ev is None and rules.readings is not None:
+        lines.append("not counted above, their number depends on the runs: a choice at a "
+                     "grid's edge runs that grid one value further (every pair of the new "
+                     "value); SR-STE's tie set's readings (C5, C6 at every SR-STE candidate "
+                     "tied with the choice, per N:M) join the evaluation; a claim whose "
+                     "divergence alone differs runs again on the extension seeds "
+                     f"{list(rules.divergence.extension_seeds)}")
+    elif ev is None:
         lines.append("after tuning: the tie set's operating points (C5, C6 at every SR-STE lr "
                      "tied with the choice, per N:M) join the evaluation; their number "
                      "depends on the tuning and is not counted above")
@@ -164,20 +175,17 @@ def describe(made: Plan, out: Path | None, workers: int) -> str:
 
 
 def _per_claim(made: Plan) -> dict:
-    """(claim, setting key) -> its jobs of the recording pass (learning rates not chosen:
-    their number is final, their digests are not)."""
-    from stepsim.checks.registry import get_claim
+    """(claim, setting key) -> its jobs once the choices are known, made with a stand-in
+    choice per tuned config (a distinct learning rate each, so that runs at different
+    configs' choices — STEP's own and SR-STE's — are counted apart, as they will run):
+    their number is final, their digests are not."""
+    from stepsim.checks.planning import evaluation
 
-    out = {}
-    for b in made.budgets:
-        for c in made.claims:
-            if b.applies(c):
-                out[(c, b.key)] = get_claim(c).jobs(b)
-    plain = made.plain
-    for c in made.claims:
-        if c in made.rules.claims_on("none"):
-            out[(c, plain.key)] = get_claim(c).jobs(plain)
-    return out
+    chosen = {}
+    for i, (setting, key) in enumerate(sorted(made.tuning)):
+        first = made.tuning[(setting, key)]["grid"][0]
+        chosen.setdefault(setting, {})[key] = float(f"{first * (1 + 1e-3 * (i + 1)):.12g}")
+    return dict(evaluation(made, chosen, {}).jobs)
 
 
 __all__ = ["DEFAULT_RATES", "CostModel", "describe"]

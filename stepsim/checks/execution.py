@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from stepsim.checks import planning, tuning
+from stepsim.checks import extension, planning, tuning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,17 +84,34 @@ class Executed:
 
 def execute(made: planning.Plan, store, executor: Executor) -> Executed:
     """Run ``made``: its tuning stage first when the learning rates come from it (with
-    ``--extended``'s extra seeds for the stability map), then the evaluation stage."""
+    ``--extended``'s extra seeds for the stability map; a choice at a grid's edge extends
+    that grid, ``tuning.extensions``), then the evaluation stage, then (full mode) the
+    extension stage's seeds for the claims whose divergence alone differs
+    (``extension.extend``)."""
     tuned, stability, ev = {}, None, made.evaluation
     if ev is None:
         tuned = executor.run(made.tuning_tasks, store, "tuning")
-        chosen, table = tuning.choose(made.tuning, tuned)
+        groups = dict(made.tuning)
+        while True:  # a choice at a grid's edge: that grid one value further, chosen again
+            more = tuning.extensions(groups, tuned)
+            if not more:
+                break
+            groups.update(more)
+            tuned.update(executor.run([t for g in more.values() for t in g["tasks"]
+                                       if t.digest not in tuned], store, "tuning (grid edges)"))
+        chosen, table = tuning.choose(groups, tuned)
         if made.stability:
             seen = executor.run(made.stability_tasks, store, "stability")
             tuned = {**tuned, **seen}
             stability = tuning.extend_errors(table, tuning.choose(made.stability, seen)[1])
         ev = planning.evaluation(made, chosen, table)
-    return Executed(ev, executor.run(ev.tasks, store, "evaluation"), tuned, stability)
+    results = executor.run(ev.tasks, store, "evaluation")
+    more = extension.extend(ev, results) if made.mode == "full" else None
+    if more is not None:  # divergence alone differs somewhere: those claims on more seeds
+        ev = more
+        results.update(executor.run([t for t in ev.tasks if t.digest not in results], store,
+                                    "extension seeds"))
+    return Executed(ev, results, tuned, stability)
 
 
 STEP_RECIPES = ("step", "layerwise-step")
@@ -124,6 +141,9 @@ def undiagnosed(jobs: dict, results: dict) -> int:
 
 #: a transformer LM step costs this many MLP (digits) steps, for ordering only
 LM_STEP_WEIGHT = 20.0
+#: a training step of each problem in MLP (digits) steps, for ordering only (MNIST-1D's
+#: CNN: its pilot's CPU time per step over digits')
+STEP_WEIGHTS = {"lm": LM_STEP_WEIGHT, "mnist1d": 2.2}
 
 
 def cost(task) -> float:
@@ -132,17 +152,41 @@ def cost(task) -> float:
     than a quick digits run, and a check that ends on them leaves workers idle."""
     if not hasattr(task, "steps"):
         return math.inf
-    return task.steps * (LM_STEP_WEIGHT if getattr(task, "problem", "") == "lm" else 1.0)
+    return task.steps * STEP_WEIGHTS.get(getattr(task, "problem", ""), 1.0)
+
+
+def has_validation(task) -> bool:
+    """Whether run ``task``'s problem holds a validation split (PROTOCOL.md "Splits":
+    digits' ``validation_fraction``, the LM's and MNIST-1D's ``n_validation``)."""
+    options = dict(task.problem_options)
+    return bool(options.get("validation_fraction") or options.get("n_validation"))
+
+
+def split_errors(problem, weights, stopped_at, split: str):
+    """(per-item errors of ``split``, diverged): a run stopped as diverged (non-finite or
+    blown up: ``stopped_at`` set), or whose finite weights still overflow the outputs,
+    predicts nothing: its items are the problem's ``diverged_item_errors`` (every image
+    wrong / the uniform prediction's loss)."""
+    import numpy as np
+
+    items = None
+    if stopped_at is None:  # finite weights can still overflow the logits
+        with np.errstate(over="ignore", invalid="ignore"):
+            items = np.asarray(problem.item_errors(weights, split), dtype=np.float64)
+    diverged = items is None or not bool(np.all(np.isfinite(items)))
+    if diverged:
+        items = np.asarray(problem.diverged_item_errors(split), dtype=np.float64)
+    return items, diverged
 
 
 def view(store, task) -> dict:
     """What a claim reads of a finished job: a run's ``traces.summary`` with its per-item
-    test errors (``items``), their mean (``error``), ``diverged`` (the run went non-finite:
-    its items are the problem's ``diverged_item_errors``, every image wrong / the uniform
-    prediction's loss) and ``stopped_at``, or a task's output; with ``seconds`` (its wall
-    time when it ran)."""
-    import numpy as np
-
+    test errors (``items``), their mean (``error``), ``diverged`` (the run went non-finite
+    or blew up, ``stopped_at`` its step; its items are the problem's
+    ``diverged_item_errors``), ``status`` (fit's: "completed", "non-finite", "blow-up"),
+    and, when the problem has a validation split, ``validation_items`` and
+    ``validation_error`` (the same on that split: what tuning reads); or a task's output;
+    with ``seconds`` (its wall time when it ran)."""
     from stepsim.experiments import traces
     from stepsim.experiments.run import RunSpec
 
@@ -152,19 +196,21 @@ def view(store, task) -> dict:
     else:
         out = dict(traces.summary(loaded))
         out["stopped_at"] = loaded.stopped_at
+        out["status"] = loaded.status
         problem = task.build_problem()
         if hasattr(problem, "item_errors"):
-            items = None
-            if loaded.stopped_at is None:  # finite weights can still overflow the logits
-                with np.errstate(over="ignore", invalid="ignore"):
-                    items = np.asarray(problem.item_errors(loaded.weights), dtype=np.float64)
-            out["diverged"] = items is None or not bool(np.all(np.isfinite(items)))
-            if out["diverged"]:  # a run that went non-finite predicts nothing
-                items = np.asarray(problem.diverged_item_errors(), dtype=np.float64)
-            out["items"], out["error"] = items, float(np.mean(items))
+            items, out["diverged"] = split_errors(problem, loaded.weights, loaded.stopped_at,
+                                                  "test")
+            out["items"], out["error"] = items, float(items.mean())
+            if has_validation(task):
+                held, lost = split_errors(problem, loaded.weights, loaded.stopped_at,
+                                          "validation")
+                out["diverged"] = out["diverged"] or lost
+                out["validation_items"] = held
+                out["validation_error"] = float(held.mean())
     out["seconds"] = store.runtime_s(task)
     return out
 
 
-__all__ = ["Executed", "Executor", "cost", "execute", "lacks_diagnostics", "undiagnosed",
-           "view"]
+__all__ = ["Executed", "Executor", "cost", "execute", "has_validation", "lacks_diagnostics",
+           "split_errors", "undiagnosed", "view"]

@@ -113,15 +113,22 @@ def markdown(report) -> str:
                          + beside)
         lines.append("")
     if report.lrs:
-        lines += ["## Learning rates", "", "| setting | config | lr | tuning means (grid) | edge |",
+        source = ("from the committed full run" if not p.get("choices")
+                  else "**provisional**")
+        lines += ["## Learning rates", ""]
+        if p.get("choices"):
+            lines += [f"The choices are {_md(p['choices'])}.", ""]
+        lines += ["| setting | config | lr | tuning means (grid) | edge |",
                   "| --- | --- | --- | --- | --- |"]
         for setting, configs in sorted(report.lrs.items()):
-            for key, lr in sorted(configs.items()):
+            for key, chosen in sorted(configs.items()):
                 t = report.tuning.get(setting, {}).get(key)
-                means = "from the committed full run" if t is None else ", ".join(
-                    f"{g:g}: {m:.3g}" for g, m in zip(t["grid"], t["means"]))
+                means = source if t is None else ", ".join(
+                    f"{_candidate_text(g)}: {m:.3g}"
+                    for g, m in zip(t.get("candidates", t["grid"]), t["means"]))
                 edge = "" if t is None or not t["edge"] else f"**{t['edge']} edge**"
-                lines.append(f"| {setting} | {_md(key)} | {lr:g} | {means} | {edge} |")
+                lines.append(f"| {setting} | {_md(key)} | {_candidate_text(chosen)} | "
+                             f"{means} | {edge} |")
         lines.append("")
     lines += _operating_markdown(report)
     for c in report.claims:
@@ -144,6 +151,14 @@ def markdown(report) -> str:
                 f"{name}: " + _causes(rows) for name, rows in flat_switches(switches)))
         lines += [f"- figure: ![{c.claim}]({f})" for f in c.figures]
     return "\n".join(lines) + "\n"
+
+
+def _candidate_text(chosen) -> str:
+    """A config's choice in words: "0.001" (a learning rate) or "lr 0.001, lam 0.02"."""
+    if not isinstance(chosen, dict):
+        return f"{chosen:g}"
+    return ", ".join(f"{k} {v:g}" for k, v in [("lr", chosen["lr"]), *sorted(
+        (k, v) for k, v in chosen.items() if k != "lr")])
 
 
 def _operating_markdown(report) -> list:
@@ -170,6 +185,10 @@ def _operating_markdown(report) -> list:
         for name, r in sorted(op["robustness"].items()):
             lines.append(f"- {name}: **{'robust' if r['robust'] else 'fragile (lr choice)'}** "
                          "— " + "; ".join(f"{k}: {v}" for k, v in sorted(r["verdicts"].items())))
+        lines.append("")
+    if op.get("extensions"):
+        lines += ["## Claims on more seeds (PROTOCOL.md, divergence-only parts)", ""] + [
+            f"- {_md(s)}" for s in op["extensions"]]
         lines.append("")
     if op.get("skipped"):
         lines += ["## Operating points not run", ""] + [f"- {_md(s)}" for s in op["skipped"]]

@@ -40,23 +40,28 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     """Run the paper checks ``claims`` ("all" or "C1".."C12") by the registered protocol
     (``paper_checks/PROTOCOL.md``, :mod:`stepsim.checks.protocol`) and write the report.
 
-    mode: "full" (the evidence: learning rates tuned on the tuning seeds, then 8 evaluation
-    seeds, every problem of the protocol) or "quick" (digits only, 3 seeds, the fast
-    timescale, the learning rates of the committed full run: indicative, not evidence).
+    mode: "full" (the evidence: learning rates, and under draft 5 regularisers, tuned on
+    the tuning seeds, then 8 evaluation seeds, every problem of the protocol) or "quick"
+    (the problems, run lengths, claims and N:M of the rules' ``quick`` block, 3 seeds, the
+    primary readings, the choices of the committed full run — labelled provisional when
+    they were made under other rules: indicative, not evidence).
     out: a directory (probed before any work); its ``runs/`` keeps every finished run by
     digest, so the same call after a kill redoes only the runs in flight, and runs equal
     across claims run once (None: a temporary directory, no report written). jobs: local
     worker processes (default every usable core; 1 runs here); scheduler: a Dask address.
-    problems: restrict to these protocol problems ("digits", "lm"). steps, lrs: for tests
-    of the machinery only — shorter runs, and learning rates {setting: {config: lr}}
-    instead of tuning or the committed ones; a report made with either is labelled so.
+    problems: restrict to these protocol problems ("digits", "lm", "mnist1d"). steps,
+    lrs: for tests of the machinery only — shorter runs, and learning rates {setting:
+    {config: lr or candidate}} instead of tuning or the committed ones; a report made
+    with either is labelled so.
     extended: full mode plus the extended set of PROTOCOL.md "Budget and the extended set"
     (meant for Dask).
 
-    Beside each setting the in-place claims (C5, C6) run at its operating points (STEP's
-    own lr, fixed switch fractions, the cosine schedule; after tuning, every tied SR-STE
-    lr), each a verdict line of its own; the report adds the stability map, the switch
-    findings and whether each in-place verdict is robust across its tie set.
+    Beside each setting the claims run at its readings (draft 5: STEP's own choices for
+    every claim about STEP; in full mode freeze scope "sparse", fixed switch fractions, the
+    cosine schedule and, after tuning, SR-STE's tie set), each a verdict line of its own;
+    in full mode a claim whose divergence alone differs gets more seeds (the extension
+    stage); the report adds the stability map, the switch findings and whether each
+    in-place verdict is robust across its tie set.
     """
     import tempfile
 
@@ -66,6 +71,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     made = planning.plan(claims, mode, problems=problems, extended=extended, steps=steps,
                          lrs=lrs)
     record = merging.protocol_record(made.altered, made.claims, made.rules)
+    if made.choices:  # quick mode's choices are not a full run's under these rules
+        record["choices"] = made.choices
     out_dir = None if out is None else probe_out(out)  # after every argument is checked
     previous = None if out_dir is None else merging.previous_report(
         out_dir, mode, record, made.covered)
@@ -104,6 +111,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     merged = merging.merge(previous, new, made.covered, None if previous is None else
                            merging.store_compute(out_dir / RUNS_DIR))
     record_of_operating, kept_stability = _operating(merged, extended, staging)
+    if ev.extensions:  # the claims the extension stage gave more seeds
+        record_of_operating["extensions"] = list(ev.extensions)
     if staging is not None:  # the old report's figures that stay
         _keep(merged.kept_figures + kept_stability, out_dir, staging)
     wall_s = time.perf_counter() - start  # the report.json that follows: milliseconds

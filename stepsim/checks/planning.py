@@ -27,17 +27,26 @@ class Evaluation:
     empty when the learning rates were not tuned), budgets (key -> Budget, learning rates
     set; the tie set's and "none" included), jobs ((claim, setting key) -> [RunSpec |
     Task], report order), skipped (operating points or extras without a learning rate:
-    one note each)."""
+    one note each); claim_budgets ((claim, setting key) -> Budget: a claim extended to
+    more seeds by the extension stage, ``extension.extend``) and extensions (one note
+    each)."""
 
     chosen: dict
     table: dict
     budgets: dict
     jobs: dict
     skipped: tuple = ()
+    claim_budgets: dict = dataclasses.field(default_factory=dict)
+    extensions: tuple = ()
 
     @property
     def tasks(self) -> list:
         return [t for ts in self.jobs.values() for t in ts]
+
+    def budget(self, claim: str, key: str):
+        """The budget claim ``claim`` is decided on at setting ``key``: the setting's, or
+        the claim's own when the extension stage gave it more seeds."""
+        return self.claim_budgets.get((claim, key), self.budgets[key])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +63,9 @@ class Plan:
     placeholder). tuning: (setting, config) -> {"grid", "tasks", "seeds"} (``tuning.jobs``;
     empty unless full mode tunes); stability: the same on ``--extended``'s extra seeds.
     evaluation: the evaluation stage when it does not wait for the tuning, else None
-    (:func:`evaluation` makes it from the tuning's result)."""
+    (:func:`evaluation` makes it from the tuning's result). choices: how the choices quick
+    mode reuses are labelled when they are not the committed full run's under these rules
+    ("provisional: ...", ``tuning.quick_choices``), else None."""
 
     mode: str
     claims: tuple
@@ -70,6 +81,7 @@ class Plan:
     tuning: dict
     stability: dict
     evaluation: Evaluation | None
+    choices: str | None = None
 
     @property
     def altered(self) -> bool:
@@ -120,11 +132,11 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
     for job in [j for jobs in recorded.values() for j in jobs]:
         if hasattr(job, "check"):  # a RunSpec; a Task has nothing to check
             job.check()
-    tune, more, known = {}, {}, None
+    tune, more, known, label = {}, {}, None, None
     if lrs is not None:
         known = {k: dict(v) for k, v in lrs.items()}
     elif mode == "quick":
-        known = tuning.committed() if budgets else {}
+        known, label = tuning.quick_choices(rules) if budgets else ({}, None)
     else:
         needs = _tuning_needs(rules, budgets, problems, names, steps or 0)
         tune = tuning.jobs(needs)
@@ -134,7 +146,7 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
             more = tuning.jobs(adam, seeds=rules.extended.stability_seeds)
     made = Plan(mode, names, rules, None if problems is None else tuple(problems),
                 bool(extended), steps, lrs, tuple(budgets), plain, covered, recorded, tune,
-                more, None)
+                more, None, label)
     if known is None and tune:
         return made  # the evaluation waits for the tuning
     if known is None:  # nothing to tune (claims that train nothing)
@@ -145,20 +157,29 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
 def _budgets(rules, mode, problems, names, steps, extended) -> list:
     """The settings of ``mode`` and their fixed operating points that some claim applies to."""
     seeds = tuple(getattr(rules.seeds, mode))
+    settings = rules.settings(mode, problems)
+    agreement = rules.extended.agreement
+    if extended and agreement is not None and agreement.problem in (problems or rules.problems):
+        # draft 5: the agreement check at its second timescale is the extended set's
+        settings += [(agreement.problem, ts, (agreement.claim,))
+                     for ts in agreement.timescales[1:]]
     budgets = [Budget(mode, p, ts, seeds, only=only, steps=steps, rules=rules)
-               for p, ts, only in rules.settings(mode, problems)]
+               for p, ts, only in settings]
     budgets += [o for b in budgets for o in operating_points(b, names, extended=extended)]
     return [b for b in budgets if any(b.applies(c) for c in names)]
 
 
 def _tuning_needs(rules, budgets, problems, names, steps) -> dict:
     """setting -> (a budget of it, the configs to tune): the full check's settings and
-    quick mode's (a full run's choices are what quick mode reuses), one tuning per setting
-    (its operating points share it)."""
+    quick mode's (a full run's choices are what quick mode reuses; draft 5's quick mode
+    takes those of each problem's main setting), one tuning per setting (its operating
+    points share it)."""
     if problems is not None:  # quick mode's problems among the chosen ones (maybe none)
         problems = [p for p in problems if p in rules.quick.problems]
     quick = [Budget("quick", p, ts, tuple(rules.seeds.quick), steps=steps, rules=rules)
              for p, ts, _ in rules.settings("quick", problems)]
+    if rules.readings is not None:  # draft 5: quick mode takes the main settings' choices
+        quick = []
     quick += [o for q in quick for o in operating_points(q, names)]
     for q in quick:  # recording: fills q.needed
         for c in names:
@@ -180,6 +201,7 @@ def evaluation(made: Plan, chosen: dict, table: dict) -> Evaluation:
     final += [t for b in final for t in tuning.tie_budgets(b, table, made.claims)]
     jobs, skipped, budgets = {}, [], {}
     for b in final:
+        point = bool(b.tag) or b.schedule != "constant"
         try:
             jobs_of = {}
             for c in made.claims:
@@ -188,14 +210,19 @@ def evaluation(made: Plan, chosen: dict, table: dict) -> Evaluation:
                 try:
                     jobs_of[c] = get_claim(c).jobs(b)
                 except MissingRate as exc:
+                    if point and b.rules.readings is not None:  # draft 5: per claim
+                        skipped.append(f"{c} on {b.key}: {exc.args[0]}")
+                        continue
                     if not get_claim(c).extra or made.mode != "quick":
                         raise
                     skipped.append(f"{c} on {b.key}: {exc.args[0]} (quick mode reuses "
                                    f"the committed full run's learning rates)")
         except MissingRate as exc:
-            if not b.tag and b.schedule == "constant":
+            if not point:
                 raise  # a registered setting needs every learning rate
             skipped.append(f"{b.key}: {exc.args[0]}")  # an operating point, quick mode
+            continue
+        if not jobs_of:
             continue
         budgets[b.key] = b
         jobs.update({(c, b.key): j for c, j in jobs_of.items()})

@@ -244,7 +244,7 @@ CHANGES_5 = {'version': 5,
 DRAFTS = {3: RULES_3, 4: {**RULES_3, **CHANGES_4}}
 DRAFTS[5] = {**DRAFTS[4], **CHANGES_5}
 #: the draft this code runs
-CURRENT = 4
+CURRENT = 5
 #: every number the current draft fixes, typed and validated once (``rules.Rules``)
 RULES = Rules.parse(DRAFTS[CURRENT], f"draft {CURRENT}'s rules")
 #: every draft's rules typed (a report is checked against its own draft's)

@@ -477,8 +477,10 @@ class Rules(Record):
 
     def settings(self, mode: str, problems=None) -> list[tuple[str, str, tuple | None]]:
         """The (problem, timescale, only_claims) settings a check of ``mode`` runs, in
-        report order: every problem at each of its timescales (the fast timescale on digits
-        runs only the agreement claim in full mode, and everything in quick mode)."""
+        report order: every problem at its main timescale, and the agreement claim at the
+        fast timescale on digits in full mode unless the agreement check belongs to the
+        extended set (``extended.agreement``: draft 5); quick mode runs its problems at its
+        timescale."""
         if mode not in MODES:
             raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
         chosen = list(self.problems) if problems is None else list(problems)
@@ -495,8 +497,8 @@ class Rules(Record):
         out = []
         for p in chosen:
             out.append((p, self.problems[p].timescales[0], None))
-            if p == self.agreement.problem:
-                out.append((p, "fast", (self.agreement.claim,)))
+            if p == self.agreement.problem and self.extended.agreement is None:
+                out.append((p, "fast", (self.agreement.claim,)))  # (draft 5: --extended)
         return out
 
 

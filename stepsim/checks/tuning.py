@@ -18,16 +18,22 @@ import json
 import math
 from pathlib import Path
 
-from stepsim.checks import protocol
+from stepsim.checks import candidates, protocol
+from stepsim.checks.budget import candidate_of
 
 COMMITTED = Path(__file__).with_name("tuned_lrs.json")
+#: choices quick mode uses, labelled provisional, for a problem the committed full run does
+#: not cover (MNIST-1D before draft 5's full run: its pilot's tuned choices)
+PROVISIONAL = Path(__file__).with_name("provisional_choices.json")
 
 
 def jobs(needs: dict, seeds=None) -> dict:
     """``needs``: setting key -> (a Budget of that setting, set of config keys). Returns
     (setting, config) -> {"grid": [lr...], "tasks": [RunSpec...] (grid-major, seeds
-    inner)}. seeds: the tuning seeds (default the protocol's; ``--extended`` adds more for
-    the stability map only, :func:`extend_errors`)."""
+    inner)}; under rules that tune regularisers (draft 5) each config's candidates
+    (``candidates.group``: every lr and regulariser pair). seeds: the tuning seeds
+    (default the protocol's; ``--extended`` adds more for the stability map only,
+    :func:`extend_errors`)."""
     from stepsim.checks.budget import Budget
 
     out = {}
@@ -38,6 +44,11 @@ def jobs(needs: dict, seeds=None) -> dict:
         for key in sorted(keys):
             optimizer, recipe, nm, m = protocol.parse_key(key)
             lrs = budget.rules.grid(budget.problem, optimizer)
+            if budget.rules.regularisers is not None:  # draft 5: candidates
+                out[(setting, key)] = candidates.group(
+                    tuner, key, recipe, optimizer, nm, m, lrs,
+                    candidates.regularisers(budget.rules, recipe))
+                continue
             # a STEP key tuned for itself (draft 4) switches by the default AutoSwitch
             tasks = [tuner.run(recipe, seed, nm=nm, m=m, optimizer=optimizer, lr=lr,
                                evaluate=False)
@@ -47,8 +58,9 @@ def jobs(needs: dict, seeds=None) -> dict:
 
 
 def choose(tune_jobs: dict, results: dict) -> tuple[dict, dict]:
-    """(chosen, table): chosen = setting -> config -> lr; table = setting -> config ->
-    {"grid", "means" (mean final error per grid value, inf when a run diverged),
+    """(chosen, table): chosen = setting -> config -> lr (draft 5: its candidate,
+    ``candidates.choose``: {"lr", "lam", ...} on the validation split); table = setting ->
+    config -> {"grid", "means" (mean final error per grid value, inf when a run diverged),
     "choice", "edge", "errors" (per grid value, each tuning seed's error, None for a
     diverged run: the stability map's input), "tie" (the tie set, PROTOCOL.md "Tie-aware
     tuning")}."""
@@ -57,6 +69,13 @@ def choose(tune_jobs: dict, results: dict) -> tuple[dict, dict]:
 
     chosen, table = {}, {}
     for (setting, key), group in tune_jobs.items():
+        if "candidates" in group:  # draft 5: a candidate (lr and regularisers) per config
+            tuner = group["tuner"]
+            row = candidates.choose(group, results, tuner.rules, margin=tuner.margin,
+                                    units=tuner.units)
+            chosen.setdefault(setting, {})[key] = row["choice"]
+            table.setdefault(setting, {})[key] = row
+            continue
         grid, per = group["grid"], group["seeds"]
         means, errors = [], []
         for i, _ in enumerate(grid):
@@ -72,6 +91,19 @@ def choose(tune_jobs: dict, results: dict) -> tuple[dict, dict]:
                                               "errors": errors,
                                               "tie": tie_set(grid, errors, grid[best])}
     return chosen, table
+
+
+def extensions(tune_jobs: dict, results: dict) -> dict:
+    """(setting, config) -> its group with a grid extended past the edge its choice sits at
+    (``candidates.extend``, PROTOCOL.md "Grid edges"), for the configs that need one;
+    {} when none does (and for draft 4's groups, which have no such rule)."""
+    out = {}
+    for where, group in tune_jobs.items():
+        if "candidates" in group:
+            more = candidates.extend(group, results)
+            if more is not None:
+                out[where] = more
+    return out
 
 
 def extend_errors(table: dict, extra: dict) -> dict:
@@ -90,47 +122,92 @@ def extend_errors(table: dict, extra: dict) -> dict:
 
 
 def tie_budgets(budget, table: dict, claims) -> list:
-    """The operating points of the tie set (PROTOCOL.md "Tie-aware tuning") of a
-    finished-tuning budget: per N:M and every lr tied with SR-STE's choice (the choice
-    included, so each N:M has a verdict of its own at every tied lr), a budget with SR-STE's
-    lr (and so STEP's) set to that lr, restricted to that N:M, the readings of
-    ``tie.readings`` and the in-place claims among ``claims`` that study that N:M."""
+    """The operating points of the tie set (PROTOCOL.md "Tie-aware tuning"; draft 5: SR-STE's
+    tie set's reading, its candidates) of a finished-tuning budget: per N:M and every
+    choice tied with SR-STE's (the choice included, so each N:M has a verdict of its own
+    at every tied one), a budget with SR-STE's choice (and so STEP's in place) set to it,
+    restricted to that N:M, the readings of ``tie.readings`` (draft 5: both) and the
+    in-place claims among ``claims`` that study that N:M."""
     import dataclasses
 
     from stepsim.checks import c06_high_sparsity
 
-    rules = budget.rules.operating_points
     if budget.tag or budget.only is not None or budget.schedule != "constant":
         return []
+    draft5 = budget.rules.readings is not None
+    if draft5:
+        claims_of, readings = budget.rules.readings.secondary["tie"]["claims"], None
+    else:
+        rules = budget.rules.operating_points
+        claims_of, readings = rules.claims, tuple(rules.tie.readings[budget.problem])
     rows = table.get(budget.setting, {})
     out = []
     for nm in budget.nms:
         key = protocol.config_key("adam", "sr-ste", nm)
         if key not in rows:
             continue
-        wanted = [c for c in rules.claims if c in claims and (
+        wanted = [c for c in claims_of if c in claims and budget.applies(c) and (
             c != "C6" or tuple(nm) in c06_high_sparsity.HIGH[budget.problem])]
         if not wanted:
             continue
-        for lr in rows[key]["tie"]:
+        for tie in rows[key]["tie"]:
+            lr, regs = candidate_of(tie)
+            words = "".join(f" {k}={v:g}" for k, v in sorted(regs.items()))
             out.append(dataclasses.replace(
-                budget, lrs={**budget.lrs, key: lr}, nm_only=tuple(nm), only=tuple(wanted),
-                readings=tuple(rules.tie.readings[budget.problem]),
-                tag=f"sr-ste {protocol.nm_label(nm)} lr={lr:g}"))
+                budget, lrs={**budget.lrs, key: tie}, nm_only=tuple(nm), only=tuple(wanted),
+                readings=readings, tag=f"sr-ste {protocol.nm_label(nm)} lr={lr:g}{words}"))
     return out
 
 
-def committed() -> dict:
-    """setting -> config -> lr of the committed full run (quick mode's learning rates)."""
+def quick_choices(rules) -> tuple[dict, str | None]:
+    """(setting -> config -> choice, label) quick mode runs under ``rules``: the committed
+    full run's choices (label None) when they were made under these rules or the rules are
+    draft 4's; else (draft 5 before its full run, PROTOCOL.md "Budget, quick mode") the
+    committed draft-4 learning rates with draft 4's regularisers, and for a problem they do
+    not cover the choices of :data:`PROVISIONAL` (MNIST-1D: its pilot's), labelled
+    "provisional". A quick setting without choices of its own takes those of its
+    problem's main setting (the same configs)."""
+    doc = committed_document()
+    chosen, label = doc["lrs"], None
+    if rules.readings is not None and doc.get("rules_sha256") != rules.digest:
+        extra = json.loads(PROVISIONAL.read_text())
+        chosen = {**chosen, **extra["choices"]}
+        label = (f"provisional: the committed full run's learning rates under draft "
+                 f"{_draft_of(doc)} with its regularisers ({COMMITTED.name}); "
+                 + "; ".join(f"{s}: {extra['source']}" for s in sorted(extra["choices"])))
+    out = {k: dict(v) for k, v in chosen.items()}
+    for p, ts, _ in rules.settings("quick"):
+        main = f"{p}/{rules.problems[p].timescales[0]}"
+        if f"{p}/{ts}" not in out and main in out:
+            out[f"{p}/{ts}"] = dict(out[main])
+    return out, label
+
+
+def _draft_of(doc: dict) -> str:
+    found = [d for d, r in protocol.DRAFTS.items()
+             if protocol.rules_digest(r) == doc.get("rules_sha256")]
+    return str(found[0]) if found else "(unknown rules)"
+
+
+def committed_document() -> dict:
+    """The committed full run's choices file (``tuned_lrs.json``): {"lrs", "source",
+    "rules_sha256"}."""
     if not COMMITTED.exists():
         raise FileNotFoundError(f"{COMMITTED} is missing: quick mode reuses the learning "
                                 "rates of the committed full run (stepsim check, full mode)")
-    return json.loads(COMMITTED.read_text())["lrs"]
+    return json.loads(COMMITTED.read_text())
+
+
+def committed() -> dict:
+    """setting -> config -> choice of the committed full run (quick mode's)."""
+    return committed_document()["lrs"]
 
 
 def write_committed(chosen: dict, path=None, *, source: str) -> Path:
-    """Write ``chosen`` (setting -> config -> lr) as the committed choices, with the
-    report they came from (``source``) and the rules digest they were tuned under."""
+    """Write ``chosen`` (setting -> config -> lr, or draft 5's candidate {"lr", "lam",
+    ...}) as the committed choices, with the report they came from (``source``) and the
+    rules digest they were tuned under (quick mode reads them as final only under those
+    rules: :func:`quick_choices`)."""
     from stepsim._ground.atomic import write_text
 
     doc = {"source": source, "rules_sha256": protocol.rules_digest(), "lrs": chosen}

@@ -14,12 +14,14 @@ def add_arguments(parser) -> None:
                              "S1: S-STE, masked decay, transposable SR-STE, ... vs SR-STE "
                              "and STEP), runs only when named")
     parser.add_argument("--quick", action="store_true",
-                        help="quick mode: digits only, 3 seeds, the fast timescale and the "
-                             "learning rates of the committed full run (a few minutes; "
-                             "indicative, not evidence). Default: full mode, the registered "
-                             "protocol (paper_checks/PROTOCOL.md): lrs tuned, 8 seeds, digits "
-                             "and the transformer LM, with the operating points of its "
-                             "current draft (--dry-run estimates the time)")
+                        help="quick mode: digits, the transformer LM and MNIST-1D at short "
+                             "run lengths, 3 seeds, the primary readings and the learning "
+                             "rates of the committed full run (a few minutes; indicative, not "
+                             "evidence). Default: full mode, the registered protocol "
+                             "(paper_checks/PROTOCOL.md): lrs and regularisers tuned on a "
+                             "validation split, 8 seeds, digits, the transformer LM and "
+                             "MNIST-1D, with the readings of its current draft (--dry-run "
+                             "estimates the time)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write DIR/report.json, DIR/report.md, DIR/figures/ and keep "
                              "every finished run in DIR/runs/ (a second call resumes; equal "
@@ -44,10 +46,10 @@ def add_arguments(parser) -> None:
                              "store is whole; 1: it is not (the same check with --out DIR "
                              "sets them aside in DIR/runs/damaged and redoes them); 2: DIR is "
                              "not a check's folder")
-    parser.add_argument("--problem", action="append", choices=("digits", "lm"),
+    parser.add_argument("--problem", action="append", choices=("digits", "lm", "mnist1d"),
                         default=None, metavar="NAME",
-                        help="only this problem of the protocol (digits | lm); repeatable "
-                             "(default: every problem of the mode)")
+                        help="only this problem of the protocol (digits | lm | mnist1d); "
+                             "repeatable (default: every problem of the mode)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan — the runs and tasks per setting and claim, "
                              "tuning and evaluation, how many --out's store already holds, "

@@ -437,7 +437,7 @@ API_CASES = [
         id="run_checks-mode"),
     api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C3"], mode="full", problems=["regression"])), ValueError,
-        r"problem must be one of \['digits', 'lm'\], got 'regression'",
+        r"problem must be one of \['digits', 'lm', 'mnist1d'\], got 'regression'",
         id="run_checks-problem"),
     api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C3"], mode="full", steps=50)), ValueError, r"steps must be an integer >= 200, got 50",
@@ -501,8 +501,8 @@ API_CASES = [
         id="run_checks-out-empty"),
     api(_np(lambda: __import__("stepsim.checks.pipeline").checks.pipeline.run_checks(
         ["C1"], mode="quick", problems=["lm"])), ValueError,
-        r"problem 'lm' is not in quick mode, which runs only \['digits'\]",
-        id="run_checks-quick-problem-not-in-quick-mode"),
+        r"no verdict to make: claim\(s\) C1 on problem\(s\) lm have no setting in quick mode",
+        id="run_checks-quick-claim-not-in-quick-mode"),
     # ---- shared helpers the CLI and problems use
     api(_np(lambda: __import__("stepsim._ground.validate")._ground.validate.check_memory(
         "the activations", 8 * 10**18, available=2**30)), ValueError,

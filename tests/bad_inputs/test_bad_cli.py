@@ -371,8 +371,8 @@ CLI_CASES = [
     case("check C12 --quick --out=", r"--out: empty path; give a directory",
          id="check-out-empty"),
     case("bench --quick --only layout --json=", r"--json: empty path", id="bench-json-empty"),
-    case("check C1 --quick --problem lm", r"problem 'lm' is not in quick mode, which runs only "
-         r"\['digits'\]; check it in full mode", id="check-quick-problem-not-in-quick-mode"),
+    case("check C1 --quick --problem lm", r"no verdict to make: claim\(s\) C1 on problem\(s\) "
+         r"lm have no setting in quick mode", id="check-quick-claim-not-in-quick-mode"),
     case("sweep --recipes dense --steps 1 --dry-run -p scale=", r"--problem-option scale: "
          r"empty value", id="sweep-option-empty"),
     # ---- report: sweep directories whose files have the wrong shape; unknown names

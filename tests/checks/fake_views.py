@@ -16,6 +16,7 @@ import zlib
 
 import numpy as np
 
+from stepsim.checks import protocol
 from stepsim.checks.budget import RECIPES, Budget
 from stepsim.checks.registry import CLAIMS, EXTRAS
 from stepsim.checks.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult, combine
@@ -25,7 +26,7 @@ SEEDS = tuple(range(8))
 N_DIGITS = 899  # the held-out half of scikit-learn's 1797 digits (PROTOCOL §1)
 N_LM = 512
 #: recipe options that are not part of a recipe key (set per run by the budget)
-PER_RUN = {"lr", "beta2", "momentum", "layerwise_m", "layerwise_target"}
+PER_RUN = {"lr", "beta2", "momentum", "layerwise_m", "layerwise_target", "freeze_scope"}
 
 
 # --- budgets and job classification -----------------------------------------------------
@@ -36,8 +37,14 @@ def claim_module(claim: str):
     return importlib.import_module(f"stepsim.checks.{({**CLAIMS, **EXTRAS})[claim]}")
 
 
+#: the rules these tests decide by: draft 4's (each claim's own rule, one budget at a time;
+#: draft 5's rules across readings have tests of their own, test_draft5_*.py)
+DRAFT_4 = protocol.TYPED[4]
+
+
 def needed_keys(module, problem="digits", timescale="main", only=None, steps=0) -> set:
-    probe = Budget("full", problem, timescale, SEEDS, lrs=None, only=only, steps=steps)
+    probe = Budget("full", problem, timescale, SEEDS, lrs=None, only=only, steps=steps,
+                   rules=DRAFT_4)
     module.jobs(probe)
     return set(probe.needed)
 
@@ -47,7 +54,8 @@ def budget_for(module, problem="digits", timescale="main", *, only=None, steps=0
     keys = needed_keys(module, problem, timescale, only, steps)
     chosen = {k: 1e-3 for k in keys}
     chosen.update(lrs or {})
-    return Budget("full", problem, timescale, SEEDS, lrs=chosen, only=only, steps=steps)
+    return Budget("full", problem, timescale, SEEDS, lrs=chosen, only=only, steps=steps,
+                  rules=DRAFT_4)
 
 
 def classify(spec) -> dict:

@@ -48,8 +48,9 @@ def test_help_names_the_registered_protocol(capsys):
     assert main(["check", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "registered protocol (paper_checks/PROTOCOL.md)" in text
-    assert "lrs tuned, 8 seeds, digits and the transformer LM" in text
-    assert "--problem NAME" in text and "(digits | lm)" in text
+    assert "lrs and regularisers tuned on a validation split, 8 seeds, digits, the " \
+        "transformer LM and MNIST-1D" in text
+    assert "--problem NAME" in text and "(digits | lm | mnist1d)" in text
     assert "learning rates of the committed full run" in text  # --quick
     assert "--problem-option" not in text and "--steps" not in text
 
@@ -135,7 +136,7 @@ def test_quick_subset_writes_a_well_formed_report(tmp_path, capsys, committed_lr
             assert (out / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     c3 = claims["C3"]
     assert c3["setting"] == "digits/fast" and c3["seeds"] == [0, 1, 2]
-    assert len(c3["effect"]["values"]) == 3 and len(c3["parts"]) == 1
+    assert len(c3["effect"]["values"]) == 3 and len(c3["parts"]) == 3  # loss scales: parts
     assert c3["effect"]["ci_low"] <= c3["effect"]["estimate"] <= c3["effect"]["ci_high"]
     assert c3["numbers"]["steps"] == 2000 and c3["numbers"]["window"] == 100
     assert claims["C12"]["verdict"] == "REPRODUCED"  # exact counts: no noise here

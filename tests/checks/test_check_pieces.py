@@ -76,15 +76,22 @@ def test_config_keys_round_trip_and_step_reuses_srste():
 
 
 def test_settings_of_full_and_quick_mode():
-    assert protocol.RULES.settings("full") == [("digits", "main", None),
-                                               ("digits", "fast", ("C5",)), ("lm", "fast", None)]
-    assert protocol.RULES.settings("quick") == [("digits", "fast", None)]
-    assert protocol.RULES.settings("full", ["lm"]) == [("lm", "fast", None)]
-    assert protocol.RULES.settings("full", ["digits"]) == [("digits", "main", None),
-                                                     ("digits", "fast", ("C5",))]
+    r4, r5 = protocol.TYPED[4], protocol.TYPED[5]
+    assert r4.settings("full") == [("digits", "main", None), ("digits", "fast", ("C5",)),
+                                   ("lm", "fast", None)]
+    assert r4.settings("quick") == [("digits", "fast", None)]
+    assert r4.settings("full", ["lm"]) == [("lm", "fast", None)]
+    assert r4.settings("full", ["digits"]) == [("digits", "main", None),
+                                               ("digits", "fast", ("C5",))]
     with pytest.raises(ValueError, match=r"problem 'lm' is not in quick mode, which runs only "
                        r"\['digits'\]; check it in full mode"):
-        protocol.RULES.settings("quick", ["lm"])  # refused, not an empty check
+        r4.settings("quick", ["lm"])  # refused, not an empty check
+    # draft 5: the three problems at their main timescales (the agreement check is
+    # --extended's), quick mode on all three at the fast timescale
+    assert r5.settings("full") == [("digits", "main", None), ("lm", "fast", None),
+                                   ("mnist1d", "cnn", None)]
+    assert r5.settings("quick") == [("digits", "fast", None), ("lm", "fast", None),
+                                    ("mnist1d", "fast", None)]
     with pytest.raises(ValueError, match="problem must be one of"):
         protocol.RULES.settings("full", ["regression"])
 
@@ -114,8 +121,9 @@ def test_budget_runs_use_the_tuned_lr_of_their_config_and_the_timescale():
 
 @pytest.fixture
 def five_point_grid(monkeypatch):
-    """The tuning rule on a fixed 5-value grid (the protocol's grid may grow by its edge rule)."""
-    monkeypatch.setattr(protocol, "RULES", protocol.RULES.with_value(
+    """Draft 4's tuning rule (an lr per config; draft 5's candidates: test_draft5_plan.py)
+    on a fixed 5-value grid (the protocol's grid may grow by its edge rule)."""
+    monkeypatch.setattr(protocol, "RULES", protocol.TYPED[4].with_value(
         "grids.digits.adam", [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]))
 
 
@@ -200,16 +208,16 @@ def test_a_diverged_runs_view_counts_as_predicting_nothing(tmp_path):
 
 
 def test_a_full_check_of_a_problem_outside_quick_mode_is_planned():
-    """``stepsim check --problem lm`` (full mode): its tuning covers the LM only (quick
-    mode, whose configs a full tuning also covers, has no LM setting)."""
+    """``stepsim check --problem lm`` (full mode, draft 4): its tuning covers the LM only
+    (quick mode, whose configs a full tuning also covers, has no LM setting)."""
     from stepsim.checks.planning import plan
 
-    made = plan(["C5"], "full", problems=["lm"])
+    made = plan(["C5"], "full", protocol.TYPED[4], problems=["lm"])
     assert made.evaluation is None and made.tuning
     assert {setting for setting, _ in made.tuning} == {"lm/fast"}
     assert {b.problem for b in made.budgets} == {"lm"}
     with pytest.raises(ValueError, match="not in quick mode"):
-        plan(["C5"], "quick", problems=["lm"])
+        plan(["C5"], "quick", protocol.TYPED[4], problems=["lm"])
 
 
 def test_same_report_compares_reports_apart_from_their_times(tmp_path):

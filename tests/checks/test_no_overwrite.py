@@ -28,7 +28,7 @@ def test_a_check_with_no_verdict_is_an_error_and_keeps_the_report(tmp_path, caps
     err = capsys.readouterr().err
     assert "no verdict to make" in err and len(err.strip().splitlines()) == 1
     assert main(["check", "C1", "--quick", "--problem", "lm", "--out", str(out)]) == 2
-    assert "not in quick mode" in capsys.readouterr().err
+    assert "no verdict to make" in capsys.readouterr().err  # quick mode: only C5 on the LM
     assert before == ((out / "report.json").read_bytes(),
                       sorted(p.name for p in (out / "figures").iterdir()))
     # a full-mode check of another claim would mix modes: refused before any work
@@ -127,7 +127,7 @@ def test_checking_one_claim_into_the_committed_draft_3_report_is_refused(tmp_pat
     figures = sorted(p.name for p in (out / "figures").iterdir())
     assert main(["check", "C12", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "made under protocol draft 3 (this check runs draft 4)" in err
+    assert "made under protocol draft 3 (this check runs draft 5)" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert (out / "report.json").read_bytes() == before
     assert sorted(p.name for p in (out / "figures").iterdir()) == figures

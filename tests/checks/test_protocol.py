@@ -33,7 +33,7 @@ def _report() -> dict:
 
 
 def test_rules_in_code_equal_the_registered_block():
-    assert protocol.CURRENT == 4 and protocol.RULES.to_dict() == protocol.DRAFTS[protocol.CURRENT]
+    assert protocol.CURRENT == 5 and protocol.RULES.to_dict() == protocol.DRAFTS[protocol.CURRENT]
     assert protocol.RULES.version == protocol.CURRENT
     for draft, rules in protocol.DRAFTS.items():
         assert rules["version"] == draft
@@ -168,8 +168,11 @@ def test_typed_rules_are_the_registered_dict_with_its_digest():
     assert rules.to_dict() == protocol.DRAFTS[protocol.CURRENT]
     assert rules.digest == protocol.rules_digest() == protocol.rules_digest(
         protocol.DRAFTS[protocol.CURRENT])
-    # the digest the committed quick-mode learning rates and the draft-4 record name
-    assert protocol.rules_digest(protocol.DRAFTS[4]) == rules.digest
+    # the digest the committed learning rates (quick mode's, provisional under draft 5) and
+    # the draft-4 record name
+    assert protocol.rules_digest(protocol.DRAFTS[4]) == protocol.TYPED[4].digest == json.loads(
+        tuning.COMMITTED.read_text())["rules_sha256"]
+    assert protocol.TYPED[5] is rules
     s1 = protocol.EXTRAS["S1"]
     assert isinstance(s1, SuccessorRules) and s1.digest == protocol.rules_digest(
         protocol.RULES_S1)

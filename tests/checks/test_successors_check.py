@@ -128,10 +128,10 @@ def _merged(tmp_path, first_claim: str):
     lrs = {"digits/fast": {k: 1e-3 for k in q.needed}}
     out = tmp_path / "check"
     first = run_checks([first_claim], mode="quick", out=out, steps=200, lrs=lrs, jobs=1,
-                       progress=False)
+                       progress=False, problems=["digits"])
     stored = set((out / "runs").glob("*.json"))
     second = run_checks(["S1"], mode="quick", out=out, steps=200, lrs=lrs, jobs=1,
-                        progress=False)
+                        progress=False, problems=["digits"])
     new = set((out / "runs").glob("*.json")) - stored
     return q, lrs, out, first, second, new
 

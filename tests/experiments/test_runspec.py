@@ -166,6 +166,7 @@ def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys)
     """One run (STEP, default criterion, lr 1e-3, beta2 0.999, 2:4, 300 steps, on the
     protocol's digits problem) built by `stepsim train`, by a sweep row and by a paper
     check's budget: one RunSpec, one set of bits."""
+    from stepsim.checks import protocol
     from stepsim.checks.budget import Budget
     from stepsim.cli import build_parser, main
     from stepsim.cli.train import run_spec
@@ -189,8 +190,9 @@ def test_train_sweep_and_check_give_the_same_run_the_same_bits(tmp_path, capsys)
     from_train = run_spec(build_parser().parse_args(argv[:-2]))
     assert main(argv) == 0
     capsys.readouterr()
-    # a check's run at the main timescale (beta2 0.999); no learning curves, as in tuning
-    budget = Budget("full", "digits", "main", (seed,), steps=300)
+    # a check's run at the main timescale (beta2 0.999); no learning curves, as in tuning;
+    # under draft 4's rules (draft 5's runs add a validation split and the blow-up stop)
+    budget = Budget("full", "digits", "main", (seed,), steps=300, rules=protocol.TYPED[4])
     from_check = budget.run("step-a1", seed, nm=(2, 4), lr=1e-3, evaluate=False)
     assert from_check.criterion == DEFAULT_CRITERION[0]
     assert dict(from_check.criterion_options) == dict(DEFAULT_CRITERION[1])
