@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 from stepsim._ground.provenance import to_jsonable
+from stepsim.checks import simulated_views as SV
 from stepsim.checks import verdict as V
 
 N_SEEDS = 8
@@ -502,49 +503,13 @@ def test_decide_equivalence_on_hand_made_effects():
 # often); NOT REPRODUCED is wrong when the error truth >= margin and the claimed-better side
 # diverges no more often.
 
-N_ITEMS = 899  # the digits held-out half
-STRATA = ((0.85, 0.01), (0.10, 0.20), (0.05, 0.50))  # (share of items, error probability)
-MU = sum(w * q for w, q in STRATA)
-SEED_COMMON, SEED_OWN, RHO = 0.3, 0.2, 0.5
+N_ITEMS = SV.N_ITEMS
 SIMS4 = 2000
 
 
-class _Run:
-    """What a claim holds of a run: its digest (the key of its view)."""
-
-    __slots__ = ("digest",)
-
-    def __init__(self, digest: str):
-        self.digest = digest
-
-
 def _world(case: str):
-    rng = _rng("draft4 " + case)
-
-    def draw(recipes: dict) -> tuple[dict, dict]:
-        """recipes: name -> (shift in points, divergence rate). Returns (views by digest,
-        runs: name -> [_Run per seed])."""
-        strata = rng.choice(len(STRATA), size=N_ITEMS, p=[w for w, _ in STRATA])
-        q = np.array([p for _, p in STRATA])[strata]
-        common = rng.uniform(-SEED_COMMON, SEED_COMMON, size=(N_SEEDS, 1))
-        shared_u = rng.random((N_SEEDS, N_ITEMS))
-        views, runs = {}, {}
-        for name, (shift, rate) in recipes.items():
-            own = rng.uniform(-SEED_OWN, SEED_OWN, size=(N_SEEDS, 1))
-            p = q[None, :] * (1 + shift / (100 * MU)) * (1 + common + own)
-            u = np.where(rng.random((N_SEEDS, N_ITEMS)) < RHO, shared_u,
-                         rng.random((N_SEEDS, N_ITEMS)))
-            lost = rng.random(N_SEEDS) < rate
-            items = np.where(lost[:, None], 100.0, 100.0 * (u < p))
-            # a run's error, the mean of its items: sums of 0/100 values are exact in any
-            # order, so this has the bits of np.mean per run
-            error = (items.sum(axis=1) / N_ITEMS).tolist()
-            runs[name] = [_Run(f"{name}/{s}") for s in range(N_SEEDS)]
-            for s, run in enumerate(runs[name]):
-                views[run.digest] = {"items": items[s], "error": error[s],
-                                     "diverged": bool(lost[s])}
-        return views, runs
-    return draw
+    """The simulation stream of a case (``stepsim.checks.simulated_views.world``)."""
+    return SV.world(_rng("draft4 " + case))
 
 
 def _prod_effect(views, terms, margin=DELTA, name="e"):
