@@ -70,7 +70,6 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     start, started_at = time.perf_counter(), _utc_now()
     made = planning.plan(claims, mode, problems=problems, extended=extended, steps=steps,
                          lrs=lrs)
-    _refuse_unimplemented_rules(made)
     record = merging.protocol_record(made.altered, made.claims, made.rules)
     if made.choices:  # quick mode's choices are not a full run's under these rules
         record["choices"] = made.choices
@@ -82,6 +81,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
 
         for stale in out_dir.glob(".figures-*"):
             shutil.rmtree(stale, ignore_errors=True)
+    _refuse_unimplemented_rules(made)  # after the arguments' own checks, before any work
     executor = Executor(jobs, scheduler, progress, label=f"stepsim check ({mode})")
     with contextlib.ExitStack() as stack:
         if out_dir is None:

@@ -497,8 +497,8 @@ def test_a_full_disk_is_one_line_before_and_after_the_work(files, monkeypatch, c
 
     with monkeypatch.context() as patch:  # the disk fills while the result is written
         patch.setattr(_atomic.Path, "write_bytes", full)
-        rc = main(["theorem1", "--trials", "4", "--dim", "2", "--horizon", "10", "--json",
-                   files["out_json"]])
+        rc = main(["theorem1", "--trials", "4", "--dim", "2", "--horizon", "10", "--quiet",
+                   "--json", files["out_json"]])  # quiet: no progress line on a slow day
     captured = capsys.readouterr()
     assert rc == 1 and "Traceback" not in captured.err
     err = _error_lines(captured.err)

@@ -269,5 +269,5 @@ def test_the_registered_full_run_is_refused_while_halving_is_not_carried_out(tmp
     assert main(["check", "C1", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert len(_error_lines(err)) == 1 and "successive halving" in err, err
-    assert not out.exists()
+    assert not (out / "report.json").exists() and not list(out.glob("runs/*.json"))
     assert main(["check", "C12", "--out", str(out), "--quiet"]) == 0
