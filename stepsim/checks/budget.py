@@ -485,9 +485,11 @@ def reading_budgets(budget: Budget, claims, *, extended: bool = False) -> list:
     (``readings.step_claims``); in full mode the secondary ones, each for its claims:
     freeze scope "sparse" and STEP switched at each fixed fraction of T (in place), and
     on the problems of the cosine reading (``extended``: ``extended.schedule_problems``)
-    the setting under cosine with warm-up in place and at STEP's own. The tie set's
-    readings need the tuning (``tuning.tie_budgets``). Quick mode runs the primary
-    readings only; a budget restricted to some claims or already a reading has none."""
+    the setting under cosine with warm-up in place and at STEP's own; on the problems of
+    ``extended.secondary_problems`` the secondary readings only with ``extended``. The tie
+    set's readings need the tuning (``tuning.tie_budgets``). Quick mode runs the primary
+    readings only, "own" only for ``quick.own_claims`` (None: every claim about STEP); a
+    budget restricted to some claims or already a reading has none."""
     rules = budget.rules.readings
     if budget.only is not None or budget.tag or budget.schedule != "constant":
         return []
@@ -496,9 +498,12 @@ def reading_budgets(budget: Budget, claims, *, extended: bool = False) -> list:
         return tuple(c for c in claims if c in names and budget.applies(c))
 
     about_step = among(rules.step_claims)
+    if budget.mode == "quick" and budget.rules.quick.own_claims is not None:
+        about_step = tuple(c for c in about_step if c in budget.rules.quick.own_claims)
     out = [dataclasses.replace(budget, step_lr="own", only=about_step, tag="own-lr")
            ] if about_step else []
-    if budget.mode == "quick":
+    if budget.mode == "quick" or (not extended and budget.problem in
+                                  (budget.rules.extended.secondary_problems or ())):
         return out
     secondary = rules.secondary
     frozen = among(secondary["freeze-sparse"]["claims"])

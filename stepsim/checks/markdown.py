@@ -193,6 +193,11 @@ def _operating_markdown(report) -> list:
     if op.get("skipped"):
         lines += ["## Operating points not run", ""] + [f"- {_md(s)}" for s in op["skipped"]]
         lines.append("")
+    if op.get("extended_set"):
+        title = ("## Not run by this check: the extended set (PROTOCOL.md \"Budget, quick "
+                 "mode, the extended set\"; `stepsim check --extended all S1`)")
+        lines += [title, ""] + [f"- {_md(s)}" for s in op["extended_set"]]
+        lines.append("")
     for setting, per in sorted((op.get("stability") or {}).items()):
         lines += [f"## Stability map: {setting} (PROTOCOL §D4.3)", "",
                   "| N:M | recipe | lr: mean error of finite runs (diverged k/n, 95% CP) | "

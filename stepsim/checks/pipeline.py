@@ -114,6 +114,9 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     record_of_operating, kept_stability = _operating(merged, extended, staging)
     if ev.extensions:  # the claims the extension stage gave more seeds
         record_of_operating["extensions"] = list(ev.extensions)
+    left_out = planning.extended_set_left_out(made)
+    if left_out:  # the registered parts this (full, not --extended) check did not run
+        record_of_operating["extended_set"] = left_out
     if staging is not None:  # the old report's figures that stay
         _keep(merged.kept_figures + kept_stability, out_dir, staging)
     wall_s = time.perf_counter() - start  # the report.json that follows: milliseconds

@@ -114,13 +114,15 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
     if extended not in (True, False) or (extended and mode != "full"):
         raise ValueError(f"extended must be True or False and needs mode 'full', got "
                          f"extended={extended!r} with mode={mode!r}")
+    names = _outside_extended_set(rules, names, claims, mode, extended)
     budgets = _budgets(rules, mode, problems, names, steps or 0, extended)
     plain = NoProblem(mode)
     free = [c for c in names if c in rules.claims_on("none")]
     covered = frozenset({(c, b.key) for b in budgets for c in names if b.applies(c)}
                         | {(c, plain.key) for c in free})
     if not covered:
-        where = ", ".join(f"{p} ({ts})" for p, ts, _ in rules.settings(mode)) or "none"
+        where = ", ".join(f"{p} ({ts})" for p, ts, _ in rules.settings(mode, None, extended)
+                          ) or "none"
         raise ValueError(f"no verdict to make: claim(s) {', '.join(names)} on problem(s) "
                          f"{', '.join(problems or ['every'])} have no setting in {mode} mode "
                          f"(its settings: {where}); nothing was run or written")
@@ -136,7 +138,8 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
     if lrs is not None:
         known = {k: dict(v) for k, v in lrs.items()}
     elif mode == "quick":
-        known, label = tuning.quick_choices(rules) if budgets else ({}, None)
+        known, label = (tuning.quick_choices(rules, problems={b.problem for b in budgets})
+                        if budgets else ({}, None))
     else:
         needs = _tuning_needs(rules, budgets, problems, names, steps or 0)
         tune = tuning.jobs(needs)
@@ -154,10 +157,45 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
     return dataclasses.replace(made, evaluation=evaluation(made, known, {}))
 
 
+def _outside_extended_set(rules, names: tuple, claims, mode: str, extended: bool) -> tuple:
+    """The claims a check of ``mode`` runs among ``names``: a full check without
+    ``extended`` leaves the extended set's claims (``extended.claims``) out of "all", and
+    naming one is a ValueError (it would run nothing)."""
+    aside = set(rules.extended.claims or ()) if mode == "full" and not extended else set()
+    named = aside & {str(c).upper() for c in (claims or ["all"])}
+    if named:
+        raise ValueError(f"claim {min(named)} belongs to the extended set of the protocol "
+                         "(PROTOCOL.md \"Budget, quick mode, the extended set\"): check it "
+                         "with --extended")
+    return tuple(c for c in names if c not in aside)
+
+
+def extended_set_left_out(made: Plan) -> list[str]:
+    """What the registered rules run only with ``--extended`` and a full check of
+    ``made`` without it left out (PROTOCOL.md "Budget, quick mode, the extended set"), one
+    line each, for the report; [] in quick mode, with ``--extended`` and under rules whose
+    extended set moves no claim, problem or reading out of the full run (draft 4)."""
+    ext = made.rules.extended
+    if made.mode != "full" or made.extended or made.rules.readings is None:
+        return []
+    lines = [f"problem {p}: every claim" for p in ext.problems or ()]
+    lines += [f"claim {c}" for c in ext.claims or ()]
+    secondary = ", ".join(k for k in made.rules.readings.secondary if k != "cosine-warmup")
+    lines += [f"the secondary readings on {p} ({secondary})"
+              for p in ext.secondary_problems or ()]
+    lines += [f"cosine with warm-up on {p}" for p in ext.schedule_problems
+              if p not in made.rules.readings.secondary["cosine-warmup"]["problems"]]
+    if ext.agreement is not None:
+        lines.append(f"the agreement check of {ext.agreement.claim} on "
+                     f"{ext.agreement.problem} at the {ext.agreement.timescales[-1]} timescale")
+    lines.append(f"the stability map's tuning seeds {list(ext.stability_seeds)}")
+    return lines
+
+
 def _budgets(rules, mode, problems, names, steps, extended) -> list:
     """The settings of ``mode`` and their fixed operating points that some claim applies to."""
     seeds = tuple(getattr(rules.seeds, mode))
-    settings = rules.settings(mode, problems)
+    settings = rules.settings(mode, problems, extended)
     agreement = rules.extended.agreement
     if extended and agreement is not None and agreement.problem in (problems or rules.problems):
         # draft 5: the agreement check at its second timescale is the extended set's
@@ -198,7 +236,8 @@ def evaluation(made: Plan, chosen: dict, table: dict) -> Evaluation:
     A registered setting without a learning rate is an error; an operating point or, in
     quick mode, an extra without one is skipped with a note."""
     final = [dataclasses.replace(b, lrs=chosen.get(b.setting, {})) for b in made.budgets]
-    final += [t for b in final for t in tuning.tie_budgets(b, table, made.claims)]
+    final += [t for b in final for t in tuning.tie_budgets(b, table, made.claims,
+                                                     extended=made.extended)]
     jobs, skipped, budgets = {}, [], {}
     for b in final:
         point = bool(b.tag) or b.schedule != "constant"

@@ -203,6 +203,7 @@ class Quick(Record):
     steps: Mapping[str, int] | None = None
     claims: Mapping[str, tuple[str, ...]] | None = None
     nms: Mapping[str, tuple[tuple[int, int], ...]] | None = None
+    own_claims: tuple[str, ...] | None = None  # the claims read at STEP's own (None: all)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,10 +281,19 @@ class Diagnostics(Record):
 
 @dataclasses.dataclass(frozen=True)
 class Extended(Record):
+    """What only ``--extended`` runs (PROTOCOL.md "Budget and the extended set"): STEP-A1
+    and STEP-SR readings per problem, the problems of the schedule readings, the stability
+    map's extra tuning seeds; draft 5: the agreement check, whole ``problems`` (every claim
+    on them), whole ``claims`` (on every problem) and the secondary readings of
+    ``secondary_problems``."""
+
     readings: Mapping[str, tuple[str, ...]]
     schedule_problems: tuple[str, ...]
     stability_seeds: tuple[int, ...]
     agreement: Agreement | None = None  # draft 5: the agreement check moved here
+    problems: tuple[str, ...] | None = None  # None: ()
+    secondary_problems: tuple[str, ...] | None = None
+    claims: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -475,12 +485,14 @@ class Rules(Record):
         """The claims decided on ``problem`` ("none": the claims that train nothing)."""
         return self.claims.get(problem, ())
 
-    def settings(self, mode: str, problems=None) -> list[tuple[str, str, tuple | None]]:
+    def settings(self, mode: str, problems=None,
+                 extended: bool = False) -> list[tuple[str, str, tuple | None]]:
         """The (problem, timescale, only_claims) settings a check of ``mode`` runs, in
         report order: every problem at its main timescale, and the agreement claim at the
         fast timescale on digits in full mode unless the agreement check belongs to the
         extended set (``extended.agreement``: draft 5); quick mode runs its problems at its
-        timescale."""
+        timescale. A problem of the extended set (``extended.problems``) runs in full mode
+        only with ``extended``; naming it without is a ValueError (it would run nothing)."""
         if mode not in MODES:
             raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
         chosen = list(self.problems) if problems is None else list(problems)
@@ -494,8 +506,13 @@ class Rules(Record):
                                  f"in quick mode, which runs only {list(quick)}; check it "
                                  f"in full mode")
             return [(p, self.quick.timescale, None) for p in quick if p in chosen]
+        aside = () if extended else self.extended.problems or ()
+        if problems is not None and set(chosen) & set(aside):
+            raise ValueError(f"problem {min(set(chosen) & set(aside))!r} belongs to the "
+                             "extended set of the protocol (PROTOCOL.md \"Budget, quick mode, "
+                             "the extended set\"): check it with --extended")
         out = []
-        for p in chosen:
+        for p in (p for p in chosen if p not in aside):
             out.append((p, self.problems[p].timescales[0], None))
             if p == self.agreement.problem and self.extended.agreement is None:
                 out.append((p, "fast", (self.agreement.claim,)))  # (draft 5: --extended)
@@ -534,6 +551,10 @@ def _check_rules(r: Rules) -> None:
          "the agreement claim, problem and timescales must be the problem's")
     need(set(r.quick.problems) <= problems and r.quick.timescale in timescales,
          "quick mode's problems and timescale must be the protocol's")
+    aside = set(r.extended.problems or ())
+    need(aside | set(r.extended.secondary_problems or ()) <= problems and aside < problems,
+         "extended.problems and extended.secondary_problems must be problems of the "
+         "protocol, and some problem must stay in the full run")
     lo, hi = r.clip
     need(0 < lo < hi <= 1, f"clip must be 0 < lo < hi <= 1, got {list(r.clip)}")
     need(0 < r.alpha < 0.5 and 0 < r.stability.level < 1, "alpha in (0, 0.5), level in (0, 1)")

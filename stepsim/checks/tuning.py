@@ -121,13 +121,14 @@ def extend_errors(table: dict, extra: dict) -> dict:
     return out
 
 
-def tie_budgets(budget, table: dict, claims) -> list:
+def tie_budgets(budget, table: dict, claims, *, extended: bool = False) -> list:
     """The operating points of the tie set (PROTOCOL.md "Tie-aware tuning"; draft 5: SR-STE's
     tie set's reading, its candidates) of a finished-tuning budget: per N:M and every
     choice tied with SR-STE's (the choice included, so each N:M has a verdict of its own
     at every tied one), a budget with SR-STE's choice (and so STEP's in place) set to it,
     restricted to that N:M, the readings of ``tie.readings`` (draft 5: both) and the
-    in-place claims among ``claims`` that study that N:M."""
+    in-place claims among ``claims`` that study that N:M. Draft 5: a secondary reading, so
+    none on ``extended.secondary_problems`` without ``extended``."""
     import dataclasses
 
     from stepsim.checks import c06_high_sparsity
@@ -135,6 +136,9 @@ def tie_budgets(budget, table: dict, claims) -> list:
     if budget.tag or budget.only is not None or budget.schedule != "constant":
         return []
     draft5 = budget.rules.readings is not None
+    if draft5 and not extended and budget.problem in (budget.rules.extended
+                                                           .secondary_problems or ()):
+        return []
     if draft5:
         claims_of, readings = budget.rules.readings.secondary["tie"]["claims"], None
     else:
@@ -159,22 +163,35 @@ def tie_budgets(budget, table: dict, claims) -> list:
     return out
 
 
-def quick_choices(rules) -> tuple[dict, str | None]:
+def quick_choices(rules, doc: dict | None = None, *,
+                  problems=None) -> tuple[dict, str | None]:
     """(setting -> config -> choice, label) quick mode runs under ``rules``: the committed
-    full run's choices (label None) when they were made under these rules or the rules are
-    draft 4's; else (draft 5 before its full run, PROTOCOL.md "Budget, quick mode") the
-    committed draft-4 learning rates with draft 4's regularisers, and for a problem they do
-    not cover the choices of :data:`PROVISIONAL` (MNIST-1D: its pilot's), labelled
-    "provisional". A quick setting without choices of its own takes those of its
-    problem's main setting (the same configs)."""
-    doc = committed_document()
-    chosen, label = doc["lrs"], None
-    if rules.readings is not None and doc.get("rules_sha256") != rules.digest:
+    full run's choices (``doc``, default :func:`committed_document`; label None) when they
+    were made under these rules or the rules are draft 4's; else (draft 5 before its full
+    run, PROTOCOL.md "Budget, quick mode") the committed draft-4 learning rates with draft
+    4's regularisers, and for a problem they do not cover the choices of
+    :data:`PROVISIONAL` (MNIST-1D: its pilot's), labelled "provisional". After a draft-5
+    full run, a setting it did not tune (the LM: the extended set's) still takes
+    :data:`PROVISIONAL`'s choices, labelled. A quick setting without choices of its own
+    takes those of its problem's main setting (the same configs). ``problems``: the
+    problems the check runs (None: every one), the only ones provisional choices are taken
+    and labelled for."""
+    doc = committed_document() if doc is None else doc
+    chosen, label = dict(doc["lrs"]), None
+    if rules.readings is not None:
         extra = json.loads(PROVISIONAL.read_text())
-        chosen = {**chosen, **extra["choices"]}
-        label = (f"provisional: the committed full run's learning rates under draft "
-                 f"{_draft_of(doc)} with its regularisers ({COMMITTED.name}); "
-                 + "; ".join(f"{s}: {extra['source']}" for s in sorted(extra["choices"])))
+        final = doc.get("rules_sha256") == rules.digest
+        taken = sorted(s for s in extra["choices"] if s not in chosen and (
+            problems is None or s.split("/")[0] in problems))
+        chosen.update({s: extra["choices"][s] for s in taken})
+        parts = [f"{s}: {extra['sources'][s]}" for s in taken]
+        if not final:
+            head = (f"provisional: the committed full run's learning rates under draft "
+                    f"{_draft_of(doc)} with its regularisers ({COMMITTED.name})")
+            label = "; ".join([head, *parts])
+        elif parts:
+            label = "provisional, settings the committed full run did not tune: " + "; ".join(
+                parts)
     out = {k: dict(v) for k, v in chosen.items()}
     for p, ts, _ in rules.settings("quick"):
         main = f"{p}/{rules.problems[p].timescales[0]}"

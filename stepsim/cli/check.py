@@ -34,11 +34,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run on a Dask cluster at ADDRESS (tcp://host:port) instead")
     parser.add_argument("--extended", action="store_true",
-                        help="full mode plus the extended set of PROTOCOL.md (\"Budget and "
-                             "the extended set\": STEP-A1 on the LM at the fixed switch "
-                             "fractions and the tie set, the LM under cosine, more tuning "
-                             "seeds for the stability map); beyond the protocol's time "
-                             "budget, meant for --scheduler (Dask); not registered evidence")
+                        help="full mode plus the extended set of PROTOCOL.md (\"Budget, "
+                             "quick mode, the extended set\"): what the registered rules "
+                             "run beyond the full run's time budget (draft 5: the LM, S1, "
+                             "C9, the secondary readings, cosine with warm-up, more tuning "
+                             "seeds for the stability map); meant for --scheduler (Dask)")
     parser.add_argument("--verify", metavar="DIR", default=None,
                         help="read every run stored in DIR/runs (a check's --out) and list "
                              "the damaged ones (cut short, changed, half a pair) and foreign "
@@ -70,7 +70,8 @@ def run(args) -> int:
         return verify(args)
     # bad input is a one-line error before any work starts (run_checks probes --out after
     # every argument is checked, so a refused command leaves no folder)
-    claims = parse_claims(args.claims)
+    parse_claims(args.claims)  # unknown names refused here; "all" stays a word: in full
+    claims = args.claims       # mode without --extended it leaves the extended set's out
     mode = "quick" if args.quick else "full"
     if args.extended and args.quick:
         raise ValueError("--extended adds to the full check; it cannot be combined with "

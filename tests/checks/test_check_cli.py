@@ -62,6 +62,10 @@ def test_help_names_the_registered_protocol(capsys):
     (["C12", "--jobs", "0"], r"--jobs"),
     (["C1", "--problem-option", "nm=1:8"], r"unrecognized arguments: --problem-option"),
     (["C1", "--steps", "200"], r"unrecognized arguments: --steps"),
+    # the extended set (PROTOCOL.md D5.11) named in a full check without --extended
+    (["C1", "--problem", "lm"], r"problem 'lm' belongs to the extended set .* --extended$"),
+    (["all", "S1"], r"claim S1 belongs to the extended set .* --extended$"),
+    (["C9"], r"claim C9 belongs to the extended set .* --extended$"),
 ])
 def test_bad_arguments_are_one_line_before_any_work(argv, pattern, tmp_path, capsys, no_work):
     out = tmp_path / "x"

@@ -86,10 +86,15 @@ def test_settings_of_full_and_quick_mode():
     with pytest.raises(ValueError, match=r"problem 'lm' is not in quick mode, which runs only "
                        r"\['digits'\]; check it in full mode"):
         r4.settings("quick", ["lm"])  # refused, not an empty check
-    # draft 5: the three problems at their main timescales (the agreement check is
-    # --extended's), quick mode on all three at the fast timescale
-    assert r5.settings("full") == [("digits", "main", None), ("lm", "fast", None),
-                                   ("mnist1d", "cnn", None)]
+    # draft 5: the problems at their main timescales (the agreement check and the LM are
+    # --extended's: PROTOCOL.md D5.11's budget), quick mode on all three at the fast timescale
+    assert r5.settings("full") == [("digits", "main", None), ("mnist1d", "cnn", None)]
+    assert r5.settings("full", extended=True) == [("digits", "main", None),
+                                                  ("lm", "fast", None), ("mnist1d", "cnn", None)]
+    with pytest.raises(ValueError, match=r"problem 'lm' belongs to the extended set of the "
+                       r"protocol .*: check it with --extended"):
+        r5.settings("full", ["lm"])  # named without --extended: refused, not an empty check
+    assert r5.settings("full", ["lm"], extended=True) == [("lm", "fast", None)]
     assert r5.settings("quick") == [("digits", "fast", None), ("lm", "fast", None),
                                     ("mnist1d", "fast", None)]
     with pytest.raises(ValueError, match="problem must be one of"):
@@ -243,3 +248,41 @@ def test_same_report_compares_reports_apart_from_their_times(tmp_path):
     found = same_report.differences(same_report.comparable(a), same_report.comparable(c))
     assert found == [".result.claims[0].verdict: 'REPRODUCED' != 'INCONCLUSIVE'",
                      ".result.compute.runs: 3 != 4"]
+
+
+def test_quick_mode_reads_step_at_its_own_choice_only_for_c5_and_c6():
+    """PROTOCOL.md D5.11's amendment (``quick.own_claims``): quick mode's "own" reading is
+    C5's and C6's; C4, C7 and C8 are read in place only (full mode reads both)."""
+    from stepsim.checks import planning
+
+    r5 = protocol.TYPED[5]
+    quick = planning.plan(["C4", "C5", "C6", "C7", "C8"], "quick", r5, problems=["digits"])
+    own = {b.key: b.only for b in quick.budgets if b.step_lr == "own"}
+    assert own == {"digits/fast@own-lr": ("C5", "C6")}
+    full = planning.plan(["C4", "C5", "C6", "C7", "C8"], "full", r5, problems=["digits"])
+    assert {b.key: b.only for b in full.budgets if b.step_lr == "own"} == {
+        "digits/main@own-lr": ("C4", "C5", "C6", "C7", "C8")}
+
+
+def test_a_full_check_without_extended_says_what_it_left_out():
+    """PROTOCOL.md D5.11: the registered full run's report names the extended set's parts
+    it did not run; quick mode, --extended and draft 4 name none."""
+    import types
+
+    from stepsim.checks import markdown, planning
+
+    r5 = protocol.TYPED[5]
+    core = planning.plan(["all"], "full", r5)
+    lines = planning.extended_set_left_out(core)
+    assert lines[:3] == ["problem lm: every claim", "claim C9", "claim S1"]
+    assert "the secondary readings on digits (freeze-sparse, fractions, tie)" in lines
+    assert "cosine with warm-up on digits" in lines
+    assert planning.extended_set_left_out(planning.plan(["all"], "full", r5,
+                                                        extended=True)) == []
+    assert planning.extended_set_left_out(planning.plan(["C3"], "quick", r5)) == []
+    assert planning.extended_set_left_out(planning.plan(["C3"], "full",
+                                                        protocol.TYPED[4])) == []
+    text = "\n".join(markdown._operating_markdown(
+        types.SimpleNamespace(operating={"extended_set": lines})))
+    assert "## Not run by this check: the extended set" in text
+    assert "- claim S1" in text

@@ -106,11 +106,19 @@ def test_regularisers_follow_the_recipe_that_reuses_them():
 
 
 def test_the_full_plan_reads_every_step_claim_at_its_readings():
-    made = planning.plan(["all"], "full", R5)
+    # the registered full run (PROTOCOL.md D5.11's budget): digits and MNIST-1D at the
+    # primary readings; C9, S1, the LM and every secondary reading are --extended's
+    core = planning.plan(["all"], "full", R5)
+    assert {b.key for b in core.budgets} == {"digits/main", "digits/main@own-lr",
+                                             "mnist1d/cnn", "mnist1d/cnn@own-lr"}
+    assert "C9" not in core.claims and {s for s, _ in core.tuning} == {"digits/main",
+                                                                       "mnist1d/cnn"}
+    assert all(b.primary for b in core.budgets)
+    made = planning.plan(["all"], "full", R5, extended=True)
     assert made.evaluation is None  # waits for the tuning
     keys = {b.key: b for b in made.budgets}
-    assert {"digits/fast", "digits/fast@own-lr"}.isdisjoint(keys)  # the agreement: extended
-    assert {k for k in keys if k.startswith("digits")} == {
+    assert "digits/fast@own-lr" not in keys  # the agreement: in place only
+    assert {k for k in keys if k.startswith("digits")} == {"digits/fast",
         "digits/main", "digits/main@own-lr", "digits/main@freeze-sparse",
         "digits/main@k0=0.3T", "digits/main@k0=0.5T", "digits/main-cosine",
         "digits/main-cosine@own-lr"}
@@ -243,7 +251,7 @@ def test_a_choice_at_a_grid_edge_extends_that_grid_once():
 
 
 def test_tuning_choose_returns_candidates_and_tie_budgets_read_them():
-    made = planning.plan(["C5"], "full", R5, problems=["lm"], steps=200)
+    made = planning.plan(["C5"], "full", R5, problems=["lm"], steps=200, extended=True)
     groups = dict(made.tuning)
     results = {}
     for g in groups.values():
@@ -378,7 +386,9 @@ def test_a_claim_whose_divergence_alone_differs_gets_the_extension_seeds():
 def test_s1_runs_masked_decay_transposable_and_tunes_each_successors_options():
     from stepsim.checks import s01_successors as s1
 
-    made = planning.plan(["S1"], "full", R5, problems=["digits"])
+    with pytest.raises(ValueError, match="claim S1 belongs to the extended set"):
+        planning.plan(["S1"], "full", R5, problems=["digits"])  # D5.11: --extended's
+    made = planning.plan(["S1"], "full", R5, problems=["digits"], extended=True)
     runs = _runs(made.recorded["digits/main"])
     decay = [r for r in runs if r.recipe == "masked-decay"]
     assert decay and all(dict(r.recipe_options)["transposable"] is True for r in decay)
@@ -397,7 +407,9 @@ def test_the_agreement_check_is_the_extended_sets():
     plain = {b.key for b in planning.plan(["C5"], "full", R5, problems=["digits"]).budgets}
     made = planning.plan(["C5"], "full", R5, problems=["digits"], extended=True)
     keys = {b.key: b for b in made.budgets}
-    assert set(keys) - plain == {"digits/fast"}
+    assert set(keys) - plain == {"digits/fast", "digits/main@freeze-sparse",
+                                 "digits/main@k0=0.3T", "digits/main@k0=0.5T",
+                                 "digits/main-cosine", "digits/main-cosine@own-lr"}
     agreement = keys["digits/fast"]
     assert agreement.reading == "agreement" and not agreement.primary
     assert c5.nms(agreement) == ((1, 8),) and agreement.steps == 2000
@@ -439,15 +451,24 @@ def test_an_extended_claim_is_decided_on_all_its_seeds():
 
 def test_a_draft_5_full_runs_choices_serve_quick_mode_as_they_are(tmp_path, monkeypatch):
     """Once a draft-5 full run's choices are committed, quick mode takes them unlabelled,
-    each quick setting those of its problem's main setting (the same configs)."""
+    each quick setting those of its problem's main setting (the same configs); a problem
+    the full run did not tune (the LM: the extended set's, PROTOCOL.md D5.11) keeps the
+    provisional choices, labelled."""
     path = tmp_path / "tuned_lrs.json"
     chosen = {"digits/main": {"adam|dense|-": {"lr": 0.003}},
-              "lm/fast": {"adam|sr-ste|2:4": {"lr": 0.01, "lam": 0.02}}}
+              "mnist1d/cnn": {"adam|sr-ste|1:4": {"lr": 0.01, "lam": 0.02}}}
     tuning.write_committed(chosen, path, source="a test")
     monkeypatch.setattr(tuning, "COMMITTED", path)
     got, label = tuning.quick_choices(R5)
-    assert label is None and got["digits/fast"] == chosen["digits/main"]
-    assert got["lm/fast"] == chosen["lm/fast"] and "mnist1d/fast" not in got
+    provisional = json.loads(tuning.PROVISIONAL.read_text())
+    assert got["digits/fast"] == chosen["digits/main"]
+    assert got["mnist1d/fast"] == chosen["mnist1d/cnn"]  # the run's, not the pilot's
+    assert got["lm/fast"] == provisional["choices"]["lm/fast"]
+    assert label.startswith("provisional, settings the committed full run did not tune: "
+                            "lm/fast: draft 4's committed") and "mnist1d" not in label
+    every = {**chosen, "lm/fast": {"adam|sr-ste|2:4": {"lr": 0.01, "lam": 0.02}}}
+    got, label = tuning.quick_choices(R5, {"lrs": every, "rules_sha256": R5.digest})
+    assert label is None and got["lm/fast"] == every["lm/fast"]
     made = planning.plan(["C3"], "quick", R5)
     assert made.choices is None
     assert {dict(r.recipe_options)["lr"] for r in _runs(made.evaluation.tasks)} == {0.003}

@@ -24,7 +24,7 @@ def test_a_check_with_no_verdict_is_an_error_and_keeps_the_report(tmp_path, caps
     os.umask(umask)
     assert (out / "figures").stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700
     capsys.readouterr()
-    assert main(["check", "C3", "--problem", "lm", "--out", str(out)]) == 2
+    assert main(["check", "C3", "--problem", "lm", "--extended", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "no verdict to make" in err and len(err.strip().splitlines()) == 1
     assert main(["check", "C1", "--quick", "--problem", "lm", "--out", str(out)]) == 2
