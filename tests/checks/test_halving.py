@@ -142,7 +142,7 @@ def test_an_lr_added_at_the_grids_edge_runs_to_t_as_a_finalist():
     assert row["reached"][more["candidates"].index({"lr": 3e-4, "lam": 2e-4})] == 200
 
 
-def test_a_full_grid_config_is_not_halved_by_draft_4s_path_either():
+def test_a_group_made_without_halving_runs_every_candidate_to_t():
     tuner = Budget("full", "digits", "main", R5.seeds.tuning, rules=R5, steps=200)
     g = candidates.group(tuner, "adam|asp|1:8", "asp", "adam", (1, 8), None,
                          [1e-3, 3e-3, 1e-2], {})
