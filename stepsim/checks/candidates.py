@@ -17,13 +17,23 @@ smaller lr.
   none of whose runs diverged whose mean difference to the choice is at most ``tie.se``
   times its seeds x items standard error on the validation split (:func:`tied`).
 
+Under successive halving (``tuning.halving``, :mod:`stepsim.checks.halving`; a group made
+with ``halving``) not every candidate runs to T: each regulariser value's lr grid climbs
+rungs of T/4 and T/2 (their own RunSpecs, ``steps`` the rung) and only the finalists run to
+T. :func:`pending` gives the runs whose turn has come, :func:`planned` every run the
+group's tuning will make; the choice and the tie set are made among the candidates run to
+T, and every candidate's mean is read at the highest rung it reached (``reached``).
+
 Pure: nothing is run or read from disk here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+
+from stepsim.checks import halving as halving_rule
 
 
 def regularisers(rules, recipe: str) -> dict:
@@ -56,33 +66,124 @@ def beyond(grid, side: str) -> float:
 
 
 def group(tuner, key: str, recipe: str, optimizer: str, nm, m, lrs, grids: dict,
-          extended=()) -> dict:
+          extended=(), *, halving=None, finalist_lrs=()) -> dict:
     """The tuning of one config: {"grid" (lrs), "options" (option -> grid), "candidates",
-    "tasks" (candidate-major, seeds inner), "seeds", "extended" (the (grid, side) pairs
-    extended so far), "tuner", "key"}. tuner: the Budget the runs are made with (its
-    tuning seeds)."""
+    "tasks" (every candidate's run to T, candidate-major, seeds inner), "seeds",
+    "extended" (the (grid, side) pairs extended so far), "tuner", "key", "halving" (the
+    registered rule when this config is halved, else None), "rungs" (steps -> every
+    candidate's runs of that many steps, the T/4 and T/2 rungs; {} without halving),
+    "finalist_lrs" (lrs an edge extension added: they run to T at once)}. tuner: the
+    Budget the runs are made with (its tuning seeds and T)."""
     made = pairs(lrs, grids)
-    tasks = [tuner.run(recipe, seed, nm=nm, m=m, optimizer=optimizer, lr=c["lr"],
-                       regularisers={k: v for k, v in c.items() if k != "lr"},
-                       evaluate=False)
-             for c in made for seed in tuner.seeds]
+
+    def runs(budget):
+        return [budget.run(recipe, seed, nm=nm, m=m, optimizer=optimizer, lr=c["lr"],
+                           regularisers={k: v for k, v in c.items() if k != "lr"},
+                           evaluate=False)
+                for c in made for seed in budget.seeds]
+
+    rungs = {}
+    if halving is not None:
+        for at in halving_rule.ladder(halving, tuner.steps)[:-1]:
+            rungs[at] = runs(dataclasses.replace(tuner, steps=at))
     return {"grid": [float(x) for x in lrs], "options": dict(grids), "candidates": made,
-            "tasks": tasks, "seeds": len(tuner.seeds), "extended": tuple(extended),
+            "tasks": runs(tuner), "seeds": len(tuner.seeds), "extended": tuple(extended),
             "tuner": tuner, "key": key, "recipe": recipe, "optimizer": optimizer,
-            "nm": nm, "m": m}
+            "nm": nm, "m": m, "halving": halving, "rungs": rungs,
+            "finalist_lrs": tuple(float(x) for x in finalist_lrs)}
 
 
-def scores(g: dict, results: dict) -> tuple[list[float], list[list]]:
-    """(per candidate its mean validation error over the tuning seeds, +inf when a run
-    diverged; per candidate each seed's view)."""
+def steps_of(g: dict) -> int:
+    """T of a config's tuning runs."""
+    return int(g["tuner"].steps)
+
+
+def runs_at(g: dict, i: int, steps: int) -> list:
+    """Candidate ``i``'s runs of ``steps`` steps (T or a rung's), one per tuning seed."""
     per = g["seeds"]
-    means, views = [], []
+    every = g["tasks"] if steps == steps_of(g) else g["rungs"][steps]
+    return every[i * per:(i + 1) * per]
+
+
+def lanes(g: dict) -> list[list[tuple[int, float]]]:
+    """Per regulariser value (every combination of the options' values) its halved
+    candidates, [(index, lr), ...] in the lr grid's order: every lr but an edge
+    extension's."""
+    out = {}
+    for i, c in enumerate(g["candidates"]):
+        if c["lr"] in g["finalist_lrs"]:
+            continue
+        out.setdefault(tuple(c[n] for n in g["options"]), []).append((i, c["lr"]))
+    return list(out.values())
+
+
+def climbed(g: dict, score) -> tuple[dict, list]:
+    """(reached, pending) of group ``g`` (``halving.climb``) under ``score(i, steps)``; a
+    group without halving runs every candidate to T."""
+    T = steps_of(g)
+    if g.get("halving") is None:
+        every = range(len(g["candidates"]))
+        return {i: T for i in every}, [(i, T) for i in every if score(i, T) is None]
+    extra = [i for i, c in enumerate(g["candidates"]) if c["lr"] in g["finalist_lrs"]]
+    return halving_rule.climb(g["halving"], lanes(g), extra, T, score)
+
+
+def _mean(views) -> float:
+    return (math.inf if any(v["diverged"] for v in views)
+            else sum(validation_error(v) for v in views) / len(views))
+
+
+def _known(g: dict, results: dict):
+    """score(i, steps): candidate i's mean validation error at ``steps``, None while one of
+    its runs is not in ``results``."""
+    def score(i, steps):
+        runs = runs_at(g, i, steps)
+        if any(t.digest not in results for t in runs):
+            return None
+        return _mean([results[t.digest] for t in runs])
+    return score
+
+
+def pending(g: dict, results: dict) -> list:
+    """The runs of group ``g`` whose turn has come and that ``results`` lacks: every
+    candidate's runs to T (no halving), or the next rung's of each lane."""
+    _, todo = climbed(g, _known(g, results))
+    return [t for i, steps in todo for t in runs_at(g, i, steps)
+            if t.digest not in results]
+
+
+def planned(g: dict) -> list:
+    """Every run group ``g``'s tuning makes before any edge extension, in number and
+    steps: the first rung's runs are the real ones; a later rung's are stand-ins (the
+    smallest lrs of each lane: which lrs go on is known only from the runs)."""
+    reached, _ = climbed(g, lambda i, steps: 0.0)
+    rungs = sorted({*g["rungs"], steps_of(g)})
+    return [t for i, top in sorted(reached.items()) for at in rungs if at <= top
+            for t in runs_at(g, i, at)]
+
+
+def scores(g: dict, results: dict) -> tuple[list[float], list[list], list[int]]:
+    """(per candidate its mean validation error over the tuning seeds at the highest rung
+    it reached, +inf when a run diverged; per candidate each seed's view there; per
+    candidate the steps of that rung: T unless halving stopped it earlier)."""
+    reached, todo = climbed(g, _known(g, results))
+    if todo:
+        raise ValueError(f"the tuning of {g['key']} is not finished: {len(todo)} "
+                         "candidate(s) still have runs to make")
+    means, views, steps = [], [], []
     for i, _ in enumerate(g["candidates"]):
-        vs = [results[t.digest] for t in g["tasks"][i * per:(i + 1) * per]]
+        vs = [results[t.digest] for t in runs_at(g, i, reached[i])]
         views.append(vs)
-        means.append(math.inf if any(v["diverged"] for v in vs)
-                     else sum(validation_error(v) for v in vs) / len(vs))
-    return means, views
+        means.append(_mean(vs))
+        steps.append(int(reached[i]))
+    return means, views, steps
+
+
+def at_full_length(g: dict, means: list[float], steps: list[int]) -> list[float]:
+    """``means`` with every candidate not run to T at +infinity: what the choice and the
+    tie set read (they are made among the candidates run to T)."""
+    T = steps_of(g)
+    return [m if s == T else math.inf for m, s in zip(means, steps)]
 
 
 def validation_error(view: dict) -> float:
@@ -92,7 +193,8 @@ def validation_error(view: dict) -> float:
 
 def best(g: dict, means: list[float]) -> int:
     """The index of the chosen candidate: the lowest mean, then the smaller regulariser
-    (in the options' registered order), then the smaller lr."""
+    (in the options' registered order), then the smaller lr (``means``: those run to T,
+    :func:`at_full_length`)."""
     names = list(g["options"])
     return min(range(len(means)), key=lambda i: (means[i], *(g["candidates"][i][n]
                                                              for n in names),
@@ -117,8 +219,8 @@ def extend(g: dict, results: dict) -> dict | None:
     and side not extended before: ``tuning.edge``, once per grid and direction), the
     candidates of the new value with every value of the other grids added (and their
     runs); None when there is nothing to extend."""
-    means, _ = scores(g, results)
-    chosen = g["candidates"][best(g, means)]
+    means, _, steps = scores(g, results)
+    chosen = g["candidates"][best(g, at_full_length(g, means, steps))]
     for name, side in edges(g, chosen):
         if (name, side) in g["extended"]:
             continue
@@ -126,13 +228,17 @@ def extend(g: dict, results: dict) -> dict | None:
         grid = lrs if name == "lr" else list(grids[name])
         value = beyond(grid, side)
         grid = [value, *grid] if side == "low" else [*grid, value]
+        finalists = g["finalist_lrs"]
         if name == "lr":
             lrs = grid
-        else:
+            # halved: the new lr runs to T at once, a finalist of every regulariser value
+            finalists = (*finalists, value) if g["halving"] is not None else finalists
+        else:  # halved: the new regulariser value's lr grid climbs the rungs on its own
             grids[name] = tuple(grid)
         # the candidates run before are the same RunSpecs again (a store has them)
         return group(g["tuner"], g["key"], g["recipe"], g["optimizer"], g["nm"], g["m"], lrs,
-                     grids, (*g["extended"], (name, side)))
+                     grids, (*g["extended"], (name, side)), halving=g["halving"],
+                     finalist_lrs=finalists)
     return None
 
 
@@ -175,12 +281,15 @@ def _items(view: dict):
 
 def choose(g: dict, results: dict, rules, *, margin: float, units: str) -> dict:
     """The table row of config group ``g``: {"grid" (lrs, extended), "options", "candidates",
-    "means", "choice" (a candidate), "edge" (the ends of the final grids the choice sits
-    at, "lr low", "lam high", ...; None), "extended", "errors" (per lr at the chosen
-    regularisers, each seed's validation error, None for a diverged run: the stability
-    map's input), "tie" (candidates)}."""
-    means, views = scores(g, results)
-    i = best(g, means)
+    "means" (each candidate's at the highest rung it reached), "reached" (that rung's steps:
+    T unless successive halving stopped the candidate earlier), "steps" (T), "choice" (a
+    candidate run to T), "edge" (the ends of the final grids the choice sits at, "lr low",
+    "lam high", ...; None), "extended", "errors" (per lr at the chosen regularisers, each
+    seed's validation error at the highest rung that lr reached, None for a diverged run:
+    the stability map's input), "tie" (candidates run to T)}."""
+    means, views, reached = scores(g, results)
+    full = at_full_length(g, means, reached)
+    i = best(g, full)
     chosen = dict(g["candidates"][i])
     regs = {k: v for k, v in chosen.items() if k != "lr"}
     errors = []
@@ -193,21 +302,29 @@ def choose(g: dict, results: dict, rules, *, margin: float, units: str) -> dict:
         rules.operating_points.tie.se)
     return {"grid": list(g["grid"]), "options": {k: list(v) for k, v in g["options"].items()},
             "candidates": [dict(c) for c in g["candidates"]], "means": means,
+            "reached": reached, "steps": steps_of(g),
             "choice": chosen, "edge": ", ".join(f"{n} {s}" for n, s in at) or None,
             "extended": [f"{n} {s}" for n, s in g["extended"]], "errors": errors,
-            "tie": tied(g, views, means, i, se, margin, units)}
+            "tie": tied(g, views, full, i, se, margin, units)}
 
 
 __all__ = [
+    "at_full_length",
     "best",
     "beyond",
     "choose",
+    "climbed",
     "edges",
     "extend",
     "group",
+    "lanes",
     "pairs",
+    "pending",
+    "planned",
     "regularisers",
+    "runs_at",
     "scores",
+    "steps_of",
     "tied",
     "validation_error",
 ]

@@ -79,8 +79,11 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
 
 
-def _row(label: str, jobs, stored: set, model: CostModel, final: bool) -> tuple[str, float]:
-    """One line of the table and the worker seconds of its jobs not yet stored."""
+def _row(label: str, jobs, stored: set, model: CostModel, final: bool,
+         waiting: str = "after tuning") -> tuple[str, float]:
+    """One line of the table and the worker seconds of its jobs not yet stored (jobs not
+    ``final``: stand-ins whose number and steps are final, not their digests; ``waiting``
+    says what they wait for)."""
     runs = sum(hasattr(j, "steps") for j in jobs)
     tasks = len(jobs) - runs
     what = ", ".join(x for x in (f"{runs} runs" if runs else "",
@@ -88,7 +91,7 @@ def _row(label: str, jobs, stored: set, model: CostModel, final: bool) -> tuple[
     if not final:  # lrs not chosen yet: the digests are not the final ones
         todo = [model.seconds(j) for j in jobs]
         seconds = sum(s for s, _ in todo)
-        return (f"  {label:<42} {what:<20} {'after tuning':<14} "
+        return (f"  {label:<42} {what:<20} {waiting:<14} "
                 f"{_hours(seconds):>10} ({_sources(todo)})"), seconds
     todo = [model.seconds(j) for j in jobs if j.digest not in stored]
     seconds = sum(s for s, _ in todo)
@@ -124,20 +127,33 @@ def describe(made: Plan, out: Path | None, workers: int) -> str:
     elif made.lrs is not None:
         lines.append("learning rates: given (a test's)")
     else:
+        halving = getattr(rules.tuning, "halving", None)
         lines.append("learning rates: tuned first (each config at every grid value on the "
-                     f"tuning seeds {list(rules.seeds.tuning)})")
+                     f"tuning seeds {list(rules.seeds.tuning)}"
+                     + ("" if halving is None else
+                        f"; {', '.join(halving.recipes)} at a constant lr by successive "
+                        f"halving {halving.rule}: every lr to the first rung, the later "
+                        "rungs and T for the best only") + ")")
     lines += ["", (f"  {'stage / setting / claim':<42} {'jobs':<20} {'in the store':<14} "
                    f"{'worker time':>10} (rates from)")]
     total = 0.0
     if made.tuning:
         per_setting = {}
-        for (setting, _), group in made.tuning.items():
-            per_setting.setdefault(setting, []).extend(group["tasks"])
-        for setting, jobs in per_setting.items():
-            line, s = _row(f"tuning {setting} ({sum(1 for k in made.tuning if k[0] == setting)}"
-                           f" configs)", jobs, stored, model, True)
+        for where, group in made.tuning.items():
+            per_setting.setdefault(where[0], {})[where] = group
+        for setting, groups in per_setting.items():
+            first = tuning.pending(groups, {})
+            line, s = _row(f"tuning {setting} ({len(groups)} configs)", first, stored,
+                           model, True)
             lines.append(line)
             total += s
+            known = {t.digest for t in first}
+            later = [t for t in tuning.planned(groups) if t.digest not in known]
+            if later:  # successive halving's later rungs: which lrs go on is not known
+                line, s = _row(f"tuning {setting}, later rungs", later, stored, model,
+                               False, "after a rung")
+                lines.append(line)
+                total += s
     if made.stability:
         line, s = _row("tuning, --extended's extra seeds", made.stability_tasks, stored,
                        model, True)

@@ -83,22 +83,27 @@ class Executed:
 
 
 def execute(made: planning.Plan, store, executor: Executor) -> Executed:
-    """Run ``made``: its tuning stage first when the learning rates come from it (with
-    ``--extended``'s extra seeds for the stability map; a choice at a grid's edge extends
-    that grid, ``tuning.extensions``), then the evaluation stage, then (full mode) the
+    """Run ``made``: its tuning stage first when the learning rates come from it, in rounds
+    (successive halving's rungs, each once the one below is known, ``tuning.pending``; a
+    choice at a grid's edge extends that grid, ``tuning.extensions``; ``--extended``'s
+    extra seeds for the stability map), then the evaluation stage, then (full mode) the
     extension stage's seeds for the claims whose divergence alone differs
     (``extension.extend``)."""
     tuned, stability, ev = {}, None, made.evaluation
     if ev is None:
-        tuned = executor.run(made.tuning_tasks, store, "tuning")
-        groups = dict(made.tuning)
-        while True:  # a choice at a grid's edge: that grid one value further, chosen again
+        groups, stage, rounds = dict(made.tuning), "tuning", 0
+        while True:  # rounds: each rung's runs once the one below is known; then a choice
+            todo = tuning.pending(groups, tuned)  # at a grid's edge extends that grid
+            if todo:
+                rounds += 1
+                tuned.update(executor.run(todo, store, stage if rounds == 1
+                                          else f"{stage} (round {rounds})"))
+                continue
             more = tuning.extensions(groups, tuned)
             if not more:
                 break
             groups.update(more)
-            tuned.update(executor.run([t for g in more.values() for t in g["tasks"]
-                                       if t.digest not in tuned], store, "tuning (grid edges)"))
+            stage = "tuning (grid edges)"
         chosen, table = tuning.choose(groups, tuned)
         if made.stability:
             seen = executor.run(made.stability_tasks, store, "stability")

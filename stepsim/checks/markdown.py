@@ -118,14 +118,20 @@ def markdown(report) -> str:
         lines += ["## Learning rates", ""]
         if p.get("choices"):
             lines += [f"The choices are {_md(p['choices'])}.", ""]
+        if any("reached" in t for configs in report.tuning.values() for t in configs.values()):
+            lines += ["Successive halving: a mean marked \"at n\" is its candidate's at the "
+                      "rung of n steps it reached (it ran no further); every other mean is "
+                      "at T. The choice and the tie set are made among the candidates run "
+                      "to T.", ""]
         lines += ["| setting | config | lr | tuning means (grid) | edge |",
                   "| --- | --- | --- | --- | --- |"]
         for setting, configs in sorted(report.lrs.items()):
             for key, chosen in sorted(configs.items()):
                 t = report.tuning.get(setting, {}).get(key)
                 means = source if t is None else ", ".join(
-                    f"{_candidate_text(g)}: {m:.3g}"
-                    for g, m in zip(t.get("candidates", t["grid"]), t["means"]))
+                    f"{_candidate_text(g)}: {m:.3g}{_rung_text(t, i)}"
+                    for i, (g, m) in enumerate(zip(t.get("candidates", t["grid"]),
+                                                   t["means"])))
                 edge = "" if t is None or not t["edge"] else f"**{t['edge']} edge**"
                 lines.append(f"| {setting} | {_md(key)} | {_candidate_text(chosen)} | "
                              f"{means} | {edge} |")
@@ -151,6 +157,15 @@ def markdown(report) -> str:
                 f"{name}: " + _causes(rows) for name, rows in flat_switches(switches)))
         lines += [f"- figure: ![{c.claim}]({f})" for f in c.figures]
     return "\n".join(lines) + "\n"
+
+
+def _rung_text(row: dict, i: int) -> str:
+    """" at 500" when candidate ``i`` of a tuning row stopped at a rung of successive
+    halving (500 steps) before T; "" when it ran to T (or the row has no halving)."""
+    reached = row.get("reached")
+    if not reached or reached[i] == row.get("steps"):
+        return ""
+    return f" at {reached[i]}"
 
 
 def _candidate_text(chosen) -> str:

@@ -81,7 +81,6 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
 
         for stale in out_dir.glob(".figures-*"):
             shutil.rmtree(stale, ignore_errors=True)
-    _refuse_unimplemented_rules(made)  # after the arguments' own checks, before any work
     executor = Executor(jobs, scheduler, progress, label=f"stepsim check ({mode})")
     with contextlib.ExitStack() as stack:
         if out_dir is None:
@@ -132,22 +131,6 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                                               "run_id": run_id, "extended": extended},
                      figures=staging, run_id=run_id)
     return report
-
-
-def _refuse_unimplemented_rules(made) -> None:
-    """A registered check whose rules this code does not carry out is refused in one line,
-    before any work: draft 5's tuning by successive halving (PROTOCOL.md, D5.2's
-    amendment) is registered but not implemented, so its full run cannot be the registered
-    one. A test's run (shorter runs or given learning rates: labelled altered) may tune
-    without it; quick mode and --dry-run do not tune."""
-    tuning_rules = getattr(made.rules, "tuning", None)
-    if (made.mode == "full" and made.tuning and not made.altered and tuning_rules is not None
-            and tuning_rules.halving is not None):
-        raise ValueError("protocol draft {v} registers tuning by successive halving "
-                         "(PROTOCOL.md D5.2's amendment), which this version of stepsim does "
-                         "not carry out yet: a full check would not be the registered run "
-                         "(stepsim check --quick and --dry-run work)".format(
-                             v=made.rules.version))
 
 
 def _utc_now() -> str:

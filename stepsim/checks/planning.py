@@ -60,8 +60,9 @@ class Plan:
     that train nothing; covered: every (claim, setting key) the check decides (the tie
     set's points belong to their setting's). recorded: setting key -> the jobs of every
     claim on it before the learning rates are known (their number is final; their lr is a
-    placeholder). tuning: (setting, config) -> {"grid", "tasks", "seeds"} (``tuning.jobs``;
-    empty unless full mode tunes); stability: the same on ``--extended``'s extra seeds.
+    placeholder). tuning: (setting, config) -> {"grid", "tasks", "seeds", ...}
+    (``tuning.jobs``, halved configs included; empty unless full mode tunes); stability: the
+    same on ``--extended``'s extra seeds.
     evaluation: the evaluation stage when it does not wait for the tuning, else None
     (:func:`evaluation` makes it from the tuning's result). choices: how the choices quick
     mode reuses are labelled when they are not the committed full run's under these rules
@@ -90,7 +91,10 @@ class Plan:
 
     @property
     def tuning_tasks(self) -> list:
-        return [t for group in self.tuning.values() for t in group["tasks"]]
+        """The tuning's first round: every config's runs that wait for nothing (under
+        successive halving the first rung's; later rungs follow from their results,
+        ``tuning.pending``)."""
+        return tuning.pending(self.tuning, {})
 
     @property
     def stability_tasks(self) -> list:
@@ -146,7 +150,7 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
         if extended:  # more tuning seeds, for the stability map only
             adam = {s: (b, {k for k in keys if k.startswith("adam|")})
                     for s, (b, keys) in needs.items()}
-            more = tuning.jobs(adam, seeds=rules.extended.stability_seeds)
+            more = tuning.jobs(adam, seeds=rules.extended.stability_seeds, halve=False)
     made = Plan(mode, names, rules, None if problems is None else tuple(problems),
                 bool(extended), steps, lrs, tuple(budgets), plain, covered, recorded, tune,
                 more, None, label)

@@ -18,7 +18,7 @@ import json
 import math
 from pathlib import Path
 
-from stepsim.checks import candidates, protocol
+from stepsim.checks import candidates, halving, protocol
 from stepsim.checks.budget import candidate_of
 
 COMMITTED = Path(__file__).with_name("tuned_lrs.json")
@@ -27,13 +27,15 @@ COMMITTED = Path(__file__).with_name("tuned_lrs.json")
 PROVISIONAL = Path(__file__).with_name("provisional_choices.json")
 
 
-def jobs(needs: dict, seeds=None) -> dict:
+def jobs(needs: dict, seeds=None, *, halve: bool = True) -> dict:
     """``needs``: setting key -> (a Budget of that setting, set of config keys). Returns
     (setting, config) -> {"grid": [lr...], "tasks": [RunSpec...] (grid-major, seeds
     inner)}; under rules that tune regularisers (draft 5) each config's candidates
-    (``candidates.group``: every lr and regulariser pair). seeds: the tuning seeds
-    (default the protocol's; ``--extended`` adds more for the stability map only,
-    :func:`extend_errors`)."""
+    (``candidates.group``: every lr and regulariser pair), halved when the rules register
+    successive halving for it (``halving.applies``: then only :func:`pending`'s runs are
+    made, rung by rung; ``halve`` False: never). seeds: the tuning seeds (default the
+    protocol's; ``--extended`` adds more for the stability map only, :func:`extend_errors`:
+    every lr to T, not halved)."""
     from stepsim.checks.budget import Budget
 
     out = {}
@@ -45,9 +47,11 @@ def jobs(needs: dict, seeds=None) -> dict:
             optimizer, recipe, nm, m = protocol.parse_key(key)
             lrs = budget.rules.grid(budget.problem, optimizer)
             if budget.rules.regularisers is not None:  # draft 5: candidates
+                rule = getattr(budget.rules.tuning, "halving", None) if halve else None
                 out[(setting, key)] = candidates.group(
                     tuner, key, recipe, optimizer, nm, m, lrs,
-                    candidates.regularisers(budget.rules, recipe))
+                    candidates.regularisers(budget.rules, recipe),
+                    halving=rule if halving.applies(rule, recipe, budget.schedule) else None)
                 continue
             # a STEP key tuned for itself (draft 4) switches by the default AutoSwitch
             tasks = [tuner.run(recipe, seed, nm=nm, m=m, optimizer=optimizer, lr=lr,
@@ -91,6 +95,25 @@ def choose(tune_jobs: dict, results: dict) -> tuple[dict, dict]:
                                               "errors": errors,
                                               "tie": tie_set(grid, errors, grid[best])}
     return chosen, table
+
+
+def pending(tune_jobs: dict, results: dict) -> list:
+    """The tuning runs whose turn has come and that ``results`` lacks (distinct): every
+    candidate's run to T, or under successive halving each lane's next rung
+    (``candidates.pending``). Empty when every config can be chosen."""
+    out = {}
+    for group in tune_jobs.values():
+        todo = (candidates.pending(group, results) if "candidates" in group
+                else [t for t in group["tasks"] if t.digest not in results])
+        out.update((t.digest, t) for t in todo)
+    return list(out.values())
+
+
+def planned(tune_jobs: dict) -> list:
+    """Every tuning run the configs make before any grid-edge extension, in number and
+    steps (``candidates.planned``: a later rung's runs are stand-ins)."""
+    return [t for group in tune_jobs.values() for t in (
+        candidates.planned(group) if "candidates" in group else group["tasks"])]
 
 
 def extensions(tune_jobs: dict, results: dict) -> dict:

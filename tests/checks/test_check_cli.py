@@ -263,15 +263,3 @@ def test_the_ledger_adds_a_merge_to_the_report_it_merges_into():
     assert merging.check_ledger({"runs": 5}, {"wall_s": 2.0}) == {
         "checks": [{"wall_s": 2.0}], "wall_s": 2.0}
 
-
-def test_the_registered_full_run_is_refused_while_halving_is_not_carried_out(tmp_path,
-                                                                             capsys):
-    """Draft 5 registers tuning by successive halving (PROTOCOL.md D5.2's amendment) and
-    the code does not carry it out yet: a full check that tunes is refused in one line
-    before any work (nothing written); claims that tune nothing (C12) still run."""
-    out = tmp_path / "r"
-    assert main(["check", "C1", "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert len(_error_lines(err)) == 1 and "successive halving" in err, err
-    assert not (out / "report.json").exists() and not list(out.glob("runs/*.json"))
-    assert main(["check", "C12", "--out", str(out), "--quiet"]) == 0

@@ -271,17 +271,18 @@ def test_tuning_choose_returns_candidates_and_tie_budgets_read_them():
 
 
 def _lm_results(g):
-    """Every LM candidate's view: lr 0.01 best, lambda 2e-4 best; loss gaps in nats."""
+    """Every LM candidate's view at T and at every rung of successive halving (dense and
+    SR-STE are halved): lr 0.01 best, lambda 2e-4 best; loss gaps in nats."""
     out = {}
-    per = g["seeds"]
     for i, c in enumerate(g["candidates"]):
         gap = 0.1 + abs(math.log10(c["lr"] / 0.01)) + 10 * c.get("lam", 0.0)
-        for s, task in enumerate(g["tasks"][i * per:(i + 1) * per]):
-            items = np.full(64, gap) + 0.001 * s
-            out[task.digest] = {"validation_items": items,
-                                "validation_error": float(items.mean()),
-                                "items": items, "error": float(items.mean()),
-                                "diverged": False}
+        for steps in [*g["rungs"], candidates.steps_of(g)]:
+            for s, task in enumerate(candidates.runs_at(g, i, steps)):
+                items = np.full(64, gap) + 0.001 * s
+                out[task.digest] = {"validation_items": items,
+                                    "validation_error": float(items.mean()),
+                                    "items": items, "error": float(items.mean()),
+                                    "diverged": False}
     return out
 
 
