@@ -8,9 +8,9 @@ the rest should take. The store is only read (nothing is created, run or written
 The worker time is a cost model: seconds of one worker per training step of each problem
 and seconds per task function, taken from the runtimes recorded in the store (the median
 over its runs of that problem or task) where it holds any, else from :data:`DEFAULT_RATES`
-(a quick check's recorded runtimes); a transformer LM step counts
-``execution.LM_STEP_WEIGHT`` digits steps when the store has no LM run. Each row says
-which source it used. A run already in the store counts its own recorded time.
+(per problem, and for digits per dense or N:M recipe); a transformer LM step counts
+``execution.LM_STEP_WEIGHT`` digits steps when the store has digits runs but no LM run.
+Each row says which source it used. A run already in the store counts its own recorded time.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from pathlib import Path
 from stepsim.checks.execution import LM_STEP_WEIGHT
 from stepsim.checks.planning import Plan
 
-#: the cost model without a store: seconds of one worker per digits training step (a
-#: quick check's worker time over its steps, on idle cores as README's timing), per
-#: MNIST-1D step (its pilot's CPU time per step, paper_checks/mnist1d_pilot.json), and per
-#: task function (module:function) at quick mode's size, whatever the mode: estimates
-DEFAULT_RATES = {"digits": 5e-4, "mnist1d": 1.1e-3,
+#: the cost model without a store: seconds of one worker per training step of each
+#: problem ("digits sparse": a digits run of an N:M recipe, whose masks and sparse
+#: products cost more than a dense step), and per task function (module:function) at quick
+#: mode's size, whatever the mode: estimates, from one run of each config at the full
+#: run's settings (CPU seconds on 1 thread; PROTOCOL.md "Budget, quick mode, the extended
+#: set", the amendment that moved parts to --extended)
+DEFAULT_RATES = {"digits": 5.1e-4, "digits sparse": 9.2e-4, "mnist1d": 1.25e-3, "lm": 1.4e-2,
                  "stepsim.checks.c11_theorem1:process_job": 2.0,
                  "stepsim.checks.c12_memory:memory_job": 0.1}
 
@@ -57,20 +59,20 @@ class CostModel:
     def rate(self, key: str) -> tuple[float, str]:
         """(seconds per step of problem ``key`` or per run of task function ``key``, its
         source: "store" or "model")."""
-        if key in self.measured:
-            return self.measured[key], "store"
-        if key == "lm" and "digits" in self.measured:
+        problem = key.removesuffix(" sparse")
+        if problem in self.measured:
+            return self.measured[problem], "store"
+        if problem == "lm" and "digits" in self.measured:
             return LM_STEP_WEIGHT * self.measured["digits"], "store"
-        if key == "lm":
-            return LM_STEP_WEIGHT * DEFAULT_RATES["digits"], "model"
-        return DEFAULT_RATES.get(key, DEFAULT_RATES["digits"]), "model"
+        return DEFAULT_RATES.get(key, DEFAULT_RATES.get(problem, DEFAULT_RATES["digits"])), \
+            "model"
 
     def seconds(self, job) -> tuple[float, str]:
         """(worker seconds of ``job``, source: "recorded", "store" or "model")."""
         if job.digest in self.recorded:
             return self.recorded[job.digest], "recorded"
         if hasattr(job, "steps"):
-            rate, source = self.rate(job.problem)
+            rate, source = self.rate(job.problem + ("" if job.recipe == "dense" else " sparse"))
             return rate * job.steps, source
         return self.rate(job.fn)
 
