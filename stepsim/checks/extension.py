@@ -11,6 +11,13 @@ RunSpecs, found in the store), run, and the claim is decided on all of them. The
 reads which seeds diverged, never which side did, so the exact McNemar test over every
 seed keeps its level. Quick mode never extends; a claim is extended once.
 
+A claim on a problem is extended too when its seeds are **bimodal** (PROTOCOL.md D5.8's
+amendment, ``rules.bimodal``): some finite run's error lies more than ``far_margins``
+problem margins from the median error of its run group's finite runs (:func:`far_runs`).
+That reads which runs are far from their own group, never which side of a part they are
+on. Such a claim reads NOT REPRODUCED only when decided on the extension seeds
+(:func:`bimodal_unextended`, which the claim's decision reads).
+
 :func:`extend` returns the evaluation stage with the extended claims' budgets and jobs
 (``Evaluation.claim_budgets``), or None when no claim needs more seeds. Pure: nothing
 runs here.
@@ -46,6 +53,66 @@ def trigger(jobs, results: dict, min_finite_pairs: int) -> tuple | None:
     return None
 
 
+def far_runs(jobs, results: dict, far: float) -> tuple | None:
+    """The first run group of ``jobs`` with a far run — a finite run whose error lies more
+    than ``far`` (in the error's units) from the median error of the group's finite runs —
+    as (the group's RunSpec description at seed 0, far runs, finite runs), or None.
+    results: digest -> view (its ``error``, ``diverged``); a view without an error is
+    not counted."""
+    import statistics
+
+    for group in run_groups(jobs).values():
+        errors = [results[j.digest].get("error") for j in group.values()
+                  if not results[j.digest].get("diverged")]
+        errors = [float(e) for e in errors if e is not None]
+        if len(errors) < 2:
+            continue
+        middle = statistics.median(errors)
+        n_far = sum(abs(e - middle) > far for e in errors)
+        if n_far:
+            first = next(iter(group.values()))
+            return first.replace(seed=0).describe(), n_far, len(errors)
+    return None
+
+
+def needs_more_seeds(jobs, results: dict, rules, margin: float) -> str | None:
+    """Why the claim whose runs on a problem are ``jobs`` gets the extension seeds
+    (divergence alone differs, or bimodal seeds: module docstring), or None. ``margin``:
+    the problem's (its error units)."""
+    found = trigger(jobs, results, rules.divergence.min_finite_pairs)
+    if found is not None:
+        return (f"a pair of its run groups had {found[0]} seed(s) with both runs finite and "
+                f"{found[1]} with one of them diverged")
+    bimodal = getattr(rules, "bimodal", None)
+    if bimodal is None or not bimodal.extend:
+        return None
+    far = far_runs(jobs, results, float(bimodal.far_margins) * float(margin))
+    if far is not None:
+        return (f"bimodal seeds: {far[1]} of {far[2]} finite run(s) of {far[0]} more than "
+                f"{bimodal.far_margins:g} margins from their group's median error")
+    return None
+
+
+def bimodal_unextended(budgets, jobs, results: dict) -> str | None:
+    """Why a claim decided on ``budgets`` (one problem's, the same rules) from ``jobs`` may
+    not read NOT REPRODUCED (PROTOCOL.md D5.8's amendment: a claim with a far run does so
+    only on the extension seeds), or None when it may."""
+    budgets = list(budgets)
+    rules = getattr(budgets[0], "rules", None) if budgets else None
+    bimodal = getattr(rules, "bimodal", None)
+    if bimodal is None:
+        return None
+    more = set(rules.divergence.extension_seeds or ())
+    if more and all(more <= set(b.seeds) for b in budgets):
+        return None
+    far = far_runs(jobs, results, float(bimodal.far_margins) * float(budgets[0].margin))
+    if far is None:
+        return None
+    return (f"bimodal seeds: {far[1]} of {far[2]} finite run(s) of {far[0]} more than "
+            f"{bimodal.far_margins:g} margins from their group's median error; NOT "
+            f"REPRODUCED only on the extension seeds")
+
+
 def extend(evaluation, results: dict):
     """``evaluation`` (``planning.Evaluation``) with every claim on a problem that
     :func:`trigger` s extended to the extension seeds (module docstring), or None when
@@ -63,9 +130,9 @@ def extend(evaluation, results: dict):
     jobs, budgets, notes = dict(evaluation.jobs), dict(evaluation.claim_budgets), []
     for (claim, problem), keys in families.items():
         every = [j for key in keys for j in evaluation.jobs[(claim, key)]]
-        rules = evaluation.budget(claim, keys[0]).rules
-        found = trigger(every, results, rules.divergence.min_finite_pairs)
-        if found is None:
+        first = evaluation.budget(claim, keys[0])
+        why = needs_more_seeds(every, results, first.rules, first.margin)
+        if why is None:
             continue
         more = tuple(rules.divergence.extension_seeds)
         for key in keys:
@@ -73,13 +140,12 @@ def extend(evaluation, results: dict):
             wider = dataclasses.replace(b, seeds=(*b.seeds, *more), needed=set())
             budgets[(claim, key)] = wider
             jobs[(claim, key)] = get_claim(claim).jobs(wider)
-        notes.append(f"{claim} on {problem}: extended to seeds {list(more)} (a pair of its "
-                     f"run groups had {found[0]} seed(s) with both runs finite and "
-                     f"{found[1]} with one of them diverged)")
+        notes.append(f"{claim} on {problem}: extended to seeds {list(more)} ({why})")
     if not notes:
         return None
     return dataclasses.replace(evaluation, jobs=jobs, claim_budgets=budgets,
                                extensions=(*evaluation.extensions, *notes))
 
 
-__all__ = ["extend", "run_groups", "trigger"]
+__all__ = ["bimodal_unextended", "extend", "far_runs", "needs_more_seeds", "run_groups",
+           "trigger"]
