@@ -8,10 +8,11 @@ sparse", "k0=0.3T", "cosine own", "tie lr=...", ...) — at once:
 1. every budget's parts are measured (``Claim.gather``) and decided together
    (``part_decisions.decide_both_ways``: one NOT REPRODUCED Holm family over every part of
    the claim on the problem, the REPRODUCED direction at alpha / K), then each budget's
-   gate after the decision (the plateau gate); a claim whose seeds are bimodal (a run far
-   from its run group's median, ``extension.bimodal_unextended``) and which was not
-   decided on the extension seeds has no NOT REPRODUCED part: each such part is
-   INCONCLUSIVE "bimodal seeds" (PROTOCOL.md D5.8's amendment);
+   gate after the decision (the plateau gate); in a claim whose seeds are bimodal (a run
+   far from its run group's median, ``extension.bimodal_hold``) a part is NOT REPRODUCED
+   only when the claim was decided on the extension seeds and the part's own paired
+   values show the far mode; else it is INCONCLUSIVE "bimodal seeds" (PROTOCOL.md D5.8's
+   amendment);
 2. a **reading of STEP** (a budget and one of STEP's readings A1, SR; a claim without STEP:
    the budget) is REPRODUCED when every primary part of it whose premise is present is
    REPRODUCED and there is one; NOT REPRODUCED when some primary part is; else
@@ -86,10 +87,18 @@ def claim_rule(verdicts) -> str:
     return INCONCLUSIVE
 
 
-def hold_back(part, why: str):
-    """``part`` unless it is NOT REPRODUCED: then INCONCLUSIVE, its reason ``why`` followed
-    by what it would have read (PROTOCOL.md D5.8's amendment: bimodal seeds)."""
-    if part.verdict != NOT_REPRODUCED:
+def _values(given) -> tuple:
+    """The paired values of a part as given to the decision (its effect's), () when it has
+    none."""
+    effect = getattr(given, "effect", None)
+    return tuple(getattr(effect, "values", ()) or ())
+
+
+def hold_back(part, why: str | None):
+    """``part`` unless it is NOT REPRODUCED and held (``why`` not None): then INCONCLUSIVE,
+    its reason ``why`` followed by what it would have read (PROTOCOL.md D5.8's amendment:
+    bimodal seeds)."""
+    if why is None or part.verdict != NOT_REPRODUCED:
         return part
     return dataclasses.replace(part, verdict=INCONCLUSIVE,
                                reason=f"{why} (else NOT REPRODUCED: {part.reason})")
@@ -200,10 +209,11 @@ def decide_on_problem(claim_id: str, members, results: dict) -> list[ClaimResult
         for name, evidence in g.parts.items():
             every[f"{claim_id} {problem} {label}: {name}"] = evidence
     decided = decide_both_ways(every, k=k, rules=rules)
-    held = extension.bimodal_unextended([m.budget for m in members],
-                                        [j for m in members for j in m.jobs], results)
-    if held is not None:
-        decided = {name: hold_back(part, held) for name, part in decided.items()}
+    hold = extension.bimodal_hold([m.budget for m in members],
+                                  [j for m in members for j in m.jobs], results)
+    if hold is not None:
+        decided = {name: hold_back(part, hold(_values(every[name]))) for name, part
+                   in decided.items()}
     lines = []
     readings = []
     for member, label, g in zip(members, labels, gathered):

@@ -15,8 +15,11 @@ A claim on a problem is extended too when its seeds are **bimodal** (PROTOCOL.md
 amendment, ``rules.bimodal``): some finite run's error lies more than ``far_margins``
 problem margins from the median error of its run group's finite runs (:func:`far_runs`).
 That reads which runs are far from their own group, never which side of a part they are
-on. Such a claim reads NOT REPRODUCED only when decided on the extension seeds
-(:func:`bimodal_unextended`, which the claim's decision reads).
+on. In such a claim a part reads NOT REPRODUCED only when the claim was decided on the
+extension seeds and the part's own paired values show the far mode (one of them more than
+``far_margins`` margins from their median: its interval saw the collapse); a part whose
+seeds all fell in one mode may have missed the other (:func:`bimodal_hold`, which the
+claim's decision reads).
 
 :func:`extend` returns the evaluation stage with the extended claims' budgets and jobs
 (``Evaluation.claim_budgets``), or None when no claim needs more seeds. Pure: nothing
@@ -93,24 +96,47 @@ def needs_more_seeds(jobs, results: dict, rules, margin: float) -> str | None:
     return None
 
 
-def bimodal_unextended(budgets, jobs, results: dict) -> str | None:
-    """Why a claim decided on ``budgets`` (one problem's, the same rules) from ``jobs`` may
-    not read NOT REPRODUCED (PROTOCOL.md D5.8's amendment: a claim with a far run does so
-    only on the extension seeds), or None when it may."""
+def far_values(values, far: float) -> bool:
+    """Whether some of ``values`` (a part's paired values) lies more than ``far`` from
+    their median."""
+    import statistics
+
+    values = [float(v) for v in values]
+    if len(values) < 2:
+        return False
+    middle = statistics.median(values)
+    return any(abs(v - middle) > far for v in values)
+
+
+def bimodal_hold(budgets, jobs, results: dict):
+    """PROTOCOL.md D5.8's amendment for a claim decided on ``budgets`` (one problem's, the
+    same rules) from ``jobs``: None when the claim has no far run (every part may read NOT
+    REPRODUCED), else ``hold(values) -> str | None``: why a part with those paired values
+    may not read NOT REPRODUCED (the claim not decided on the extension seeds, or the
+    part's values all in one mode), None when it may."""
     budgets = list(budgets)
     rules = getattr(budgets[0], "rules", None) if budgets else None
     bimodal = getattr(rules, "bimodal", None)
     if bimodal is None:
         return None
+    far = float(bimodal.far_margins) * float(budgets[0].margin)
+    found = far_runs(jobs, results, far)
+    if found is None:
+        return None
+    head = (f"bimodal seeds: {found[1]} of {found[2]} finite run(s) of {found[0]} more than "
+            f"{bimodal.far_margins:g} margins from their group's median error")
     more = set(rules.divergence.extension_seeds or ())
-    if more and all(more <= set(b.seeds) for b in budgets):
+    extended = bool(more) and all(more <= set(b.seeds) for b in budgets)
+
+    def hold(values) -> str | None:
+        if not extended:
+            return f"{head}; NOT REPRODUCED only on the extension seeds"
+        if not far_values(values, far):
+            return (f"{head}; this part's paired values are all in one mode (none more than "
+                    f"{bimodal.far_margins:g} margins from their median): NOT REPRODUCED "
+                    f"only where they show both")
         return None
-    far = far_runs(jobs, results, float(bimodal.far_margins) * float(budgets[0].margin))
-    if far is None:
-        return None
-    return (f"bimodal seeds: {far[1]} of {far[2]} finite run(s) of {far[0]} more than "
-            f"{bimodal.far_margins:g} margins from their group's median error; NOT "
-            f"REPRODUCED only on the extension seeds")
+    return hold
 
 
 def extend(evaluation, results: dict):
@@ -147,5 +173,5 @@ def extend(evaluation, results: dict):
                                extensions=(*evaluation.extensions, *notes))
 
 
-__all__ = ["bimodal_unextended", "extend", "far_runs", "needs_more_seeds", "run_groups",
-           "trigger"]
+__all__ = ["bimodal_hold", "extend", "far_runs", "far_values", "needs_more_seeds",
+           "run_groups", "trigger"]

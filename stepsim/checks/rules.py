@@ -392,8 +392,10 @@ class Bimodal(Record):
     """Bimodal seeds (PROTOCOL.md D5.8's amendment): a finite run is **far** when its error
     is more than ``far_margins`` problem margins from the median error of its run group's
     finite runs (the runs of one configuration at every seed); a claim on a problem with a
-    far run gets the extension seeds (``extend``) and reads NOT REPRODUCED only when
-    decided on them (``not_reproduced``: "after the extension")."""
+    far run gets the extension seeds (``extend``), and a part of it reads NOT REPRODUCED
+    only as ``not_reproduced`` says ("after the extension, where the part's values show
+    both modes": decided on the extension seeds, and one of the part's own paired values
+    more than ``far_margins`` margins from their median)."""
 
     far_margins: float
     extend: bool
@@ -408,7 +410,7 @@ class Bimodal(Record):
 
 
 #: when a claim with a far run may read NOT REPRODUCED
-BIMODAL_NOT_REPRODUCED = ("after the extension",)
+BIMODAL_NOT_REPRODUCED = ("after the extension, where the part's values show both modes",)
 
 
 @dataclasses.dataclass(frozen=True)
