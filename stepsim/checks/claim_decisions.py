@@ -88,10 +88,11 @@ def claim_rule(verdicts) -> str:
 
 
 def _values(given) -> tuple:
-    """The paired values of a part as given to the decision (its effect's), () when it has
-    none."""
+    """(paired values, margin) of a part as given to the decision (its effect's); ((), 0.0)
+    when it has none."""
     effect = getattr(given, "effect", None)
-    return tuple(getattr(effect, "values", ()) or ())
+    return (tuple(getattr(effect, "values", ()) or ()),
+            float(getattr(effect, "margin", 0.0) or 0.0))
 
 
 def hold_back(part, why: str | None):
@@ -212,7 +213,7 @@ def decide_on_problem(claim_id: str, members, results: dict) -> list[ClaimResult
     hold = extension.bimodal_hold([m.budget for m in members],
                                   [j for m in members for j in m.jobs], results)
     if hold is not None:
-        decided = {name: hold_back(part, hold(_values(every[name]))) for name, part
+        decided = {name: hold_back(part, hold(*_values(every[name]))) for name, part
                    in decided.items()}
     lines = []
     readings = []

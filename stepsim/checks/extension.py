@@ -111,9 +111,10 @@ def far_values(values, far: float) -> bool:
 def bimodal_hold(budgets, jobs, results: dict):
     """PROTOCOL.md D5.8's amendment for a claim decided on ``budgets`` (one problem's, the
     same rules) from ``jobs``: None when the claim has no far run (every part may read NOT
-    REPRODUCED), else ``hold(values) -> str | None``: why a part with those paired values
-    may not read NOT REPRODUCED (the claim not decided on the extension seeds, or the
-    part's values all in one mode), None when it may."""
+    REPRODUCED), else ``hold(values, margin) -> str | None``: why a part with those paired
+    values and its own margin may not read NOT REPRODUCED (the claim not decided on the
+    extension seeds, or the part's values all in one mode: none more than ``far_margins``
+    of its margins from their median), None when it may."""
     budgets = list(budgets)
     rules = getattr(budgets[0], "rules", None) if budgets else None
     bimodal = getattr(rules, "bimodal", None)
@@ -128,10 +129,13 @@ def bimodal_hold(budgets, jobs, results: dict):
     more = set(rules.divergence.extension_seeds or ())
     extended = bool(more) and all(more <= set(b.seeds) for b in budgets)
 
-    def hold(values) -> str | None:
+    def hold(values, margin: float = 0.0) -> str | None:
+        """values: the part's paired values; margin: its own (its units; 0: the
+        problem's is used)."""
         if not extended:
             return f"{head}; NOT REPRODUCED only on the extension seeds"
-        if not far_values(values, far):
+        own = float(bimodal.far_margins) * float(margin) if margin and margin > 0 else far
+        if not far_values(values, own):
             return (f"{head}; this part's paired values are all in one mode (none more than "
                     f"{bimodal.far_margins:g} margins from their median): NOT REPRODUCED "
                     f"only where they show both")
