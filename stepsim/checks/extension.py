@@ -16,9 +16,10 @@ amendment, ``rules.bimodal``): some finite run's error lies more than ``far_marg
 problem margins from the median error of its run group's finite runs (:func:`far_runs`).
 That reads which runs are far from their own group, never which side of a part they are
 on. In such a claim a part reads NOT REPRODUCED only when the claim was decided on the
-extension seeds and the part's own paired values show the far mode (one of them more than
-``far_margins`` margins from their median: its interval saw the collapse); a part whose
-seeds all fell in one mode may have missed the other (:func:`bimodal_hold`, which the
+extension seeds and the part's own paired values show the far mode (at least
+``part_far_values`` of them more than ``far_margins`` margins from their median: its
+interval saw the collapse); a part whose seeds all fell in one mode may have missed the
+other (:func:`bimodal_hold`, which the
 claim's decision reads).
 
 :func:`extend` returns the evaluation stage with the extended claims' budgets and jobs
@@ -96,16 +97,16 @@ def needs_more_seeds(jobs, results: dict, rules, margin: float) -> str | None:
     return None
 
 
-def far_values(values, far: float) -> bool:
-    """Whether some of ``values`` (a part's paired values) lies more than ``far`` from
-    their median."""
+def far_values(values, far: float) -> int:
+    """How many of ``values`` (a part's paired values) lie more than ``far`` from their
+    median."""
     import statistics
 
     values = [float(v) for v in values]
     if len(values) < 2:
-        return False
+        return 0
     middle = statistics.median(values)
-    return any(abs(v - middle) > far for v in values)
+    return sum(abs(v - middle) > far for v in values)
 
 
 def bimodal_hold(budgets, jobs, results: dict):
@@ -113,8 +114,8 @@ def bimodal_hold(budgets, jobs, results: dict):
     same rules) from ``jobs``: None when the claim has no far run (every part may read NOT
     REPRODUCED), else ``hold(values, margin) -> str | None``: why a part with those paired
     values and its own margin may not read NOT REPRODUCED (the claim not decided on the
-    extension seeds, or the part's values all in one mode: none more than ``far_margins``
-    of its margins from their median), None when it may."""
+    extension seeds, or the part's values all in one mode: fewer than ``part_far_values``
+    more than ``far_margins`` of its margins from their median), None when it may."""
     budgets = list(budgets)
     rules = getattr(budgets[0], "rules", None) if budgets else None
     bimodal = getattr(rules, "bimodal", None)
@@ -135,10 +136,10 @@ def bimodal_hold(budgets, jobs, results: dict):
         if not extended:
             return f"{head}; NOT REPRODUCED only on the extension seeds"
         own = float(bimodal.far_margins) * float(margin) if margin and margin > 0 else far
-        if not far_values(values, own):
-            return (f"{head}; this part's paired values are all in one mode (none more than "
-                    f"{bimodal.far_margins:g} margins from their median): NOT REPRODUCED "
-                    f"only where they show both")
+        if far_values(values, own) < bimodal.part_far_values:
+            return (f"{head}; this part's paired values are all in one mode (fewer than "
+                    f"{bimodal.part_far_values} more than {bimodal.far_margins:g} margins "
+                    f"from their median): NOT REPRODUCED only where they show both")
         return None
     return hold
 

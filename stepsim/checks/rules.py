@@ -394,16 +394,21 @@ class Bimodal(Record):
     finite runs (the runs of one configuration at every seed); a claim on a problem with a
     far run gets the extension seeds (``extend``), and a part of it reads NOT REPRODUCED
     only as ``not_reproduced`` says ("after the extension, where the part's values show
-    both modes": decided on the extension seeds, and one of the part's own paired values
-    more than ``far_margins`` margins from their median)."""
+    both modes": decided on the extension seeds, and at least ``part_far_values`` of the
+    part's own paired values more than ``far_margins`` of its margins from their
+    median)."""
 
     far_margins: float
     extend: bool
     not_reproduced: str
+    part_far_values: int
 
     def __post_init__(self):
         if not self.far_margins > 0:
             raise ValueError(f"bimodal.far_margins must be > 0, got {self.far_margins!r}")
+        if isinstance(self.part_far_values, bool) or self.part_far_values < 1:
+            raise ValueError(f"bimodal.part_far_values must be an integer >= 1, got "
+                             f"{self.part_far_values!r}")
         if self.not_reproduced not in BIMODAL_NOT_REPRODUCED:
             raise ValueError(f"bimodal.not_reproduced must be one of "
                              f"{list(BIMODAL_NOT_REPRODUCED)}, got {self.not_reproduced!r}")

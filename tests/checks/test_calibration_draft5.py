@@ -172,6 +172,10 @@ def test_far_runs_read_each_run_group_against_its_own_median():
         assert extension.far_runs(dense + sr, views, 11.0) is None
     lost = dict(base, **{sr[2].digest: {"error": 100.0, "diverged": True}})
     assert extension.far_runs(dense + sr, lost, 10.0) is None
+    # a part's paired values: how many lie in the far mode (RULES 5 bimodal.part_far_values)
+    assert extension.far_values([-10.0] * 14 + [18.0, 18.5], 10.0) == 2
+    assert extension.far_values([-10.0] * 15 + [18.0], 10.0) == 1 < RULES.bimodal.part_far_values
+    assert extension.far_values([1.0], 10.0) == 0
 
 
 def test_the_remembering_budget_makes_the_registered_runspecs(cal):
