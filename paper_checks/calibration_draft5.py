@@ -1,9 +1,10 @@
 """Calibration of draft 5's verdict rules at the claim, in both directions (PROTOCOL.md D5.8,
 its last bullet "Calibration").
 
-    python paper_checks/calibration_draft5.py [--sims 2000] [--jobs 2]
-        [--out paper_checks/calibration_draft5.json]
+    python paper_checks/calibration_draft5.py [--sims 2000] [--jobs 2] [--case NAME]...
+        [--rule registered] [--out paper_checks/calibration_draft5_amended.json]
     python paper_checks/calibration_draft5.py --quick --out /tmp/cal.json
+    python paper_checks/calibration_draft5.py --combine out.json a.json b.json
 
 Each case simulates the runs of one claim on digits (8 seeds, margin delta = 0.5 points)
 at both primary lr readings ("in place": STEP at SR-STE's lr; "own": STEP at its own lr;
@@ -18,14 +19,17 @@ K = 4 for a claim about STEP) and decides the claim as the check does:
 * **Decision**: ``claim_decisions.decide_on_problem`` (the claim's ``gather`` with the
   production estimate ``budget.effect``, ``part_decisions.decide_both_ways``, the reading
   and claim rules); the claim's verdict is its own line's.
-* **Extension** (D5.6): the pipeline does not yet run the extension seeds, so this script
-  applies the registered trigger itself: a part with fewer than ``min_finite_pairs`` finite
-  pairs and at least one discordant pair is measured again on seeds 0-15 (the same
+* **Extension** (D5.6, and D5.8's amendment for bimodal seeds): the production trigger
+  ``extension.needs_more_seeds`` reads the claim's runs on seeds 0-7 (divergence alone
+  differs, or a run far from its run group's median); when it fires, the claim is
+  decided by ``decide_on_problem`` on its budgets widened to seeds 0-15 (the same
   RunSpecs on seeds 0-7, the extension seeds' views drawn with the rest of the
-  simulation), and the claim is decided from its parts by the same production functions
-  (``claim.gather``, ``decide_both_ways``, ``reading_verdict``, ``claim_rule``) in the
-  composition ``decide_on_problem`` uses (the test checks that the composition without an
-  extension gives ``decide_on_problem``'s verdict).
+  simulation), as the extension stage (``extension.extend``) widens them.
+* **Rules** (``--rule``): "registered" (draft 5 with its amendments, the default);
+  "draft5-as-measured" (without D5.8's amendment on bimodal seeds: the rules the first
+  table measured); "collapse-as-divergence" (candidate (b) of the amendment: without it,
+  and every far run counted as diverged, so collapses get the divergence tests and the
+  interval reads the pairs without a collapse).
 
 A verdict is **wrong** (D5.8's hypotheses): REPRODUCED where no primary reading's parts are
 all truly above 0 (the null, the bimodal case at 0, the blow-up at 0, a divergence-only
@@ -139,18 +143,20 @@ def _c7_truths():
     return truth
 
 
-def _bimodal(truth_e: float, exact: bool):
-    """C6-shaped (E = gap(B) - gap(STEP) = e(B) - e(STEP)) with bimodal seeds: in exactly 3
-    of the 8 seeds of each run group of the collapsing side (``exact``; else each run
-    independently with probability 3/8) the run collapses to an extra 30% of items wrong
-    (~+30 points). At a true mean effect of 0 the
-    STEP runs collapse (E's far seeds below: the side where a t interval says REPRODUCED
-    too easily); at delta the baselines' runs collapse (far seeds above: NOT REPRODUCED's
-    side). The other recipes carry a fixed extra error rate that makes the mean E exact."""
+def _bimodal(truth_e: float, exact: bool, p: float = 3 / 8, side: str | None = None):
+    """C6-shaped (E = gap(B) - gap(STEP) = e(B) - e(STEP)) with bimodal seeds: in exactly
+    p x 8 of the 8 seeds of each run group of the collapsing side (``exact``; else each run
+    independently with probability ``p``) the run collapses to an extra 30% of items wrong
+    (~+30 points). ``side``: whose runs collapse, "step" or "baselines"; by default at a
+    true mean effect of 0 the STEP runs (E's far seeds below: the side where a t interval
+    says REPRODUCED too easily), at delta the baselines' (far seeds above: NOT
+    REPRODUCED's side). The other recipes carry a fixed extra error rate that makes the
+    mean E exact."""
     from stepsim.checks.simulated_views import MU, Recipe, expected_error
 
-    far, p, dense = 0.3, 3 / 8, Recipe(-4.0)
-    if truth_e == 0.0:
+    far, dense = 0.3, Recipe(-4.0)
+    side = side or ("step" if truth_e == 0.0 else "baselines")
+    if side == "step":
         step = Recipe(-4.0, collapse=p, far=far, exact=exact)
         target = expected_error(step) + truth_e  # e(B)
         base = Recipe(0.0, extra=(target - 100 * MU) / (100 - 100 * MU))
@@ -159,6 +165,18 @@ def _bimodal(truth_e: float, exact: bool):
         target = expected_error(base) - truth_e  # e(STEP)
         step = Recipe(0.0, extra=(target - 100 * MU) / (100 - 100 * MU))
     assert abs(expected_error(base) - expected_error(step) - truth_e) < 1e-12
+
+    def truth(run: Run) -> Recipe:
+        return {"dense": dense, "step": step}.get(run.recipe, base)
+    return truth
+
+
+def _c6_plain(truth_e: float):
+    """C6-shaped without collapses: every baseline at 0 points of shift, every STEP at
+    -``truth_e``: E = e(B) - e(STEP) = ``truth_e`` at every part."""
+    from stepsim.checks.simulated_views import Recipe
+
+    dense, base, step = Recipe(-4.0), Recipe(0.0), Recipe(-truth_e)
 
     def truth(run: Run) -> Recipe:
         return {"dense": dense, "step": step}.get(run.recipe, base)
@@ -210,6 +228,27 @@ def cases() -> dict:
         "bimodal at delta (C6, baselines collapse with p = 3/8)": Case(
             "C6", _bimodal(DELTA, False), NR,
             "each baseline run collapses independently with p = 3/8; mean E = delta"),
+        "bimodal at delta (C6, baselines collapse with p = 1/4)": Case(
+            "C6", _bimodal(DELTA, False, 1 / 4), NR,
+            "each baseline run collapses independently with p = 1/4; mean E = delta"),
+        "bimodal at delta (C6, baselines collapse with p = 0.3)": Case(
+            "C6", _bimodal(DELTA, False, 0.3), NR,
+            "each baseline run collapses independently with p = 0.3; mean E = delta"),
+        "bimodal at delta (C6, baselines collapse with p = 1/2)": Case(
+            "C6", _bimodal(DELTA, False, 1 / 2), NR,
+            "each baseline run collapses independently with p = 1/2; mean E = delta"),
+        "bimodal at delta (C6, STEP collapses with p = 3/8)": Case(
+            "C6", _bimodal(DELTA, False, 3 / 8, "step"), NR,
+            "each STEP run collapses independently with p = 3/8; mean E = delta (the far "
+            "seeds below: NOT REPRODUCED's side when many collapse)"),
+        "power: C6 at -2 delta, no collapse": Case(
+            "C6", _c6_plain(-2 * DELTA), R,
+            "every part E = -2 delta (STEP 1 point worse than each baseline), no collapse: "
+            "NOT REPRODUCED is the right verdict (its rate is the power)"),
+        "power: C6 at -2 delta, baselines collapse with p = 3/8": Case(
+            "C6", _bimodal(-2 * DELTA, False, 3 / 8, "baselines"), R,
+            "each baseline run collapses independently with p = 3/8; mean E = -2 delta: NOT "
+            "REPRODUCED is the right verdict (its rate is the power)"),
         "blow-up at 0 (C5, STEP diverges 30%)": Case(
             "C5", _c5_truths(1.5, step_diverge=0.3), R,
             "E = 0 on finite pairs; every STEP run diverges with p = 0.3 (the better-claimed "
@@ -229,13 +268,28 @@ def cases() -> dict:
 
 
 # ----------------------------------------------------------------------- budgets and views
+def _remembering():
+    """``budget.Budget`` whose ``run`` makes each RunSpec once and gives it back after: the
+    claims' ``gather`` asks for the same RunSpecs in every simulation (the same RunSpecs,
+    so the same numbers; about a third of a simulation's CPU saved)."""
+    from stepsim.checks.budget import Budget
+
+    class Remembering(Budget):
+        def run(self, recipe: str, seed: int, **kw):
+            memo = self.__dict__.setdefault("_made", {})  # not a field: replace() drops it
+            key = (recipe, seed, repr(sorted(kw.items())))
+            if key not in memo:
+                memo[key] = super().run(recipe, seed, **kw)
+            return memo[key]
+    return Remembering
+
+
 def budgets(claim: str, seeds: tuple, rules) -> list:
     """The claim's primary budgets on digits: in place, and (a claim about STEP) STEP at its
     own lr; lr 1e-3 for every config, 3e-4 for STEP's own."""
-    from stepsim.checks.budget import Budget
     from stepsim.checks.registry import get_claim
 
-    made = [Budget("full", "digits", "main", seeds, rules=rules)]
+    made = [_remembering()("full", "digits", "main", seeds, rules=rules)]
     if claim in rules.readings.step_claims:
         made.append(dataclasses.replace(made[0], step_lr="own", only=(claim,), tag="own-lr",
                                         needed=set()))
@@ -260,8 +314,10 @@ class Simulation:
         self._add(8, rules)
         self.recipes = {key: case.truth(run) for key, (run, _) in self.groups.items()}
         self.steps = self.members[8][0].budget.steps
-        #: only a case with divergence can trigger the extension: the others draw 8 seeds
-        self.extend = len(seeds) > 8 and any(r.diverge > 0 for r in self.recipes.values())
+        #: only a case with divergence or collapses can trigger the extension: the others
+        #: draw 8 seeds (their streams as before the amendment)
+        self.extend = len(seeds) > 8 and any(r.diverge > 0 or r.collapse > 0
+                                             for r in self.recipes.values())
         if self.extend:
             self._add(len(seeds), rules)
             self.recipes = {key: case.truth(run) for key, (run, _) in self.groups.items()}
@@ -293,76 +349,65 @@ class Simulation:
 
 
 # ----------------------------------------------------------------------- deciding
-def part_key(claim: str, problem: str, label: str, name: str) -> str:
-    """A part's name in the claim's family (``decide_on_problem``'s: it seeds the
-    bootstrap)."""
-    return f"{claim} {problem} {label}: {name}"
+#: the rules a measurement runs under (module docstring, "Rules")
+RULE_NAMES = ("registered", "draft5-as-measured", "collapse-as-divergence")
 
 
-def triggers(evidence, need: int) -> bool:
-    """D5.6's trigger: fewer than ``need`` finite pairs and at least one discordant pair
-    (which seeds are discordant, never which side diverged)."""
-    from stepsim.checks.verdict import Evidence
+def rules_named(name: str):
+    """The typed rules of ``name`` (:data:`RULE_NAMES`)."""
+    from stepsim.checks import protocol
+    from stepsim.checks.rules import Rules
 
-    if not isinstance(evidence, Evidence):
-        return False
-    d = evidence.effect.divergence
-    return bool(d) and evidence.effect.n < need and d["only_plus"] + d["only_minus"] >= 1
-
-
-def compose(claim, members, results, replace=None) -> tuple[str, dict]:
-    """(the claim's verdict, reading -> verdict) from its parts by the production functions
-    in ``decide_on_problem``'s composition; ``replace``: (label, part name) -> Evidence
-    measured on the extension seeds."""
-    from stepsim.checks.claim_decisions import claim_rule, reading_verdict
-    from stepsim.checks.part_decisions import decide_both_ways, k_of
-
-    rules = members[0].budget.rules
-    problem = members[0].budget.problem
-    every, gathered = {}, []
-    for m in members:
-        g = claim.gather(m.budget, results)
-        label = m.budget.reading
-        gathered.append((m, label, g))
-        for name, evidence in g.parts.items():
-            evidence = (replace or {}).get((label, name), evidence)
-            every[part_key(claim.id, problem, label, name)] = evidence
-    decided = decide_both_ways(every, k=k_of(claim.id, rules), rules=rules)
-    readings = {}
-    for m, label, g in gathered:
-        parts = {n: dataclasses.replace(decided[part_key(claim.id, problem, label, n)], name=n)
-                 for n in g.parts}
-        if g.after is not None:
-            parts = g.after(parts)
-        primary = set(claim.primary_parts(m.budget))
-        for step, names in (g.groups or {None: list(parts)}).items():
-            readings[label if step is None else f"{label} STEP-{step}"] = reading_verdict(
-                parts[n] for n in names if n in primary)
-    return claim_rule(readings.values()), readings
+    registered = protocol.TYPED[5]
+    if name == "registered":
+        return registered
+    if name not in RULE_NAMES:
+        raise ValueError(f"rule must be one of {list(RULE_NAMES)}, got {name!r}")
+    data = {k: v for k, v in registered.to_dict().items() if k != "bimodal"}
+    return Rules.parse(data, f"draft 5 without bimodal ({name})")
 
 
-def decide(sim: Simulation, results: dict, *, extend: bool) -> tuple[str, bool]:
-    """(the claim's verdict, whether the extension ran) on one simulation's views."""
+def collapses_as_divergence(sim: "Simulation", results: dict, far: float) -> dict:
+    """``results`` with every far run (``extension.far_runs``' rule, per run group) counted
+    as diverged: candidate (b), collapses counted like divergence."""
+    import statistics
+
+    out = dict(results)
+    for run, at in sim.groups.values():
+        finite = [d for d in at.values() if d in out and not out[d]["diverged"]]
+        if len(finite) < 2:
+            continue
+        middle = statistics.median(out[d]["error"] for d in finite)
+        for d in finite:
+            if abs(out[d]["error"] - middle) > far:
+                out[d] = dict(out[d], diverged=True, items=np.full_like(out[d]["items"], 100.0),
+                              error=100.0)
+    return out
+
+
+def decide(sim: Simulation, results: dict, *, extend: bool,
+           rule: str = "registered") -> tuple[str, bool]:
+    """(the claim's verdict, whether the extension ran) on one simulation's views: the
+    production trigger on seeds 0-7, then ``decide_on_problem`` on seeds 0-7 or (extended)
+    0-15."""
+    from stepsim.checks import extension
     from stepsim.checks.claim_decisions import decide_on_problem
 
     members = sim.members[8]
-    rules = members[0].budget.rules
-    need = int(rules.divergence.min_finite_pairs)
-    replace = {}
-    if extend:
-        for m, m16 in zip(members, sim.members[16]):
-            parts = sim.claim.gather(m.budget, results).parts
-            hit = [n for n, ev in parts.items() if triggers(ev, need)]
-            if hit:
-                long = sim.claim.gather(m16.budget, results).parts
-                replace.update({(m.budget.reading, n): long[n] for n in hit})
-    if replace:
-        return compose(sim.claim, members, results, replace)[0], True
-    return decide_on_problem(sim.claim.id, members, results)[-1].verdict, False
+    budget = members[0].budget
+    if rule == "collapse-as-divergence":
+        far = float(rules_named("registered").bimodal.far_margins) * budget.margin
+        results = collapses_as_divergence(sim, results, far)
+    more = extend and extension.needs_more_seeds(
+        [j for m in members for j in m.jobs], results, budget.rules, budget.margin)
+    if more:
+        members = sim.members[16]
+    return decide_on_problem(sim.claim.id, members, results)[-1].verdict, bool(more)
 
 
 # ----------------------------------------------------------------------- a case
-def run_case(name: str, case: Case, sims: int, rules, progress=None) -> dict:
+def run_case(name: str, case: Case, sims: int, rules, progress=None,
+             rule: str = "registered") -> dict:
     from stepsim import stats
     from stepsim.checks.simulated_views import world
 
@@ -374,7 +419,7 @@ def run_case(name: str, case: Case, sims: int, rules, progress=None) -> dict:
     extended = 0
     t0 = time.process_time()
     for i in range(sims):
-        verdict, ext = decide(sim, sim.draw(draw), extend=extend)
+        verdict, ext = decide(sim, sim.draw(draw), extend=extend, rule=rule)
         counts[verdict] += 1
         extended += ext
         if progress is not None:
@@ -407,22 +452,27 @@ def progress(name: str, i: int, n: int) -> None:
 def markdown(result: dict) -> str:
     """The table of measured rates (result: the JSON's "result")."""
     p = result["params"]
-    fewer = ("" if p["quick"] or p["sims"] >= SIMS else
-             f" Fewer simulations than the protocol's {SIMS:,} (the CPU budget: "
-             f"{result['cpu_s'] / 60:.0f} CPU-minutes for these): the intervals' widths "
-             f"are as shown.")
+    counts = sorted({c["sims"] for c in result["cases"].values()})
+    sims = " or ".join(f"{n:,}" for n in counts)
+    fewer = ("" if p["quick"] or counts[0] >= SIMS else
+             f" Fewer simulations than the protocol's {SIMS:,} where a row says so (the CPU "
+             f"budget: {result['cpu_s'] / 60:.0f} CPU-minutes for these): the intervals' "
+             f"widths are as shown.")
+    rule = p.get("rule", "registered")
+    ruled = "" if rule == "registered" else f"; rules: **{rule}** (not the registered ones)"
     lines = [
         "# Draft 5: calibration of the verdict rules at the claim (PROTOCOL.md D5.8)",
         "",
-        (f"Made by `paper_checks/calibration_draft5.py` ({p['sims']} simulations a case"
-         f"{', --quick: not evidence' if p['quick'] else ''}; seed {p['seed']}; rules draft "
+        (f"Made by `paper_checks/calibration_draft5.py` ({sims} simulations a case"
+         f"{', --quick: not evidence' if p['quick'] else ''}{ruled}; seed {p['seed']}; "
+         "rules draft "
          f"{p['rules_version']}: alpha = {p['alpha']}, K = 4 for a claim about STEP, "
          f"delta = {p['delta']} points, n = 8 seeds, bootstrap {p['resamples']} resamples). "
          "Per-item 0/100 errors on one test set of 899 items shared by the seeds and "
          "recipes (`stepsim.checks.simulated_views`); every case decided by the claim's "
-         "`gather`, `budget.effect` and `claim_decisions.decide_on_problem` (the extension: "
-         "D5.6's trigger applied here, the claim composed from the same production "
-         f"functions).{fewer}"),
+         "`gather`, `budget.effect` and `claim_decisions.decide_on_problem`; the "
+         "extension: the production trigger `extension.needs_more_seeds` on seeds 0-7, then "
+         f"the claim decided on seeds 0-15).{fewer}"),
         "",
         ("A wrong REPRODUCED: the claim REPRODUCED where no reading's parts are all truly "
          "above 0 (for C7's band: where a deviation is delta). A wrong NOT REPRODUCED: the "
@@ -448,18 +498,17 @@ def markdown(result: dict) -> str:
 
 
 def _one(args) -> dict:
-    name, sims, progress = args
-    from stepsim.checks import protocol
+    name, sims, progress, rule = args
+    rules = rules_named("draft5-as-measured" if rule == "collapse-as-divergence" else rule)
+    return run_case(name, cases()[name], sims, rules, progress, rule)
 
-    return run_case(name, cases()[name], sims, protocol.TYPED[5], progress)
 
-
-def measure(sims: int, names=None, progress=None, jobs: int = 1) -> dict:
-    """Every case (or those ``names``) at ``sims`` simulations, on ``jobs`` processes (a
-    case per task: each case has its own stream, so the numbers do not depend on jobs)."""
-    from stepsim.checks import protocol
-
-    rules = protocol.TYPED[5]
+def measure(sims: int, names=None, progress=None, jobs: int = 1,
+            rule: str = "registered") -> dict:
+    """Every case (or those ``names``) at ``sims`` simulations under ``rule``
+    (:data:`RULE_NAMES`), on ``jobs`` processes (a case per task: each case has its own
+    stream, so the numbers do not depend on jobs)."""
+    rules = rules_named(rule)
     if float(rules.problem("digits").margin) != DELTA:
         raise ValueError(f"the digits margin is {rules.problem('digits').margin}, this "
                          f"calibration is written for {DELTA}")
@@ -469,7 +518,7 @@ def measure(sims: int, names=None, progress=None, jobs: int = 1) -> dict:
         if unknown:
             raise ValueError(f"cases must be among {list(chosen)}, got {unknown}")
         chosen = {n: chosen[n] for n in names}
-    todo = [(n, sims, progress) for n in chosen]
+    todo = [(n, sims, progress, rule) for n in chosen]
     if jobs > 1:
         import concurrent.futures
         import multiprocessing
@@ -481,6 +530,23 @@ def measure(sims: int, names=None, progress=None, jobs: int = 1) -> dict:
         done = [_one(t) for t in todo]
     out = dict(zip(chosen, done))
     return {"cases": out, "cpu_s": sum(c["cpu_s"] for c in out.values())}
+
+
+def combine(results: list) -> dict:
+    """One result from several of the same rule and seed (each case from the last result
+    that has it; params: the first's, with every sims count and case)."""
+    rules = {r["params"].get("rule", "registered") for r in results}
+    seeds = {r["params"]["seed"] for r in results}
+    if len(rules) != 1 or len(seeds) != 1 or any(r["params"]["quick"] for r in results):
+        raise ValueError(f"--combine needs results of one rule and seed, none quick; got "
+                         f"rules {sorted(rules)}, seeds {sorted(seeds)}")
+    cases_ = {}
+    for r in results:
+        cases_.update(r["cases"])
+    params = dict(results[0]["params"], sims=sorted({c["sims"] for c in cases_.values()}),
+                  cases=list(cases_), jobs=None)
+    return {"params": params, "cases": cases_,
+            "cpu_s": sum(c["cpu_s"] for c in cases_.values())}
 
 
 def main(argv=None) -> int:
@@ -498,8 +564,14 @@ def main(argv=None) -> int:
                         help="write the .md table again from the .json of --out (no simulation)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes (a case each; the numbers do not depend on it)")
-    parser.add_argument("--out", default=str(HERE / "calibration_draft5.json"),
+    parser.add_argument("--rule", default="registered", choices=RULE_NAMES,
+                        help="the rules the cases are decided under (module docstring)")
+    # (calibration_draft5.json: the first table's, before D5.8's amendment: history)
+    parser.add_argument("--out", default=str(HERE / "calibration_draft5_amended.json"),
                         help="the JSON result; the markdown table beside it (.md)")
+    parser.add_argument("--combine", nargs="+", metavar="JSON",
+                        help="no simulation: write --out from these results' cases (one "
+                             "rule, cases in the order given)")
     args = parser.parse_args(argv)
     sims = QUICK_SIMS if args.quick else args.sims
     if sims < 1:
@@ -511,11 +583,18 @@ def main(argv=None) -> int:
     if args.table_only:
         write_text(out.with_suffix(".md"), markdown(json.loads(out.read_text())["result"]))
         return 0
+    if args.combine:
+        result = combine([json.loads(Path(f).read_text())["result"] for f in args.combine])
+        result["params"]["combined"] = [str(f) for f in args.combine]
+        save_json(out, result, params=result["params"], seed=SEED)
+        write_text(out.with_suffix(".md"), markdown(result))
+        return 0
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    measured = measure(sims, args.case, progress, args.jobs)
+    measured = measure(sims, args.case, progress, args.jobs, args.rule)
     rules = protocol.TYPED[5]
-    params = {"sims": sims, "quick": bool(args.quick), "seed": SEED, "delta": DELTA,
+    params = {"sims": sims, "quick": bool(args.quick), "rule": args.rule, "seed": SEED,
+              "delta": DELTA,
               "alpha": float(rules.alpha), "rules_version": rules.version,
               "resamples": int(rules.intervals.bootstrap.resamples),
               "bootstrap_seed": int(rules.intervals.bootstrap.seed),

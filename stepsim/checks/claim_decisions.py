@@ -8,7 +8,11 @@ sparse", "k0=0.3T", "cosine own", "tie lr=...", ...) — at once:
 1. every budget's parts are measured (``Claim.gather``) and decided together
    (``part_decisions.decide_both_ways``: one NOT REPRODUCED Holm family over every part of
    the claim on the problem, the REPRODUCED direction at alpha / K), then each budget's
-   gate after the decision (the plateau gate);
+   gate after the decision (the plateau gate); in a claim whose seeds are bimodal (a run
+   far from its run group's median, ``extension.bimodal_hold``) a part is NOT REPRODUCED
+   only when the claim was decided on the extension seeds and the part's own paired
+   values show the far mode; else it is INCONCLUSIVE "bimodal seeds" (PROTOCOL.md D5.8's
+   amendment);
 2. a **reading of STEP** (a budget and one of STEP's readings A1, SR; a claim without STEP:
    the budget) is REPRODUCED when every primary part of it whose premise is present is
    REPRODUCED and there is one; NOT REPRODUCED when some primary part is; else
@@ -32,15 +36,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from stepsim.checks import outcome
+from stepsim.checks import extension, outcome
 from stepsim.checks.part_decisions import DISAGREE, HARM, NO_GAP, decide_both_ways, k_of
 from stepsim.checks.registry import get_claim
 from stepsim.checks.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimResult
 
 #: the two readings every claim about STEP is decided at (``Budget.reading``)
 PRIMARY = ("in place", "own")
+#: the reason head of a part held back from NOT REPRODUCED by bimodal seeds
+BIMODAL = "bimodal seeds"
 #: the reason heads a mixed line names a part's verdict by
-TAGS = (NO_GAP, HARM, DISAGREE, "switched on the plateau", "premise absent",
+TAGS = (NO_GAP, HARM, DISAGREE, BIMODAL, "switched on the plateau", "premise absent",
         "both diverged", "diverged")
 #: the recipes whose runs are STEP's (a reading diverges when most of them did)
 STEP_RECIPES = ("step", "layerwise-step")
@@ -79,6 +85,24 @@ def claim_rule(verdicts) -> str:
     if verdicts and all(v == NOT_REPRODUCED for v in verdicts):
         return NOT_REPRODUCED
     return INCONCLUSIVE
+
+
+def _values(given) -> tuple:
+    """(paired values, margin) of a part as given to the decision (its effect's); ((), 0.0)
+    when it has none."""
+    effect = getattr(given, "effect", None)
+    return (tuple(getattr(effect, "values", ()) or ()),
+            float(getattr(effect, "margin", 0.0) or 0.0))
+
+
+def hold_back(part, why: str | None):
+    """``part`` unless it is NOT REPRODUCED and held (``why`` not None): then INCONCLUSIVE,
+    its reason ``why`` followed by what it would have read (PROTOCOL.md D5.8's amendment:
+    bimodal seeds)."""
+    if why is None or part.verdict != NOT_REPRODUCED:
+        return part
+    return dataclasses.replace(part, verdict=INCONCLUSIVE,
+                               reason=f"{why} (else NOT REPRODUCED: {part.reason})")
 
 
 def part_tag(part) -> str:
@@ -186,6 +210,11 @@ def decide_on_problem(claim_id: str, members, results: dict) -> list[ClaimResult
         for name, evidence in g.parts.items():
             every[f"{claim_id} {problem} {label}: {name}"] = evidence
     decided = decide_both_ways(every, k=k, rules=rules)
+    hold = extension.bimodal_hold([m.budget for m in members],
+                                  [j for m in members for j in m.jobs], results)
+    if hold is not None:
+        decided = {name: hold_back(part, hold(*_values(every[name]))) for name, part
+                   in decided.items()}
     lines = []
     readings = []
     for member, label, g in zip(members, labels, gathered):
@@ -322,5 +351,6 @@ def is_claim_line(result) -> bool:
     return "decided_by" in numbers
 
 
-__all__ = ["IN_PLACE_SUFFIX", "Member", "claim_rule", "decide_on_problem", "is_claim_line",
+__all__ = ["BIMODAL", "IN_PLACE_SUFFIX", "Member", "claim_rule", "decide_on_problem",
+           "hold_back", "is_claim_line",
            "mixed_words", "part_tag", "reading_verdict", "step_divergence"]

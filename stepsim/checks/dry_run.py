@@ -173,11 +173,16 @@ def describe(made: Plan, out: Path | None, workers: int) -> str:
                  if d not in final or d not in stored)
     lines.append("")
     if ev is None and rules.readings is not None:
+        aside = () if made.extended else rules.extended.secondary_problems or ()
+        ties = [p for p in (made.problems or rules.problems) if p not in aside]
         lines.append("not counted above, their number depends on the runs: a choice at a "
                      "grid's edge runs that grid one value further (every pair of the new "
-                     "value); SR-STE's tie set's readings (C5, C6 at every SR-STE candidate "
-                     "tied with the choice, per N:M) join the evaluation; a claim whose "
-                     "divergence alone differs runs again on the extension seeds "
+                     "value); " + (f"on {', '.join(ties)} SR-STE's tie set's readings (C5, "
+                                   "C6 at every SR-STE candidate tied with the choice, per "
+                                   "N:M) join the evaluation; " if ties else "")
+                     + "a claim whose divergence alone differs, or whose seeds are bimodal "
+                     f"(a run {rules.bimodal.far_margins:g} margins from its group's median), "
+                     "runs again on the extension seeds "
                      f"{list(rules.divergence.extension_seeds)}")
     elif ev is None:
         lines.append("after tuning: the tie set's operating points (C5, C6 at every SR-STE lr "

@@ -398,6 +398,37 @@ class Intervals(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Bimodal(Record):
+    """Bimodal seeds (PROTOCOL.md D5.8's amendment): a finite run is **far** when its error
+    is more than ``far_margins`` problem margins from the median error of its run group's
+    finite runs (the runs of one configuration at every seed); a claim on a problem with a
+    far run gets the extension seeds (``extend``), and a part of it reads NOT REPRODUCED
+    only as ``not_reproduced`` says ("after the extension, where the part's values show
+    both modes": decided on the extension seeds, and at least ``part_far_values`` of the
+    part's own paired values more than ``far_margins`` of its margins from their
+    median)."""
+
+    far_margins: float
+    extend: bool
+    not_reproduced: str
+    part_far_values: int
+
+    def __post_init__(self):
+        if not self.far_margins > 0:
+            raise ValueError(f"bimodal.far_margins must be > 0, got {self.far_margins!r}")
+        if isinstance(self.part_far_values, bool) or self.part_far_values < 1:
+            raise ValueError(f"bimodal.part_far_values must be an integer >= 1, got "
+                             f"{self.part_far_values!r}")
+        if self.not_reproduced not in BIMODAL_NOT_REPRODUCED:
+            raise ValueError(f"bimodal.not_reproduced must be one of "
+                             f"{list(BIMODAL_NOT_REPRODUCED)}, got {self.not_reproduced!r}")
+
+
+#: when a claim with a far run may read NOT REPRODUCED
+BIMODAL_NOT_REPRODUCED = ("after the extension, where the part's values show both modes",)
+
+
+@dataclasses.dataclass(frozen=True)
 class FreezeScope(Record):
     registered: str
     options: tuple[str, ...]
@@ -463,6 +494,7 @@ class Rules(Record):
     freeze_scope: FreezeScope | None = None
     s1: Mapping[str, Any] | None = None
     budget: Budget | None = None
+    bimodal: Bimodal | None = None  # D5.8's amendment: bimodal seeds
 
     def __post_init__(self):
         _check_rules(self)
@@ -574,6 +606,8 @@ def _check_rules(r: Rules) -> None:
              f"schedule {name!r}: problems and warm-up fraction")
     need(r.v_star.c4_eq10_decides in r.v_star.c4_eq10, "v_star.c4_eq10_decides")
     need(r.divergence.min_finite_pairs >= 2, "divergence.min_finite_pairs must be >= 2")
+    need(r.bimodal is None or not r.bimodal.extend or r.divergence.extension_seeds,
+         "bimodal.extend needs divergence.extension_seeds")
 
 
 # ----------------------------------------------------------------------- section S1

@@ -16,7 +16,7 @@ numbers: two recipes tend to miss the same images). x is the run's *extra* error
 independent draw per item: 0 by default; ``extra`` for every run of a recipe (a recipe
 much worse than the others without p leaving [0, 1]), ``far`` for a run that
 *collapsed* (each run independently with probability ``collapse``, or exactly that share
-of a simulation's seeds: bimodal seeds). A run
+of each block of :data:`N_SEEDS` of a simulation's seeds: bimodal seeds). A run
 diverges with its recipe's rate (independently): its items are all 100 and its view says
 ``diverged``, as ``execution.view`` makes it.
 
@@ -50,8 +50,9 @@ class Run:
 class Recipe:
     """One recipe of a simulation: shift (points), divergence rate, extra error rate of
     every run, collapse probability of a run and a collapsed run's extra error rate;
-    exact: exactly round(collapse x seeds) of a simulation's runs collapse (which ones at
-    random), else each run with probability ``collapse``."""
+    exact: exactly round(collapse x 8) of each 8 seeds' runs collapse (which ones at
+    random: the evaluation seeds, and again the extension seeds), else each run with
+    probability ``collapse``."""
 
     shift: float = 0.0
     diverge: float = 0.0
@@ -82,6 +83,12 @@ def expected_error(recipe: Recipe) -> float:
     return (1 - recipe.collapse) * normal + recipe.collapse * collapsed
 
 
+def _blocks(seeds: int) -> list:
+    """``seeds`` as blocks of :data:`N_SEEDS` (the evaluation seeds, then each extension
+    block), the last one shorter if it must be."""
+    return [min(N_SEEDS, seeds - start) for start in range(0, seeds, N_SEEDS)]
+
+
 def world(rng: np.random.Generator):
     """draw(recipes, seeds=N_SEEDS) for one stream of simulations (module docstring)."""
 
@@ -104,8 +111,10 @@ def world(rng: np.random.Generator):
             wrong = u < p
             collapsed = np.zeros(seeds, dtype=bool)
             if spec.extra > 0 or spec.collapse > 0:  # (draws only then: older streams keep)
-                if spec.exact:
-                    collapsed = rng.permutation(seeds) < round(spec.collapse * seeds)
+                if spec.exact:  # exactly that share of each block of N_SEEDS seeds
+                    collapsed = np.concatenate([
+                        rng.permutation(size) < round(spec.collapse * size)
+                        for size in _blocks(seeds)])
                 else:
                     collapsed = rng.random(seeds) < spec.collapse
                 x = np.where(collapsed, spec.far, spec.extra)[:, None]

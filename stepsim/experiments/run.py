@@ -235,9 +235,10 @@ class RunSpec:
     def from_json(cls, text: str) -> RunSpec:
         return cls.from_dict(json.loads(text))
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        """SHA-256 (hex) of :meth:`to_json`: equal runs, equal digest, in any process."""
+        """SHA-256 (hex) of :meth:`to_json`: equal runs, equal digest, in any process
+        (computed once per RunSpec: the fields are frozen)."""
         return hashlib.sha256(self.to_json().encode("utf-8")).hexdigest()
 
     def replace(self, **changes) -> RunSpec:

@@ -1,7 +1,7 @@
 """paper_checks/calibration_draft5.py (PROTOCOL.md D5.8, "Calibration"): its --quick run
 writes the table with its provenance, and its cases go through the production decision
-code — controls whose right verdict is certain, the extension's trigger and composition,
-the same numbers from the same seed."""
+code — controls whose right verdict is certain, the extension's trigger, bimodal seeds
+(D5.8's amendment), the same numbers from the same seed."""
 
 from __future__ import annotations
 
@@ -102,21 +102,95 @@ def test_the_extension_decides_a_claim_on_sixteen_seeds(cal):
     assert out["extended"] == 1 and out["verdicts"][R] == 1
 
 
-def test_the_composition_is_decide_on_problems(cal):
-    """Without an extension the script's composition of the production functions gives
-    decide_on_problem's claim verdict and reading verdicts (so the extension's claims are
-    decided by the same rule)."""
-    for name in ("C7 one fraction per reading delta off",
-                 "bimodal at delta (C6, baselines collapse with p = 3/8)"):
-        case = cal.cases()[name]
-        sim = cal.Simulation(case, tuple(range(8)), RULES)
-        draw = world(np.random.default_rng(7))
-        for _ in range(2):
-            views = sim.draw(draw)
-            line = decide_on_problem(case.claim, sim.members[8], views)[-1]
-            verdict, readings = cal.compose(sim.claim, sim.members[8], views)
-            assert verdict == line.verdict
-            assert readings == line.numbers["step_readings"]
+def _collapsing_sr_ste(step_extra: float):
+    """C6 on digits: SR-STE's runs collapse (+30% of items) in exactly 3 of each 8 seeds
+    (far runs in the claim); ASP's never do; STEP errs on ``step_extra`` of the items
+    more than ASP."""
+    def truth(run):
+        if run.recipe == "dense":
+            return Recipe(-4.0)
+        if run.recipe == "sr-ste":
+            return Recipe(0.0, collapse=3 / 8, far=0.3, exact=True)
+        return Recipe(0.0, extra=step_extra if run.recipe == "step" else 0.0)
+    return truth
+
+
+def test_a_bimodal_claim_reads_not_reproduced_only_where_a_part_shows_both_modes(cal):
+    """The amendment's rule through ``decide_on_problem``. STEP 3% of items worse than ASP
+    (E ~ -5.7 delta at ASP's parts): the rules as first measured say NOT REPRODUCED on
+    seeds 0-7; the registered rules hold every such part back (INCONCLUSIVE "bimodal
+    seeds"), on seeds 0-7 (not extended) and on seeds 0-15 too (ASP's paired values are
+    all in one mode: they cannot show that the baselines' other mode was missed). STEP
+    30% of items worse: the SR-STE parts' values show both modes, and on seeds 0-15 the
+    claim is NOT REPRODUCED (the evidence is there), on seeds 0-7 it is held back."""
+    from stepsim.checks import extension
+
+    seeds = tuple(range(8)) + tuple(RULES.divergence.extension_seeds)
+    mild = cal.Simulation(cal.Case("C6", _collapsing_sr_ste(0.03), NR, "control"), seeds,
+                          RULES)
+    assert mild.extend  # a case with collapses draws the extension seeds
+    views = mild.draw(world(np.random.default_rng(3)))
+    why = extension.needs_more_seeds([j for m in mild.members[8] for j in m.jobs], views,
+                                     RULES, 0.5)
+    assert why.startswith("bimodal seeds: 3 of 8 finite run(s) of ") and "sr-ste" in why
+    unamended = cal.Simulation(mild.case, seeds, cal.rules_named("draft5-as-measured"))
+    assert decide_on_problem("C6", unamended.members[8], views)[-1].verdict == NR
+    for size, words in ((8, "only on the extension seeds"), (16, "all in one mode")):
+        lines = decide_on_problem("C6", mild.members[size], views)
+        parts = [p for line in lines[:-1] for p in line.parts]
+        held = [p for p in parts if p.reason.startswith("bimodal seeds: ")]
+        assert len(held) >= 4 and all(" vs asp " in p.name and words in p.reason and
+                                      "else NOT REPRODUCED" in p.reason for p in held)
+        assert NR not in {p.verdict for p in parts} and lines[-1].verdict == INC
+    assert cal.decide(mild, views, extend=True) == (INC, True)
+
+    bad = cal.Simulation(cal.Case("C6", _collapsing_sr_ste(0.3), NR, "control"), seeds,
+                         RULES)
+    views = bad.draw(world(np.random.default_rng(4)))
+    assert decide_on_problem("C6", bad.members[8], views)[-1].verdict == INC
+    lines = decide_on_problem("C6", bad.members[16], views)
+    assert lines[-1].verdict == NR
+    shown = [p for line in lines[:-1] for p in line.parts if p.verdict == NR]
+    assert shown and all(" vs sr-ste " in p.name for p in shown)
+    assert cal.decide(bad, views, extend=True) == (NR, True)
+
+
+def test_far_runs_read_each_run_group_against_its_own_median():
+    """A finite run more than far from its group's median is far, in either direction; a
+    diverged run is not counted (it is divergence's)."""
+    from stepsim.checks import extension
+    from stepsim.checks.budget import Budget
+
+    b = Budget("full", "digits", "main", RULES.seeds.full, rules=RULES, steps=200,
+               lrs={"adam|dense|-": 1e-3, "adam|sr-ste|1:8": 1e-3})
+    dense, sr = b.runs("dense"), b.runs("sr-ste", nm=(1, 8))
+    base = {j.digest: {"error": 10.0 + 0.1 * j.seed, "diverged": False} for j in dense + sr}
+    assert extension.far_runs(dense + sr, base, 10.0) is None
+    for shift in (10.5, -10.5):
+        views = dict(base, **{sr[2].digest: {"error": 10.2 + shift, "diverged": False}})
+        assert extension.far_runs(dense + sr, views, 10.0)[1:] == (1, 8)
+        assert extension.far_runs(dense + sr, views, 11.0) is None
+    lost = dict(base, **{sr[2].digest: {"error": 100.0, "diverged": True}})
+    assert extension.far_runs(dense + sr, lost, 10.0) is None
+    # a part's paired values: how many lie in the far mode (RULES 5 bimodal.part_far_values)
+    assert extension.far_values([-10.0] * 14 + [18.0, 18.5], 10.0) == 2
+    assert extension.far_values([-10.0] * 15 + [18.0], 10.0) == 1 < RULES.bimodal.part_far_values
+    assert extension.far_values([1.0], 10.0) == 0
+
+
+def test_the_remembering_budget_makes_the_registered_runspecs(cal):
+    """The script's budgets give the RunSpecs a plain ``Budget`` gives (the same digests)."""
+    import dataclasses
+
+    from stepsim.checks.budget import Budget
+
+    made = cal.budgets("C6", tuple(range(8)), RULES)
+    for b in made:
+        plain = Budget(**{f.name: getattr(b, f.name) for f in dataclasses.fields(b)})
+        for _ in range(2):  # the second time from its memory
+            assert b.run("sr-ste", 3, nm=(1, 16)) == plain.run("sr-ste", 3, nm=(1, 16))
+            assert b.run("step-sr", 5, nm=(1, 8)).digest == \
+                plain.run("step-sr", 5, nm=(1, 8)).digest
 
 
 def test_same_seed_same_numbers(cal):

@@ -384,6 +384,31 @@ def test_a_claim_whose_divergence_alone_differs_gets_the_extension_seeds():
                                          lambda r: r.recipe == "step" and r.seed < 2)) is None
 
 
+def test_a_claim_with_a_far_run_gets_the_extension_seeds():
+    """Bimodal seeds (D5.8's amendment): one SR-STE run more than 20 margins (10 points on
+    digits) from its group's median (5.45) extends every claim on digits with that run
+    (C1 and C5: the same RunSpec); 9.95 points does not; a diverged run is divergence's,
+    not a far run."""
+    from stepsim.checks import extension
+
+    ev = _evaluation()
+    every = [j for jobs in ev.jobs.values() for j in jobs]
+    quiet = {j.digest: {"diverged": False, "error": 5.0 + 0.1 * j.seed} for j in every}
+    far = next(j for j in every if j.recipe == "sr-ste" and j.seed == 3)
+    for error, extended in ((15.5, True), (15.4, False)):
+        more = extension.extend(ev, dict(quiet, **{far.digest: {"diverged": False,
+                                                                "error": error}}))
+        assert (more is not None) == extended
+        if extended:
+            assert [n.split(":")[0] for n in more.extensions] == ["C1 on digits",
+                                                                   "C5 on digits"]
+            assert all("bimodal seeds: 1 of 8 finite run(s) of " in n
+                       for n in more.extensions)
+            assert more.budget("C5", "digits/main@own-lr").seeds == tuple(range(16))
+    assert extension.extend(ev, dict(quiet, **{far.digest: {"diverged": True,
+                                                            "error": 100.0}})) is None
+
+
 def test_s1_runs_masked_decay_transposable_and_tunes_each_successors_options():
     from stepsim.checks import s01_successors as s1
 
