@@ -138,14 +138,17 @@ def weight_grad_product(dout2: np.ndarray, cols2: np.ndarray) -> np.ndarray:
 
 
 # When a conv's product runs on the kept entries: the Linear's rule
-# (:func:`stepsim.nn.nm_linear.sparse_pays`), an input at least MIN_WIDTH wide, and at
-# least MIN_WORK multiply-adds in the dense product. Read from the crossover table of
-# ``stepsim bench --only train`` at the MNIST-1D CNN's shapes and from whole training steps
-# there (numba compiling for AVX-512 and for AVX2): at 16 channels and batch 64 (column
-# matrices (16, 48), 320-640 rows) the forward product alone was faster sparse at a quarter
-# or less, the input gradient from 16 channels mostly slower, and a step with either was
-# no faster -- packing the kept weights each step and the kernels' per-call costs take
-# what a product of a few hundred thousand multiply-adds saves.
+# (:func:`stepsim.nn.nm_linear.sparse_pays`), an eighth of the weights kept or fewer, an
+# input at least MIN_WIDTH wide and at least MIN_WORK multiply-adds in the dense product.
+# Read from the crossover table of ``stepsim bench --only train`` at the MNIST-1D CNN's
+# shapes and from whole SR-STE steps there (1 thread, interleaved): at 16 channels and
+# batch 64 (column matrices (16, 48) of 320-640 rows) the forward product alone was faster
+# sparse at a quarter or less, the input gradient from 16 channels mostly slower, and a
+# step with either was slower -- packing the kept weights each step and the kernels'
+# per-call costs take more than a product of a few hundred thousand multiply-adds saves;
+# at 32 channels and batch 128 a step with both products sparse was faster at 1:8, not
+# at 1:4.
+MAX_DENSITY = (1, 8)  # n / m at most 1/8
 MIN_WIDTH = 32
 MIN_WORK = 1 << 20
 
@@ -155,7 +158,8 @@ def sparse_pays(rows: int, outputs: int, width: int, n: int, m: int) -> bool:
     of the column matrix (B * L_out), ``width`` entries a row in (the forward product:
     K * C_in; the input gradient: C_out), ``outputs`` out. Shapes and N:M only (the same
     answer on every machine)."""
-    return (width >= MIN_WIDTH and rows * outputs * width >= MIN_WORK
+    most, of = MAX_DENSITY
+    return (n * of <= most * m and width >= MIN_WIDTH and rows * outputs * width >= MIN_WORK
             and nm_linear.sparse_pays(rows, outputs, width, n, m))
 
 
