@@ -7,9 +7,10 @@ digests into ``tests/data/cpu_digests.json``. The runs cover every kind of arith
 result depends on: float64 and float32 matrix products (OpenBLAS), stepsim's numba
 kernels (Adam with its statistics, N:M masks, LayerNorm/softmax/GELU, the convolution's
 gather and scatter, the products on the kept weights of N:M layers: digits at 1:4, lm at
-1:8, the CNN's conv at 1:8 with 32 channels), glibc's libm through stepsim._ground.libm (softmax cross-entropy, the Markov language,
-log statistics), the MNIST-1D signals (made by the mnist1d package with NumPy and SciPy,
-rounded to float32), and the Theorem 1 engine. Each takes about a second.
+1:8, the CNN's conv at 1:8 with 32 channels), glibc's libm through stepsim._ground.libm
+(softmax cross-entropy, the Markov language, log statistics), the MNIST-1D signals (made
+by the mnist1d package with NumPy and SciPy, rounded to float32), and the Theorem 1 engine.
+Each takes about a second.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ layer's kept entries (:mod:`stepsim.nn.nm_linear`: Linear layers and the CNN's
 convolutions on their column matrices), each on arrays of the step's shapes, dtypes and
 layouts (the operands' transposes decide OpenBLAS's kernels). Which products are sparse is
 asked of :func:`stepsim.nn.nm_linear.weights_for` with the step's own forward weights,
-exactly as the models ask it. The train section times them to split a step into products (dense, sparse)
-and the rest.
+exactly as the models ask it. The train section times them to split a step into products
+(dense, sparse) and the rest.
 
 :func:`crossover_rows` times the forward product and the input gradient of the Linear
 weights of the train section's models (their shapes and batches) and of the MNIST-1D

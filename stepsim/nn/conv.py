@@ -22,10 +22,10 @@ the first two are the products of an N:M Linear (:mod:`stepsim.nn.nm_linear`): a
 weight's groups of M input channels at a tap are runs of M columns of ``wmat``, and given
 its :class:`~stepsim.nn.nm_linear.SparseWeight` (``matrices=`` of :func:`conv1d_forward`,
 from :func:`~stepsim.nn.nm_linear.weights_for` with the conv's rule :func:`sparse_pays`)
-they run on the kept entries, on the Linear's kernels, in their fixed order. The weight-gradient product stays
-dense (SR-STE and STEP need the dense gradient). The gather and its adjoint, the
-scatter-add, run on numba kernels (:mod:`stepsim.nn._conv_kernels`); their NumPy
-references are :func:`im2col_reference` and :func:`col2im_reference`.
+they run on the kept entries, on the Linear's kernels, in their fixed order. The
+weight-gradient product stays dense (SR-STE and STEP need the dense gradient). The gather
+and its adjoint, the scatter-add, run on numba kernels (:mod:`stepsim.nn._conv_kernels`);
+their NumPy references are :func:`im2col_reference` and :func:`col2im_reference`.
 
 Computations run in the input's dtype (float32 or float64; mixed dtypes are a
 ``TypeError``); layers never mask weights (a recipe hands the forward weights Pi * w).
@@ -126,6 +126,9 @@ def weight_matrices(matrices, w: np.ndarray) -> tuple:
         return wmat, wmat
     want = (w.shape[0], w.shape[1] * w.shape[2])
     for which, m in zip(("forward", "backward"), matrices):
+        if not isinstance(m, (np.ndarray, nm_linear.SparseWeight)):
+            raise TypeError(f"matrices' {which} weight must be an ndarray or a SparseWeight, "
+                            f"got {type(m).__name__}")
         if tuple(m.shape) != want or m.dtype != w.dtype:
             raise ValueError(f"matrices' {which} weight must be w's {want} matrix of dtype "
                              f"{w.dtype}, got {tuple(m.shape)} {m.dtype}")

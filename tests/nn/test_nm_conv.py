@@ -119,6 +119,8 @@ def test_matrices_of_another_shape_or_dtype_are_refused():
         C.conv1d_forward(x, w, None, matrices=(np.ones((3, 4), np.float32),) * 2)
     with pytest.raises(ValueError, match="backward weight .* float32, got .* float64"):
         C.conv1d_forward(x, w, None, matrices=(w.reshape(3, -1), np.ones((3, 12))))
+    with pytest.raises(TypeError, match="forward weight must be an ndarray or a SparseWeight"):
+        C.conv1d_forward(x, w, None, matrices=([[1.0] * 12] * 3, w.reshape(3, -1)))
 
 
 def test_the_conv_rule_at_the_cnns_shapes():
