@@ -7,9 +7,10 @@ digests into ``tests/data/cpu_digests.json``. The runs cover every kind of arith
 result depends on: float64 and float32 matrix products (OpenBLAS), stepsim's numba
 kernels (Adam with its statistics, N:M masks, LayerNorm/softmax/GELU, the convolution's
 gather and scatter, the products on the kept weights of N:M layers: digits at 1:4, lm at
-1:8), glibc's libm through stepsim._ground.libm (softmax cross-entropy, the Markov language,
-log statistics), the MNIST-1D signals (made by the mnist1d package with NumPy and SciPy,
-rounded to float32), and the Theorem 1 engine. Each takes about a second.
+1:8, the CNN's conv at 1:8 with 32 channels), glibc's libm through stepsim._ground.libm
+(softmax cross-entropy, the Markov language, log statistics), the MNIST-1D signals (made
+by the mnist1d package with NumPy and SciPy, rounded to float32), and the Theorem 1 engine.
+Each takes about a second.
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ def runs() -> dict:
         r = make_recipe(recipe, lr=1e-2, **options)
         return _hash_result(fit(problem, r, 60, rng=5, progress=False))
 
-    def mnist1d(recipe, **options):
-        problem = make_problem("mnist1d", channels=(8, 8), n_train=400, n_validation=100,
-                               n_test=100, batch_size=32, nm=(2, 4))
+    def mnist1d(recipe, channels=(8, 8), batch_size=32, nm=(2, 4), **options):
+        problem = make_problem("mnist1d", channels=channels, n_train=400, n_validation=100,
+                               n_test=100, batch_size=batch_size, nm=nm)
         r = make_recipe(recipe, lr=3e-3, **options)
         return _hash_result(fit(problem, r, 80, rng=9, progress=False))
 
@@ -92,6 +93,9 @@ def runs() -> dict:
         "mnist1d/step": lambda: mnist1d("step", switch_at=0.5),
         # 1:8: the transformer's products on the kept weights (stepsim.nn.nm_linear)
         "lm/sr-ste 1:8": lambda: lm("sr-ste", nm=(1, 8)),
+        # 32 channels, batch 128, 1:8: conv2's products on its kept weights (stepsim.nn.conv)
+        "mnist1d/sr-ste 1:8 32ch": lambda: mnist1d("sr-ste", channels=(32, 32),
+                                                   batch_size=128, nm=(1, 8)),
         "theorem1/ar1": theorem1,
     }
 

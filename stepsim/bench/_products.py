@@ -2,31 +2,42 @@
 
 :func:`replay` gives two functions for one ``problem.loss_and_grad(fwd, batch)``: one runs
 the products the step takes on OpenBLAS (dense), the other those it takes on a masked
-layer's kept entries (:mod:`stepsim.nn.nm_linear`; the CNN's convolutions: dense only), each
-on arrays of the step's shapes, dtypes and layouts (the operands' transposes decide
-OpenBLAS's kernels). Which products are sparse is asked of
-:func:`stepsim.nn.nm_linear.weights_for` with the step's own forward weights, exactly as the
-models ask it. The train section times them to split a step into products (dense, sparse)
-and the rest.
+layer's kept entries (:mod:`stepsim.nn.nm_linear`: Linear layers and the CNN's
+convolutions on their column matrices), each on arrays of the step's shapes, dtypes and
+layouts (the operands' transposes decide OpenBLAS's kernels). Which products are sparse is
+asked of :func:`stepsim.nn.nm_linear.weights_for` with the step's own forward weights,
+exactly as the models ask it. The train section times them to split a step into products
+(dense, sparse) and the rest.
 
 :func:`crossover_rows` times the forward product and the input gradient of the Linear
-weights of the train section's models (their shapes and batches), dense and sparse, at
-several N:M, interleaved: the table :func:`stepsim.nn.nm_linear.sparse_pays`'s rule was
-read from, with the rule's choice beside each measured ratio.
+weights of the train section's models (their shapes and batches) and of the MNIST-1D
+CNN's convolutions (their column matrices), dense and sparse, at several N:M,
+interleaved: the table :func:`stepsim.nn.nm_linear.sparse_pays`'s rule was read from,
+with the rule's choice beside each measured ratio.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-# (model, rows of a batch, [(layer, out, in), ...]): the sparse layers of the train
-# section's models at their batch (digits: 128 images; lm: 32 sequences of 32 tokens)
+# (model, rows of a batch, [(layer, out, in), ...], rule): the sparse layers of the train
+# section's models at their batch (digits: 128 images; lm: 32 sequences of 32 tokens;
+# the mnist1d CNN: a conv's column matrix (C_out, 3 * C_in) with batch * L_out rows, at the
+# problem's 16 channels and batch 64 and at the prototype's 32 channels and batch 128).
+# rule: the rule the model asks ("linear": stepsim.nn.nm_linear.sparse_pays, "conv":
+# stepsim.nn.conv.sparse_pays), or None where the model takes the dense product whatever
+# the table says (the CNN's head).
 CROSSOVER_SHAPES = (
-    ("digits", 128, (("w1", 256, 64), ("w2", 256, 256), ("w3", 10, 256))),
+    ("digits", 128, (("w1", 256, 64), ("w2", 256, 256), ("w3", 10, 256)), "linear"),
     ("lm (lm.md)", 1024, (("qkv", 96, 32), ("wo", 32, 32), ("w1", 128, 32), ("w2", 32, 128),
-                          ("head", 16, 32))),
+                          ("head", 16, 32)), "linear"),
     ("lm defaults", 1024, (("qkv", 192, 64), ("wo", 64, 64), ("w1", 256, 64),
-                           ("w2", 64, 256), ("head", 16, 64))),
+                           ("w2", 64, 256), ("head", 16, 64)), "linear"),
+    ("mnist1d 16ch", 640, (("conv2", 16, 48),), "conv"),
+    ("mnist1d 16ch", 320, (("conv3", 16, 48),), "conv"),
+    ("mnist1d 16ch", 64, (("head", 10, 80),), None),
+    ("mnist1d 32ch", 1280, (("conv2", 32, 96),), "conv"),
+    ("mnist1d 32ch", 640, (("conv3", 32, 96),), "conv"),
 )
 CROSSOVER_NM = ((2, 4), (1, 4), (2, 8), (1, 8), (1, 16))
 
@@ -40,7 +51,7 @@ def replay(problem, fwd, batch):
         return _mlp(fwd, batch.x.shape[0], mlp.sizes, batch.x.dtype)
     cnn = getattr(problem, "cnn", None)
     if cnn is not None:
-        return _cnn(cnn, fwd, len(batch.y)), None
+        return _cnn(cnn, fwd, len(batch.y))
     cfg = getattr(problem, "model", None)
     if cfg is not None and hasattr(cfg, "heads"):
         return _transformer(cfg, fwd, batch.inputs.shape)
@@ -106,34 +117,36 @@ def _mlp(fwd, rows: int, sizes, dtype):
 
 
 def _cnn(cnn, fwd, batch: int):
-    """The products of :meth:`stepsim.nn.cnn.CNN.loss_and_grad`, all on OpenBLAS (each
-    conv's forward, weight-gradient and -- but the first's -- input-gradient product on its
-    column matrix, the head's three), on zero arrays shaped and laid out as that code makes
-    them."""
+    """The products of :meth:`stepsim.nn.cnn.CNN.loss_and_grad`: each conv's forward,
+    weight-gradient and -- but the first's -- input-gradient product on its column matrix
+    (the first and the last on the kept entries where the model takes them), the head's
+    three, on zero arrays shaped and laid out as that code makes them."""
+    from stepsim.nn import conv, nm_linear
+
     dt = fwd["head.w"].dtype
+    p = _Products()
     convs = []
     c_in = cnn.in_channels
     for l, (c, k, l_out) in enumerate(zip(cnn.channels, cnn.kernel_sizes, cnn.lengths()[1:]),
                                       1):
-        wmat = np.asarray(fwd[f"conv{l}.w"]).reshape(c, -1)
-        convs.append((np.zeros((batch * l_out, k * c_in), dt), wmat,
-                      np.zeros((batch * l_out, c), dt), l > 1))
+        rows = batch * l_out
+        w, back = nm_linear.weights_for(fwd, f"conv{l}.w", rows, conv.sparse_pays)
+        convs.append((np.zeros((rows, k * c_in), dt), w, back, np.zeros((rows, c), dt),
+                      l > 1))
         c_in = c
     head = np.asarray(fwd["head.w"])
     flat = np.zeros((batch, head.shape[1]), dt)
     dlogits = np.zeros((batch, cnn.classes), dt)
-
-    def run():
-        for cols, wmat, _, _ in convs:
-            cols @ wmat.T
-        flat @ head.T
-        dlogits @ head
-        dlogits.T @ flat
-        for cols, wmat, dout, need_dx in reversed(convs):
-            dout.T @ cols
-            if need_dx:
-                dout @ wmat
-    return run
+    for cols, w, _, _, _ in convs:
+        p.forward(cols, w)
+    p.blas(lambda: flat @ head.T)
+    p.blas(lambda: dlogits @ head)
+    p.blas(lambda: dlogits.T @ flat)
+    for cols, _, back, dout, need_dx in reversed(convs):
+        p.blas(lambda dout=dout, cols=cols: dout.T @ cols)
+        if need_dx:
+            p.input_grad(dout, back)
+    return p.functions()
 
 
 def _transformer(cfg, fwd, shape):
@@ -198,13 +211,14 @@ def crossover_rows(bench) -> None:
     import time
 
     from stepsim.core.masks import nm_mask
-    from stepsim.nn import nm_linear
+    from stepsim.nn import conv, nm_linear
 
     rng = np.random.default_rng(0)
     reps = 3 if bench.quick else 7
     bench.print("  sparse products against dense (1 thread, CPU time; >1: sparse faster; "
                 "[sparse]: the rule takes the sparse product there):")
-    for model, rows, layers in CROSSOVER_SHAPES:
+    rules = {"linear": nm_linear.sparse_pays, "conv": conv.sparse_pays, None: None}
+    for model, rows, layers, rule in CROSSOVER_SHAPES:
         if bench.quick:
             rows = min(rows, 64)
         for layer, out, n_in in layers:
@@ -226,7 +240,7 @@ def crossover_rows(bench) -> None:
                 }, repeats=reps, number=number, clock=time.thread_time)
                 for which, outputs, width in (("fwd", out, n_in), ("bwd", n_in, out)):
                     ratio = t[f"{which} dense"] / t[f"{which} sparse"]
-                    chosen = nm_linear.sparse_pays(rows, outputs, width, n, m)
+                    chosen = rule is not None and rules[rule](rows, outputs, width, n, m)
                     row = bench.emit(
                         "train", f"{model} {layer} ({out}x{n_in}) x {rows} rows {n}:{m} "
                         f"{'forward' if which == 'fwd' else 'input gradient'}",

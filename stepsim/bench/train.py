@@ -6,8 +6,9 @@ time goes (:func:`_fit_breakdown`: products dense and sparse, element-wise, opti
 masks, batch, Python, each part timed on its own): digits dense and SR-STE at every N:M
 of the table, ``lm`` at ``paper_checks/lm.md``'s settings and at the problem's defaults
 (dense, SR-STE 2:4 and 1:8), the lm section's model, regression and the ``mnist1d`` CNN
-(the problem's defaults, dense and SR-STE 2:4; the torch prototype's 3x32 channels at
-batch 128, dense): rounds of N steps
+(the problem's defaults, dense and SR-STE 2:4, 1:4 and 1:8; the torch prototype's 3x32
+channels at batch 128, dense and SR-STE 1:8, where the convolutions take the sparse
+products): rounds of N steps
 exactly as :func:`stepsim.fit` runs them (its lean step, its checks, its trace;
 :class:`FitSteps`) alternate with rounds of N steps of the same model in PyTorch
 (``--torch``: nn.Linear/nn.Conv1d/the lm peer, ``torch.optim.Adam(fused=True)``, SR-STE by topk
@@ -17,8 +18,9 @@ its own threading layer here. Both sides on one thread, timed by their thread's 
 a ratio > 1 means stepsim is faster.
 
 Then the crossover table (:func:`stepsim.bench._products.crossover_rows`): each sparse
-layer's forward product and input gradient, dense against sparse, at several N:M, with the
-choice :func:`stepsim.nn.nm_linear.sparse_pays` makes there.
+layer's forward product and input gradient (the CNN's convolutions on their column
+matrices), dense against sparse, at several N:M, with the choice the model's rule
+(:func:`stepsim.nn.nm_linear.sparse_pays`, :func:`stepsim.nn.conv.sparse_pays`) makes there.
 
 Then the digits MLP (``make_problem("digits")``: 64-256-256-10, ReLU, batch 128, Adam lr
 1e-3, float32), dense and in STEP's sparse phase (recipe ``step`` after its switch: 2:4
@@ -118,8 +120,13 @@ RATIO_CASES = (
     ("regression", "regression", {}, "dense", {}, "regression"),
     ("mnist1d CNN 3x16 b64 dense", "mnist1d", {}, "dense", {}, "mnist1d"),
     ("mnist1d CNN 3x16 b64 SR-STE 2:4", "mnist1d", {}, "sr-ste", {}, "mnist1d-srste"),
+    *((f"mnist1d CNN 3x16 b64 SR-STE {n}:{m}", "mnist1d", {"nm": (n, m)}, "sr-ste", {},
+       "mnist1d-srste") for n, m in ((1, 4), (1, 8))),
     ("mnist1d CNN 3x32 b128 dense", "mnist1d", {"channels": (32, 32, 32), "batch_size": 128},
      "dense", {}, "mnist1d"),
+    ("mnist1d CNN 3x32 b128 SR-STE 1:8", "mnist1d", {"channels": (32, 32, 32),
+                                                     "batch_size": 128, "nm": (1, 8)},
+     "sr-ste", {}, "mnist1d-srste"),
 )
 QUICK_PROBLEM = {"digits": {"hidden": (32,), "batch_size": 16},
                  "mnist1d": {"channels": (8, 8), "batch_size": 16, "n_train": 400,

@@ -25,5 +25,6 @@ Problems build their models from these; nothing here imports recipes or training
 * :mod:`~stepsim.nn.nm_linear` — the forward product and input gradient of an N:M Linear
   weight from its kept entries (values + column indices, numba kernels in a fixed order,
   :mod:`stepsim.nn._nm_kernels`), which the MLP and the transformer take where
-  :func:`~stepsim.nn.nm_linear.sparse_pays` when a step hands them its masks.
+  :func:`~stepsim.nn.nm_linear.sparse_pays` when a step hands them its masks, and the
+  CNN's convolutions on their column matrices where :func:`~stepsim.nn.conv.sparse_pays`.
 """

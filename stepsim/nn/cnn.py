@@ -23,8 +23,12 @@ The first conv stays dense: its input is the raw signal, whose C_in (1 for MNIST
 group of M input channels tiles. Biases are always dense. The CNN never masks: recipes
 hand it the forward weights Pi * w.
 
-``forward``/``backward`` run the products on OpenBLAS and the bias + ReLU of each conv
-block, forward and backward, in one numba pass over its product (the kernels of the MLP:
+``forward``/``backward`` run the products on OpenBLAS -- a masked conv's forward and
+input-gradient products on its kept entries instead where
+:func:`~stepsim.nn.conv.sparse_pays` says so, when the weights
+come as a :class:`~stepsim.nn.nm_linear.ForwardWeights` (the step's masks with them;
+other sums, other last bits) -- and the bias + ReLU of each conv block, forward and
+backward, in one numba pass over its product (the kernels of the MLP:
 :func:`stepsim.nn.fused.linear_relu_forward`'s); ``kernels=False`` composes
 :func:`~stepsim.nn.conv.conv1d_forward` and the ReLU of :mod:`stepsim.nn.layers` instead,
 which the tests compare against (the same bits).
@@ -43,6 +47,7 @@ from stepsim._ground.validate import check_bool, check_choice, check_int, check_
 from stepsim.core.sparsity import ParamSpec, check_divides
 from stepsim.nn import conv as C
 from stepsim.nn import layers as L
+from stepsim.nn import nm_linear
 
 SPARSIFY = ("all", "all-but-last", "none")
 _GAIN = math.sqrt(2.0)  # He initialisation (ReLU)
@@ -207,14 +212,16 @@ class CNN:
         names = _names(self.depth)
         convs, acts = [], []
         h = x
-        paddings = self.paddings()
+        paddings, lengths = self.paddings(), self.lengths()
         for l, (w_name, b_name) in enumerate(names):
             w, b = params[w_name], params.get(b_name)
             stride, padding = self.strides[l], paddings[l]
+            matrices = nm_linear.weights_for(params, w_name, x.shape[0] * lengths[l + 1],
+                                             C.sparse_pays)
             if kernels:
-                h, cache = _conv_relu_forward(h, w, b, stride, padding)
+                h, cache = _conv_relu_forward(h, w, b, stride, padding, matrices)
             else:
-                h, cache = C.conv1d_forward(h, w, b, stride, padding)
+                h, cache = C.conv1d_forward(h, w, b, stride, padding, matrices)
                 h = L.relu_forward(h)[0]
             convs.append(cache)
             acts.append(h.reshape(-1, h.shape[2]))
@@ -292,21 +299,22 @@ def _names(depth: int) -> tuple:
     return tuple((f"conv{l}.w", f"conv{l}.b") for l in range(1, depth + 1))
 
 
-def _conv_relu_forward(x, w, b, stride, padding):
+def _conv_relu_forward(x, w, b, stride, padding, matrices):
     """maximum(conv1d(x, w, b), 0): the gather and the forward product as
-    :func:`~stepsim.nn.conv.conv1d_forward`, the bias and the rectifier in one kernel pass
-    in place on the product (the bits of conv1d_forward then np.maximum(out, 0)).
-    (out (B, L_out, C_out), its Conv1dCache)."""
+    :func:`~stepsim.nn.conv.conv1d_forward` (``matrices`` as there), the bias and the
+    rectifier in one kernel pass in place on the product (the bits of conv1d_forward then
+    np.maximum(out, 0)). (out (B, L_out, C_out), its Conv1dCache)."""
     from stepsim.nn import _kernels as K
 
     stride, padding = C.check_conv_input(x, w, b, stride, padding)
+    forward, backward = C.weight_matrices(matrices, w)
     c_out, k, _ = w.shape
     cols = C.im2col(np.ascontiguousarray(x), k, stride, padding)
     batch, l_out = cols.shape[:2]
-    out = C.forward_product(cols.reshape(batch * l_out, -1), w.reshape(c_out, -1))
+    out = C.forward_product(cols.reshape(batch * l_out, -1), forward)
     K.bias_relu(out, out[0] if b is None else b, b is not None)
     return (out.reshape(batch, l_out, c_out),
-            C.Conv1dCache(cols, w, x.shape[1], stride, padding, b is not None))
+            C.Conv1dCache(cols, w, x.shape[1], stride, padding, b is not None, backward))
 
 
 def _conv_relu_backward(d, saved, cache: C.Conv1dCache, need_dx: bool):
@@ -316,7 +324,7 @@ def _conv_relu_backward(d, saved, cache: C.Conv1dCache, need_dx: bool):
     :func:`~stepsim.nn.conv.conv1d_backward`."""
     from stepsim.nn import _kernels as K
 
-    cols, w, length, stride, padding, has_bias = cache
+    cols, w, length, stride, padding, has_bias, w_back = cache
     L.check_same_dtype("the forward's input", cols, "dout", d)
     d = np.ascontiguousarray(d)
     db = np.empty(d.shape[1], d.dtype) if has_bias else d[0]
@@ -325,7 +333,7 @@ def _conv_relu_backward(d, saved, cache: C.Conv1dCache, need_dx: bool):
     dw = C.weight_grad_product(d, cols2).reshape(w.shape)
     dx = None
     if need_dx:
-        dcols = C.input_grad_product(d, w.reshape(w.shape[0], -1))
+        dcols = C.input_grad_product(d, w_back)
         dx = C.col2im(dcols.reshape(cols.shape), length, stride, padding)
         dx = dx.reshape(-1, dx.shape[2])
     return dx, dw, db if has_bias else None

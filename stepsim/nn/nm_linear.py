@@ -234,8 +234,8 @@ class ForwardWeights(dict):
         if got is None:
             n, m = self.nm[name]
             w, mask = self[name], self.masks[name]  # the step's own: checked there
-            got = self._packed[name] = _pack(np.ascontiguousarray(w),
-                                             np.ascontiguousarray(mask), n, m)
+            got = self._packed[name] = _pack(_matrix(np.ascontiguousarray(w)),
+                                             _matrix(np.ascontiguousarray(mask)), n, m)
         return got
 
     def packed_stack(self, names: tuple) -> SparseWeight:
@@ -250,20 +250,30 @@ class ForwardWeights(dict):
         return got
 
 
-def weights_for(params, name: str, rows: int):
+def weights_for(params, name: str, rows: int, pays=sparse_pays):
     """(forward, backward): what a model multiplies by for parameter ``name`` with ``rows``
     rows of input, in its forward product and in its input gradient. Each is the
     :class:`SparseWeight` when ``params`` is a :class:`ForwardWeights` that masks ``name``
-    and :func:`sparse_pays` for that product, else the dense ``params[name]``."""
-    w = params[name]
+    and the rule ``pays`` (:func:`sparse_pays`'s arguments; a convolution's is
+    :func:`stepsim.nn.conv.sparse_pays`) says so for that product, else the dense
+    ``params[name]``. A weight of more than 2 axes (a convolution's (C_out, K, C_in)) is
+    taken as its matrix (shape[0], the product of the rest), N:M groups along its last
+    axis staying runs of its rows: its dense form is that matrix (a view)."""
+    w = _matrix(params[name])
     masks = getattr(params, "masks", None)
     if not masks or name not in masks or w.ndim != 2:
         return w, w
     n, m = params.nm[name]
     out, n_in = w.shape
-    forward = params.packed(name) if sparse_pays(rows, out, n_in, n, m) else w
-    backward = params.packed(name) if sparse_pays(rows, n_in, out, n, m) else w
+    forward = params.packed(name) if pays(rows, out, n_in, n, m) else w
+    backward = params.packed(name) if pays(rows, n_in, out, n, m) else w
     return forward, backward
+
+
+def _matrix(w: np.ndarray) -> np.ndarray:
+    """w itself when it has at most 2 axes, else its (shape[0], rest) matrix (a view of a
+    C-contiguous w)."""
+    return w if w.ndim <= 2 else w.reshape(w.shape[0], -1)
 
 
 def stacked_weights_for(params, names, rows: int):

@@ -161,14 +161,15 @@ def with_masks(fwd: Mapping, masks: Masks, nm: Mapping, alpha, specs: Mapping):
     """The forward weights ``fwd`` as a :class:`stepsim.nn.nm_linear.ForwardWeights`: the
     same dict, also carrying the mask and (n, m) of every module whose forward weight is
     Pi * w (masked this step, pruned scale alpha 0) and whose N:M groups run along its last
-    axis, so that a model can multiply by its kept entries only. ``fwd`` unchanged when
+    axis (a Linear's (out, in), a convolution's (C_out, K, C_in)), so that a model can
+    multiply by its kept entries only. ``fwd`` unchanged when
     there is none. The one hook between a step's masks and the models (both the pure and
     the lean step call it, so both hand the model the same thing)."""
     from stepsim.nn.nm_linear import ForwardWeights
 
     kept, ratios = {}, {}
     for name, mask in masks.items():
-        if mask is None or mask.ndim != 2 or specs[name].axis % mask.ndim != 1:
+        if mask is None or mask.ndim < 2 or specs[name].axis % mask.ndim != mask.ndim - 1:
             continue
         a = alpha.get(name, 0.0) if isinstance(alpha, Mapping) else alpha
         if a == 0.0:

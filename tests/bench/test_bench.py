@@ -211,7 +211,8 @@ def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
     assert ("STEP sparse-phase step", "stepsim (wall)") in rows
     parts = {r["case"]: r for r in bench.rows if r["case"].endswith(" parts")}
     common = {"batch", "element-wise", "masks", "optimizer", "python", "products dense"}
-    for case in ("digits SR-STE 2:4", "mnist1d CNN 3x16 b64 SR-STE 2:4"):
+    for case in ("digits SR-STE 2:4", "mnist1d CNN 3x16 b64 SR-STE 2:4",
+                 "mnist1d CNN 3x16 b64 SR-STE 1:8"):  # the conv rule: dense at 16 channels
         assert set(parts[f"fit step {case} parts"]["parts_seconds"]) == common, case
     for case in ("digits SR-STE 1:8", "lm (lm.md) SR-STE 1:8"):  # the kept weights' products
         assert set(parts[f"fit step {case} parts"]["parts_seconds"]) == common | {
@@ -225,6 +226,29 @@ def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
     fits = [r for r in bench.rows if r["case"].startswith("fit dense")]
     assert [r["impl"] for r in fits] == ["thread policy", "all cores for numba and BLAS"]
     assert fits[0]["test_accuracy"] > 0.5  # 300 steps of a real run, not a stub
+
+
+def test_the_cnns_replayed_products_are_sparse_where_its_convs_take_them():
+    from stepsim.bench._products import replay
+    from stepsim.core.masks import nm_mask
+    from stepsim.nn import nm_linear
+    from stepsim.problems.registry import make_problem
+
+    for channels, batch, sparse in (((32, 32), 128, True), ((16, 16), 64, False)):
+        problem = make_problem("mnist1d", channels=channels, batch_size=batch, nm=(1, 8),
+                               n_train=200, n_validation=40, n_test=50)
+        params = problem.init_params(np.random.default_rng(0))
+        masks = {k: nm_mask(w, 1, 8, axis=-1) for k, w in params.items()
+                 if problem.specs[k].sparse}
+        fwd = nm_linear.ForwardWeights(
+            {k: np.where(masks[k], w, 0).astype(w.dtype) if k in masks else w
+             for k, w in params.items()}, masks, dict.fromkeys(masks, (1, 8)))
+        dense, sparse_products = replay(problem, fwd, problem.sample_batch(
+            np.random.default_rng(1)))
+        dense()
+        assert (sparse_products is not None) == sparse, channels
+        if sparse:
+            sparse_products()
 
 
 def _fast_compare(compare):
