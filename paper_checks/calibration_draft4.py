@@ -31,7 +31,7 @@ above 5% (the interval's lower end). Every case draws from its own stream,
 machine and do not depend on which other cases run or on --jobs.
 
 ``tests/checks/test_verdict_calibration.py`` runs every case at a few hundred simulations
-(the mechanics, with a bound that can still fail) and checks the committed full-size table.
+(the mechanics, with a bound that can still fail) and this script's --quick mode.
 """
 
 from __future__ import annotations
