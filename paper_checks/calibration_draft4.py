@@ -404,7 +404,7 @@ C7_CASES = {
 def c7_case(case: str, sims: int) -> dict:
     """Two readings x 5 fractions: reading A1's error at f = 0.1 is shifted by ``c_a1``
     points (deviation 0.8 c_a1 from the mean over fractions; the others -0.2 c_a1), SR's
-    are flat; C7's own ``_landing`` on simulated switch rows (fired with rate
+    are flat; C7's own ``landing_part`` on simulated switch rows (fired with rate
     ``landing['fired']``, fraction ~ N(0.2, 0.03); a seed that did not fire switches at its
     window, 0.2 of T); all 14 parts through ``decide_equivalence(..., others=landing)``."""
     from stepsim.checks import c07_switch_fraction as c07
@@ -436,7 +436,7 @@ def c7_case(case: str, sims: int) -> dict:
                 rows = [{"fraction": float(0.2 + 0.03 * r.standard_normal()) if y else 0.2,
                          "cause": "fired" if y else "window"} for y in fired]
                 name = f"STEP-{x} lands x{scale:g}"
-                others[name] = c07._landing(name, rows)
+                others[name] = c07.landing_part(name, rows)
                 truths[name] = landing["fired"] > c07.LANDING.fired_rate
         parts = V.decide_equivalence(flat, DELTA, others=others)
         wrong_r += any(p.verdict == R and not truths[n] for n, p in parts.items())
