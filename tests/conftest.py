@@ -44,9 +44,39 @@ def _runs_slow(config) -> bool:
             or "slow" in (config.getoption("-m") or ""))
 
 
+#: the test files whose whole run is longest (one long end-to-end test, a module set-up
+#: that runs the CLI or emulates other CPUs): run first, longest first. pytest-xdist's
+#: --dist loadfile gives a whole file to one worker, and by default hands out files with
+#: many tests first (few-test files last); a long file handed out last leaves one worker
+#: busy alone at the end. Longest first, the many short files fill in around them.
+LONG_FILES = (
+    "tests/checks/test_check_faults.py",
+    "tests/package/test_cpu_portability.py",
+    "tests/checks/test_operating.py",
+    "tests/bench/test_bench.py",
+    "tests/checks/test_no_overwrite.py",
+    "tests/experiments/test_store_heal.py",
+)
+
+
+def pytest_configure(config):
+    # under pytest-xdist: hand files out in collection order (LONG_FILES first), not
+    # sorted by how many tests they hold
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def _long_first(items) -> None:
+    """Items of LONG_FILES first, in that order; every other file after them, in
+    collection order (a stable sort: a file's tests keep their order)."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
 
+    _long_first(items)
     if _runs_slow(config):
         return
     skip = pytest.mark.skip(reason="slow: run with --runslow (or STEPSIM_SLOW=1)")

@@ -82,7 +82,7 @@ def jobs(budget):
     return out
 
 
-def _landing(name, rows) -> Directional:
+def landing_part(name, rows) -> Directional:
     """A landing part (module docstring, rule (b)) for ``decide_equivalence``'s families."""
     lo, hi = LANDING.interval
     rate = LANDING.fired_rate
@@ -140,7 +140,7 @@ def _measured(budget, results):
             name = _landing_name(r, scale)
             rows = causes(results, _auto(budget, key, scale), budget, clip=False)
             switches[name] = rows
-            landing[name] = _landing(name, rows)
+            landing[name] = landing_part(name, rows)
             readings[r].append(name)
     numbers = {"nm": list(budget.nms[0]), "errors": errors_by, "switches": switches}
     return flat, landing, readings, numbers
