@@ -31,7 +31,7 @@ above 5% (the interval's lower end). Every case draws from its own stream,
 machine and do not depend on which other cases run or on --jobs.
 
 ``tests/checks/test_verdict_calibration.py`` runs every case at a few hundred simulations
-(the mechanics, with a bound that can still fail) and this script's --quick mode.
+(the mechanics, with a bound that can still fail) and checks the committed full-size table.
 """
 
 from __future__ import annotations
@@ -553,7 +553,9 @@ def _pair(case, sims):
     for estimate, c in pair_estimates(case, sims).items():
         tag = "" if estimate == "production" else "draft 2: "
         if c["wrong_verdict"]:
-            bound = "> 5%" if tag else "<= 5%"
+            # draft 2's estimate is the negative control where its SE fails (nearly every
+            # run diverged); elsewhere its too-wide SE is only reported
+            bound = "<= 5%" if not tag else "> 5%" if "97%" in case else None
             out[f"{tag}wrong ({c['wrong_verdict']})"] = _measure(c["wrong"], sims, bound)
         out[f"{tag}reproduced"] = _measure(c["reproduced"], sims, ">= 50%"
                                            if case == "power: truth 3 delta" else None)
