@@ -110,7 +110,7 @@ class AdamState(NamedTuple):
 
     m: dict
     v: dict
-    frozen: dict = {}  # never mutated: every change makes a new dict
+    frozen: Mapping = {}  # read-only (never mutated): every change makes a new dict
 
 
 @dataclasses.dataclass(frozen=True)
