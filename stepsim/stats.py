@@ -660,7 +660,7 @@ def binomial_p(count: int, n: int, rate: float, *, greater: bool) -> float:
     if not (isinstance(count, (int, np.integer)) and isinstance(n, (int, np.integer))
             and 0 <= count <= n and n >= 1):
         raise ValueError(f"need integers 0 <= count <= n, n >= 1, got count={count!r}, n={n!r}")
-    ks = range(count, n + 1) if greater else range(0, count + 1)
+    ks = range(count, n + 1) if greater else range(count + 1)
     return min(1.0, math.fsum(math.comb(n, k) * rate ** k * (1 - rate) ** (n - k) for k in ks))
 
 

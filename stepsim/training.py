@@ -26,7 +26,7 @@ import numpy as np
 
 from stepsim._ground.validate import check_int, check_nm_pair, show
 from stepsim.core.finite import FiniteCheck
-from stepsim.fit_result import (  # noqa: F401 (re-exported: stepsim.training.Trace etc.)
+from stepsim.fit_result import (
     STATUS_BLOWUP,
     STATUS_COMPLETED,
     STATUS_NON_FINITE,

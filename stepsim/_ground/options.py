@@ -295,7 +295,7 @@ def declared(table: Options):
     not ``OrNone(Int())``) is required: its field gets no default (e.g. FixedStep's k0)."""
 
     def decorate(cls):
-        fields = list(cls.__dict__.get("__annotations__", {}))
+        fields = list(inspect.get_annotations(cls))
         if fields != table.names():
             raise TypeError(f"{cls.__name__}'s fields {fields} must be its declared options "
                             f"{table.names()}, in that order")

@@ -68,7 +68,8 @@ MNIST-1D CNN and its signals, a Theorem 1 run) in subprocesses under every CPU t
 can emulate — numba compiled for an AVX2 CPU and for the x86-64 baseline
 (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``), NumPy's dispatch limited
 (``NPY_DISABLE_CPU_FEATURES``), glibc's choice limited (``GLIBC_TUNABLES``), each OpenBLAS
-kernel family the CPU executes — and each must give the recorded digests; a negative control (unpinned Sandybridge kernels) shows it can fail.
+kernel family the CPU executes — and each must give the recorded digests; a negative
+control (unpinned Sandybridge kernels) shows it can fail.
 """
 
 from __future__ import annotations

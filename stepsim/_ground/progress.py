@@ -61,7 +61,7 @@ def format_duration(seconds: float) -> str:
     """"4.2s" under a minute, "2m05s" under an hour, else "1h02m"."""
     if seconds < 60:
         return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)

@@ -234,9 +234,10 @@ def crossover_rows(bench) -> None:
                 sw = nm_linear.pack(w, mask, n, m)
                 number = max(1, int(2e6 / (rows * out * n_in)))
                 t = bench.compare({
-                    "fwd dense": lambda: x @ wd.T, "fwd sparse": lambda: nm_linear.product(x, sw),
-                    "bwd dense": lambda: dy @ wd,
-                    "bwd sparse": lambda: nm_linear.input_grad(dy, sw),
+                    "fwd dense": lambda x=x, wd=wd: x @ wd.T,
+                    "fwd sparse": lambda x=x, sw=sw: nm_linear.product(x, sw),
+                    "bwd dense": lambda dy=dy, wd=wd: dy @ wd,
+                    "bwd sparse": lambda dy=dy, sw=sw: nm_linear.input_grad(dy, sw),
                 }, repeats=reps, number=number, clock=time.thread_time)
                 for which, outputs, width in (("fwd", out, n_in), ("bwd", n_in, out)):
                     ratio = t[f"{which} dense"] / t[f"{which} sparse"]

@@ -34,8 +34,8 @@ def run(bench) -> None:
     from threadpoolctl import threadpool_limits
 
     from stepsim.bench import Timing
-    from stepsim.bench._torch_peer import start_or_none
     from stepsim.bench._lm_steps import step_functions
+    from stepsim.bench._torch_peer import start_or_none
 
     options = QUICK_MODEL if bench.quick else BENCH_MODEL
     case = (f"{options['blocks']}x{options['width']} ctx{options['context']} "

@@ -14,7 +14,6 @@ import dataclasses
 
 from stepsim.checks.registry import get_claim
 
-
 #: the verdict matrix's figure, in the report's figures/
 MATRIX_FIGURE = "verdict_matrix.png"
 
@@ -35,9 +34,9 @@ def _matrix_markdown(report) -> list:
     if not made:
         return []
     lines = ["## Verdict matrix", "",
-             "One row a claim; a column a problem and reading (\"claim\": the claim's own "
-             "verdict, its readings combined by the registered rule). The parts behind every "
-             "verdict follow below.", "", vm.table(made), ""]
+             ("One row a claim; a column a problem and reading (\"claim\": the claim's own "
+              "verdict, its readings combined by the registered rule). The parts behind every "
+              "verdict follow below."), "", vm.table(made), ""]
     if report.out is not None:
         lines += [f"![verdict matrix](figures/{MATRIX_FIGURE})", ""]
     return lines + [text for p in vm.paragraphs(made) for text in (p, "")]
@@ -119,10 +118,10 @@ def markdown(report) -> str:
         if p.get("choices"):
             lines += [f"The choices are {_md(p['choices'])}.", ""]
         if any("reached" in t for configs in report.tuning.values() for t in configs.values()):
-            lines += ["Successive halving: a mean marked \"at n\" is its candidate's at the "
-                      "rung of n steps it reached (it ran no further); every other mean is "
-                      "at T. The choice and the tie set are made among the candidates run "
-                      "to T.", ""]
+            lines += [("Successive halving: a mean marked \"at n\" is its candidate's at the "
+                       "rung of n steps it reached (it ran no further); every other mean is "
+                       "at T. The choice and the tie set are made among the candidates run "
+                       "to T."), ""]
         lines += ["| setting | config | lr | tuning means (grid) | edge |",
                   "| --- | --- | --- | --- | --- |"]
         for setting, configs in sorted(report.lrs.items()):
@@ -183,11 +182,11 @@ def _operating_markdown(report) -> list:
     findings = op.get("switch_findings") or {}
     if findings:
         lines += ["## Switch findings (PROTOCOL §D4.5)", "",
-                  "How the STEP runs the claims report switched: AutoSwitch's cause (`fired`: "
-                  "its test chose the step; `window` / `clip`: the first or last step it "
-                  "allows; `fixed`: a fixed fraction) and how many switched on the initial "
-                  "plateau (batch loss at k0 above "
-                  f"{_plateau_max():g} x its start).", "",
+                  ("How the STEP runs the claims report switched: AutoSwitch's cause (`fired`: "
+                   "its test chose the step; `window` / `clip`: the first or last step it "
+                   "allows; `fixed`: a fixed fraction) and how many switched on the initial "
+                   "plateau (batch loss at k0 above "
+                   f"{_plateau_max():g} x its start)."), "",
                   "| setting | runs | causes | switched on the plateau |",
                   "| --- | --- | --- | --- |"]
         for setting, f in sorted(findings.items()):
@@ -215,8 +214,8 @@ def _operating_markdown(report) -> list:
         lines.append("")
     for setting, per in sorted((op.get("stability") or {}).items()):
         lines += [f"## Stability map: {setting} (PROTOCOL §D4.3)", "",
-                  "| N:M | recipe | lr: mean error of finite runs (diverged k/n, 95% CP) | "
-                  "smallest diverging | largest stable |", "| --- | --- | --- | --- | --- |"]
+                  ("| N:M | recipe | lr: mean error of finite runs (diverged k/n, 95% CP) | "
+                   "smallest diverging | largest stable |"), "| --- | --- | --- | --- | --- |"]
         for where, rows in sorted(per.items()):
             for recipe, s in sorted(rows.items()):
                 if recipe == "step_vs_srste":

@@ -23,8 +23,8 @@ import dataclasses
 import uuid
 from pathlib import Path
 
-from stepsim.checks.drawing import FIGURES_DIR, draw_one
 from stepsim.checks import verdict_matrix
+from stepsim.checks.drawing import FIGURES_DIR, draw_one
 from stepsim.checks.markdown import MATRIX_FIGURE, markdown, matrix_cells
 
 RUNS_DIR = "runs"  # finished runs by digest (stepsim.experiments.store.RunStore)

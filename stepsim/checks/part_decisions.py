@@ -323,7 +323,8 @@ def _judge_present(name: str, state: _State, lv: Levels, holm: dict) -> Part:
             why = (f"CI upper end {high:.3g} < margin {m:.3g}{u} at {percent(level)} (Holm): "
                    f"an effect of the claimed size is ruled out")
         else:
-            why = f"CI upper end {high:.3g} < 0{u} at {percent(level)} (Holm): the opposite direction"
+            why = (f"CI upper end {high:.3g} < 0{u} at {percent(level)} (Holm): "
+                   f"the opposite direction")
         return part(NOT_REPRODUCED, f"{why}; {bci}{div}", judged, level, boot)
     if NOT_REPRODUCED in (t_vote, b_vote):
         return part(INCONCLUSIVE, f"{DISAGREE} (t: {_vote(t_vote)} {ci}; {_vote(b_vote)} "

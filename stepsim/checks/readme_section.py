@@ -90,9 +90,9 @@ def section(doc: dict) -> str:
                  "time for the run as a whole (`paper_checks/claims.md` gives the measured "
                  "one).")
     lines = [BEGIN, "",
-             f"{p.get('rules_version') and 'Protocol draft ' + str(p['rules_version']) or ''}"
-             f" — {doc['mode']} mode. A cell is the claim's verdict on a problem, then each "
-             "reading (operating point) whose verdict differs from it.", "",
+             (f"{p.get('rules_version') and 'Protocol draft ' + str(p['rules_version']) or ''}"
+              f" — {doc['mode']} mode. A cell is the claim's verdict on a problem, then each "
+              "reading (operating point) whose verdict differs from it."), "",
              vm.compact_table(made), "", *[f"{t}\n" for t in vm.paragraphs(made)], rest, "",
              END]
     return "\n".join(lines)

@@ -250,10 +250,10 @@ def markdown_table(result) -> list[str]:
     n = result.numbers if hasattr(result, "numbers") else result["numbers"]
     setting = result.setting if hasattr(result, "setting") else result.get("setting", "")
     units = n["units"]
-    lines = [f"S1 on {setting} ({units}; dense: lr {_fmt(n['dense']['lr'], 'g')}, error "
-             f"{_fmt(n['dense']['error'])}, diverged {n['dense']['diverged']})", "",
-             "| N:M | recipe | result | lr | gap to dense [95% CI] | diverged k/n [95% CP] "
-             "| e(SR-STE) − e(recipe) [CI, Holm level] | reads | flip rate, last 10% |",
+    lines = [(f"S1 on {setting} ({units}; dense: lr {_fmt(n['dense']['lr'], 'g')}, error "
+              f"{_fmt(n['dense']['error'])}, diverged {n['dense']['diverged']})"), "",
+             ("| N:M | recipe | result | lr | gap to dense [95% CI] | diverged k/n [95% CP] "
+              "| e(SR-STE) − e(recipe) [CI, Holm level] | reads | flip rate, last 10% |"),
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label, rows in n["table"].items():
         for key, row in rows.items():

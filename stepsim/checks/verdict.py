@@ -469,8 +469,8 @@ def _gated(name, given: Evidence, alpha: float, need: int) -> Part | None:
     if premise is None:
         return None
     if isinstance(premise, tuple):
-        raise ValueError(f"part {name!r}: draft 4's rule takes one premise Effect, got "
-                         f"{len(premise)}")
+        raise TypeError(f"part {name!r}: draft 4's rule takes one premise Effect, got "
+                        f"{len(premise)}")
     if runs_lost(premise) and premise.n < need:
         d = (effect if runs_lost(effect) else premise).divergence
         head = "both diverged" if d["plus"] and d["minus"] else "diverged"

@@ -13,6 +13,7 @@ and the Python API receives typed values.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import re
@@ -146,11 +147,10 @@ def _silence_stdout() -> None:
 
 def _interrupted(args) -> int:
     text = "interrupted"
-    try:
+    # a second Ctrl-C, or a folder half written: the line still says "interrupted"
+    with contextlib.suppress(Exception, KeyboardInterrupt):
         if args._interrupted is not None:
             text = args._interrupted(args)
-    except (Exception, KeyboardInterrupt):  # a second Ctrl-C, or a folder half written
-        pass
     print(f"stepsim {args.command}: {text}", file=sys.stderr)
     return 130
 

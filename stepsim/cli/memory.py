@@ -20,7 +20,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--metadata", default="index", choices=("index", "bitmask", "none"),
                         help="index: ceil(log2 M) bits per kept value (default); bitmask: 1 bit "
                              "per dense element; none")
-    parser.add_argument("--value-bytes", type=integer, default=2, help="bytes per value (default 2)")
+    parser.add_argument("--value-bytes", type=integer, default=2,
+                        help="bytes per value (default 2)")
     parser.add_argument("--json", metavar="PATH",
                         help="also save the tables (with provenance) as JSON")
 

@@ -170,8 +170,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from stepsim.experiments import parse_spec, plan_sweep, report_markdown, run_sweep
-    from stepsim.experiments.sweep_report import diverged
     from stepsim.experiments.sweep import check_same_sweep
+    from stepsim.experiments.sweep_report import diverged
 
     if args.verify is not None:
         return verify(args)

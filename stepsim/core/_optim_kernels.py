@@ -463,9 +463,9 @@ def _adam_lanes16(typingctx, w, g, m, v, full, b1, c1, b2, c2, inv_bc1, inv_bc2,
         raw_i1 = builder.icmp_unsigned("!=", raw_b, ir.Constant(raw_b.type, 0))
         results = []
         with builder.if_else(raw_i1) as (then, otherwise):
-            for branch, raw in ((then, True), (otherwise, False)):
+            for branch, raw_v in ((then, True), (otherwise, False)):
                 with branch:
-                    results.append((lanes.loop(trips, body(raw), [count_zero, count_zero]),
+                    results.append((lanes.loop(trips, body(raw_v), [count_zero, count_zero]),
                                     builder.block))
         merged = [builder.phi(lanes.i64) for _ in range(2)]  # phis first in their block
         for r, phi in enumerate(merged):

@@ -26,8 +26,7 @@ def soft_threshold_groups(w, keep, m, beta, zero, out):
         for i in range(lo, lo + m):
             if keep[i] == 0:
                 a = abs(w[i])
-                if a > t:
-                    t = a
+                t = max(t, a)
         for i in range(lo, lo + m):
             if keep[i] != 0:
                 out[i] = beta * np.copysign(abs(w[i]) - t, w[i])

@@ -1,6 +1,7 @@
 """numba kernels that apply a mask inside a training step, in place or into a workspace
-buffer, and the step's finiteness check (:func:`has_non_finite`). Private: :mod:`stepsim.recipes.lean` calls them (the NumPy definitions they must
-match bit for bit are the pure pieces of :mod:`stepsim.recipes.transforms`).
+buffer, and the step's finiteness check (:func:`has_non_finite`). Private:
+:mod:`stepsim.recipes.lean` calls them (the NumPy definitions they must match bit for bit
+are the pure pieces of :mod:`stepsim.recipes.transforms`).
 :func:`first_non_finite` runs the finiteness check over many arrays in one call.
 
 Arrays are flat and C-contiguous; ``keep`` is the mask (bool), True where an entry is kept.

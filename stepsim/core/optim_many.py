@@ -32,6 +32,7 @@ from stepsim.core.optim_hyper import (
     sgdm_fits,
 )
 
+
 def _fast_row(arrays, dtype, kernels):
     """One parameter's arrays ((w, g, m, v) or (w, g, buf)) as a row of data addresses, or
     None if a check fails.

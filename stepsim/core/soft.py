@@ -73,8 +73,9 @@ def soft_threshold(w: np.ndarray, n: int, m: int, axis: int = -1, *, beta: float
 
 
 def sste_beta(w: np.ndarray, s: np.ndarray) -> float:
-    """S-STE's scale beta = <w, S(w)> / <S(w), S(w)> (its weight rescaling), summed in float64 in index
-    order (the same bits on every CPU). 1.0 when S(w) is all zero (nothing to rescale).
+    """S-STE's scale beta = <w, S(w)> / <S(w), S(w)> (its weight rescaling), summed in
+    float64 in index order (the same bits on every CPU). 1.0 when S(w) is all zero (nothing
+    to rescale).
 
     Parameters
     ----------

@@ -117,16 +117,16 @@ into a :class:`RunStore` under ``--out DIR/runs/`` (by digest: a run two claims 
 runs once, and a killed check resumes where it stopped); see :mod:`stepsim.checks`.
 """
 
+from stepsim.experiments.run import RunSpec
+from stepsim.experiments.sweep import plan_sweep, run_sweep
+from stepsim.experiments.sweep_dir import Table, load_table
 from stepsim.experiments.sweep_report import (
     compare,
     plot_vs_sparsity,
     report_markdown,
     summarize,
 )
-from stepsim.experiments.run import RunSpec
-from stepsim.experiments.sweep import plan_sweep, run_sweep
 from stepsim.experiments.sweep_spec import SweepSpec, load_spec, parse_spec
-from stepsim.experiments.sweep_dir import Table, load_table
 
 __all__ = ["RunSpec", "SweepSpec", "Table", "compare", "load_spec", "load_table",
            "parse_spec", "plan_sweep", "plot_vs_sparsity", "report_markdown", "run_sweep",

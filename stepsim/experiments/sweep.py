@@ -151,11 +151,11 @@ def run_sweep(spec, out_dir, *, jobs: int | None = None, scheduler=None,
     out_dir = Path(out_dir)
     if not force:
         check_same_sweep(out_dir, runs)
-    with executors.connected(scheduler) as scheduler:  # before any file is written
+    with executors.connected(scheduler) as client:  # before any file is written
         sweep_dir.convert_legacy(out_dir)  # a sweep directory from before digests: resumed
         with _said(out_dir, "writing the sweep's plan"):
             sweep_dir.write_plan(out_dir, spec.to_dict(), spec.grid(_needs_criterion))
-        executors.run(runs, jobs=jobs, scheduler=scheduler,
+        executors.run(runs, jobs=jobs, scheduler=client,
                       store=sweep_dir.sweep_store(out_dir), progress=progress,
                       label=f"sweep {spec.name or out_dir.name}", wait_note="sweep")
     table = sweep_dir.load_table(out_dir, verify=False)  # executors.run verified every run
@@ -189,6 +189,6 @@ def check_same_sweep(out_dir, runs) -> None:
         return
     done = sum(map(sweep_dir.sweep_store(out_dir).is_finished, old))
     raise ValueError(f"{out_dir} holds another sweep ({len(old)} planned runs, {done} "
-                     f"finished); this spec plans another grid ({len(runs)} runs). Use another --out, "
-                     f"or --force (force=True) to replace its plan (finished runs the new grid "
-                     f"shares are kept)")
+                     f"finished); this spec plans another grid ({len(runs)} runs). Use another "
+                     f"--out, or --force (force=True) to replace its plan (finished runs the "
+                     f"new grid shares are kept)")

@@ -256,8 +256,9 @@ def vs_sparsity_figure(table, metric: str, *, confidence: float = 0.95, method: 
     and line style (:func:`stepsim._ground.plot_style.series_style`); the error bars are the
     confidence interval (:func:`summarize`), the series' points spread a little around
     their sparsity so that no two bars overlap. Diverged runs are left out of the means and
-    marked: an ``x`` near the top of the axes with their count, at their sparsity. A dense recipe is drawn at every N:M of the
-    grid, as the reference. The interval is clipped to the metric's range
+    marked: an ``x`` near the top of the axes with their count, at their sparsity. A dense
+    recipe is drawn at every N:M of the grid, as the reference. The interval is clipped to
+    the metric's range
     (:func:`metric_range`), and the title says so when it was.
     log_y: logarithmic metric axis (default: when every mean is positive and they span more
     than a factor of 10).

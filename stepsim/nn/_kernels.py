@@ -454,7 +454,7 @@ def softmax_xent(logits, labels, scale, probs, logs, picked, sums):
         top = row[0]
         for j in range(1, c):
             x = row[j]
-            if x > top or x != x:  # np.max: the largest, NaN if any (kept once seen)
+            if x > top or math.isnan(x):  # np.max: the largest, NaN if any (kept once seen)
                 top = x
         for j in range(c):
             p[j] = math.exp(np.float64(row[j] - top))
@@ -486,7 +486,7 @@ def bias_relu(h, b, has_bias):
     for i in range(rows):
         for j in range(d):
             v = h[i, j] + b[j] if has_bias else h[i, j]
-            h[i, j] = v if (v > zero or v != v) else zero
+            h[i, j] = v if (v > zero or math.isnan(v)) else zero
 
 
 @njit

@@ -32,6 +32,7 @@ from stepsim.recipes.maskers import (
     FixedMask,
     MaskView,
 )
+from stepsim.recipes.optimizers import SGDM, Adam, AdamState, SGDMState, freeze_second_moment
 from stepsim.recipes.recipe import (
     AllocateFixed,
     AllocateGreedy,
@@ -40,7 +41,6 @@ from stepsim.recipes.recipe import (
     RecipeState,
     RunContext,
 )
-from stepsim.recipes.optimizers import SGDM, Adam, AdamState, SGDMState, freeze_second_moment
 from stepsim.recipes.registry import RECIPES, make_optimizer, make_recipe, recipe_options
 from stepsim.recipes.switch import Schedule, StepStats, SwitchAt, SwitchWhen
 from stepsim.recipes.transforms import (

@@ -26,6 +26,7 @@ combinations are recipes (:mod:`stepsim.recipes.registry`), not new code paths.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from stepsim._ground.options import Bool, Choice, Fraction, Int, Option, Options, Real
@@ -165,7 +166,7 @@ class EveryStepState(NamedTuple):
     no dense tail); betas, name -> S-STE's frozen scale (:class:`SoftThresholdMask`)."""
 
     dense_from: int | None = None
-    betas: dict = {}  # never mutated: every change makes a new dict
+    betas: Mapping = {}  # read-only (never mutated): every change makes a new dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +199,7 @@ class EveryStepMask(Masker):
         return EveryStepState()
 
     def start(self, mstate, params, names, specs, nm, k0, total_steps):
-        tail = int(round(self.dense_tail * total_steps))
+        tail = round(self.dense_tail * total_steps)
         dense_from = total_steps - tail + 1 if tail > 0 else None
         return mstate._replace(dense_from=dense_from), params
 
@@ -298,7 +299,7 @@ class DecayingMask(Masker):
 class DynamicLayerwise(Masker):
     """Every-step masks at the N that :class:`DominoSearch` assigns and changes per layer."""
 
-    search: DominoSearch = DominoSearch()
+    search: DominoSearch = dataclasses.field(default_factory=DominoSearch)
     transposable: bool = _TRANSPOSABLE
     kind = "domino"
 

@@ -22,7 +22,6 @@ import numpy as np
 from stepsim._ground.options import Bool, Choice, Int, Option, Options, Real, declared
 from stepsim._ground.validate import check_choice, check_int
 
-
 SCHEDULES = ("constant", "cosine")
 
 
@@ -111,7 +110,7 @@ class AdamState(NamedTuple):
 
     m: dict
     v: dict
-    frozen: dict = {}  # never mutated: every change makes a new dict
+    frozen: Mapping = {}  # read-only (never mutated): every change makes a new dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,8 +361,6 @@ class SGDM:
                lr: float | None = None):
         """One step. Returns (new params, new state, name -> None): SGD-M has no v to report.
         lr: this step's ``lr_at(step, total_steps)`` when the caller has it (None: computed)."""
-        from stepsim.core.optim_many import sgdm_apply_many
-
         new_w = {name: w.copy() for name, w in params.items()}
         new_buf = {name: state.buf[name].copy() for name in params}
         self.update_into(SGDMState(buf=new_buf), new_w, grads, step, total_steps, None, lr=lr)

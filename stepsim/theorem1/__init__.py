@@ -6,12 +6,12 @@ confidence intervals and verdicts; ``stepsim theorem1`` is its command line. Mod
 ``processes`` (gradient processes and the plug-in protocol), ``engine`` (numba engine and
 NumPy reference), ``closed_forms`` (the paper's bound, the worst case, Hoeffding's),
 ``check`` (intervals, verdicts, result), ``scoring`` (a bound against simulated
-statistics), ``plot`` (the figure),
-``bounds`` (the corrected bounds: Chebyshev, Statement A for Gaussian g, Statement B for
-Markov chains with a spectral gap, a heuristic plug-in; ``chernoff``: exact Chernoff
-bounds A+ for Gaussian g and B+ for finite-state Markov modulation;
-``check_theorem1(..., bound=KIND)`` and ``stepsim theorem1 --bound KIND`` score one), ``chains`` (Gaussian, sticky and two-state
-processes), ``verify`` (the verification behind ``paper_checks/theorem1_bounds.py``).
+statistics), ``plot`` (the figure), ``bounds`` (the corrected bounds: Chebyshev,
+Statement A for Gaussian g, Statement B for Markov chains with a spectral gap, a heuristic
+plug-in; ``chernoff``: exact Chernoff bounds A+ for Gaussian g and B+ for finite-state
+Markov modulation; ``check_theorem1(..., bound=KIND)`` and ``stepsim theorem1 --bound
+KIND`` score one), ``chains`` (Gaussian, sticky and two-state processes), ``verify`` (the
+verification behind ``paper_checks/theorem1_bounds.py``).
 Importing this package imports neither numba nor matplotlib.
 
 What is tested: ||vhat_k - vhat_k0||_inf < sqrt(4 G^2 (1 - b2)^2 (k - k0) log(2/delta)) at

@@ -285,10 +285,10 @@ def fill(pid, p, G, words, cwords, x, k_first, n, bits, bits2, buf):
 def two_steps(lane, g0, g1, beta2, one_m_b2, v, gmax):
     """Steps k, k+1 of one lane: v[lane] and gmax[lane] are loaded and stored once."""
     m = gmax[lane]
-    # the compare-select is one vmaxpd (g is never NaN); its stored value is not a select
+    # max() is a compare-select, one vmaxpd (g is never NaN); its stored value is not a select
     # of the loaded one, which LLVM would emit as a masked store (microcoded on AMD)
-    m = m if m > g0 else g0
-    gmax[lane] = m if m > g1 else g1
+    m = max(g0, m)
+    gmax[lane] = max(g1, m)
     x = beta2 * v[lane] + one_m_b2 * g0
     v[lane] = beta2 * x + one_m_b2 * g1
 

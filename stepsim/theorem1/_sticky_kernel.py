@@ -48,16 +48,15 @@ def log_mgf_kernel(w, lams, q, G):
             for m in range(k, last + 1):
                 x = G * P[m + 1] - base
                 run = 0.0 if m == k else (m - k) * logr  # 0 * log 0 is no term: r^0 = 1
-                u = run + logc[m] + (x if x > 0.0 else 0.0)
-                if u > top:
-                    top = u
+                u = run + logc[m] + max(0.0, x)
+                top = max(top, u)
             s = 0.0
             for m in range(k, last + 1):
                 x = G * P[m + 1] - base
                 ax = abs(x)
                 ratio = 1.0 if ax == 0.0 else -math.expm1(-ax) / ax
                 run = 0.0 if m == k else (m - k) * logr
-                u = run + logc[m] + (x if x > 0.0 else 0.0)
+                u = run + logc[m] + max(0.0, x)
                 s += math.exp(u - top) * ratio
             logI = top + math.log(s)
             if k > 0:

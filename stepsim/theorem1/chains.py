@@ -24,6 +24,7 @@ seed gives the same path whatever the engine's chunk size.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class _Chain:
     stationary = True
     independent_in_time = False
     independent_coordinates = True
-    defaults: dict = {}
+    defaults: ClassVar[dict] = {}  # parameter name -> default
     law = ""
 
     def __init__(self, G: float = 1.0, **params):
@@ -73,7 +74,7 @@ class _Chain:
 
 class GaussAR1(_Chain):
     name = "gauss_ar1"
-    defaults = {"rho": 0.9}
+    defaults: ClassVar[dict] = {"rho": 0.9}
     law = ("Gaussian g: g_k = sqrt(G) x_k / 10, x_k = rho x_{k-1} + sqrt(1 - rho^2) Z_k, "
            "x_0 ~ N(0, 1); g^2 is unbounded (G is a sanity cap at |x| = 10 only).")
 
@@ -104,7 +105,7 @@ class GaussAR1(_Chain):
 
 class Sticky(_Chain):
     name = "sticky"
-    defaults = {"q": 0.01}
+    defaults: ClassVar[dict] = {"q": 0.01}
     law = ("sticky chain: g^2 = G u_k, u_k = u_{k-1} with probability 1 - q, else a fresh "
            "U[0, 1] (u_0 ~ U[0, 1]); lambda = 1 - q.")
 
@@ -134,7 +135,7 @@ class Sticky(_Chain):
 
 class TwoState(_Chain):
     name = "twostate"
-    defaults = {"a": 0.05, "b": 0.05, "low": 0.0}
+    defaults: ClassVar[dict] = {"a": 0.05, "b": 0.05, "low": 0.0}
     law = ("two-state chain: g^2 in {low G, G}; low -> high with probability a, high -> low "
            "with probability b, P(high) = a / (a + b); lambda = |1 - a - b|.")
 

@@ -226,12 +226,12 @@ class Theorem1Result:
 
 def _bound_lines(report, lags, delta, dim) -> list[str]:
     r = report
-    lines = [f"  bound {r['kind']!r} ({'PROVED' if r['proved'] else 'HEURISTIC'}; "
-             f"assumes {r['assumptions']}): violations |X| > bound, CP 95%; "
-             f"bound/q = bound / empirical {1 - delta:g}-quantile, bound/triv = bound / "
-             "trivial bound G(1-b2^n)/(1-b2^k)",
-             f"  {'lag':>6} | {'coord bnd':>9} {'bnd/q':>6} {'bnd/triv':>8} {'rate [CI]':>27} | "
-             f"{'inf bnd':>9} {'bnd/q':>6} {'bnd/triv':>8} {'rate [CI]':>27}  (d={dim})"]
+    lines = [(f"  bound {r['kind']!r} ({'PROVED' if r['proved'] else 'HEURISTIC'}; "
+              f"assumes {r['assumptions']}): violations |X| > bound, CP 95%; "
+              f"bound/q = bound / empirical {1 - delta:g}-quantile, bound/triv = bound / "
+              "trivial bound G(1-b2^n)/(1-b2^k)"),
+             (f"  {'lag':>6} | {'coord bnd':>9} {'bnd/q':>6} {'bnd/triv':>8} {'rate [CI]':>27} | "
+              f"{'inf bnd':>9} {'bnd/q':>6} {'bnd/triv':>8} {'rate [CI]':>27}  (d={dim})")]
     c, f = r["coord"], r["inf"]
     for i, lag in enumerate(lags):
         lines.append(

@@ -69,7 +69,7 @@ def _check_t(t) -> float:
 @functools.lru_cache(maxsize=1)
 def _phi_grid() -> tuple[np.ndarray, np.ndarray]:
     """The nodes x_i = -40 + i h on [-40, 0] and Phi(x_i) (libm erfc, one at a time)."""
-    xs = _X_LO + _H * np.arange(int(round(-_X_LO / _H)) + 1)
+    xs = _X_LO + _H * np.arange(round(-_X_LO / _H) + 1)
     return xs, 0.5 * _erfc(-xs / math.sqrt(2.0)).astype(np.float64)
 
 
