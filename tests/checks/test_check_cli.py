@@ -178,7 +178,13 @@ def test_dry_run_prints_the_plan_and_runs_or_writes_nothing(tmp_path, capsys, no
     assert main(["check", "C5", "--dry-run", "--problem", "digits", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "tuning digits/main (" in printed and "learning rates: tuned first" in printed
-    assert "after tuning" in printed and "tie set" in printed and not out.exists()
+    assert "after tuning" in printed and not out.exists()
+    # the tie set's readings are secondary: the extended set's on digits (PROTOCOL.md D5.11)
+    assert "tie set" not in printed
+    assert main(["check", "C5", "--dry-run", "--extended", "--problem", "digits", "--out",
+                 str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "on digits SR-STE's tie set's readings" in printed and not out.exists()
     # bad input is still one line
     assert main(["check", "--dry-run", "--quick", "--extended"]) == 2
 
