@@ -362,7 +362,8 @@ CLI_CASES = [
          r"holds another sweep \(1 planned runs, 1 finished\); .* --force",
          id="sweep-out-holds-another-sweep"),
     case("check C3 --problem lm --extended --out {out}",
-         r"no verdict to make: claim\(s\) C3 on problem\(s\) lm have no setting in full mode", id="check-no-verdict"),
+         r"no verdict to make: claim\(s\) C3 on problem\(s\) lm have no setting in full mode",
+         id="check-no-verdict"),
     case("check C3 --problem lm --out {out}", r"problem 'lm' belongs to the extended set of "
          r"the protocol .*: check it with --extended", id="check-extended-problem"),
     # ---- issue 27, item 8: sizes that cannot fit, empty paths, arguments the protocol
