@@ -85,7 +85,7 @@ def test_train_prints_steady_lines_on_a_pipe_and_none_when_quiet():
 
 def test_sweep_lines_count_runs_and_the_diverged_ones(tmp_path):
     """lr = 1e300 overflows the regression: two of the four runs diverge, counted."""
-    args = ["sweep", "--recipes", "dense", "--grid", "recipe.lr=1e-3,1e300", "--steps", "300",
+    args = ["sweep", "--recipes", "dense", "--grid", "recipe.lr=1e-3,1e300", "--steps", "3000",
             "--seeds", "2", "--jobs", "1"]
     rc, out, arrived = _run([*args, "--out", str(tmp_path / "s")])
     assert "wall time" in out
