@@ -123,3 +123,22 @@ def pytest_sessionfinish(session, exitstatus):
         print(f"\nthe test selection never imports {missing}: give each a fast test",
               file=sys.stderr)
         session.exitstatus = 1
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _blas_threads_as_found():
+    """Each test file leaves BLAS's thread counts as it found them. They are process-wide,
+    and an in-process Dask cluster (tests/experiments/test_sweep.py) leaves them at one
+    thread; float32 products of the transformer differ in their last bits between one and
+    two BLAS threads, so a later file's recorded digests would depend on the file order."""
+    try:
+        import threadpoolctl
+    except ImportError:  # pragma: no cover - scikit-learn brings it
+        yield
+        return
+    before = {p["filepath"]: p["num_threads"] for p in threadpoolctl.threadpool_info()
+              if p["user_api"] == "blas"}
+    yield
+    for lib in threadpoolctl.ThreadpoolController().lib_controllers:
+        if lib.filepath in before and lib.num_threads != before[lib.filepath]:
+            lib.set_num_threads(before[lib.filepath])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import types
 
 
@@ -76,7 +77,10 @@ def auto_blas_threads() -> tuple[int | None, str]:
 
 @contextlib.contextmanager
 def _blas_limit(blas: int | None):
-    if blas is None:
+    # BLAS's thread limit is one setting for the whole process: threads of one process that
+    # train at once (a Dask worker's, in-process) would save and restore it interleaved and
+    # leave the process on one BLAS thread; only the main thread sets it
+    if blas is None or threading.current_thread() is not threading.main_thread():
         yield
         return
     try:
