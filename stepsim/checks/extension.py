@@ -165,7 +165,10 @@ def extend(evaluation, results: dict):
         why = needs_more_seeds(every, results, first.rules, first.margin)
         if why is None:
             continue
-        more = tuple(rules.divergence.extension_seeds)
+        # the family's own rules: a loop variable of the loop above would be the last
+        # budget's, which may be the rule-less budget of C11 and C12 (the registered run of
+        # 2026-11-28 stopped there)
+        more = tuple(first.rules.divergence.extension_seeds)
         for key in keys:
             b = evaluation.budget(claim, key)
             wider = dataclasses.replace(b, seeds=(*b.seeds, *more), needed=set())

@@ -376,6 +376,18 @@ def test_a_claim_whose_divergence_alone_differs_gets_the_extension_seeds():
         assert {j.digest for j in ev.jobs[("C5", key)]} < {j.digest for j in more.jobs[
             ("C5", key)]}  # the first eight seeds' runs are the same RunSpecs
     assert more.budget("C1", "digits/main").seeds == R5.seeds.full  # C1: finite everywhere
+    # the claims that train nothing come last in a real plan, on a budget without rules
+    # (planning.NoProblem): the registered run of 2026-11-28 crashed on them here
+    from stepsim.checks import c12_memory as c12
+    from stepsim.checks.budget import NoProblem
+
+    plain = NoProblem("full")
+    with_plain = dataclasses.replace(ev, budgets={**ev.budgets, plain.key: plain},
+                                     jobs={**ev.jobs, ("C12", plain.key): c12.jobs(plain)})
+    assert getattr(plain, "rules", None) is None
+    again = extension.extend(with_plain, results)
+    assert again is not None and again.extensions == more.extensions
+    assert again.jobs[("C12", plain.key)] == with_plain.jobs[("C12", plain.key)]
     assert more.jobs[("C1", "digits/main")] == ev.jobs[("C1", "digits/main")]
     quiet = _lost(every, lambda r: False)
     assert extension.extend(ev, quiet) is None
