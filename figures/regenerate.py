@@ -31,7 +31,8 @@ def recorded_commands(pattern: str = "") -> list[tuple[Path, list[str]]]:
     """(json path, stepsim arguments) for every result JSON whose path contains pattern."""
     out = []
     for path in sorted(FIGURES.rglob("*.json")):
-        if pattern not in str(path.relative_to(FIGURES)):
+        if pattern not in str(path.relative_to(FIGURES)) or "runs" in path.relative_to(
+                FIGURES).parts:  # a check's run store (DIR/runs/), not a result
             continue
         argv = json.loads(path.read_text())["provenance"]["argv"]
         out.append((path, argv[1:]))  # argv[0] is the stepsim executable that ran

@@ -15,7 +15,9 @@ the committed report gives.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -63,9 +65,70 @@ def cells_of(lines, mode: str, version) -> list:
             for name, p in rules.problems.items()}
     out = []
     for line in lines:
-        get = line.get if isinstance(line, dict) else lambda k, line=line: getattr(line, k)
+        get = (line.get if isinstance(line, dict)
+               else lambda k, line=line: getattr(line, k, None))
         problem, reading = reading_of(get("setting"), main)
-        out.append(vm.Cell(get("claim"), problem, reading, get("verdict")))
+        parts = get("parts") or []
+        reason = get("reason") or ""
+        name, text, short = _deciding_part(parts, get("verdict"))
+        out.append(vm.Cell(get("claim"), problem, reading, get("verdict"),
+                           effect=f"{name}: {text}" if name and text else "", short=short,
+                           # a reading's line: STEP diverged in most of its runs; a claim's
+                           # combined line: in every reading that decides it
+                           diverging=("STEP diverges here" in reason if parts
+                                      else "decided only where STEP diverges" in reason)))
+    return _combined_effects(out)
+
+
+def _field(obj, key):
+    """``obj[key]`` of a report.json dict, else the attribute (a ClaimResult's objects)."""
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def _interval(effect) -> tuple[str, str]:
+    """(text, short) of an effect (dict or Effect): "estimate [low, high]" to 3 significant
+    digits (both); where runs diverged and no interval exists, the divergence counts
+    ("diverged: better-claimed side 16/16, worse-claimed 0/16"; short "diverged 16/16 vs
+    0/16"); ("", "") when there is neither."""
+    if effect is None:
+        return "", ""
+    try:
+        est, low, high = (float(_field(effect, k)) for k in ("estimate", "ci_low", "ci_high"))
+    except (TypeError, ValueError):
+        return "", ""
+    if all(map(math.isfinite, (est, low, high))):
+        text = f"{est:.3g} [{low:.3g}, {high:.3g}]"
+        return text, text
+    d = _field(effect, "divergence") or {}
+    if not d.get("seeds"):
+        return "", ""
+    n = d["seeds"]
+    return (f"diverged: better-claimed side {d['minus']}/{n}, worse-claimed {d['plus']}/{n}",
+            f"diverged {d['minus']}/{n} vs {d['plus']}/{n}")
+
+
+def _deciding_part(parts, verdict) -> tuple[str, str, str]:
+    """(name, effect text, short) of the first part whose verdict is the line's (the part
+    that shows it), else of the first part; empty for a line without parts."""
+    if not parts:
+        return "", "", ""
+    pick = next((p for p in parts if _field(p, "verdict") == verdict), parts[0])
+    return (str(_field(pick, "name")), *_interval(_field(pick, "effect")))
+
+
+def _combined_effects(cells: list) -> list:
+    """A claim's own cell whose line has no parts (its readings combined, D5.5) says which
+    reading gave what ("in place NR, own I"): its readings' cells hold the effects."""
+    label = {v: s for v, (s, _) in vm.STYLE.items()}
+    out = []
+    for c in cells:
+        if c.reading == vm.CLAIM and not c.effect:
+            others = [o for o in cells if (o.claim, o.problem) == (c.claim, c.problem)
+                      and o.reading != vm.CLAIM]
+            if others:
+                text = ", ".join(f"{o.reading} {label[o.verdict]}" for o in others)
+                c = dataclasses.replace(c, effect=text, short=text)
+        out.append(c)
     return out
 
 

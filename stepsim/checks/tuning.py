@@ -194,9 +194,9 @@ def quick_choices(rules, doc: dict | None = None, *,
     run, PROTOCOL.md "Budget, quick mode") the committed draft-4 learning rates with draft
     4's regularisers, and for a problem they do not cover the choices of
     :data:`PROVISIONAL` (MNIST-1D: its pilot's), labelled "provisional". After a draft-5
-    full run, a setting it did not tune (the LM: the extended set's) still takes
-    :data:`PROVISIONAL`'s choices, labelled. A quick setting without choices of its own
-    takes those of its problem's main setting (the same configs). ``problems``: the
+    full run, a setting or config it did not tune (the LM, C9's layer-wise configs: the
+    extended set's) still takes :data:`PROVISIONAL`'s choices, labelled. A quick setting
+    without choices of its own takes those of its problem's main setting (the same configs). ``problems``: the
     problems the check runs (None: every one), the only ones provisional choices are taken
     and labelled for."""
     doc = committed_document() if doc is None else doc
@@ -204,17 +204,20 @@ def quick_choices(rules, doc: dict | None = None, *,
     if rules.readings is not None:
         extra = json.loads(PROVISIONAL.read_text())
         final = doc.get("rules_sha256") == rules.digest
-        taken = sorted(s for s in extra["choices"] if s not in chosen and (
-            problems is None or s.split("/")[0] in problems))
-        chosen.update({s: extra["choices"][s] for s in taken})
+        taken = []  # per config: a setting the committed run tuned keeps its own choices
+        for s, configs in sorted(extra["choices"].items()):
+            missing = {k: v for k, v in configs.items() if k not in chosen.get(s, {})}
+            if missing and (problems is None or s.split("/")[0] in problems):
+                chosen[s] = {**chosen.get(s, {}), **missing}
+                taken.append(s)
         parts = [f"{s}: {extra['sources'][s]}" for s in taken]
         if not final:
             head = (f"provisional: the committed full run's learning rates under draft "
                     f"{_draft_of(doc)} with its regularisers ({COMMITTED.name})")
             label = "; ".join([head, *parts])
         elif parts:
-            label = "provisional, settings the committed full run did not tune: " + "; ".join(
-                parts)
+            label = ("provisional, settings or configs the committed full run did not tune: "
+                     + "; ".join(parts))
     out = {k: dict(v) for k, v in chosen.items()}
     for p, ts, _ in rules.settings("quick"):
         main = f"{p}/{rules.problems[p].timescales[0]}"

@@ -36,7 +36,8 @@ class Cell:
     """One verdict of the matrix. claim: "C1".."C12", "S1"; problem: "digits", "lm",
     "mnist1d" or "none" (C11, C12 train nothing); reading: :data:`CLAIM` or an operating
     point's name; verdict: one of :data:`STYLE`'s keys; effect: a short text (estimate
-    [interval] with units, or a reason such as "no gap of the claimed size"); diverging:
+    [interval] with units, or a reason such as "no gap of the claimed size"); short: the
+    same in a few characters for a figure's cell (e.g. "-3.52 [-5.38, -1.65]"); diverging:
     STEP diverged in more than half of its runs at this reading."""
 
     claim: str
@@ -45,6 +46,7 @@ class Cell:
     verdict: str
     effect: str = ""
     diverging: bool = False
+    short: str = ""
 
     def __post_init__(self):
         if self.verdict not in STYLE:
@@ -169,9 +171,9 @@ def draw(cells, *, title: str = "Verdicts by claim, problem and reading"):
     claims, problems, readings = _axes(cells)
     by = {(c.claim, c.problem, c.reading): c for c in cells}
     widths = [max(1, len(readings[p])) for p in problems]
-    width = max(5.0, 1.3 + 0.85 * sum(widths) + 0.4 * len(problems))  # inches
+    width = max(5.0, 1.3 + 1.25 * sum(widths) + 0.4 * len(problems))  # inches
     fig, axes = plt.subplots(1, len(problems), squeeze=False, dpi=100,
-                             figsize=(width, 1.6 + 0.34 * len(claims)),
+                             figsize=(width, 1.6 + 0.5 * len(claims)),
                              gridspec_kw={"width_ratios": widths})
     for ax, p in zip(axes[0], problems):
         cols = readings[p]
@@ -182,8 +184,16 @@ def draw(cells, *, title: str = "Verdicts by claim, problem and reading"):
                 ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="white",
                                        lw=1.5, hatch="///" if cell and cell.diverging else None))
                 label = "—" if cell is None else STYLE[cell.verdict][0]
-                ax.text(j + 0.5, i + 0.5, label, ha="center", va="center", fontsize=8,
-                        color="0.45" if cell is None else "black")
+                under = cell is not None and bool(cell.short)
+                # text on the cell's colour, so that a hatched cell stays readable
+                box = None if cell is None else {"facecolor": colour, "edgecolor": "none",
+                                                 "pad": 0.6}
+                ax.text(j + 0.5, i + (0.36 if under else 0.5), label, ha="center",
+                        va="center", fontsize=8, color="0.45" if cell is None else "black",
+                        bbox=box)
+                if under:  # the effect and its interval (or the readings) under the label
+                    ax.text(j + 0.5, i + 0.74, textwrap.shorten(cell.short, 30), ha="center",
+                            va="center", fontsize=5.5, color="black", bbox=box)
         if CLAIM in cols and len(cols) > 1:  # the claim's own verdict apart from its readings
             ax.axvline(cols.index(CLAIM) + 1, color="0.2", lw=2)
         ax.set_xlim(0, len(cols))
@@ -203,7 +213,7 @@ def draw(cells, *, title: str = "Verdicts by claim, problem and reading"):
                frameon=False, bbox_to_anchor=(0.5, 0.0))
     fig.suptitle(textwrap.fill(title, int(width * 11)), fontsize=10)
     rows = -(-len(legend) // columns)
-    fig.tight_layout(rect=(0, 0.035 + 0.16 * rows / (1.6 + 0.34 * len(claims)), 1, 0.97))
+    fig.tight_layout(rect=(0, 0.035 + 0.16 * rows / (1.6 + 0.5 * len(claims)), 1, 0.97))
     return fig
 
 

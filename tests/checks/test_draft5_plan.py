@@ -29,14 +29,13 @@ def test_quick_mode_runs_three_problems_at_their_primary_readings():
     ev = made.evaluation
     keys = {key for _, key in ev.jobs}
     assert keys == {"digits/fast", "digits/fast@own-lr", "lm/fast", "lm/fast@own-lr",
-                    "mnist1d/fast", "none"}  # primary readings only: in place and own
+                    "mnist1d/fast", "mnist1d/fast@own-lr", "none"}  # in place and own
     assert {(ev.budgets[k].reading, ev.budgets[k].primary) for k in keys - {"none"}} == {
         ("in place", True), ("own", True)}
     assert {c for c, key in ev.jobs if key == "lm/fast"} == {"C5"}
     assert {c for c, key in ev.jobs if key == "mnist1d/fast"} == {"C1", "C5"}
-    # MNIST-1D's provisional choices have no STEP of its own: that reading is not run
-    assert any(s.startswith("C5 on mnist1d/fast@own-lr: no tuned learning rate")
-               for s in ev.skipped)
+    # STEP's own choices on MNIST-1D come from draft 5's committed run (the pilot had none)
+    assert not any("mnist1d" in s for s in ev.skipped)
     runs = _runs(ev.tasks)
     assert {(r.problem, r.steps) for r in runs} == {("digits", 2000), ("lm", 500),
                                                     ("mnist1d", 1000)}
@@ -49,14 +48,29 @@ def test_quick_mode_runs_three_problems_at_their_primary_readings():
                if dict(r.recipe_options).get("beta2") is not None)
 
 
-def test_quick_choices_are_provisional_until_a_draft_5_run_is_committed():
-    chosen, label = tuning.quick_choices(R5)
+def test_quick_choices_are_provisional_until_a_draft_5_run_is_committed(monkeypatch):
+    """Before draft 5's run was committed quick mode read draft 4's choices (kept in
+    paper_checks/draft4/), labelled provisional; the committed draft-5 choices are final
+    for the problems its run tuned, and the LM (the extended set's) stays provisional."""
+    kept = ROOT / "paper_checks" / "draft4" / "tuned_lrs.json"
+    draft4 = json.loads(kept.read_text())
+    assert draft4["rules_sha256"] == protocol.TYPED[4].digest  # draft 4's full run
+    final, final_label = tuning.quick_choices(R5)
     committed = json.loads(tuning.COMMITTED.read_text())
-    assert committed["rules_sha256"] == protocol.TYPED[4].digest  # draft 4's full run
+    assert committed["rules_sha256"] == R5.digest  # draft 5's full run
+    assert all(final["digits/fast"][k] == v for k, v in committed["lrs"]["digits/main"].items())
+    assert final["mnist1d/fast"] == committed["lrs"]["mnist1d/cnn"]
+    assert final_label.startswith("provisional, settings or configs the committed full run "
+                                  "did not tune: ") and "; lm/fast: " in final_label
+    assert final["digits/fast"]["adam|lw-sr-ste|M8"] == draft4["lrs"]["digits/main"][
+        "adam|lw-sr-ste|M8"]  # C9 (the extended set's): a config draft 5's run did not tune
+    chosen, label = tuning.quick_choices(R5, draft4)
+    committed = draft4
     assert label.startswith("provisional: the committed full run's learning rates under "
                             "draft 4") and "mnist1d_pilot.json" in label
     assert chosen["digits/fast"] == committed["lrs"]["digits/fast"]  # draft 4's lrs as they are
     assert chosen["mnist1d/fast"] == chosen["mnist1d/cnn"]  # the pilot tuned at T 3000
+    monkeypatch.setattr(tuning, "COMMITTED", kept)  # the plan as it was before draft 5's run
     made = planning.plan(["C5"], "quick", R5, problems=["mnist1d"])
     assert made.choices == label
     runs = {(r.recipe, dict(r.recipe_options).get("srste_lam") is not None): r
@@ -499,14 +513,23 @@ def test_a_draft_5_full_runs_choices_serve_quick_mode_as_they_are(tmp_path, monk
     monkeypatch.setattr(tuning, "COMMITTED", path)
     got, label = tuning.quick_choices(R5)
     provisional = json.loads(tuning.PROVISIONAL.read_text())
-    assert got["digits/fast"] == chosen["digits/main"]
-    assert got["mnist1d/fast"] == chosen["mnist1d/cnn"]  # the run's, not the pilot's
+    assert got["digits/fast"]["adam|dense|-"] == chosen["digits/main"]["adam|dense|-"]
+    # the run's, not the pilot's; a config the run did not tune takes the provisional one
+    assert got["mnist1d/fast"]["adam|sr-ste|1:4"] == chosen["mnist1d/cnn"]["adam|sr-ste|1:4"]
+    assert got["mnist1d/fast"]["adam|dense|-"] == provisional["choices"]["mnist1d/cnn"][
+        "adam|dense|-"]
     assert got["lm/fast"] == provisional["choices"]["lm/fast"]
-    assert label.startswith("provisional, settings the committed full run did not tune: "
-                            "lm/fast: draft 4's committed") and "mnist1d" not in label
-    every = {**chosen, "lm/fast": {"adam|sr-ste|2:4": {"lr": 0.01, "lam": 0.02}}}
+    assert label.startswith("provisional, settings or configs the committed full run did "
+                            "not tune: ") and "lm/fast: draft 4's committed" in label
+    every = {s: {**provisional["choices"].get(s, {}), **c} for s, c in chosen.items()}
+    every["lm/fast"] = {"adam|sr-ste|2:4": {"lr": 0.01, "lam": 0.02}}
+    got, label = tuning.quick_choices(R5, {"lrs": every, "rules_sha256": R5.digest})
+    assert label == ("provisional, settings or configs the committed full run did not tune: "
+                     "lm/fast: " + provisional["sources"]["lm/fast"])  # its other configs
+    every["lm/fast"] = dict(provisional["choices"]["lm/fast"], **every["lm/fast"])
     got, label = tuning.quick_choices(R5, {"lrs": every, "rules_sha256": R5.digest})
     assert label is None and got["lm/fast"] == every["lm/fast"]
-    made = planning.plan(["C3"], "quick", R5)
-    assert made.choices is None
+    made = planning.plan(["C3"], "quick", R5)  # this test's file lacks C9's layer-wise configs
+    assert made.choices.startswith("provisional, settings or configs the committed full run "
+                                   "did not tune: digits/main: ")
     assert {dict(r.recipe_options)["lr"] for r in _runs(made.evaluation.tasks)} == {0.003}

@@ -95,22 +95,32 @@ def test_committed_report_was_made_under_these_rules():
     base = {"digits/main", "digits/fast", "lm/fast", "none"}
     if draft == 3:
         assert settings == base
-    else:  # draft 4 adds operating points ("digits/main@own-lr", "digits/main-cosine", ...)
+    elif draft == 4:  # operating points ("digits/main@own-lr", "digits/main-cosine", ...)
         assert base <= settings and {s.split("@")[0] for s in settings} <= base | {
             "digits/main-cosine"}
+    else:  # draft 5's full run (D5.11): digits and MNIST-1D at the primary readings
+        assert {s.split("@")[0] for s in settings} == {"digits/main", "mnist1d/cnn", "none"}
+    extension = (rules.get("divergence") or {}).get("extension_seeds") or []
     for claim in report["claims"]:
         if claim["setting"] == "none":
             continue
-        assert list(claim["seeds"]) == rules["seeds"]["full"]
+        # the evaluation seeds, and (draft 5, D5.6/D5.8) the extension seeds after them
+        assert list(claim["seeds"]) in (rules["seeds"]["full"],
+                                        rules["seeds"]["full"] + extension)
         assert not tuning_seeds & set(claim["seeds"])  # tuning seeds never reported
-        assert claim["parts"], claim["claim"]
+        # draft 5: a claim's own line combines its readings (D5.5), whose lines hold the parts
+        combined = draft >= 5 and "@" not in claim["setting"] and claim["reason"].startswith(
+            ("REPRODUCED at ", "NOT REPRODUCED at every primary reading",
+             "mixed readings", "no primary reading decides it"))
+        assert claim["parts"] or combined, claim["claim"]
         for part in claim["parts"]:
             assert part["verdict"] in ("REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE")
     # every config a claim used has a tuned choice shown with its grid
     for setting, configs in report["lrs"].items():
         for key, lr in configs.items():
             row = report["tuning"][setting][key]
-            assert row["choice"] == lr and lr in row["grid"]
+            lr_value = lr["lr"] if isinstance(lr, dict) else lr  # draft 5: {"lr", "lam"}
+            assert row["choice"] == lr and lr_value in row["grid"]
 
 
 def test_quick_mode_reuses_the_committed_full_runs_learning_rates():
@@ -168,10 +178,11 @@ def test_typed_rules_are_the_registered_dict_with_its_digest():
     assert rules.to_dict() == protocol.DRAFTS[protocol.CURRENT]
     assert rules.digest == protocol.rules_digest() == protocol.rules_digest(
         protocol.DRAFTS[protocol.CURRENT])
-    # the digest the committed learning rates (quick mode's, provisional under draft 5) and
-    # the draft-4 record name
+    # the digest the committed learning rates (quick mode's: draft 5's full run) and the
+    # draft-4 record kept beside it (paper_checks/draft4/) name
+    assert rules.digest == json.loads(tuning.COMMITTED.read_text())["rules_sha256"]
     assert protocol.rules_digest(protocol.DRAFTS[4]) == protocol.TYPED[4].digest == json.loads(
-        tuning.COMMITTED.read_text())["rules_sha256"]
+        (ROOT / "paper_checks" / "draft4" / "tuned_lrs.json").read_text())["rules_sha256"]
     assert protocol.TYPED[5] is rules
     s1 = protocol.EXTRAS["S1"]
     assert isinstance(s1, SuccessorRules) and s1.digest == protocol.rules_digest(
