@@ -196,9 +196,9 @@ def quick_choices(rules, doc: dict | None = None, *,
     :data:`PROVISIONAL` (MNIST-1D: its pilot's), labelled "provisional". After a draft-5
     full run, a setting or config it did not tune (the LM, C9's layer-wise configs: the
     extended set's) still takes :data:`PROVISIONAL`'s choices, labelled. A quick setting
-    without choices of its own takes those of its problem's main setting (the same configs). ``problems``: the
-    problems the check runs (None: every one), the only ones provisional choices are taken
-    and labelled for."""
+    without choices of its own takes those of its problem's main setting (the same
+    configs). ``problems``: the problems the check runs (None: every one), the only ones
+    provisional choices are taken and labelled for."""
     doc = committed_document() if doc is None else doc
     chosen, label = dict(doc["lrs"]), None
     if rules.readings is not None:
