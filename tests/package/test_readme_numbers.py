@@ -71,6 +71,15 @@ class Stated:
     where: str
 
 
+def resumed_check_minutes() -> str:
+    """The committed report's last ledger entry, in minutes ("20.5"): the check that wrote
+    figures/check/report.json (README names the command before it, which has no entry)."""
+    import json
+
+    doc = json.loads((ROOT / "figures" / "check" / "report.json").read_text())["result"]
+    return f"{doc['compute']['checks'][-1]['wall_s'] / 60:.1f}"
+
+
 STATED = [
     Stated("Set up and run", r"Python (\d+\.\d+) or later", requires_python,
            "pyproject.toml requires-python"),
@@ -80,6 +89,8 @@ STATED = [
            "stepsim report --confidence's default"),
     Stated("Set up and run", r"a line\s+every (\d+) s\b", progress_interval,
            "stepsim._ground.progress.DEFAULT_INTERVAL_S"),
+    Stated("What the check does", r"then (\d+\.\d) min for the\s+same command resumed",
+           resumed_check_minutes, "figures/check/report.json's ledger"),
 ]
 
 # numbers a guarded section may state without a source: (regex, why)
