@@ -34,6 +34,16 @@ def _interrupt(argv, ready, timeout=180.0):
     return proc.returncode, err
 
 
+def _warm(argv) -> None:
+    """Run a short form of the command first, so that the interrupted one loads numba's
+    kernels from the cache: a Ctrl-C that lands inside a first compile (a fresh clone on a
+    loaded machine) can be lost in numba's compiler (the suite's run of 2026-11-28: train
+    ran on for 120 s, a sweep finished with status 0)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), STEPSIM_PROGRESS="0")
+    subprocess.run([sys.executable, "-m", "stepsim", *argv], env=env, capture_output=True,
+                   check=True, timeout=600)
+
+
 def _finished(folder: Path) -> int:
     return len(list(folder.glob("[!.]*.json"))) if folder.is_dir() else 0
 
@@ -41,6 +51,8 @@ def _finished(folder: Path) -> int:
 @pytest.mark.slow
 def test_ctrl_c_on_a_sweep_keeps_the_finished_runs_and_says_so_in_one_line(tmp_path):
     out = tmp_path / "sw"
+    _warm(["sweep", "--recipes", "dense,sr-ste", "--seeds", "1", "--steps", "20",
+           "--jobs", "2", "--out", str(tmp_path / "warm")])
     argv = ["sweep", "--recipes", "dense,sr-ste", "--seeds", "4", "--steps", "3000",
             "--jobs", "2", "--out", str(out)]
     rc, err = _interrupt(argv, lambda: _finished(out / "runs") >= 1)
@@ -54,6 +66,7 @@ def test_ctrl_c_on_a_sweep_keeps_the_finished_runs_and_says_so_in_one_line(tmp_p
 
 @pytest.mark.slow
 def test_ctrl_c_on_train_and_check_is_one_line_and_status_130(tmp_path):
+    _warm(["train", "--steps", "20"])
     rc, err = _interrupt(["train", "--steps", "1000000"], lambda: time.sleep(4) or True)
     assert rc == 130 and "Traceback" not in err, err
     assert err.strip().startswith("stepsim train: interrupted;") and len(err.splitlines()) == 1
