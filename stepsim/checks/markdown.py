@@ -48,13 +48,17 @@ def ledger_text(compute: dict) -> str:
     checks = compute.get("checks") or []
     if not checks:
         return "No wall time was recorded for the run as a whole (a report from before it was)."
-    parts = "; ".join(f"{c['mode']} {', '.join(c['claims'])} {c['wall_s'] / 60:.1f} min "
-                      f"with {c['jobs'] or 'every usable core'} worker(s), {c['runs_made']} "
-                      f"runs made and {c['found_in_store']} found in the store"
-                      for c in checks)
+    parts = "; ".join(
+        f"{c['mode']} {', '.join(c['claims'])} {c['wall_s'] / 60:.1f} min with "
+        f"{c['jobs'] or 'every usable core'} worker(s), "
+        + (f"stopped before its report (to its last saved run; {c['runs_made']} runs saved)"
+           if c.get("stopped") else
+           f"{c['runs_made']} runs made and {c['found_in_store']} found in the store")
+        for c in checks)
     return (f"Wall time: {compute['wall_s'] / 60:.1f} min over {len(checks)} check(s) that "
-            f"wrote this report ({parts}); a check killed before its report counts only "
-            "through the worker time of the runs it finished.")
+            f"made this report ({parts}); a check stopped before its report counts from "
+            "its start to the last run it saved, when its start mark was left in this "
+            "folder.")
 
 
 def markdown(report) -> str:

@@ -118,13 +118,14 @@ def merged_record(old: dict, now: dict) -> dict:
     return out
 
 
-def check_ledger(old: dict | None, this_check: dict) -> dict:
+def check_ledger(old: dict | None, this_check: dict, stopped=()) -> dict:
     """The checks that made a report, oldest first: the old report's ledger (``old``: its
-    ``compute``; a report from before the ledger adds none) and ``this_check``, with
-    ``wall_s`` their sum. A first check, each resume and each merge is one entry; a check
-    killed before it wrote its report has no entry (its finished runs count in
-    ``worker_s``, which every finished run adds, whoever ran it)."""
-    checks = [*(old or {}).get("checks", []), this_check]
+    ``compute``; a report from before the ledger adds none), the checks that stopped
+    before their report in the same folder since (``stopped``: entries with ``"stopped":
+    True``, :mod:`stepsim.checks.stopped`), and ``this_check``, with ``wall_s`` their sum.
+    A first check, each resume and each merge is one entry; every finished run counts in
+    ``worker_s``, whoever ran it."""
+    checks = [*(old or {}).get("checks", []), *stopped, this_check]
     return {"checks": checks, "wall_s": sum(c["wall_s"] or 0.0 for c in checks)}
 
 

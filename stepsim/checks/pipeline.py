@@ -27,7 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from stepsim.checks import decisions, drawing, merging, operating, planning
+from stepsim.checks import decisions, drawing, merging, operating, planning, stopped
 from stepsim.checks.execution import Executor, execute
 from stepsim.checks.outputs import RUNS_DIR, Report, probe_out, write_report
 from stepsim.checks.registry import ORDER
@@ -82,6 +82,10 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
         for stale in out_dir.glob(".figures-*"):
             shutil.rmtree(stale, ignore_errors=True)
     executor = Executor(jobs, scheduler, progress, label=f"stepsim check ({mode})")
+    run_id = uuid.uuid4().hex
+    mark = None if out_dir is None else stopped.mark_started(out_dir, run_id, {
+        "mode": mode, "claims": list(made.claims), "started_utc": started_at,
+        "jobs": executor.jobs, "rules_sha256": record["rules_sha256"]})
     with contextlib.ExitStack() as stack:
         if out_dir is None:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stepsim-check")))
@@ -96,17 +100,20 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     ev, compute = executed.evaluation, executed.compute()
     earlier = (previous.compute if previous is not None else
                None if out_dir is None else merging.replaced_ledger(out_dir, mode, record))
-    run_id = uuid.uuid4().hex
     # this check in the report's ledger: the runs it made itself (the others it found in
     # the store: a resume, or runs shared with claims decided before)
     this_check = {"run_id": run_id, "mode": mode, "claims": list(made.claims),
                   "started_utc": started_at, "jobs": executor.jobs,
                   "runs_made": len(executor.made), "worker_s_made": sum(executor.made.values()),
                   "found_in_store": compute["runs"] - len(executor.made), "wall_s": None}
+    # the checks that stopped in out_dir before their report (their marks, stopped.py)
+    gone, counted = (([], []) if out_dir is None else stopped.stopped_checks(
+        out_dir, out_dir / RUNS_DIR, mode=mode, rules_sha256=record["rules_sha256"],
+        this_run_id=run_id))
     new = merging.Merged(
         claims=decisions.robustness(results), tuning=ev.table, lrs=ev.chosen,
         skipped=list(ev.skipped), protocol=record,
-        compute={**compute, **merging.check_ledger(earlier, this_check)},
+        compute={**compute, **merging.check_ledger(earlier, this_check, gone)},
         stability_input=executed.stability_table or ev.table)
     merged = merging.merge(previous, new, made.covered, None if previous is None else
                            merging.store_compute(out_dir / RUNS_DIR))
@@ -130,6 +137,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
                                               "problems": problems, "steps": steps,
                                               "run_id": run_id, "extended": extended},
                      figures=staging, run_id=run_id)
+        stopped.remove(out_dir, [mark, *counted])  # in the ledger now
     return report
 
 

@@ -166,9 +166,10 @@ def test_sigkill_as_a_save_commits_then_the_same_command_ends_whole(finished, tm
     for d in runs_of(where / clean)[:2]:  # two runs still to do
         for suffix in (".json", ".npz"):
             (tmp_path / "killed" / "runs" / f"{d}{suffix}").unlink()
-    # the check's process commits the first run it saves with two renames (.npz, .json):
-    # SIGKILL as it enters the second leaves that run's .npz without its .json
-    killed = check("killed", tmp_path, prefix=strace_kill_at(2))
+    # the check's process first commits its start mark (one rename: stepsim.checks.stopped),
+    # then the first run it saves with two renames (.npz, .json): SIGKILL as it enters the
+    # third rename leaves that run's .npz without its .json
+    killed = check("killed", tmp_path, prefix=strace_kill_at(3))
     assert killed.returncode != 0 and not (tmp_path / "killed" / "report.json").exists()
     runs = tmp_path / "killed" / "runs"
     npz, js = runs_of(tmp_path / "killed"), {p.stem for p in runs.glob("[!.]*.json")}

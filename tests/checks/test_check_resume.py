@@ -116,7 +116,15 @@ def test_sigkill_in_tuning_and_in_evaluation_then_resume_gives_the_same_report(t
     assert report_numbers(out) == report_numbers(straight)
     run_id = json.loads((out / "report.json").read_text())["result"]["run_id"]
     assert (out / "figures" / "RUN_ID").read_text().strip() == run_id
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging left
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging, no marks
+    # the ledger: the two killed checks (from their start marks), then the one that wrote
+    ledger = json.loads((out / "report.json").read_text())["result"]["compute"]
+    killed, last = ledger["checks"][:-1], ledger["checks"][-1]
+    assert [c.get("stopped") for c in ledger["checks"]] == [True, True, None]
+    assert [c["runs_made"] for c in killed] == [len(first), len(second) - len(first)]
+    assert all(c["wall_s"] > 0 for c in killed) and last["runs_made"] == total - len(second)
+    assert ledger["wall_s"] == pytest.approx(sum(c["wall_s"] for c in ledger["checks"]))
+    assert "stopped before its report" in (out / "report.md").read_text()
 
 
 @pytest.mark.slow
@@ -248,8 +256,12 @@ def test_a_failure_while_drawing_leaves_the_old_report_and_its_figures_together(
     monkeypatch.setitem(REGISTRY, "C12", dataclasses.replace(get_claim("C12"), figure=broken))
     with pytest.raises(RuntimeError, match="drawing failed"):
         run_checks(["C12"], mode="full", out=out, progress=False)
+    # the failed check's start mark stays: the next report's ledger counts it (stopped.py)
+    assert len(list((out / ".checks").glob("*.json"))) == 1
     assert json.loads((out / "report.json").read_text())["result"]["run_id"] == old
     assert (out / "figures" / "RUN_ID").read_text().strip() == old
     monkeypatch.undo()
     run_checks(["C12"], mode="full", out=out, progress=False)  # cleans the staging left
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # and counts the mark
+    ledger = json.loads((out / "report.json").read_text())["result"]["compute"]["checks"]
+    assert [c.get("stopped") for c in ledger][-2:] == [True, None]
