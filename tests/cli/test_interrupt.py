@@ -16,11 +16,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _terminal_sigint() -> None:
+    """In the child before exec: SIGINT as a terminal's foreground command has it. A
+    process started with SIGINT ignored keeps it ignored (Python installs its Ctrl-C
+    handler only when SIGINT is not ignored at start-up), and the suite's worker can have
+    it ignored by an earlier test's library: then train ran on for 120 s after SIGINT and a
+    sweep ended with status 0 (the fresh-clone suites of 2026-11-28)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(argv, ready, timeout=180.0):
     env = dict(os.environ, PYTHONPATH=str(ROOT), STEPSIM_PROGRESS="0")
     proc = subprocess.Popen([sys.executable, "-m", "stepsim", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env=env)
+                            env=env, preexec_fn=_terminal_sigint)
     start = time.monotonic()
     try:
         while not ready() and time.monotonic() - start < timeout:
@@ -36,9 +45,7 @@ def _interrupt(argv, ready, timeout=180.0):
 
 def _warm(argv) -> None:
     """Run a short form of the command first, so that the interrupted one loads numba's
-    kernels from the cache: a Ctrl-C that lands inside a first compile (a fresh clone on a
-    loaded machine) can be lost in numba's compiler (the suite's run of 2026-11-28: train
-    ran on for 120 s, a sweep finished with status 0)."""
+    kernels from the cache and the Ctrl-C lands in its work, not in a first compile."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), STEPSIM_PROGRESS="0")
     subprocess.run([sys.executable, "-m", "stepsim", *argv], env=env, capture_output=True,
                    check=True, timeout=600)
