@@ -16,27 +16,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _terminal_sigint() -> None:
-    """In the child before exec: SIGINT as a terminal's foreground command has it. A
-    process started with SIGINT ignored keeps it ignored (Python installs its Ctrl-C
-    handler only when SIGINT is not ignored at start-up), and the suite's worker can have
-    it ignored by an earlier test's library: then train ran on for 120 s after SIGINT and a
-    sweep ended with status 0 (the fresh-clone suites of 2026-11-28)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+#: SIGINT as a terminal's foreground command has it, then the command itself (exec: the
+#: same process). A process started with SIGINT ignored keeps it ignored (Python installs its
+#: Ctrl-C handler only when SIGINT is not ignored at start-up), and the suite's worker can
+#: have it ignored by an earlier test's library: then train ran on for 120 s after SIGINT
+#: and a sweep ended with status 0 (the fresh-clone suites of 2026-11-28).
+AS_A_TERMINAL = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                 "os.execv(sys.executable, [sys.executable, '-m', 'stepsim', *sys.argv[1:]])")
 
 
 def _interrupt(argv, ready, timeout=180.0):
     env = dict(os.environ, PYTHONPATH=str(ROOT), STEPSIM_PROGRESS="0")
-    proc = subprocess.Popen([sys.executable, "-m", "stepsim", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env=env, preexec_fn=_terminal_sigint)
+    proc = subprocess.Popen([sys.executable, "-c", AS_A_TERMINAL, *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
     start = time.monotonic()
     try:
         while not ready() and time.monotonic() - start < timeout:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:  # pragma: no cover - a hung command
             os.killpg(proc.pid, signal.SIGKILL)
@@ -66,8 +66,8 @@ def test_ctrl_c_on_a_sweep_keeps_the_finished_runs_and_says_so_in_one_line(tmp_p
     kept = _finished(out / "runs")
     assert rc == 130 and "Traceback" not in err, err
     assert err.strip().splitlines() == [
-        f"stepsim sweep: interrupted; {kept} finished runs kept in {out}; the same command "
-        "resumes"]
+        (f"stepsim sweep: interrupted; {kept} finished runs kept in {out}; the same command "
+         "resumes")]
     assert kept >= 1
 
 
@@ -83,5 +83,5 @@ def test_ctrl_c_on_train_and_check_is_one_line_and_status_130(tmp_path):
                          lambda: _finished(out / "runs") >= 1)
     assert rc == 130 and "Traceback" not in err, err
     assert err.strip().splitlines() == [
-        f"stepsim check: interrupted; {_finished(out / 'runs')} finished runs kept in {out}; "
-        "the same command resumes"]
+        (f"stepsim check: interrupted; {_finished(out / 'runs')} finished runs kept in {out}; "
+         "the same command resumes")]
