@@ -15,7 +15,10 @@ exactly as :func:`stepsim.fit` runs them (its lean step, its checks, its trace;
 masks and a straight-through autograd function, its products dense with the masked
 weight), run in a separate process (:mod:`stepsim.bench._torch_peer`) so that numba keeps
 its own threading layer here. Both sides on one thread, timed by their thread's CPU time;
-a ratio > 1 means stepsim is faster.
+a ratio > 1 means stepsim is faster. An SR-STE case is also timed beside torch's *dense*
+step of the same model, in the same rounds (what torch pays for SR-STE at best: its
+products multiply by the masked dense weight), and the targets table (:data:`TARGETS`,
+issue #36's) says for each whether it is MET or MISSED.
 
 Then the crossover table (:func:`stepsim.bench._products.crossover_rows`): each sparse
 layer's forward product and input gradient (the CNN's convolutions on their column
@@ -180,6 +183,7 @@ def _ratio_rows(bench) -> None:
 
     peer = start_or_none(bench, threads=1)
     rounds = 5 if bench.quick else 15
+    results = []
     bench.print("  fit's steps beside PyTorch (1 thread each, CPU time, interleaved rounds; "
                 "ratio > 1: stepsim faster):")
     try:
@@ -192,25 +196,87 @@ def _ratio_rows(bench) -> None:
                 calls = _calls_per_round(problem, recipe, bench.quick)
                 steps = FitSteps(problem, recipe, total_steps=10 ** 5)
                 steps.run(3)  # kernels loaded, buffers made, outside the timings
+                dense_kind = kind.removesuffix("-srste") if kind != kind.removesuffix(
+                    "-srste") else None  # an SR-STE case is also timed beside torch dense
                 if peer is not None:
                     peer.build(case, kind, problem=options, lr=LR)
-                ours, theirs, ratios = [], [], []
+                    if dense_kind:
+                        peer.build(case + " [dense]", dense_kind, problem=options, lr=LR)
+                ours, theirs, ratios, dense, dense_ratios = [], [], [], [], []
                 for r in range(rounds):
                     first_ours = r % 2 == 0  # alternate who goes first
                     if peer is not None and not first_ours:
                         theirs.append(peer.time(case, calls, "cpu") / calls)
+                        if dense_kind:
+                            dense.append(peer.time(case + " [dense]", calls, "cpu") / calls)
                     t0 = time.thread_time()
                     steps.run(calls)
                     ours.append((time.thread_time() - t0) / calls)
                     if peer is not None and first_ours:
                         theirs.append(peer.time(case, calls, "cpu") / calls)
+                        if dense_kind:
+                            dense.append(peer.time(case + " [dense]", calls, "cpu") / calls)
                     if peer is not None:
                         ratios.append(theirs[-1] / ours[-1])
+                        if dense_kind:
+                            dense_ratios.append(dense[-1] / ours[-1])
                 _emit_ratio(bench, case, ours, theirs, ratios)
+                if dense:
+                    results.append(_emit_dense_ratio(bench, case, name, options, ours, dense,
+                                                     dense_ratios))
                 _fit_breakdown(bench, case, steps, calls, rounds=3 if bench.quick else 5)
     finally:
         if peer is not None:
             peer.close()
+    if results:
+        _report_targets(bench, results)
+
+
+# Issue #36's targets, 1 thread: an SR-STE step against torch's *dense* step of the same
+# model (what torch pays for SR-STE: its products multiply by the masked dense weight).
+# (problem, N:M or None for every N:M) -> the least ratio that meets the target.
+TARGETS = {("lm", (1, 8)): 2.0, ("lm", (2, 4)): 1.3, ("digits", None): 1.3,
+           ("mnist1d", None): 1.3}
+
+
+def _target_for(name: str, options: dict):
+    nm = tuple(options.get("nm", (2, 4)))
+    return TARGETS.get((name, nm), TARGETS.get((name, None)))
+
+
+def _emit_dense_ratio(bench, case, name, options, ours, dense, ratios) -> dict:
+    """The row of an SR-STE case beside torch's dense step (interleaved with it, round by
+    round); returns what the targets table reads."""
+    from stepsim.bench import SPREAD_LIMIT, Timing
+
+    r, t_dense = Timing.of(ratios), Timing.of(dense)
+    row = bench.emit("train", f"fit step {case}", "torch dense 1 thread (peer)", t_dense,
+                     units=1, unit="step", partner=Timing.of(ours),
+                     ratio=f"{1 / t_dense:7.0f} steps/s; stepsim's SR-STE step is "
+                           f"{float(r):.2f}x it (rounds {min(ratios):.2f}-{max(ratios):.2f})",
+                     vs_torch_dense=float(r), vs_torch_dense_spread=r.spread,
+                     vs_torch_dense_rounds=list(ratios))
+    return {"case": case, "target": _target_for(name, options), "ratio": float(r),
+            "low": min(ratios), "high": max(ratios),
+            "reliable": row["reliable"] and r.spread <= SPREAD_LIMIT}
+
+
+def _report_targets(bench, results) -> None:
+    """The targets table: each SR-STE case's step against torch's dense step, its target,
+    and MET / MISSED (UNRELIABLE when the rounds' ratios spread more than 25%)."""
+    bench.print("  targets (SR-STE step against torch's dense step of the same model, "
+                "1 thread each; issue #36):")
+    for row in results:
+        if row["target"] is None:
+            continue
+        verdict = ("UNRELIABLE" if not row["reliable"] else
+                   "MET" if row["ratio"] >= row["target"] else "MISSED")
+        bench.print(f"    {row['case']:<34} {row['ratio']:5.2f}x torch dense (rounds "
+                    f"{row['low']:.2f}-{row['high']:.2f}), target >= {row['target']:.1f}x: "
+                    f"{verdict}")
+        bench.rows.append({"section": "train", "case": f"target {row['case']}",
+                           "target": row["target"], "vs_torch_dense": row["ratio"],
+                           "verdict": verdict})
 
 
 def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int,

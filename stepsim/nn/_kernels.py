@@ -50,7 +50,7 @@ def _f32_from_bits(typingctx, bits):
     return sig, codegen
 
 
-@njit
+@njit(inline="always")
 def exp_nonpositive_f32(x):
     """exp(x) for float32 x <= 0 (see above); 0 for x < -87."""
     small = x < np.float32(-87.0)
@@ -65,39 +65,126 @@ def exp_nonpositive_f32(x):
 
 
 # --------------------------------------------------------------------------- causal softmax
+# The rows of a causal softmax are short (T <= a few dozen) and each is a chain of
+# dependent steps (a running maximum, a row sum), so a loop along one row runs mostly
+# scalar. The kernels below take row i of every matrix at once instead: the rows are
+# copied into a buffer with the matrices along its contiguous axis, every step of the
+# row's arithmetic is then one element-wise pass over the matrices (which LLVM
+# vectorises), and each row still gets exactly :func:`softmax_row`'s operations in its
+# order (its sum in _row_sum's eight lanes), so the bits are those of the row-by-row code.
+ROW_LANES = 8  # _row_sum's running lanes
+
+
+@njit(inline="always")
+def _lane_sums(buf, m, acc, out):
+    """out[n] = sum_j buf[j, n] over j < m in :func:`_row_sum`'s lane order (lane l adds
+    j = l, l + 8, ... from 0; the lanes pairwise; then the tail, from 0, in order).
+    acc: (8, N) scratch."""
+    nn = out.shape[0]
+    zero = buf.dtype.type(0)
+    full = m - m % ROW_LANES
+    for lane in range(ROW_LANES):
+        for n in range(nn):
+            acc[lane, n] = zero
+    for j in range(full):
+        lane = j % ROW_LANES
+        for n in range(nn):
+            acc[lane, n] += buf[j, n]
+    for n in range(nn):
+        out[n] = zero
+    for j in range(full, m):
+        for n in range(nn):
+            out[n] += buf[j, n]
+    for n in range(nn):
+        out[n] = (((acc[0, n] + acc[1, n]) + (acc[2, n] + acc[3, n]))
+                  + ((acc[4, n] + acc[5, n]) + (acc[6, n] + acc[7, n]))) + out[n]
+
+
 @njit
 def causal_softmax(s, scale, fast_exp):
-    """In place: s (N, T, T) -> softmax of scale * s[n, i, :i+1] in each row, 0 above it.
+    """In place: s (N, T, T) -> softmax of scale * s[n, i, :i+1] in each row, 0 above it:
+    :func:`softmax_row` on every row, computed row i of all N matrices at a time.
 
     fast_exp: use :func:`exp_nonpositive_f32` (float32 arrays only), else math.exp. The
     exponents are <= 0 after the row maximum is subtracted.
     """
-    n_mat, t, _ = s.shape
-    rows = s.reshape(n_mat * t, t)  # row n * t + i is s[n, i]: indexed, not viewed
-    zero = s.dtype.type(0)
-    for r in range(n_mat * t):
-        i = r % t
-        top = rows[r, 0] * scale
-        for j in range(1, i + 1):
-            top = max(top, rows[r, j] * scale)
-        if fast_exp:
-            for j in range(i + 1):
-                rows[r, j] = exp_nonpositive_f32(rows[r, j] * scale - top)
-        else:
-            for j in range(i + 1):
-                rows[r, j] = math.exp(rows[r, j] * scale - top)
-        inv = s.dtype.type(1) / _row_sum(rows, r, i + 1)
+    nn, t, _ = s.shape
+    dt = s.dtype
+    zero = dt.type(0)
+    one = dt.type(1)
+    buf = np.empty((t, nn), dt)  # buf[j, n] = s[n, i, j]
+    acc = np.empty((ROW_LANES, nn), dt)
+    top, total = np.empty(nn, dt), np.empty(nn, dt)
+    for i in range(t):
+        m = i + 1
+        for j in range(m):
+            for n in range(nn):
+                buf[j, n] = s[n, i, j]
+        for n in range(nn):
+            top[n] = buf[0, n] * scale
+        for j in range(1, m):
+            for n in range(nn):
+                top[n] = max(top[n], buf[j, n] * scale)
+        for j in range(m):
+            if fast_exp:
+                for n in range(nn):
+                    buf[j, n] = exp_nonpositive_f32(buf[j, n] * scale - top[n])
+            else:
+                for n in range(nn):
+                    buf[j, n] = math.exp(buf[j, n] * scale - top[n])
+        _lane_sums(buf, m, acc, total)
+        for n in range(nn):
+            total[n] = one / total[n]
+        for j in range(m):
+            for n in range(nn):
+                buf[j, n] *= total[n]
+        for n in range(nn):
+            for j in range(m):
+                s[n, i, j] = buf[j, n]
+            for j in range(m, t):
+                s[n, i, j] = zero
+
+
+@njit(inline="always")
+def softmax_row(rows, r, i, scale, fast_exp):
+    """Row r of rows (R, T), a causal row of position i: rows[r, :i+1] -> the softmax of
+    scale * rows[r, :i+1], rows[r, i+1:] -> 0. The definition of :func:`causal_softmax`'s
+    arithmetic, row by row (the tests compare the two bit for bit)."""
+    t = rows.shape[1]
+    zero = rows.dtype.type(0)
+    top = rows[r, 0] * scale
+    for j in range(1, i + 1):
+        top = max(top, rows[r, j] * scale)
+    if fast_exp:
         for j in range(i + 1):
-            rows[r, j] *= inv
-        for j in range(i + 1, t):
-            rows[r, j] = zero
+            rows[r, j] = exp_nonpositive_f32(rows[r, j] * scale - top)
+    else:
+        for j in range(i + 1):
+            rows[r, j] = math.exp(rows[r, j] * scale - top)
+    inv = rows.dtype.type(1) / _row_sum(rows, r, i + 1)
+    for j in range(i + 1):
+        rows[r, j] *= inv
+    for j in range(i + 1, t):
+        rows[r, j] = zero
+
+
+@njit
+def causal_softmax_rows(s, scale, fast_exp):
+    """:func:`causal_softmax` computed row by row (:func:`softmax_row`): its reference
+    order, kept for the tests."""
+    n_mat, t, _ = s.shape
+    rows = s.reshape(n_mat * t, t)
+    for r in range(n_mat * t):
+        softmax_row(rows, r, r % t, scale, fast_exp)
 
 
 @njit
 def causal_softmax_backward(p, dp, scale):
     """In place into dp (N, T, T): dS = (P * (dP - sum_j dP_j P_j)) * scale on the lower
     triangle, 0 above it (scale: the factor the scores were multiplied by inside the
-    softmax; 1 gives the softmax's own gradient, bit for bit)."""
+    softmax; 1 gives the softmax's own gradient, bit for bit). Row by row: unlike the
+    forward, taking row i of every matrix at once was slower here (measured: its one sum
+    does not pay for copying two arrays' rows in and one out)."""
     n_mat, t, _ = p.shape
     prows = p.reshape(n_mat * t, t)
     drows = dp.reshape(n_mat * t, t)
@@ -323,7 +410,7 @@ _INV_SQRT2 = np.float32(0.7071067811865476)
 _INV_SQRT_2PI = np.float32(0.3989422804014327)
 
 
-@njit
+@njit(inline="always")
 def _normal_cdf(x, e):
     """Phi(x) given e = exp(-x^2 / 2), float32 (A&S 7.1.26)."""
     one = np.float32(1)

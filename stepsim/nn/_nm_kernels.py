@@ -259,37 +259,27 @@ def sparse_product(x, indptr, cols, vals, y):
 
 
 @njit
-def pack_flat(w, kept, m, values, cols, indptr_t, rows_t, vals_t):
-    """Both forms of the weight w (out, n_in) at its kept entries ``kept`` (their flat
-    indices in increasing order, ``np.flatnonzero`` of an n:m mask along the rows): values
-    (out, k) and cols (out, k) int32, row by row in increasing column order, then
-    :func:`transpose_rows` into indptr_t, rows_t, vals_t. Entry j of a row must lie in the
-    row's group j // n (n = k * m / n_in): with k entries a row, in increasing order, that
-    is every group holding exactly n. Returns -1, or the first row that breaks it (then the
-    arrays are partial)."""
+def pack_rows(w, mask, n, m, values, cols):
+    """The kept entries of the weight w (out, n_in) at the bool mask (w's shape) that
+    keeps n of every m consecutive entries of each row: values (out, k) and cols (out, k)
+    int32, k = n_in * n / m, row by row in increasing column order. Entry j of a row must
+    lie in the row's group j // n: with k entries a row, in increasing order, that is
+    every group holding exactly n. Returns -1, or the first row that breaks it (then the
+    arrays are partial). One pass over the mask: its kept entries are found as the row is
+    read, not listed apart first."""
     out, n_in = w.shape
     k = values.shape[1]
-    n = k * m // n_in
-    if kept.shape[0] != out * k:  # some row keeps another number: find the first
-        for o in range(out):
-            stop = o * n_in + n_in
-            count = 0
-            for at in range(kept.shape[0]):
-                count += (kept[at] >= o * n_in) & (kept[at] < stop)
-            if count != k:
-                return o
-        return 0
-    flat = w.reshape(-1)
     for o in range(out):
-        base = o * n_in
-        for j in range(k):
-            at = kept[o * k + j]
-            c = at - base
-            if c < 0 or c >= n_in or c // m != j // n:
-                return o
-            values[o, j] = flat[at]
-            cols[o, j] = c
-    transpose_rows(cols, values, n_in, indptr_t, rows_t, vals_t)
+        count = 0
+        for c in range(n_in):
+            if mask[o, c]:
+                if count >= k or c // m != count // n:
+                    return o
+                values[o, count] = w[o, c]
+                cols[o, count] = c
+                count += 1
+        if count != k:
+            return o
     return -1
 
 

@@ -31,8 +31,6 @@ weights, a hand-written call) always gives the dense array.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from stepsim.nn import layers as L
@@ -50,7 +48,7 @@ def _kernels():
     return _K
 
 
-class SparseWeight(NamedTuple):
+class SparseWeight:
     """A Linear weight (out, in) whose rows keep k entries each, in both of the forms its
     products read.
 
@@ -58,19 +56,31 @@ class SparseWeight(NamedTuple):
     (out, k) int32: their columns. n, m: the N:M the rows were masked with (k = in * n / m).
     by_input: the same entries regrouped by input column (the rows of W.T), each column's
     by increasing output: (indptr (in + 1,) int64, outputs (out * k,) int32, values
-    (out * k,)): what :func:`input_grad` multiplies with.
+    (out * k,)): what :func:`input_grad` multiplies with. Made on first use: a layer whose
+    input gradient stays dense (the rule's choice) never pays for it.
     """
 
-    values: np.ndarray
-    columns: np.ndarray
-    shape: tuple
-    n: int
-    m: int
-    by_input: tuple
+    __slots__ = ("_by_input", "columns", "m", "n", "shape", "values")
+
+    def __init__(self, values, columns, shape, n, m):
+        self.values, self.columns, self.shape = values, columns, tuple(shape)
+        self.n, self.m = n, m
+        self._by_input = None
 
     @property
     def dtype(self) -> np.dtype:
         return self.values.dtype
+
+    @property
+    def by_input(self) -> tuple:
+        if self._by_input is None:
+            out, n_in = self.shape
+            k = self.values.shape[1]
+            by_input = (np.empty(n_in + 1, np.int64), np.empty(out * k, np.int32),
+                        np.empty(out * k, self.values.dtype))
+            _kernels().transpose_rows(self.columns, self.values, n_in, *by_input)
+            self._by_input = by_input
+        return self._by_input
 
     def dense(self) -> np.ndarray:
         """The (out, in) array with the kept values and zeros elsewhere."""
@@ -105,14 +115,12 @@ def _pack(w, mask, n, m) -> SparseWeight:
     k = n_in // m * n
     values = np.empty((out, k), w.dtype)
     columns = np.empty((out, k), np.int32)
-    by_input = (np.empty(n_in + 1, np.int64), np.empty(out * k, np.int32),
-                np.empty(out * k, w.dtype))
-    bad = _kernels().pack_flat(w, np.flatnonzero(mask), m, values, columns, *by_input)
+    bad = _kernels().pack_rows(w, mask, n, m, values, columns)
     if bad >= 0:
         counts = mask[bad].reshape(-1, m).sum(axis=1)
         raise ValueError(f"mask row {bad} is not {n}:{m} along the inputs: its groups of "
                          f"{m} keep {counts.tolist()} entries")
-    return SparseWeight(values, columns, (out, n_in), n, m, by_input)
+    return SparseWeight(values, columns, (out, n_in), n, m)
 
 
 # --------------------------------------------------------------------------- products

@@ -429,3 +429,43 @@ def test_workers_section_from_the_cli_times_a_new_worker_the_cache_and_the_check
     mixed = [r for r in rows if r["case"] == f"{label}: {len(specs)} runs"]
     assert len(mixed) == 2 and mixed[0]["impl"] == "--jobs 1"
     assert mixed[1]["impl"].startswith("pool of") and all(r["seeds_per_s"] > 0 for r in mixed)
+
+
+def test_an_sr_ste_case_is_timed_beside_torch_dense_and_judged_against_its_target(monkeypatch):
+    """With the torch peer, an SR-STE case gets a row beside torch's *dense* step of the
+    same model (interleaved in its rounds) and a line of the targets table."""
+    pytest.importorskip("torch")
+    from stepsim.bench import train
+
+    case = ("digits SR-STE 1:8", "digits", {"nm": (1, 8), "hidden": (16,), "batch_size": 8},
+            "sr-ste", {}, "digits-srste")
+    monkeypatch.setattr(train, "RATIO_CASES", (case,))
+    bench = Bench(quick=True, stream=io.StringIO(), torch_peers=True, load=_Idle())
+    train._ratio_rows(bench)
+    rows = {(r["case"], r.get("impl")): r for r in bench.rows}
+    dense = rows[("fit step digits SR-STE 1:8", "torch dense 1 thread (peer)")]
+    assert dense["seconds"] > 0 and len(dense["vs_torch_dense_rounds"]) == 5
+    ours = rows[("fit step digits SR-STE 1:8", "stepsim fit")]["seconds"]
+    assert dense["vs_torch_dense"] == pytest.approx(
+        float(np.median(dense["vs_torch_dense_rounds"])))
+    assert 0.02 < dense["seconds"] / ours / dense["vs_torch_dense"] < 50  # one clock
+    target = rows[("target digits SR-STE 1:8", None)]
+    assert target["target"] == 1.3 and target["verdict"] in ("MET", "MISSED", "UNRELIABLE")
+    assert "targets (SR-STE step against torch's dense step" in bench.stream.getvalue()
+
+
+def test_the_targets_table_says_met_missed_or_unreliable():
+    from stepsim.bench import train
+
+    assert train._target_for("lm", {"nm": (1, 8)}) == 2.0
+    assert train._target_for("lm", {"nm": (2, 4)}) == 1.3
+    assert train._target_for("lm", {}) == 1.3  # the problem's default N:M is 2:4
+    assert train._target_for("digits", {"nm": (1, 16)}) == 1.3
+    assert train._target_for("regression", {}) is None
+    bench = _bench()
+    train._report_targets(bench, [
+        {"case": "a", "target": 1.3, "ratio": 1.31, "low": 1.2, "high": 1.4, "reliable": True},
+        {"case": "b", "target": 2.0, "ratio": 1.99, "low": 1.9, "high": 2.1, "reliable": True},
+        {"case": "c", "target": 1.3, "ratio": 3.0, "low": 1.0, "high": 5.0, "reliable": False}])
+    verdicts = {r["case"]: r["verdict"] for r in bench.rows}
+    assert verdicts == {"target a": "MET", "target b": "MISSED", "target c": "UNRELIABLE"}

@@ -34,6 +34,27 @@ def test_causal_softmax_kernel_matches_reference(seed, lead, t, dtype, scale, sp
     np.testing.assert_allclose(back, back_ref, rtol=tol * 10, atol=tol * 10)
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=seeds, n=st.integers(1, 70), t=st.integers(1, 40),
+       dtype=st.sampled_from([np.float32, np.float64]), scale=st.floats(0.01, 4.0),
+       spread=st.sampled_from([1.0, 30.0, 1e4]), specials=st.integers(0, 4))
+def test_the_softmax_taken_across_matrices_gives_the_row_by_row_bits(seed, n, t, dtype, scale,
+                                                                     spread, specials):
+    """causal_softmax runs row i of every matrix at once (vectorised across the matrices);
+    causal_softmax_rows runs softmax_row on one row after another. Same bits, NaN, inf and
+    rows of every length (tails of the eight lanes) included."""
+    from stepsim.nn import _kernels as K
+
+    rng = np.random.default_rng(seed)
+    s = (spread * rng.standard_normal((n, t, t))).astype(dtype)
+    s.flat[rng.integers(0, s.size, specials)] = rng.choice(
+        np.array([np.nan, np.inf, -np.inf, -0.0], dtype), specials)
+    got, want = s.copy(), s.copy()
+    K.causal_softmax(got, dtype(scale), dtype == np.float32)
+    K.causal_softmax_rows(want, dtype(scale), dtype == np.float32)
+    assert got.tobytes() == want.tobytes()
+
+
 def test_softmax_wrappers_reject_bad_input():
     with pytest.raises(ValueError, match=r"\(\.\.\., T, T\)"):
         A.causal_softmax(np.zeros((2, 3), np.float32), 1.0)
