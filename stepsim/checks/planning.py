@@ -142,7 +142,11 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
     if lrs is not None:
         known = {k: dict(v) for k, v in lrs.items()}
     elif mode == "quick":
-        known, label = (tuning.quick_choices(rules, problems={b.problem for b in budgets})
+        needed = {}  # problem -> the config keys its runs read (the recording pass's)
+        for b in budgets:
+            needed.setdefault(b.problem, set()).update(b.needed)
+        known, label = (tuning.quick_choices(rules, problems={b.problem for b in budgets},
+                                             needed=needed)
                         if budgets else ({}, None))
     else:
         needs = _tuning_needs(rules, budgets, problems, names, steps or 0)

@@ -186,8 +186,8 @@ def tie_budgets(budget, table: dict, claims, *, extended: bool = False) -> list:
     return out
 
 
-def quick_choices(rules, doc: dict | None = None, *,
-                  problems=None) -> tuple[dict, str | None]:
+def quick_choices(rules, doc: dict | None = None, *, problems=None,
+                  needed: dict | None = None) -> tuple[dict, str | None]:
     """(setting -> config -> choice, label) quick mode runs under ``rules``: the committed
     full run's choices (``doc``, default :func:`committed_document`; label None) when they
     were made under these rules or the rules are draft 4's; else (draft 5 before its full
@@ -198,7 +198,10 @@ def quick_choices(rules, doc: dict | None = None, *,
     extended set's) still takes :data:`PROVISIONAL`'s choices, labelled. A quick setting
     without choices of its own takes those of its problem's main setting (the same
     configs). ``problems``: the problems the check runs (None: every one), the only ones
-    provisional choices are taken and labelled for."""
+    provisional choices are taken and labelled for. ``needed``: problem -> the config keys
+    the check's runs read a choice for (None: all); a provisional choice no run reads is
+    still taken but not named in the label (a check of C2 runs no layer-wise config, so
+    C9's provisional choices are no caveat of its report)."""
     doc = committed_document() if doc is None else doc
     chosen, label = dict(doc["lrs"]), None
     if rules.readings is not None:
@@ -207,9 +210,11 @@ def quick_choices(rules, doc: dict | None = None, *,
         taken = []  # per config: a setting the committed run tuned keeps its own choices
         for s, configs in sorted(extra["choices"].items()):
             missing = {k: v for k, v in configs.items() if k not in chosen.get(s, {})}
-            if missing and (problems is None or s.split("/")[0] in problems):
+            problem = s.split("/")[0]
+            if missing and (problems is None or problem in problems):
                 chosen[s] = {**chosen.get(s, {}), **missing}
-                taken.append(s)
+                if needed is None or set(missing) & set(needed.get(problem, ())):
+                    taken.append(s)
         parts = [f"{s}: {extra['sources'][s]}" for s in taken]
         if not final:
             head = (f"provisional: the committed full run's learning rates under draft "

@@ -529,7 +529,16 @@ def test_a_draft_5_full_runs_choices_serve_quick_mode_as_they_are(tmp_path, monk
     every["lm/fast"] = dict(provisional["choices"]["lm/fast"], **every["lm/fast"])
     got, label = tuning.quick_choices(R5, {"lrs": every, "rules_sha256": R5.digest})
     assert label is None and got["lm/fast"] == every["lm/fast"]
-    made = planning.plan(["C3"], "quick", R5)  # this test's file lacks C9's layer-wise configs
+    # this test's file lacks C9's layer-wise configs: a check that runs them says so, a
+    # check that runs none of them (C3) has no caveat to state
+    made = planning.plan(["C3"], "quick", R5)
+    assert made.choices is None
+    assert {dict(r.recipe_options)["lr"] for r in _runs(made.evaluation.tasks)} == {0.003}
+    made = planning.plan(["C9"], "quick", R5, problems=["digits"])
     assert made.choices.startswith("provisional, settings or configs the committed full run "
                                    "did not tune: digits/main: ")
-    assert {dict(r.recipe_options)["lr"] for r in _runs(made.evaluation.tasks)} == {0.003}
+    got, label = tuning.quick_choices(R5, needed={"digits": {"adam|dense|-"}})
+    assert label is None  # no run reads a provisional choice
+    assert got["digits/main"]["adam|lw-sr-ste|M8"]  # taken all the same
+    got, label = tuning.quick_choices(R5, needed={"digits": {"adam|lw-sr-ste|M8"}})
+    assert "digits/main: " in label
