@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from stepsim.checks import verdict_matrix as vm
+from stepsim.checks.verdict import interval_text
 
 BEGIN = "<!-- verdicts: generated from figures/check/report.json; do not edit -->"
 END = "<!-- verdicts: end -->"
@@ -97,7 +98,7 @@ def _interval(effect) -> tuple[str, str]:
     except (TypeError, ValueError):
         return "", ""
     if all(map(math.isfinite, (est, low, high))):
-        text = f"{est:.3g} [{low:.3g}, {high:.3g}]"
+        text = interval_text(est, low, high)
         return text, text
     d = _field(effect, "divergence") or {}
     if not d.get("seeds"):

@@ -367,6 +367,12 @@ def divergence_text(effect: Effect, test) -> str:
             f"{p}); error on the {len(d['finite'])} finite pair(s)")
 
 
+def interval_text(estimate: float, low: float, high: float, digits: int = 3) -> str:
+    """"estimate [low, high]", each to ``digits`` significant digits: how every table,
+    README cell and figure label writes an effect with its interval."""
+    return f"{estimate:.{digits}g} [{low:.{digits}g}, {high:.{digits}g}]"
+
+
 def effect_text(effect: Effect, digits: int = 3) -> str:
     """An effect for a table: "estimate [low, high] units", and its finite pairs when runs
     were lost. Where no interval exists (too few finite pairs, PROTOCOL 'Draft 4:
@@ -374,8 +380,8 @@ def effect_text(effect: Effect, digits: int = 3) -> str:
     count, never a number to show as "nan [nan, nan]"."""
     d = effect.divergence
     if math.isfinite(effect.ci_low) and math.isfinite(effect.ci_high):
-        text = (f"{effect.estimate:.{digits}g} [{effect.ci_low:.{digits}g}, "
-                f"{effect.ci_high:.{digits}g}] {effect.units}")
+        text = (interval_text(effect.estimate, effect.ci_low, effect.ci_high, digits)
+                + f" {effect.units}")
         return text + (f" on {len(d['finite'])}/{d['seeds']} finite pairs" if runs_lost(effect)
                        else "")
     if not d:
