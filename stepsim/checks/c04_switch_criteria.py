@@ -26,7 +26,7 @@ from __future__ import annotations
 from stepsim.checks import outcome, plots, protocol
 from stepsim.checks.budget import STEP_KEYS, causes, effect
 from stepsim.checks.registry import Claim, register
-from stepsim.checks.verdict import Evidence, decide_parts, rule_of
+from stepsim.checks.verdict import Evidence, rule_of
 
 CRITERIA = {"AutoSwitch": None, "Eq. 10": ("agarwal", {}), "Eq. 11": ("tang", {})}
 
@@ -103,23 +103,11 @@ def _measured(budget, results):
     return todo, readings, numbers
 
 
-def decide_claim(budget, results):
-    todo, readings, numbers = _measured(budget, results)
-    return outcome.result(CLAIM, budget, decide_parts(todo), numbers, readings=readings)
-
-
-def gather(budget, results):
-    """Draft 5: the parts measured, decided with every reading of the claim."""
-    todo, readings, numbers = _measured(budget, results)
-    return outcome.Gathered(todo, numbers, readings)
-
-
-def figure(result, path):
-    return plots.parts_figure(result, path)
+decide_claim, gather = outcome.from_measured(_measured, lambda: CLAIM)
 
 
 CLAIM = register(Claim(
     id="C4",
     title="AutoSwitch picks a better switch step than Eq. 10 and Eq. 11 (Table 1)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    figure=figure, gather=gather))
+    figure=plots.parts_figure, gather=gather))

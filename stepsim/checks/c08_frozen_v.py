@@ -18,7 +18,7 @@ from __future__ import annotations
 from stepsim.checks import outcome, plots
 from stepsim.checks.budget import STEP_KEYS, effect
 from stepsim.checks.registry import Claim, register
-from stepsim.checks.verdict import Evidence, decide_parts, negated, rule_of
+from stepsim.checks.verdict import Evidence, negated, rule_of
 
 FROZEN = {"raw v*": "", "bias-corrected v*": "-bc"}
 
@@ -83,23 +83,11 @@ def _measured(budget, results):
     return todo, readings, numbers
 
 
-def decide_claim(budget, results):
-    todo, readings, numbers = _measured(budget, results)
-    return outcome.result(CLAIM, budget, decide_parts(todo), numbers, readings=readings)
-
-
-def gather(budget, results):
-    """Draft 5: the parts measured, decided with every reading of the claim."""
-    todo, readings, numbers = _measured(budget, results)
-    return outcome.Gathered(todo, numbers, readings)
-
-
-def figure(result, path):
-    return plots.parts_figure(result, path)
+decide_claim, gather = outcome.from_measured(_measured, lambda: CLAIM)
 
 
 CLAIM = register(Claim(
     id="C8",
     title="Freezing v in phase 2 beats updating it (Fig. 8)",
     rule=rule_of(__doc__), jobs=jobs, decide=decide_claim, parts=part_names,
-    primary=primary_parts, figure=figure, gather=gather))
+    primary=primary_parts, figure=plots.parts_figure, gather=gather))

@@ -45,6 +45,28 @@ class Gathered:
     after: Callable | None = None
 
 
+def from_measured(measured: Callable, claim: Callable) -> tuple[Callable, Callable]:
+    """(decide, gather) of a claim whose parts all come from ``measured(budget, results) ->
+    (todo, readings, numbers)``: todo, name -> Evidence; readings, reading -> its parts.
+    decide decides them with :func:`~stepsim.checks.verdict.decide_parts`; gather hands
+    them over undecided (draft 5). ``claim()``: the registered Claim, read at call time
+    (the functions are made before it exists)."""
+    from stepsim.checks.verdict import decide_parts
+
+    def decide(budget, results):
+        todo, readings, numbers = measured(budget, results)
+        return result(claim(), budget, decide_parts(todo), numbers, readings=readings)
+
+    def gather(budget, results):
+        """Draft 5: the parts measured, decided with every reading of the claim."""
+        todo, readings, numbers = measured(budget, results)
+        return Gathered(todo, numbers, readings)
+
+    for made in (decide, gather):  # they belong to the claim's module (registry.register)
+        made.__module__ = measured.__module__
+    return decide, gather
+
+
 def absent(name: str, effect, text: str) -> Part:
     return Part(name=name, effect=effect, verdict=INCONCLUSIVE,
                 reason=f"premise absent: {text}", level=effect.ci_level, premise=None,
