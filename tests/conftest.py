@@ -142,3 +142,20 @@ def _blas_threads_as_found():
     for lib in threadpoolctl.ThreadpoolController().lib_controllers:
         if lib.filepath in before and lib.num_threads != before[lib.filepath]:
             lib.set_num_threads(before[lib.filepath])
+
+
+# --- process state a test must leave as it found it ----------------------------------------
+@pytest.fixture(autouse=True)
+def _sigint_left_as_found():
+    """A test that leaves Ctrl-C's handler changed (SIGINT ignored, say) changes the tests
+    after it on the same worker: a command they start inherits an ignored SIGINT (Python
+    keeps it), and a Ctrl-C test then fails far from the cause. Restore it, and fail the
+    test that changed it."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left SIGINT's handler {after!r} (it found {before!r})")
