@@ -42,7 +42,8 @@ def draw_all(results, staging, workers: int) -> list:
     # a claim that draws several figures (C11) goes first, so that the workers finish
     # together
     first = sorted(results, key=lambda r: not get_claim(r.claim).draws_several)
-    with executors.pool(min(workers, len(results))) as figure_pool:
+    # the check's kept pool when there is one (its workers are idle by now), else a new one
+    with executors.pooled(min(workers, len(results))) as figure_pool:
         futures = {id(r): figure_pool.submit(draw_one, r, str(staging)) for r in first}
         try:
             return [futures[id(r)].result() for r in results]

@@ -65,6 +65,7 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     """
     import tempfile
 
+    from stepsim.experiments import executors
     from stepsim.experiments.store import RunStore
 
     start, started_at = time.perf_counter(), _utc_now()
@@ -86,17 +87,21 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     mark = None if out_dir is None else stopped.mark_started(out_dir, run_id, {
         "mode": mode, "claims": list(made.claims), "started_utc": started_at,
         "jobs": executor.jobs, "rules_sha256": record["rules_sha256"]})
-    with contextlib.ExitStack() as stack:
-        if out_dir is None:
-            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stepsim-check")))
-        else:
-            root = out_dir / RUNS_DIR
-        store = RunStore(root)
-        store.remove_temporaries()
-        executed = execute(made, store, executor)
-    staging = None if out_dir is None else _staging(out_dir)
-    results = _with_figures(decisions.decide(executed.evaluation, executed.results), staging,
-                            drawing.figure_workers(jobs, scheduler))
+    # one pool of local workers for the whole check: every tuning round, stage and the
+    # figures (a new pool for each spawned and warmed its workers again; same bits)
+    with executors.kept_pool():
+        with contextlib.ExitStack() as stack:
+            if out_dir is None:
+                root = Path(stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix="stepsim-check")))
+            else:
+                root = out_dir / RUNS_DIR
+            store = RunStore(root)
+            store.remove_temporaries()
+            executed = execute(made, store, executor)
+        staging = None if out_dir is None else _staging(out_dir)
+        results = _with_figures(decisions.decide(executed.evaluation, executed.results),
+                                staging, drawing.figure_workers(jobs, scheduler))
     ev, compute = executed.evaluation, executed.compute()
     earlier = (previous.compute if previous is not None else
                None if out_dir is None else merging.replaced_ledger(out_dir, mode, record))

@@ -19,7 +19,9 @@ workers, and a cluster needs no shared filesystem.
   bench``'s workers section) and runs task after task until the pool closes; every
   process, worker or not, builds a problem once for equal name and options
   (:meth:`RunSpec.build_problem <stepsim.experiments.run.RunSpec.build_problem>`'s cache,
-  :func:`worker_state`), since ``fit`` never changes a problem.
+  :func:`worker_state`), since ``fit`` never changes a problem. Inside :func:`kept_pool`
+  every local pool is one pool, kept open from the first batch to the last: a check's
+  tuning rounds, stages and figures do not each spawn and warm new workers.
 * :func:`run_dask` — ``dask.distributed``: ``Client(address)`` (or a Client/LocalCluster
   passed in), one task per run, collected as they complete.
 
@@ -37,6 +39,7 @@ import contextlib
 import itertools
 import os
 import sys
+import threading
 import time
 import warnings
 
@@ -131,8 +134,11 @@ def run(tasks, on_done=None, *, jobs: int | None = None, scheduler=None, store=N
         return
     workers = None if scheduler is not None else worker_count(jobs, len(pending))
 
-    with Progress(len(tasks), label, force=progress, initial=len(tasks) - len(pending),
-                  unit="run", failures="diverged") as bar:
+    # kept_pool: one local pool for every batch below (a batch after a wait: runs that
+    # another process released), unless the caller keeps one for longer (a whole check)
+    with kept_pool(), Progress(len(tasks), label, force=progress,
+                               initial=len(tasks) - len(pending), unit="run",
+                               failures="diverged") as bar:
         def done(task, output):
             if store is not None:
                 store.save(task, output)
@@ -207,8 +213,6 @@ def _init_worker(parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # a SIGKILLed sweep cannot stop its pool; without this its workers would live on as
     # orphans, blocked on the task queue (measured), so each one leaves with its parent
-    import threading
-
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
 
 
@@ -230,13 +234,80 @@ def pool(workers: int):
                                initializer=_init_worker, initargs=(os.getpid(),))
 
 
+class _Kept:
+    """The pool :func:`kept_pool` keeps: opened by the first batch that needs one, opened
+    again larger when a batch needs more workers, closed when the ``with`` ends."""
+
+    def __init__(self):
+        self.executor, self.workers = None, 0
+
+    def get(self, workers: int):
+        # a pool stopped by Ctrl-C or broken by a lost worker is not used again
+        if (self.executor is None or self.workers < workers
+                or getattr(self.executor, "_broken", False)
+                or getattr(self.executor, "_shutdown_thread", False)):
+            self.close()
+            self.executor, self.workers = pool(workers), workers
+        return self.executor
+
+    def close(self) -> None:  # waits for runs in flight, as leaving a `with pool()` does
+        executor, self.executor = self.executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+
+#: ``.pool``: this thread's :func:`kept_pool` (absent or None: each batch opens its own);
+#: per thread, so that a thread never closes a pool another thread's batch is using
+_kept = threading.local()
+
+
+@contextlib.contextmanager
+def kept_pool():
+    """Inside ``with kept_pool():`` every local pool (:func:`run_pool`, :func:`pooled`) is
+    one pool, kept open until the ``with`` ends; nested, the outermost one keeps it.
+
+    Why: a check runs its tuning in rounds (each halving rung, each grid extension), then
+    its evaluation and extension stages and its figures; a new pool for each batch
+    spawned, imported and warmed its workers again (numba's cached kernels, the problems
+    each one builds), 9 times in the full-mode test. Results do not change: each task
+    runs alone in :func:`execute` with one numba and one BLAS thread, and a worker's
+    problem cache holds problems ``fit`` never changes, so a run's bits are the same on
+    any worker, old or new (tests/experiments/test_workers.py)."""
+    if getattr(_kept, "pool", None) is not None:
+        yield
+        return
+    _kept.pool = kept = _Kept()
+    try:
+        yield
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and kept.executor is not None:
+            stop_pool(kept.executor)  # Ctrl-C: end the workers now, do not wait for them
+        raise
+    finally:
+        _kept.pool = None
+        kept.close()
+
+
+@contextlib.contextmanager
+def pooled(workers: int):
+    """A pool of at least ``workers`` processes for one batch: the kept one
+    (:func:`kept_pool`), left open on the way out, or else a new :func:`pool` that is
+    closed on the way out."""
+    kept = getattr(_kept, "pool", None)
+    if kept is not None:
+        yield kept.get(workers)
+        return
+    with pool(workers) as executor:
+        yield executor
+
+
 def run_pool(tasks, on_done, workers: int) -> None:
     """Run ``tasks`` (an iterable, taken lazily) on a local pool of ``workers`` spawned
-    processes (:func:`pool`)."""
+    processes (:func:`pool`; the kept one inside :func:`kept_pool`)."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
     tasks = iter(tasks)
-    with pool(workers) as executor:
+    with pooled(workers) as executor:
         futures = {}
 
         def fill():  # one run per worker in flight; the next is taken when one finishes

@@ -129,3 +129,33 @@ def test_a_pool_worker_runs_many_runspecs_and_builds_their_problem_once():
     here = _bits(spec.run())
     assert _bits(outputs[0].result) == _bits(outputs[2].result) == here
     assert _bits(outputs[1].result) == _bits(spec.replace(seed=3).run())
+
+
+@pytest.mark.slow
+def test_a_kept_pool_runs_every_batch_inside_it_on_the_same_workers_and_closes_after():
+    """`stepsim check` keeps one pool for all its batches (tuning rounds, stages, figures):
+    inside executors.kept_pool every run_pool uses the same workers, and a run there has
+    the bits it has in this process; on the way out the pool is closed."""
+    from stepsim.experiments.tasks import Task
+
+    state = Task("stepsim.experiments.executors:worker_state", {})
+    specs = [RunSpec(problem="regression", recipe="sr-ste", steps=30, seed=s) for s in (1, 2)]
+    pids, bits = [], {}
+
+    def done(task, output):
+        if task is state:
+            pids.append(output.output["pid"])
+        else:
+            bits[task.digest] = _bits(output.result)
+
+    with executors.kept_pool():
+        for batch in ([state, specs[0]], [specs[1], state]):
+            executors.run_pool(batch, done, 2)
+        kept = executors._kept.pool.executor
+        workers = set(kept._processes)
+        with executors.kept_pool():  # nested: the outer one keeps its pool
+            executors.run_pool([state, state], done, 2)
+        assert executors._kept.pool.executor is kept
+    assert len(pids) == 4 and set(pids) <= workers and os.getpid() not in pids
+    assert executors._kept.pool is None and kept._shutdown_thread  # closed on the way out
+    assert bits == {s.digest: _bits(s.run()) for s in specs}
