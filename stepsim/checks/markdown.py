@@ -116,8 +116,12 @@ def markdown(report) -> str:
                          + beside)
         lines.append("")
     if report.lrs:
-        source = ("from the committed full run" if not p.get("choices")
-                  else "**provisional**")
+        marked = p.get("provisional_configs") if p.get("choices") else {}
+
+        def source(setting, key):  # a row of the table below without a tuning of its own
+            provisional = marked is None or key in marked.get(setting.split("/")[0], ())
+            return "**provisional**" if provisional else "from the committed full run"
+
         lines += ["## Learning rates", ""]
         if p.get("choices"):
             lines += [f"The choices are {_md(p['choices'])}.", ""]
@@ -131,7 +135,7 @@ def markdown(report) -> str:
         for setting, configs in sorted(report.lrs.items()):
             for key, chosen in sorted(configs.items()):
                 t = report.tuning.get(setting, {}).get(key)
-                means = source if t is None else ", ".join(
+                means = source(setting, key) if t is None else ", ".join(
                     f"{_candidate_text(g)}: {m:.3g}{_rung_text(t, i)}"
                     for i, (g, m) in enumerate(zip(t.get("candidates", t["grid"]),
                                                    t["means"])))

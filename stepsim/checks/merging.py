@@ -115,6 +115,29 @@ def merged_record(old: dict, now: dict) -> dict:
                if c and c != now.get("commit")]
     if earlier:
         out["earlier_commits"] = list(dict.fromkeys(earlier))
+    for key in ("choices", "provisional_configs"):
+        out.pop(key, None)
+    out.update(_merged_choices(old, now))
+    return out
+
+
+def _merged_choices(old: dict, now: dict) -> dict:
+    """The label of quick mode's provisional choices in a merged report (``choices``,
+    ``provisional_configs``): the verdicts kept from the old report rest on its choices,
+    so its label stays beside this check's; the configs marked are both checks'. Every
+    choice provisional in either (no ``provisional_configs``): so in the merge."""
+    labels = [r["choices"] for r in (now, old) if r.get("choices")]
+    if not labels:
+        return {}
+    out = {"choices": labels[0] if len(set(labels)) == 1 else
+           f"{labels[0]}; for the verdicts kept from the earlier check: {labels[1]}"}
+    sides = [r for r in (now, old) if r.get("choices")]
+    if all(r.get("provisional_configs") for r in sides):
+        marked = {}
+        for r in sides:
+            for problem, configs in r["provisional_configs"].items():
+                marked[problem] = sorted({*marked.get(problem, ()), *configs})
+        out["provisional_configs"] = marked
     return out
 
 

@@ -66,7 +66,9 @@ class Plan:
     evaluation: the evaluation stage when it does not wait for the tuning, else None
     (:func:`evaluation` makes it from the tuning's result). choices: how the choices quick
     mode reuses are labelled when they are not the committed full run's under these rules
-    ("provisional: ...", ``tuning.quick_choices``), else None."""
+    ("provisional: ...", ``tuning.quick_choices``), else None. provisional: problem -> the
+    configs those words are about when only some are (``tuning.quick_choices_marked``),
+    else None."""
 
     mode: str
     claims: tuple
@@ -83,6 +85,7 @@ class Plan:
     stability: dict
     evaluation: Evaluation | None
     choices: str | None = None
+    provisional: dict | None = None
 
     @property
     def altered(self) -> bool:
@@ -138,16 +141,16 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
     for job in [j for jobs in recorded.values() for j in jobs]:
         if hasattr(job, "check"):  # a RunSpec; a Task has nothing to check
             job.check()
-    tune, more, known, label = {}, {}, None, None
+    tune, more, known, label, marked = {}, {}, None, None, None
     if lrs is not None:
         known = {k: dict(v) for k, v in lrs.items()}
     elif mode == "quick":
         needed = {}  # problem -> the config keys its runs read (the recording pass's)
         for b in budgets:
             needed.setdefault(b.problem, set()).update(b.needed)
-        known, label = (tuning.quick_choices(rules, problems={b.problem for b in budgets},
-                                             needed=needed)
-                        if budgets else ({}, None))
+        known, label, marked = (tuning.quick_choices_marked(
+            rules, problems={b.problem for b in budgets}, needed=needed)
+            if budgets else ({}, None, None))
     else:
         needs = _tuning_needs(rules, budgets, problems, names, steps or 0)
         tune = tuning.jobs(needs)
@@ -157,7 +160,7 @@ def plan(claims=("all",), mode: str = "quick", rules: Rules | None = None, *,
             more = tuning.jobs(adam, seeds=rules.extended.stability_seeds, halve=False)
     made = Plan(mode, names, rules, None if problems is None else tuple(problems),
                 bool(extended), steps, lrs, tuple(budgets), plain, covered, recorded, tune,
-                more, None, label)
+                more, None, label, marked)
     if known is None and tune:
         return made  # the evaluation waits for the tuning
     if known is None:  # nothing to tune (claims that train nothing)

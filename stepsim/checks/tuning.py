@@ -188,7 +188,13 @@ def tie_budgets(budget, table: dict, claims, *, extended: bool = False) -> list:
 
 def quick_choices(rules, doc: dict | None = None, *, problems=None,
                   needed: dict | None = None) -> tuple[dict, str | None]:
-    """(setting -> config -> choice, label) quick mode runs under ``rules``: the committed
+    """(choices, label) of :func:`quick_choices_marked`."""
+    return quick_choices_marked(rules, doc, problems=problems, needed=needed)[:2]
+
+
+def quick_choices_marked(rules, doc: dict | None = None, *, problems=None,
+                         needed: dict | None = None) -> tuple[dict, str | None, dict | None]:
+    """(setting -> config -> choice, label, marked) quick mode runs under ``rules``: the committed
     full run's choices (``doc``, default :func:`committed_document`; label None) when they
     were made under these rules or the rules are draft 4's; else (draft 5 before its full
     run, PROTOCOL.md "Budget, quick mode") the committed draft-4 learning rates with draft
@@ -201,25 +207,30 @@ def quick_choices(rules, doc: dict | None = None, *, problems=None,
     provisional choices are taken and labelled for. ``needed``: problem -> the config keys
     the check's runs read a choice for (None: all); a provisional choice no run reads is
     still taken but not named in the label (a check of C2 runs no layer-wise config, so
-    C9's provisional choices are no caveat of its report)."""
+    C9's provisional choices are no caveat of its report). ``marked``: after a full run
+    under these rules, problem -> the provisional configs the label names (the report
+    marks those rows provisional, no others); None when every choice is provisional."""
     doc = committed_document() if doc is None else doc
-    chosen, label = dict(doc["lrs"]), None
+    chosen, label, marked = dict(doc["lrs"]), None, None
     if rules.readings is not None:
         extra = json.loads(PROVISIONAL.read_text())
         final = doc.get("rules_sha256") == rules.digest
-        taken = []  # per config: a setting the committed run tuned keeps its own choices
+        taken, marked = [], {}  # per config: a setting the committed run tuned keeps its own
         for s, configs in sorted(extra["choices"].items()):
             missing = {k: v for k, v in configs.items() if k not in chosen.get(s, {})}
             problem = s.split("/")[0]
             if missing and (problems is None or problem in problems):
                 chosen[s] = {**chosen.get(s, {}), **missing}
-                if needed is None or set(missing) & set(needed.get(problem, ())):
+                read = set(missing) if needed is None else set(missing) & set(
+                    needed.get(problem, ()))
+                if read:
                     taken.append(s)
+                    marked[problem] = sorted({*marked.get(problem, ()), *read})
         parts = [f"{s}: {extra['sources'][s]}" for s in taken]
         if not final:
             head = (f"provisional: the committed full run's learning rates under draft "
                     f"{_draft_of(doc)} with its regularisers ({COMMITTED.name})")
-            label = "; ".join([head, *parts])
+            label, marked = "; ".join([head, *parts]), None
         elif parts:
             label = ("provisional, settings or configs the committed full run did not tune: "
                      + "; ".join(parts))
@@ -228,7 +239,7 @@ def quick_choices(rules, doc: dict | None = None, *, problems=None,
         main = f"{p}/{rules.problems[p].timescales[0]}"
         if f"{p}/{ts}" not in out and main in out:
             out[f"{p}/{ts}"] = dict(out[main])
-    return out, label
+    return out, label, (marked or None) if label else None
 
 
 def _draft_of(doc: dict) -> str:

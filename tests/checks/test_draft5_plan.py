@@ -537,8 +537,48 @@ def test_a_draft_5_full_runs_choices_serve_quick_mode_as_they_are(tmp_path, monk
     made = planning.plan(["C9"], "quick", R5, problems=["digits"])
     assert made.choices.startswith("provisional, settings or configs the committed full run "
                                    "did not tune: digits/main: ")
+    assert made.provisional == {"digits": ["adam|lw-sr-ste|M16", "adam|lw-sr-ste|M8"]}
     got, label = tuning.quick_choices(R5, needed={"digits": {"adam|dense|-"}})
     assert label is None  # no run reads a provisional choice
     assert got["digits/main"]["adam|lw-sr-ste|M8"]  # taken all the same
     got, label = tuning.quick_choices(R5, needed={"digits": {"adam|lw-sr-ste|M8"}})
     assert "digits/main: " in label
+
+
+def test_only_the_provisional_configs_are_marked_and_a_merge_keeps_the_label():
+    """report.md marks provisional the rows of the configs the label is about (every row
+    when every choice is provisional); a merged report keeps the earlier check's label
+    beside this one's, for the verdicts it kept."""
+    from stepsim.checks.markdown import markdown
+    from stepsim.checks.merging import merged_record
+    from stepsim.checks.outputs import load_report
+
+    full = load_report(ROOT / "figures" / "check" / "report.json")
+    label = "provisional, settings or configs the committed full run did not tune: x"
+    marked = {"digits": ["adam|sr-ste|1:8"]}
+    some = dataclasses.replace(full, mode="quick", tuning={}, protocol={
+        **full.protocol, "choices": label, "provisional_configs": marked})
+
+    def lr_rows(report):  # the learning-rate table's rows of digits
+        text = markdown(report).split("## Learning rates")[1].split("\n## ")[0]
+        return [line for line in text.splitlines() if line.startswith("| digits/")]
+
+    rows = lr_rows(some)
+    flagged = {line.split(" | ")[1] for line in rows if "**provisional**" in line}
+    assert flagged == {r"adam\|sr-ste\|1:8"} and len(rows) > 1
+    every = dataclasses.replace(some, protocol={**full.protocol, "choices": label})
+    rows = lr_rows(every)
+    assert rows and all("**provisional**" in line for line in rows)
+    # merges: the earlier label stays; configs joined; one side all-provisional: all
+    old = {"commit": "a", "choices": label, "provisional_configs": marked}
+    assert merged_record(old, {"commit": "a"})["choices"] == label
+    assert merged_record(old, {"commit": "a"})["provisional_configs"] == marked
+    now = {"commit": "a", "choices": "provisional, ...: y",
+           "provisional_configs": {"digits": ["adam|asp|1:8"], "lm": ["adam|dense|-"]}}
+    both = merged_record(old, now)
+    assert both["choices"] == ("provisional, ...: y; for the verdicts kept from the earlier "
+                               "check: " + label)
+    assert both["provisional_configs"] == {"digits": ["adam|asp|1:8", "adam|sr-ste|1:8"],
+                                           "lm": ["adam|dense|-"]}
+    assert "provisional_configs" not in merged_record({"commit": "a", "choices": label}, now)
+    assert "choices" not in merged_record({"commit": "a"}, {"commit": "a"})
