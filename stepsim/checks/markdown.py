@@ -116,10 +116,11 @@ def markdown(report) -> str:
                          + beside)
         lines.append("")
     if report.lrs:
-        marked = p.get("provisional_configs") if p.get("choices") else {}
+        marked = p.get("provisional_configs")
+        every = bool(p.get("choices")) and not marked  # every choice is provisional
 
         def source(setting, key):  # a row of the table below without a tuning of its own
-            provisional = marked is None or key in marked.get(setting.split("/")[0], ())
+            provisional = every or key in (marked or {}).get(setting.split("/")[0], ())
             return "**provisional**" if provisional else "from the committed full run"
 
         lines += ["## Learning rates", ""]

@@ -122,22 +122,24 @@ def merged_record(old: dict, now: dict) -> dict:
 
 
 def _merged_choices(old: dict, now: dict) -> dict:
-    """The label of quick mode's provisional choices in a merged report (``choices``,
-    ``provisional_configs``): the verdicts kept from the old report rest on its choices,
-    so its label stays beside this check's; the configs marked are both checks'. Every
-    choice provisional in either (no ``provisional_configs``): so in the merge."""
+    """Quick mode's provisional choices in a merged report: ``choices``, the label (the
+    verdicts kept from the old report rest on its choices, so its label stays beside this
+    check's), and ``provisional_configs``, the configs whose choices are provisional
+    (both checks'; none kept when either had every choice provisional: a label without
+    them)."""
+    out = {}
     labels = [r["choices"] for r in (now, old) if r.get("choices")]
-    if not labels:
-        return {}
-    out = {"choices": labels[0] if len(set(labels)) == 1 else
-           f"{labels[0]}; for the verdicts kept from the earlier check: {labels[1]}"}
-    sides = [r for r in (now, old) if r.get("choices")]
-    if all(r.get("provisional_configs") for r in sides):
+    if labels:
+        out["choices"] = (labels[0] if len(set(labels)) == 1 else
+                          f"{labels[0]}; for the verdicts kept from the earlier check: "
+                          f"{labels[1]}")
+    if not any(r.get("choices") and not r.get("provisional_configs") for r in (now, old)):
         marked = {}
-        for r in sides:
-            for problem, configs in r["provisional_configs"].items():
+        for r in (now, old):
+            for problem, configs in (r.get("provisional_configs") or {}).items():
                 marked[problem] = sorted({*marked.get(problem, ()), *configs})
-        out["provisional_configs"] = marked
+        if marked:
+            out["provisional_configs"] = marked
     return out
 
 

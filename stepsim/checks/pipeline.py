@@ -74,8 +74,8 @@ def run_checks(claims=("all",), *, mode: str = "quick", out=None,
     record = merging.protocol_record(made.altered, made.claims, made.rules)
     if made.choices:  # quick mode's choices are not a full run's under these rules
         record["choices"] = made.choices
-        if made.provisional:  # only these configs' (else every choice is provisional)
-            record["provisional_configs"] = made.provisional
+    if made.provisional:  # the configs whose choices are provisional, when only some are
+        record["provisional_configs"] = made.provisional
     out_dir = None if out is None else probe_out(out)  # after every argument is checked
     previous = None if out_dir is None else merging.previous_report(
         out_dir, mode, record, made.covered)

@@ -67,8 +67,8 @@ class Plan:
     (:func:`evaluation` makes it from the tuning's result). choices: how the choices quick
     mode reuses are labelled when they are not the committed full run's under these rules
     ("provisional: ...", ``tuning.quick_choices``), else None. provisional: problem -> the
-    configs those words are about when only some are (``tuning.quick_choices_marked``),
-    else None."""
+    configs whose choices are provisional when only some are
+    (``tuning.quick_choices_marked``), else None."""
 
     mode: str
     claims: tuple

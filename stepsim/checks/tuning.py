@@ -208,8 +208,9 @@ def quick_choices_marked(rules, doc: dict | None = None, *, problems=None,
     the check's runs read a choice for (None: all); a provisional choice no run reads is
     still taken but not named in the label (a check of C2 runs no layer-wise config, so
     C9's provisional choices are no caveat of its report). ``marked``: after a full run
-    under these rules, problem -> the provisional configs the label names (the report
-    marks those rows provisional, no others); None when every choice is provisional."""
+    under these rules, problem -> every config whose choice is provisional, read or not
+    (the report marks those rows of its table, no others); None when every choice is
+    provisional (then the label says so) or none is."""
     doc = committed_document() if doc is None else doc
     chosen, label, marked = dict(doc["lrs"]), None, None
     if rules.readings is not None:
@@ -221,11 +222,9 @@ def quick_choices_marked(rules, doc: dict | None = None, *, problems=None,
             problem = s.split("/")[0]
             if missing and (problems is None or problem in problems):
                 chosen[s] = {**chosen.get(s, {}), **missing}
-                read = set(missing) if needed is None else set(missing) & set(
-                    needed.get(problem, ()))
-                if read:
+                marked[problem] = sorted({*marked.get(problem, ()), *missing})
+                if needed is None or set(missing) & set(needed.get(problem, ())):
                     taken.append(s)
-                    marked[problem] = sorted({*marked.get(problem, ()), *read})
         parts = [f"{s}: {extra['sources'][s]}" for s in taken]
         if not final:
             head = (f"provisional: the committed full run's learning rates under draft "
@@ -239,7 +238,7 @@ def quick_choices_marked(rules, doc: dict | None = None, *, problems=None,
         main = f"{p}/{rules.problems[p].timescales[0]}"
         if f"{p}/{ts}" not in out and main in out:
             out[f"{p}/{ts}"] = dict(out[main])
-    return out, label, (marked or None) if label else None
+    return out, label, marked or None
 
 
 def _draft_of(doc: dict) -> str:

@@ -532,7 +532,8 @@ def test_a_draft_5_full_runs_choices_serve_quick_mode_as_they_are(tmp_path, monk
     # this test's file lacks C9's layer-wise configs: a check that runs them says so, a
     # check that runs none of them (C3) has no caveat to state
     made = planning.plan(["C3"], "quick", R5)
-    assert made.choices is None
+    assert made.choices is None  # its rows still say which choices are provisional
+    assert made.provisional == {"digits": ["adam|lw-sr-ste|M16", "adam|lw-sr-ste|M8"]}
     assert {dict(r.recipe_options)["lr"] for r in _runs(made.evaluation.tasks)} == {0.003}
     made = planning.plan(["C9"], "quick", R5, problems=["digits"])
     assert made.choices.startswith("provisional, settings or configs the committed full run "
@@ -569,6 +570,10 @@ def test_only_the_provisional_configs_are_marked_and_a_merge_keeps_the_label():
     every = dataclasses.replace(some, protocol={**full.protocol, "choices": label})
     rows = lr_rows(every)
     assert rows and all("**provisional**" in line for line in rows)
+    unlabelled = dataclasses.replace(some, protocol={**full.protocol,
+                                                     "provisional_configs": marked})
+    assert [line for line in lr_rows(unlabelled) if "**provisional**" in line] == [
+        line for line in lr_rows(some) if "**provisional**" in line]  # no label, same rows
     # merges: the earlier label stays; configs joined; one side all-provisional: all
     old = {"commit": "a", "choices": label, "provisional_configs": marked}
     assert merged_record(old, {"commit": "a"})["choices"] == label
