@@ -19,7 +19,7 @@ class _Idle:
     """A machine whose other processes use no core: rows judged by their spread alone
     (the load's own tests measure real processes)."""
 
-    cores = {0}
+    cores = frozenset({0})
 
     def mark(self):
         pass
@@ -289,12 +289,12 @@ def test_training_threads_sets_and_restores_numba_and_blas():
         assert numba.get_num_threads() == 1 and got["numba"] == 1 and got["blas"] == 1
         assert set(blas_threads()) <= {1}
     assert numba.get_num_threads() == numba_before and blas_threads() == blas_before
-    with pytest.raises(ValueError, match="kernels must be >= 1, got 0"):
-        with training_threads(kernels=0):
-            pass
-    with pytest.raises(ValueError, match="blas must be an int >= 1, None or 'auto'"):
-        with training_threads(blas="many"):
-            pass
+    with (pytest.raises(ValueError, match="kernels must be >= 1, got 0"),
+          training_threads(kernels=0)):
+        pass
+    with (pytest.raises(ValueError, match="blas must be an int >= 1, None or 'auto'"),
+          training_threads(blas="many")):
+        pass
 
 
 @pytest.mark.parametrize("load, cores, expected", [(9.0, 2, 1), (1.2, 2, None), (3.0, 8, None),
