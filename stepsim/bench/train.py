@@ -290,8 +290,10 @@ def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int,
     (loss_and_grad minus those), ``optimizer`` (the lean step's update: gradient pieces,
     the optimizer with its statistics, after-update pieces; in place, so repeating it
     keeps training on one gradient), ``masks`` (the lean step's forward: the N:M masks and
-    Pi * w), ``batch`` (sampling) and ``python`` (the step minus all those: fit's checks
-    of the answer, the trace, dispatch)."""
+    Pi * w), ``pack`` (the kept weights of masked layers packed for the sparse products:
+    values + columns, and by input where an input gradient takes them; before, this was
+    part of ``python``), ``batch`` (sampling) and ``python`` (the step minus all those:
+    fit's checks of the answer, the trace, dispatch)."""
     from stepsim.bench._products import replay
 
     problem, ctx = steps.problem, steps.ctx
@@ -306,6 +308,7 @@ def _fit_breakdown(bench, case, steps: FitSteps, calls: int, rounds: int,
         "masks": lambda: steps.stepper.forward(state, steps.params, k, ctx),
         "loss_and_grad": lambda: problem.loss_and_grad(fwd, batch),
         "optimizer": lambda: steps.stepper.update(state, steps.params, grads, k, ctx),
+        **({"pack": fwd.repacked} if getattr(fwd, "packed_keys", ()) else {}),
     }
     parts.update(_product_parts(products))
     parts["step"] = partial(steps.run, 1)
@@ -351,14 +354,16 @@ def _interleaved(parts: dict, calls: int, rounds: int, clock) -> dict:
 
 def _shares(took: dict, step_seconds: float) -> dict:
     """A step split into products (dense, sparse), element-wise (loss_and_grad minus its
-    products), optimizer, masks, batch and python (what is left)."""
+    products), optimizer, masks, pack (when the step packs kept weights), batch and python
+    (what is left)."""
     shares = {name: took[name] for name in ("products dense", "products sparse") if name in took}
     if shares:
         shares["element-wise"] = max(took["loss_and_grad"] - sum(shares.values()), 0.0)
     else:
         shares["loss_and_grad"] = took["loss_and_grad"]
-    for name in ("optimizer", "masks", "batch"):
-        shares[name] = took[name]
+    for name in ("optimizer", "masks", "pack", "batch"):
+        if name in took:
+            shares[name] = took[name]
     shares["python"] = max(step_seconds - sum(shares.values()), 0.0)
     return shares
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import types
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
 from stepsim._ground.ir_loops import counted_loop
@@ -259,27 +260,36 @@ def sparse_product(x, indptr, cols, vals, y):
 
 
 @njit
-def pack_rows(w, mask, n, m, values, cols):
-    """The kept entries of the weight w (out, n_in) at the bool mask (w's shape) that
-    keeps n of every m consecutive entries of each row: values (out, k) and cols (out, k)
-    int32, k = n_in * n / m, row by row in increasing column order. Entry j of a row must
-    lie in the row's group j // n: with k entries a row, in increasing order, that is
-    every group holding exactly n. Returns -1, or the first row that breaks it (then the
-    arrays are partial). One pass over the mask: its kept entries are found as the row is
-    read, not listed apart first."""
-    out, n_in = w.shape
-    k = values.shape[1]
+def pack_words(w, words, n, per_group, values, cols):
+    """The kept entries of the weight w (out, n_in) at an N:M bool mask read as words: values
+    (out, k) and cols (out, k) int32, k = n_in * n / m, row by row in increasing column
+    order. ``words`` (out, n_in / b) is the mask's bytes as little-endian unsigned words of
+    b bytes (b divides m; ``per_group`` = m / b words a group): a kept entry is a byte 1, so
+    bit 8 j of a word is byte j and the lowest kept entry of a word is its trailing zeros
+    / 8. Each kept entry costs one count of trailing zeros and one clear of the lowest set
+    bit; a group's m bytes are read as m / b loads, not m tests of a byte (a test a byte
+    mispredicts about once a group). Returns -1, or the first row with a group that does
+    not keep exactly n (then the arrays are partial)."""
+    out, n_words = words.shape
+    width = words.itemsize  # b
+    one = np.uint64(1)  # every word widened to uint64 (an int64 with it would be a float)
     for o in range(out):
-        count = 0
-        for c in range(n_in):
-            if mask[o, c]:
-                if count >= k or c // m != count // n:
-                    return o
-                values[o, count] = w[o, c]
-                cols[o, count] = c
-                count += 1
-        if count != k:
-            return o
+        at = 0
+        for g in range(0, n_words, per_group):
+            left = n
+            for q in range(g, g + per_group):
+                u = np.uint64(words[o, q])
+                while u != 0:
+                    if left == 0:
+                        return o
+                    c = q * width + (np.int64(trailing_zeros(u)) >> 3)
+                    values[o, at] = w[o, c]
+                    cols[o, at] = c
+                    at += 1
+                    left -= 1
+                    u &= u - one
+            if left != 0:
+                return o
     return -1
 
 

@@ -31,6 +31,8 @@ weights, a hand-written call) always gives the dense array.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from stepsim.nn import layers as L
@@ -115,12 +117,30 @@ def _pack(w, mask, n, m) -> SparseWeight:
     k = n_in // m * n
     values = np.empty((out, k), w.dtype)
     columns = np.empty((out, k), np.int32)
-    bad = _kernels().pack_rows(w, mask, n, m, values, columns)
+    word = _WORDS[next(b for b in (8, 4, 2, 1) if m % b == 0)]
+    bad = _kernels().pack_words(w, mask.view(np.uint8).view(word), n, m // word.itemsize,
+                                values, columns)
     if bad >= 0:
         counts = mask[bad].reshape(-1, m).sum(axis=1)
         raise ValueError(f"mask row {bad} is not {n}:{m} along the inputs: its groups of "
                          f"{m} keep {counts.tolist()} entries")
     return SparseWeight(values, columns, (out, n_in), n, m)
+
+
+# a mask's bytes read as little-endian words of 8, 4, 2 or 1 bytes (pack_words); a
+# big-endian machine reads them byte by byte
+_WORDS = ({8: np.dtype("<u8"), 4: np.dtype("<u4"), 2: np.dtype("<u2"), 1: np.dtype("u1")}
+          if sys.byteorder == "little" else dict.fromkeys((8, 4, 2, 1), np.dtype("u1")))
+
+
+def pack_reference(w: np.ndarray, mask: np.ndarray, n: int, m: int) -> SparseWeight:
+    """:func:`pack` in plain NumPy, for a mask already known to keep n of every m: each
+    row's kept columns in increasing order (``np.nonzero``) and w's values there."""
+    out, n_in = w.shape
+    _, columns = np.nonzero(mask)  # row-major: row by row, each in increasing column
+    columns = columns.astype(np.int32).reshape(out, n_in // m * n)
+    values = np.take_along_axis(w, columns.astype(np.intp), axis=1)
+    return SparseWeight(values, columns, w.shape, n, m)
 
 
 # --------------------------------------------------------------------------- products
@@ -256,6 +276,23 @@ class ForwardWeights(dict):
                                               np.concatenate([self.masks[k] for k in names]),
                                               n, m)
         return got
+
+
+    @property
+    def packed_keys(self) -> tuple:
+        """The names (and stacks of names) packed so far, in the order they were."""
+        return tuple(self._packed)
+
+    def repacked(self) -> ForwardWeights:
+        """These weights with every form packed so far packed again, by input too where
+        that was made: the packing a step with the same products pays (``stepsim bench``
+        times it)."""
+        fresh = ForwardWeights(self, self.masks, self.nm)
+        for key, form in self._packed.items():
+            again = fresh.packed_stack(key) if isinstance(key, tuple) else fresh.packed(key)
+            if form._by_input is not None:
+                again.by_input  # noqa: B018 (made on first use)
+        return fresh
 
 
 def weights_for(params, name: str, rows: int, pays=sparse_pays):

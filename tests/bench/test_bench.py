@@ -216,7 +216,7 @@ def test_train_section_runs_and_says_where_the_time_goes(monkeypatch):
         assert set(parts[f"fit step {case} parts"]["parts_seconds"]) == common, case
     for case in ("digits SR-STE 1:8", "lm (lm.md) SR-STE 1:8"):  # the kept weights' products
         assert set(parts[f"fit step {case} parts"]["parts_seconds"]) == common | {
-            "products sparse"}
+            "products sparse", "pack"}
     for label in ("dense", "sparse"):  # the policy's clock: cpu, or wall if BLAS threads
         found = [p for case, p in parts.items() if case.startswith(f"fit step {label} (")]
         assert found and set(found[0]["parts_seconds"]) == common, label

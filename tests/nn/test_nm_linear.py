@@ -87,6 +87,41 @@ def test_pack_keeps_the_masked_entries_in_column_order(case):
     assert dense_t.tobytes() == sw.dense().T.tobytes()
 
 
+@settings(deadline=None)
+@given(sparse_linear_case())
+def test_pack_gives_the_bits_of_its_reference(case):
+    _, w, mask, n, m, _ = case
+    got, want = NL.pack(w, mask, n, m), NL.pack_reference(w, mask, n, m)
+    assert got.columns.tobytes() == want.columns.tobytes()
+    assert got.values.tobytes() == want.values.tobytes()
+
+
+@settings(deadline=None)
+@given(st.sampled_from([(1, 2), (2, 4), (1, 4), (3, 4), (1, 8), (2, 8), (1, 16), (5, 16),
+                        (2, 3), (1, 6), (3, 12), (2, 32)]),
+       st.integers(1, 6), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_pack_finds_the_first_row_whose_groups_do_not_keep_n(nm, rows, groups, seed):
+    # masks with a few groups off by one entry (a kept entry dropped, one added, one moved
+    # to the next group): pack names the first row with a group that does not keep n
+    n, m = nm
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((rows, groups * m)).astype(np.float32)
+    mask = np.zeros(w.shape, bool)
+    for r in range(rows):
+        for g in range(groups):
+            mask[r, g * m + rng.choice(m, n, replace=False)] = True
+    for _ in range(rng.integers(0, 3)):
+        r, c = rng.integers(rows), rng.integers(groups * m)
+        mask[r, c] = not mask[r, c]
+    counts = mask.reshape(rows, groups, m).sum(axis=2)
+    wrong = np.flatnonzero((counts != n).any(axis=1))
+    if wrong.size == 0:
+        assert NL.pack(w, mask, n, m).dense().tobytes() == _masked(w, mask).tobytes()
+    else:
+        with pytest.raises(ValueError, match=f"mask row {wrong[0]} is not {n}:{m}"):
+            NL.pack(w, mask, n, m)
+
+
 def test_pack_refuses_what_is_not_an_nm_mask():
     w = np.ones((3, 8), np.float32)
     mask = np.zeros((3, 8), bool)
