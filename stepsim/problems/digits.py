@@ -17,6 +17,9 @@ but the output layer (``"all-but-last"``, SR-STE), ``nm`` default 2:4.
 from __future__ import annotations
 
 import functools
+import gzip
+import math
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -49,21 +52,93 @@ class Batch(NamedTuple):
 
 @functools.lru_cache(maxsize=1)
 def _load() -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.datasets import load_digits
+    """x (1797, 64) float64 pixel values 0..16 and y (1797,) int64 labels 0..9: the digits
+    file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``), parsed as
+    ``sklearn.datasets.load_digits`` parses it (``np.loadtxt``, comma-separated: 64
+    features, then the label), so the same arrays (a test compares them). Read without
+    importing scikit-learn: its import (scipy.stats and more) took about 1.7 s of every
+    process that builds the problem, most of a short check's subprocess. Falls back to
+    load_digits when the file is not where scikit-learn keeps it."""
+    path = _shipped_digits_file()
+    if path is None:
+        from sklearn.datasets import load_digits
 
-    data = load_digits()
-    x, y = data.data.astype(np.float64), data.target.astype(np.int64)
+        data = load_digits()
+        x, y = data.data, data.target
+    else:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            table = np.loadtxt(f, delimiter=",")
+        x, y = table[:, :-1], table[:, -1]
+    x, y = x.astype(np.float64), y.astype(np.int64)
     x.flags.writeable = y.flags.writeable = False  # shared by every problem in the process
     return x, y
 
 
-def stratified_split(y: np.ndarray, test_fraction: float, seed: int):
-    """(train indices, test indices): ``test_fraction`` of each class, seeded, sorted."""
-    from sklearn.model_selection import train_test_split
+def _shipped_digits_file() -> Path | None:
+    """Where scikit-learn keeps digits.csv.gz, found without importing scikit-learn (a
+    top-level package's spec names its folder), or None."""
+    import importlib.util
 
-    idx = np.arange(len(y))
-    train, test = train_test_split(idx, test_size=test_fraction, stratify=y, random_state=seed)
-    return np.sort(train), np.sort(test)
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / "datasets" / "data" / "digits.csv.gz"
+        if path.is_file():
+            return path
+    return None
+
+
+def stratified_split(y: np.ndarray, test_fraction: float, seed: int):
+    """(train indices, test indices), each sorted: ``test_fraction`` of each class held
+    out, seeded by ``seed``. The split scikit-learn's ``train_test_split(np.arange(len(y)),
+    test_size=test_fraction, stratify=y, random_state=seed)`` makes (a test compares them),
+    computed here without importing scikit-learn (see :func:`_load`): ceil(test_fraction *
+    len(y)) images are held out; each class's share of the training and of the test images
+    is its share of the images, rounded down, the images left over going to the classes
+    with the largest remainders (ties drawn at random); then each class's images, in index
+    order, are shuffled, its first ones train and the next ones test. Every draw comes, in
+    that order, from ``np.random.RandomState(seed)`` (NumPy keeps that stream fixed)."""
+    y = np.asarray(y)
+    n = len(y)
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
+    n_test = math.ceil(test_fraction * n)
+    n_train = n - n_test
+    classes, of_class, counts = np.unique(y, return_inverse=True, return_counts=True)
+    if counts.min() < 2 or min(n_train, n_test) < len(classes):
+        raise ValueError(f"cannot split {n} labels of {len(classes)} classes (smallest class "
+                         f"{counts.min()}) into {n_train} train and {n_test} test, stratified")
+    members = np.split(np.argsort(of_class, kind="stable"), np.cumsum(counts)[:-1])
+    rng = np.random.RandomState(seed)
+    train_counts = _apportion(counts, n_train, rng)
+    test_counts = _apportion(counts - train_counts, n_test, rng)
+    train, test = [], []
+    for images, k_train, k_test in zip(members, train_counts, test_counts):
+        shuffled = images[rng.permutation(len(images))]
+        train.append(shuffled[:k_train])
+        test.append(shuffled[k_train:k_train + k_test])
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+def _apportion(counts: np.ndarray, draws: int, rng) -> np.ndarray:
+    """``draws`` shared among classes of ``counts`` images: each class its proportional
+    share rounded down, then one more to the classes with the largest remainders, largest
+    first, until the shares sum to ``draws``; a tie that cannot all get one is settled by
+    ``rng.choice`` (always called for a remainder's classes, as the split's stream has it)."""
+    share = counts / counts.sum() * draws
+    got = np.floor(share)
+    short = int(draws - got.sum())
+    if short > 0:
+        left = share - got
+        for value in np.unique(left)[::-1]:
+            tied = np.flatnonzero(left == value)
+            take = min(len(tied), short)
+            got[rng.choice(tied, size=take, replace=False)] += 1
+            short -= take
+            if short == 0:
+                break
+    return got.astype(np.int64)
 
 
 class Digits:

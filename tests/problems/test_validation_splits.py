@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stepsim import fit, make_recipe
 from stepsim.problems import make_problem
@@ -77,3 +79,48 @@ def test_lm_validation_sequences_leave_test_set_and_training_unchanged():
         plain.item_errors(params, "validation")
     with pytest.raises(ValueError, match="n_validation"):
         make_problem("lm", **SMALL_LM, n_validation=-1)
+
+
+def test_digits_are_scikit_learns_and_read_without_importing_it():
+    # the arrays load_digits gives, read from its shipped file in a process that never
+    # imports scikit-learn (its import was most of a short check's subprocess)
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    x, y = _load()
+    data = load_digits()
+    assert x.dtype == np.float64 and y.dtype == np.int64 and x.shape == (1797, 64)
+    assert x.tobytes() == data.data.astype(np.float64).tobytes()
+    assert y.tobytes() == data.target.astype(np.int64).tobytes()
+    code = ("import sys, stepsim\nfrom stepsim.problems import make_problem\n"
+            "make_problem('digits', validation_fraction=0.1)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(0, 2**31 - 1), st.sampled_from([0.05, 0.1, 0.2, 0.25, 0.3, 0.5, 0.77]),
+       st.integers(0, 3))
+def test_the_stratified_split_is_scikit_learns(seed, fraction, labels):
+    # train_test_split(..., stratify=y, random_state=seed), sorted: on the digits labels,
+    # on a part of them (the validation split's case) and on uneven made-up classes
+    # (remainders tied, so the random tie-breaks are exercised)
+    from sklearn.model_selection import train_test_split
+
+    _, digits = _load()
+    y = (digits, digits[::3], np.repeat(np.arange(7), [2, 3, 5, 5, 8, 13, 40]),
+         np.random.default_rng(seed).integers(0, 4, 60))[labels]
+    counts = np.unique(y, return_counts=True)[1]
+    held = math.ceil(fraction * len(y))
+    if counts.min() < 2 or min(held, len(y) - held) < len(counts):
+        with pytest.raises(ValueError, match="cannot split"):
+            stratified_split(y, fraction, seed)
+        return
+    train, test = stratified_split(y, fraction, seed)
+    want_train, want_test = train_test_split(np.arange(len(y)), test_size=fraction,
+                                             stratify=y, random_state=seed)
+    assert train.tolist() == sorted(want_train) and test.tolist() == sorted(want_test)
