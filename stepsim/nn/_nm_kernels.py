@@ -294,6 +294,34 @@ def pack_words(w, words, n, per_group, values, cols):
 
 
 @njit
+def pack_group_words(w, words, n, values, cols):
+    """:func:`pack_words` when a group is one word (m = b: 1, 2, 4 or 8 bytes), without a
+    branch on the data: a group's n entries are its word's n lowest set bits, taken one
+    after the other (the word's top bit or'ed in first, so that a word with fewer than n
+    left still names a column of its own group and a read stays inside w); a word holding
+    other than n kept entries sets ``bad``, checked once a row. Same results as
+    pack_words (a test compares them)."""
+    out, n_words = words.shape
+    width = words.itemsize
+    one = np.uint64(1)
+    top = one << np.uint64(8 * width - 8)
+    for o in range(out):
+        bad = np.uint64(0)
+        for q in range(n_words):
+            u = np.uint64(words[o, q])
+            for j in range(n):
+                bad |= np.uint64(u == 0)
+                c = q * width + (np.int64(trailing_zeros(u | top)) >> 3)
+                values[o, q * n + j] = w[o, c]
+                cols[o, q * n + j] = c
+                u &= u - one
+            bad |= u
+        if bad != 0:
+            return o
+    return -1
+
+
+@njit
 def transpose_rows(cols, vals, n_in, indptr_t, rows_t, vals_t):
     """The rows of S.T from S's rows of k entries each (cols, vals (n_out, k)): column c of
     S becomes row c, its entries listed by increasing row of S (a counting sort).

@@ -118,8 +118,11 @@ def _pack(w, mask, n, m) -> SparseWeight:
     values = np.empty((out, k), w.dtype)
     columns = np.empty((out, k), np.int32)
     word = _WORDS[next(b for b in (8, 4, 2, 1) if m % b == 0)]
-    bad = _kernels().pack_words(w, mask.view(np.uint8).view(word), n, m // word.itemsize,
-                                values, columns)
+    words = mask.view(np.uint8).view(word)
+    if word.itemsize == m:  # a group a word (m = 1, 2, 4, 8): the branch-free kernel
+        bad = _kernels().pack_group_words(w, words, n, values, columns)
+    else:
+        bad = _kernels().pack_words(w, words, n, m // word.itemsize, values, columns)
     if bad >= 0:
         counts = mask[bad].reshape(-1, m).sum(axis=1)
         raise ValueError(f"mask row {bad} is not {n}:{m} along the inputs: its groups of "
