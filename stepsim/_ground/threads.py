@@ -107,3 +107,36 @@ def serial_twin(parallel_kernel, name: str):
     twin.__qualname__ = name
     twin.__doc__ = f"{func.__name__}, compiled without parallel=True (one thread, inline)."
     return twin
+
+
+def runs_of_blocks(size: int, step: int, threads: int) -> list:
+    """[(lo, hi), ...]: 0 .. size cut into at most ``threads`` runs of whole blocks of
+    ``step`` entries (the last block maybe shorter), as even as whole blocks allow; one
+    run when threads is 1 or there is one block."""
+    blocks = -(-size // step) if size else 0
+    tasks = max(1, min(threads, blocks))
+    per_task = -(-blocks // tasks) if blocks else 0
+    return [(lo, min(lo + per_task * step, size))
+            for lo in range(0, max(size, 1), max(per_task * step, 1))][:tasks]
+
+
+_POOL: list = [0, None]  # [workers, ThreadPoolExecutor]: made on first use, grown on demand
+
+
+def on_threads(calls: list, threads: int) -> list:
+    """The results of the zero-argument callables ``calls``, in order, computed on up to
+    ``threads`` threads: the calling thread runs the first, a shared pool the rest. For
+    numba kernels compiled with ``nogil`` (stepsim's all are) working on disjoint parts of
+    an array: what ``prange`` would do, without a ``parallel=True`` compile."""
+    if threads <= 1 or len(calls) <= 1:
+        return [call() for call in calls]
+    from concurrent.futures import ThreadPoolExecutor
+
+    if _POOL[0] < len(calls) - 1:
+        if _POOL[1] is not None:
+            _POOL[1].shutdown(wait=False)
+        _POOL[:] = [len(calls) - 1, ThreadPoolExecutor(len(calls) - 1,
+                                                       thread_name_prefix="stepsim")]
+    rest = [_POOL[1].submit(call) for call in calls[1:]]
+    first = calls[0]()
+    return [first] + [future.result() for future in rest]

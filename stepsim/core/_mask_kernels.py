@@ -306,37 +306,42 @@ def _scratch(m, groups, dtype):
             np.empty(groups, dtype), np.empty(groups, np.int32))
 
 
-@njit(parallel=True)
-def mask_groups(bits, m, n, abs_mask, inf_bits, by_rank, tasks, out):
+@njit
+def mask_groups(bits, m, n, abs_mask, inf_bits, by_rank, out):
     """N:M mask for any M: bits (G*M,) signed-integer view of the weights, out (G*M,)
-    uint8, written. by_rank: :func:`use_rank`. tasks: parallel tasks, each with its own
-    scratch, walking a contiguous run of blocks. Returns how many blocks hold a NaN."""
+    uint8, written. by_rank: :func:`use_rank`. One thread, blocks of ``block_groups(m)``
+    groups in turn on one scratch; several threads run it on disjoint runs of blocks
+    (:func:`stepsim.core.masks._mask_of_groups`). Not a ``parallel=True`` kernel: numba's
+    parallel pass compiled the blocks' code again for every dtype (18-27 s each, on every
+    fresh install and in every test run, against ~4 s for this one). Returns how many
+    blocks hold a NaN."""
     size = bits.shape[0]
-    per_block = max(1, ELEMS_PER_BLOCK // m)  # groups
+    per_block = block_groups(m)
     step = per_block * m
-    blocks = (size + step - 1) // step
-    tasks = max(1, min(tasks, blocks))
-    per_task = (blocks + tasks - 1) // tasks
+    t, t8, kept, k8, best_val, counts = _scratch(m, per_block, bits.dtype)
     blocks_with_nan = 0
-    for task in prange(tasks):
-        t, t8, kept, k8, best_val, counts = _scratch(m, per_block, bits.dtype)
-        for b in range(task * per_task, min((task + 1) * per_task, blocks)):
-            lo = b * step
-            hi = min(lo + step, size)
-            groups = (hi - lo) // m
-            if groups < per_block:  # the last, shorter block: C-contiguous scratch of its size
-                t, t8, kept, k8, best_val, counts = _scratch(m, groups, bits.dtype)
-            largest = _transpose_in(bits[lo:hi], abs_mask, t, t8)
-            blocks_with_nan += largest > inf_bits
-            if by_rank:
-                _rank_block(t, n, counts, kept)
-            else:
-                _select_block(t, n, best_val, counts, kept)
-            _transpose_out(kept, k8, out[lo:hi])
+    for lo in range(0, size, step):
+        hi = min(lo + step, size)
+        groups = (hi - lo) // m
+        if groups < per_block:  # the last, shorter block: C-contiguous scratch of its size
+            t, t8, kept, k8, best_val, counts = _scratch(m, groups, bits.dtype)
+        largest = _transpose_in(bits[lo:hi], abs_mask, t, t8)
+        blocks_with_nan += largest > inf_bits
+        if by_rank:
+            _rank_block(t, n, counts, kept)
+        else:
+            _select_block(t, n, best_val, counts, kept)
+        _transpose_out(kept, k8, out[lo:hi])
     return blocks_with_nan
 
 
-# one thread: the same drivers compiled without parallel=True run inline (see serial_twin)
+@njit
+def block_groups(m):
+    """Groups of m a block of :func:`mask_groups` holds: about ELEMS_PER_BLOCK entries."""
+    return max(1, ELEMS_PER_BLOCK // m)
+
+
+# one thread: the same drivers compiled without parallel=True run inline (see serial_twin);
+# mask_groups is serial only (its docstring)
 mask_m4_serial = njit(serial_twin(mask_m4, "mask_m4_serial"))
 mask_m8_serial = njit(serial_twin(mask_m8, "mask_m8_serial"))
-mask_groups_serial = njit(serial_twin(mask_groups, "mask_groups_serial"))

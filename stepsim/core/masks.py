@@ -14,13 +14,21 @@ weight as [out, kh, kw, in] and groups the last axis) and apex ASP's (it permute
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from stepsim._ground.bits import MAGNITUDE_BITS, unsigned_view
 from stepsim._ground.jit import num_threads
+from stepsim._ground.threads import on_threads, runs_of_blocks
 from stepsim._ground.validate import check_float_array, check_memory, check_nm, normalize_axis
 
 _CHECKED_ABOVE = 64 << 20  # bytes: smaller masks are made without asking the system
+ELEMS_PER_BLOCK = 4096  # stepsim.core._mask_kernels.ELEMS_PER_BLOCK (not imported: numba)
+# entries from which a mask for M != 4, 8 runs on several threads: handing a run of blocks
+# to a pool thread costs ~50-100 us (2^16 float32 1:16 took 158 us on 2 threads, 98 us on
+# one; 2^20 720 us against 1270 us)
+THREADS_FROM = 1 << 18
 
 # the kernels for M != 4 compare magnitudes as signed integers (see stepsim.core._mask_kernels)
 SIGNED = {np.dtype(np.uint16): np.dtype(np.int16), np.dtype(np.uint32): np.dtype(np.int32),
@@ -97,9 +105,13 @@ def _mask_of_groups(w, n, m, axis, moved, groups) -> np.ndarray:
             found_nan = kernel(bits.reshape(-1), n, abs_mask, inf_bits, flat_out)
         else:
             signed = SIGNED[bits.dtype]
-            kernel = k.mask_groups if threads > 1 else k.mask_groups_serial
-            found_nan = kernel(bits.reshape(-1).view(signed), m, n, signed.type(abs_mask),
-                               signed.type(inf_bits), k.use_rank(n, m), threads, flat_out)
+            flat = bits.reshape(-1).view(signed)
+            args = (m, n, signed.type(abs_mask), signed.type(inf_bits), k.use_rank(n, m))
+            step = ELEMS_PER_BLOCK // m * m if m <= ELEMS_PER_BLOCK else m  # a block's entries
+            tasks = threads if flat.size >= THREADS_FROM else 1
+            found_nan = sum(on_threads(
+                [partial(k.mask_groups, flat[lo:hi], *args, flat_out[lo:hi])
+                 for lo, hi in runs_of_blocks(flat.size, step, tasks)], tasks))
         if found_nan:
             bad = np.isnan(w)
             first = tuple(int(i) for i in np.argwhere(bad)[0])

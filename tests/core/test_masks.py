@@ -159,3 +159,30 @@ def test_nan_is_found_by_the_wide_kernels(m):
     for n in (1, m // 2, m - 1):
         with pytest.raises(ValueError, match=r"1 NaN value\(s\) \(first at index \(2, "):
             nm_mask(w, n, m)
+
+
+@pytest.mark.parametrize("n,m", [(1, 16), (3, 5), (2, 32), (5, 16)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_the_mask_is_the_same_on_one_thread_and_on_two(n, m, dtype):
+    # M != 4, 8: several threads take disjoint runs of blocks (4096 entries a block); the
+    # mask, its NaN report and the reference agree for any thread count
+    import numba
+
+    rng = np.random.default_rng(m)
+    w = rng.standard_normal((9, 256 * m)).astype(dtype)
+    w[:, ::3] = dtype(0.5)  # ties
+    before = numba.get_num_threads()
+    try:
+        masks = []
+        for threads in (1, 2):
+            numba.set_num_threads(threads)
+            masks.append(nm_mask(w, n, m))
+            bad = w.copy()
+            bad[-1, -1] = np.nan  # in the last block: the second thread's
+            with pytest.raises(ValueError, match="NaN"):
+                nm_mask(bad, n, m)
+    finally:
+        numba.set_num_threads(before)
+    assert w.size > 2 * 4096
+    np.testing.assert_array_equal(masks[0], masks[1])
+    np.testing.assert_array_equal(masks[0], ref.nm_mask(w, n, m, -1))
