@@ -3,9 +3,10 @@
 the same command again (subprocesses, nothing patched).
 
 A .npz cut to its first 100 bytes, a flipped byte (same size) in a .npz or a JSON, half a
-pair (.npz gone, .json kept, and the reverse), a foreign file in runs/: ``stepsim check
---verify DIR`` exits 1 and lists it without running anything; the same check says in one
-line what it set aside in DIR/runs/damaged, redoes those runs and writes the clean report
+pair (.npz gone, .json kept, and the reverse), a foreign file in runs/, a few at a time
+(each to another run): ``stepsim check --verify DIR`` exits 1 and lists them without
+running anything; the same check says in one line what it set aside in DIR/runs/damaged
+and of which kinds, redoes those runs and writes the clean report
 (apart from times); --verify then exits 0. A full disk in the middle of a save (a small
 tmpfs) is one line naming the folder, with no report written; SIGKILL as a save commits
 its file (strace) leaves at most half a pair; both end whole after the same command. Two
@@ -88,19 +89,45 @@ def flip_json(runs, d):
     js.write_text(text[:at] + ("1" if text[at] != "1" else "2") + text[at + 1:])
 
 
-ONE_RUN = "1 damaged run set aside in {runs}/damaged ({kind}); redoing it"
-CASES = {  # fault -> (what is done to the first stored run, the line the re-run prints)
-    "truncated .npz": (truncate, ONE_RUN.replace("{kind}", "1 unreadable .npz")),
-    "flipped .npz byte": (flip_npz, ONE_RUN.replace("{kind}", "1 unreadable .npz")),
-    "flipped .json byte": (flip_json,
-                           ONE_RUN.replace("{kind}", "1 .json changed since it was saved")),
+def foreign(runs, _):
+    (runs / "report copy.json").write_text('{"result": {}}')
+
+
+# fault -> (what is done to a stored run, how the store names that damage; None: a foreign
+# file, which damages no run)
+FAULTS = {
+    "truncated .npz": (truncate, "unreadable .npz"),
+    "flipped .npz byte": (flip_npz, "unreadable .npz"),
+    "flipped .json byte": (flip_json, ".json changed since it was saved"),
     ".npz gone, .json kept": (lambda runs, d: (runs / f"{d}.npz").unlink(),
-                              ONE_RUN.replace("{kind}", "1 .json without its .npz")),
+                              ".json without its .npz"),
     ".json gone, .npz kept": (lambda runs, d: (runs / f"{d}.json").unlink(),
-                              ONE_RUN.replace("{kind}", "1 .npz without its .json")),
-    "foreign file": (lambda runs, d: (runs / "report copy.json").write_text('{"result": {}}'),
-                     "1 foreign file set aside in {runs}/damaged"),
+                              ".npz without its .json"),
+    "foreign file": (foreign, None),
 }
+# each case: faults done at once, each to another stored run (every fault is in one case;
+# a case a check, so three checks redo what six did one fault at a time)
+CASES = {
+    "three runs damaged three ways": ("truncated .npz", "flipped .json byte",
+                                      ".npz gone, .json kept"),
+    "two runs damaged two ways and a foreign file": ("flipped .npz byte",
+                                                     ".json gone, .npz kept", "foreign file"),
+    "a foreign file alone": ("foreign file",),
+}
+
+
+def said_line(runs: str, faults) -> tuple:
+    """(the line's start, its damage kinds as a set, its end) that the same check prints
+    after setting ``faults`` aside (the kinds are listed in the order the store met them)."""
+    kinds = [FAULTS[f][1] for f in faults if FAULTS[f][1] is not None]
+    parts = [f"{len(kinds)} damaged run{'s' * (len(kinds) != 1)}"] if kinds else []
+    if len(kinds) < len(faults):
+        parts.append("1 foreign file")
+    head = f"stepsim check: {' and '.join(parts)} set aside in {runs}/damaged"
+    counted = {f"{kinds.count(k)} {k}" for k in kinds}
+    tail = "" if not kinds else "; redoing " + (
+        "the runs" if len(kinds) < len(faults) else "it" if len(kinds) == 1 else "them")
+    return head, counted, tail
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -109,23 +136,49 @@ def test_a_damaged_check_folder_is_verified_then_healed_by_the_same_command(fini
     where, clean = finished
     parent, name = copy
     out, runs = parent / name, parent / name / "runs"
-    damage, said = CASES[case]
-    damage(runs, runs_of(out)[0])
+    faults = CASES[case]
+    for fault, digest in zip(faults, runs_of(out)):
+        FAULTS[fault][0](runs, digest)
 
     verify = stepsim("check", "--verify", name, cwd=parent)
     assert verify.returncode == 1 and verify.stderr == "", verify.stdout + verify.stderr
     assert lines(verify.stdout)[-1].startswith(f"{name}/runs: ")
+    damages_runs = any(FAULTS[f][1] for f in faults)
     assert lines(verify.stdout)[-1].endswith(
         f"`stepsim check ... --out {name}` (the same command) sets them aside in "
-        f"{name}/runs/damaged" + ("" if case == "foreign file" else " and redoes the damaged runs"))
+        f"{name}/runs/damaged" + (" and redoes the damaged runs" if damages_runs else ""))
 
     again = check(name, parent)
     assert again.returncode == 0, again.stderr
-    assert lines(again.stderr) == ["stepsim check: " + said.format(runs=f"{name}/runs")]
+    (line,) = lines(again.stderr)
+    head, kinds, tail = said_line(f"{name}/runs", faults)
+    if kinds:
+        assert line.startswith(head + " (") and line.endswith(")" + tail), line
+        assert set(line[len(head) + 2:len(line) - len(tail) - 1].split(", ")) == kinds, line
+    else:
+        assert line == head
     assert report_numbers(out) == report_numbers(where / clean)
     assert runs_of(out) == runs_of(where / clean)
     whole = stepsim("check", "--verify", name, cwd=parent)
     assert whole.returncode == 0 and lines(whole.stdout)[-1].endswith("the store is whole")
+
+
+def test_every_fault_is_in_a_case_and_the_expected_lines_are_the_stores():
+    # the expected lines above are built the way Healing.line builds them: checked on
+    # the store's own class, so that a wrong expectation cannot pass unnoticed
+    from stepsim.experiments.store_files import DamagedRun, Healing
+
+    assert {f for faults in CASES.values() for f in faults} == set(FAULTS)
+    for faults in CASES.values():
+        labels = [FAULTS[f][1] for f in faults if FAULTS[f][1] is not None]
+        healing = Healing(Path("R"), tuple(DamagedRun("R", f"d{i}", (), label)
+                                           for i, label in enumerate(labels)),
+                          (Path("R/x"),) * (len(labels) < len(faults)))
+        head, kinds, tail = said_line("R", faults)
+        line = "stepsim check: " + healing.line()
+        assert line.startswith(head) and line.endswith(tail)
+        if kinds:
+            assert set(line[len(head) + 2:len(line) - len(tail) - 1].split(", ")) == kinds
 
 
 def test_a_full_disk_in_the_middle_of_a_save_is_one_line_then_the_same_command_resumes(
