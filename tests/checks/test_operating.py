@@ -400,6 +400,8 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
         for problem in rules.problems:
             rules = rules.with_value(f"grids.{problem}.{optimizer}",
                                      rules.grid(problem, optimizer)[2::2][:2])
+    # a smaller minibatch (the paths, not the evidence: most of the test was training)
+    rules = rules.with_value("problems.digits.options.batch_size", 32)
     # fewer seeds (the paths, not the evidence): 2 tuning, 2 evaluation
     rules = rules.with_value("seeds.tuning", list(rules.seeds.tuning[:2]))
     rules = rules.with_value("seeds.full", list(rules.seeds.full[:2]))
