@@ -51,7 +51,15 @@ def test_a_check_never_replaces_a_figures_folder_it_did_not_write(tmp_path, caps
 
 
 @pytest.mark.slow
-def test_a_check_of_another_claim_merges_into_the_report_and_keeps_its_figures(tmp_path):
+def test_a_check_of_another_claim_merges_into_the_report_and_keeps_its_figures(tmp_path,
+                                                                             monkeypatch):
+    # C11 at a smaller sample than quick mode's (the paths, not the evidence: its Chernoff
+    # bounds, a bound a lag, were most of this test): 20 trials x 4 coordinates, 1 lag a
+    # decade
+    from stepsim.checks import c11_theorem1
+
+    monkeypatch.setattr(c11_theorem1, "_size", lambda mode: {"trials": 20, "dim": 4,
+                                                             "per_decade": 1})
     out = tmp_path / "q"
     assert main(["check", "C12", "--quick", "--out", str(out)]) == 0
     c12 = {c["claim"]: c for c in _report(out)["claims"]}["C12"]
