@@ -312,8 +312,8 @@ def mask_groups(bits, m, n, abs_mask, inf_bits, by_rank, out):
     uint8, written. by_rank: :func:`use_rank`. One thread, blocks of ``block_groups(m)``
     groups in turn on one scratch; several threads run it on disjoint runs of blocks
     (:func:`stepsim.core.masks._mask_of_groups`). Not a ``parallel=True`` kernel: numba's
-    parallel pass compiled the blocks' code again for every dtype (18-27 s each, on every
-    fresh install and in every test run, against ~4 s for this one). Returns how many
+    parallel pass compiled the blocks' code again for every dtype, several times this
+    kernel's compile, on every fresh install and in every test run. Returns how many
     blocks hold a NaN."""
     size = bits.shape[0]
     per_block = block_groups(m)

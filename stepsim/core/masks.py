@@ -26,8 +26,8 @@ from stepsim._ground.validate import check_float_array, check_memory, check_nm, 
 _CHECKED_ABOVE = 64 << 20  # bytes: smaller masks are made without asking the system
 ELEMS_PER_BLOCK = 4096  # stepsim.core._mask_kernels.ELEMS_PER_BLOCK (not imported: numba)
 # entries from which a mask for M != 4, 8 runs on several threads: handing a run of blocks
-# to a pool thread costs ~50-100 us (2^16 float32 1:16 took 158 us on 2 threads, 98 us on
-# one; 2^20 720 us against 1270 us)
+# to a pool thread costs more than a few blocks' work (the crossover was measured with
+# `stepsim bench --only kernels`; see the commit that set it)
 THREADS_FROM = 1 << 18
 
 # the kernels for M != 4 compare magnitudes as signed integers (see stepsim.core._mask_kernels)

@@ -161,8 +161,8 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    """scipy.special.erf, imported on first use: scipy.special took ~0.35 s of the import
-    of every process that builds a model, most of which never take a GELU."""
+    """scipy.special.erf, imported on first use: scipy.special is a large part of the
+    import of every process that builds a model, most of which never take a GELU."""
     from scipy import special
 
     return special.erf(x)

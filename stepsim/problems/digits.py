@@ -56,8 +56,8 @@ def _load() -> tuple[np.ndarray, np.ndarray]:
     file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``), parsed as
     ``sklearn.datasets.load_digits`` parses it (``np.loadtxt``, comma-separated: 64
     features, then the label), so the same arrays (a test compares them). Read without
-    importing scikit-learn: its import (scipy.stats and more) took about 1.7 s of every
-    process that builds the problem, most of a short check's subprocess. Falls back to
+    importing scikit-learn: its import (scipy.stats and more) was most of the start-up of
+    every process that builds the problem (a check's workers, its CLI). Falls back to
     load_digits when the file is not where scikit-learn keeps it."""
     path = _shipped_digits_file()
     if path is None:
