@@ -111,9 +111,9 @@ def test_an_unreachable_scheduler_leaves_no_folder_or_claim(tmp_path, capsys):
 
 def test_checking_one_claim_into_the_committed_draft_3_report_is_refused(tmp_path, capsys):
     """The reproduction of issue 28 on the committed full report (copied, declared draft 3
-    as the report before it was): draft-3 evidence while this code runs protocol draft 4, so `check C12 --out DIR` would mix the
-    evidence of two drafts: refused in one line before any work, the report and its figures
-    untouched. (A check of another claim under the same rules merges: the slow test above.)"""
+    as the report before it was): draft-3 evidence while this code runs protocol draft 4,
+    so `check C12 --out DIR` would mix the evidence of two drafts: refused in one line
+    before any work, the report and its figures untouched. (A check of another claim under the same rules merges: the slow test above.)"""
     import shutil
     from pathlib import Path
 
