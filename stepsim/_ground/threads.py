@@ -113,11 +113,11 @@ def runs_of_blocks(size: int, step: int, threads: int) -> list:
     """[(lo, hi), ...]: 0 .. size cut into at most ``threads`` runs of whole blocks of
     ``step`` entries (the last block maybe shorter), as even as whole blocks allow; one
     run when threads is 1 or there is one block."""
-    blocks = -(-size // step) if size else 0
-    tasks = max(1, min(threads, blocks))
-    per_task = -(-blocks // tasks) if blocks else 0
-    return [(lo, min(lo + per_task * step, size))
-            for lo in range(0, max(size, 1), max(per_task * step, 1))][:tasks]
+    if threads <= 1 or size <= step:
+        return [(0, size)]
+    blocks = -(-size // step)
+    per_run = -(-blocks // min(threads, blocks)) * step
+    return [(lo, min(lo + per_run, size)) for lo in range(0, size, per_run)]
 
 
 _POOL: list = [0, None]  # [workers, ThreadPoolExecutor]: made on first use, grown on demand

@@ -24,7 +24,6 @@ from stepsim._ground.threads import on_threads, runs_of_blocks
 from stepsim._ground.validate import check_float_array, check_memory, check_nm, normalize_axis
 
 _CHECKED_ABOVE = 64 << 20  # bytes: smaller masks are made without asking the system
-ELEMS_PER_BLOCK = 4096  # stepsim.core._mask_kernels.ELEMS_PER_BLOCK (not imported: numba)
 # entries from which a mask for M != 4, 8 runs on several threads: handing a run of blocks
 # to a pool thread costs more than a few blocks' work (the crossover was measured with
 # `stepsim bench --only kernels`; see the commit that set it)
@@ -107,7 +106,7 @@ def _mask_of_groups(w, n, m, axis, moved, groups) -> np.ndarray:
             signed = SIGNED[bits.dtype]
             flat = bits.reshape(-1).view(signed)
             args = (m, n, signed.type(abs_mask), signed.type(inf_bits), k.use_rank(n, m))
-            step = ELEMS_PER_BLOCK // m * m if m <= ELEMS_PER_BLOCK else m  # a block's entries
+            step = max(1, k.ELEMS_PER_BLOCK // m) * m  # a block's entries (block_groups)
             tasks = threads if flat.size >= THREADS_FROM else 1
             found_nan = sum(on_threads(
                 [partial(k.mask_groups, flat[lo:hi], *args, flat_out[lo:hi])
