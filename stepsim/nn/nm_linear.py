@@ -280,7 +280,6 @@ class ForwardWeights(dict):
                                               n, m)
         return got
 
-
     @property
     def packed_keys(self) -> tuple:
         """The names (and stacks of names) packed so far, in the order they were."""
