@@ -365,7 +365,9 @@ def test_the_workers_sections_job_mixes_are_the_checks_real_runspecs():
 
     label, c1 = workers._mix(True)
     whole_label, whole = workers._mix(False)
-    assert (label, whole_label) == ("check C1 --quick, seed 0", "check --quick")
+    assert (label, whole_label) == (
+        f"check C1 --quick, seed 0, first {workers.QUICK_MIX_RUNS} runs", "check --quick")
+    assert len(c1) == workers.QUICK_MIX_RUNS
     assert c1 and all(isinstance(s, RunSpec) for s in c1)
     assert {s.digest for s in c1} < {s.digest for s in whole}
     for spec in c1[:2]:

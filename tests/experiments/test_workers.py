@@ -56,8 +56,9 @@ def test_check_and_sweep_use_every_core_unless_jobs_says_otherwise(command, tmp_
         tuning.write_committed({"digits/fast": {"adam|dense|-": 0.01}}, committed,
                                source="a test")
         monkeypatch.setattr(tuning, "COMMITTED", committed)
+        # quick mode's steps are quick.steps' (draft 5), not the timescale's
         monkeypatch.setattr(protocol, "RULES",
-                            protocol.RULES.with_value("timescales.fast.steps", 200))
+                            protocol.RULES.with_value("quick.steps.digits", 200))
         argv = ["check", "C3", "--quick"]
     else:
         argv = ["sweep", "--recipes", "dense", "--nm", "2:4", "--steps", "5", "--seeds", "3"]
