@@ -14,8 +14,8 @@ tuned on the validation split; the test split is for verdicts only.
 The generator seeds Python's and NumPy's *global* random state (``mnist1d.utils.set_seed``)
 and draws from it; stepsim saves both states before the call and restores them after, so
 neither stepsim's seeding (every draw from the caller's ``Generator``) nor the caller's
-global state is touched. The generated arrays are cached per process (one generation
-costs seconds). They are rounded to float32 before anything else: NumPy takes another
+global state is touched. The generated arrays are cached per process and on disk (one
+generation costs seconds; :mod:`stepsim._ground.data_cache`). They are rounded to float32 before anything else: NumPy takes another
 SIMD path for some of the generator's float64 arithmetic on AVX-512 CPUs, which moves the
 last bits of the float64 signals (seen: 9e-16), and the float32 values are the same on
 every CPU (``tests/package/test_cpu_portability.py`` checks a run on them).
@@ -95,18 +95,40 @@ def _make_dataset_isolated(samples: int, seed: int) -> dict:
             np.random.set_state(numpy_state)
 
 
-@functools.lru_cache(maxsize=4)
-def generate(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(x (samples, 40) float32, y (samples,) int64): the package's signals and labels in
-    its shuffled order, standardised over all of them, rounded to float32 (the module
-    docstring says why); read-only, cached per process. ``samples`` must be a multiple of
-    10 (the generator makes samples // 10 per class)."""
+def data_key(samples: int, seed: int) -> dict:
+    """What :func:`generate`'s arrays depend on: the generator's arguments and the versions
+    of the packages that compute them (the data cache's key,
+    :mod:`stepsim._ground.data_cache`: a new version of any is another file)."""
+    from importlib.metadata import version
+
+    return {"data": "mnist1d.data.make_dataset, package defaults, float32", "format": 1,
+            "samples": int(samples), "seed": int(seed),
+            "versions": {p: version(p) for p in ("mnist1d", "numpy", "scipy")}}
+
+
+def _made(samples: int, seed: int) -> dict:
+    """{"x": (samples, 40) float32, "y": (samples,) int64}, made by the package."""
     data = _make_dataset_isolated(samples, seed)
     x = np.ascontiguousarray(data["x"], dtype=np.float32)
     y = np.ascontiguousarray(data["y"], dtype=np.int64)
     if x.shape != (samples, LENGTH) or y.shape != (samples,):
         raise RuntimeError(f"mnist1d's make_dataset returned x {x.shape} and y {y.shape}, "
                            f"expected ({samples}, {LENGTH}) and ({samples},)")
+    return {"x": x, "y": y}
+
+
+@functools.lru_cache(maxsize=4)
+def generate(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x (samples, 40) float32, y (samples,) int64): the package's signals and labels in
+    its shuffled order, standardised over all of them, rounded to float32 (the module
+    docstring says why); read-only, cached per process and on disk (one generation of the
+    default 5,000 signals costs seconds, paid again by every process that builds the
+    problem: :mod:`stepsim._ground.data_cache`, ``STEPSIM_DATA_CACHE=off`` turns it off).
+    ``samples`` must be a multiple of 10 (the generator makes samples // 10 per class)."""
+    from stepsim._ground.data_cache import cached
+
+    arrays = cached("mnist1d", data_key(samples, seed), lambda: _made(samples, seed))
+    x, y = arrays["x"], arrays["y"]
     x.flags.writeable = y.flags.writeable = False  # shared by every problem in the process
     return x, y
 

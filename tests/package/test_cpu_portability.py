@@ -90,6 +90,9 @@ def configurations() -> dict:
 
 def _digests(extra_env: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "STEPSIM_FAST"}
+    # each configuration makes its MNIST-1D signals itself, on its emulated CPU: none reads
+    # the arrays another process left in the data cache (stepsim._ground.data_cache)
+    env["STEPSIM_DATA_CACHE"] = "off"
     env.update(extra_env)
     done = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True,
                           text=True, timeout=600, check=False)

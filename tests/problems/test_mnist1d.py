@@ -25,7 +25,8 @@ def _same_states(a, b) -> bool:
         np_b, default=lambda v: v.tolist())
 
 
-def test_generation_leaves_the_callers_global_random_state_untouched():
+def test_generation_leaves_the_callers_global_random_state_untouched(monkeypatch):
+    monkeypatch.setenv("STEPSIM_DATA_CACHE", "off")  # the package's generator runs here
     random.seed(11)
     np.random.seed(12)
     np.random.standard_normal()  # a cached Gaussian too (legacy state's has_gauss)
@@ -37,6 +38,7 @@ def test_generation_leaves_the_callers_global_random_state_untouched():
     assert np.bincount(y).tolist() == [13] * 10
     assert generate(130, 3)[0] is x  # cached per process
     assert not x.flags.writeable
+    generate.cache_clear()  # the arrays made with the cache off are in no process's cache
 
 
 def test_the_data_is_the_packages_make_dataset_rounded_to_float32():
