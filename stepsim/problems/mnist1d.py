@@ -17,8 +17,9 @@ neither stepsim's seeding (every draw from the caller's ``Generator``) nor the c
 global state is touched. The generated arrays are cached per process and on disk (one
 generation costs seconds; :mod:`stepsim._ground.data_cache`). They are rounded to float32
 before anything else: NumPy takes another SIMD path for some of the generator's float64
-arithmetic on AVX-512 CPUs, which moves the last bits of the float64 signals (seen: 9e-16), and the float32 values are the same on
-every CPU (``tests/package/test_cpu_portability.py`` checks a run on them).
+arithmetic on AVX-512 CPUs, which moves the last bits of the float64 signals (seen: 9e-16),
+and the float32 values are the same on every CPU (``tests/package/test_cpu_portability.py``
+checks a run on them).
 
 Model: :class:`stepsim.nn.cnn.CNN`, input (B, 40, 1) channels-last, default three
 stride-2 conv layers of 16 channels (kernel size 3, padding 1; lengths 40 -> 20 -> 10 -> 5),
