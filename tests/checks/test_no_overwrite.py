@@ -60,10 +60,10 @@ def test_a_check_of_another_claim_merges_into_the_report_and_keeps_its_figures(t
 
     monkeypatch.setattr(c11_theorem1, "_size", lambda mode: {"trials": 20, "dim": 4,
                                                              "per_decade": 1})
-    out = tmp_path / "q"
-    assert main(["check", "C12", "--quick", "--out", str(out)]) == 0
+    out = tmp_path / "q"  # --jobs 1: no pool's start-up and compiles (the merge is the point)
+    assert main(["check", "C12", "--quick", "--out", str(out), "--jobs", "1"]) == 0
     c12 = {c["claim"]: c for c in _report(out)["claims"]}["C12"]
-    assert main(["check", "C11", "--quick", "--out", str(out)]) == 0
+    assert main(["check", "C11", "--quick", "--out", str(out), "--jobs", "1"]) == 0
     claims = {c["claim"]: c for c in _report(out)["claims"]}
     assert set(claims) == {"C11", "C12"} and claims["C12"]["verdict"] == c12["verdict"]
     for c in claims.values():

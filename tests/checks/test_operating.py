@@ -420,8 +420,11 @@ def test_full_mode_runs_every_operating_point_with_tie_sets_and_the_stability_ma
                 **rules.readings.secondary["cosine-warmup"], "problems": ["digits"]}})
     monkeypatch.setattr(protocol, "RULES", rules)
 
+    # jobs=1: the runs in this process. In the suite a pool's two workers shared the
+    # cores with the other test worker and each compiled the same kernels on a fresh
+    # clone: 2.5x the test's time alone. The pool's paths: tests/experiments/test_workers.py
     report = run_checks(["C5"], mode="full", problems=["digits"], steps=200,
-                        out=tmp_path / "r", progress=False, jobs=2)  # both cores
+                        out=tmp_path / "r", progress=False, jobs=1)
     settings = {c.setting for c in report.claims}
     points = {"digits/main", "digits/main@own-lr", "digits/main@k0=0.3T",
               "digits/main@k0=0.5T", "digits/main-cosine", "digits/main-cosine@own-lr"}
