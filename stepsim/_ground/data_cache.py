@@ -18,7 +18,7 @@ would otherwise make the same arrays again. :func:`cached` keeps them in one .np
   them is another key, another file;
 * **how**: written atomically (a temporary file renamed), so two processes that make the
   same arrays at once each leave a whole file; a directory that cannot be written (a
-  read-only home) leaves the arrays uncached, as if the cache were off.
+  read-only home) leaves the arrays uncached, said once a process on stderr.
 """
 
 from __future__ import annotations
@@ -94,6 +94,10 @@ def cached(name: str, key: dict, make) -> dict:
         entries = {_KEY: np.array(key_text(key)), _DIGEST: np.array(arrays_digest(arrays))}
         try:
             savez(path, compressed=False, **arrays, **entries)
-        except OSError:
-            pass  # an unwritable cache: the arrays are made again next time
+        except OSError as error:  # the arrays are made again by the next process
+            from stepsim._ground.jit import say_once
+
+            say_once(f"stepsim: cannot keep generated data in {path.parent} ({error}); each "
+                     f"process makes it again (set {ENV} to a writable directory, or to "
+                     f"{OFF} to silence this)")
     return arrays

@@ -63,7 +63,7 @@ def njit(func=None, *, parallel: bool = False, inline: str = "never"):
             except RuntimeError as exc:
                 if "no locator available" not in str(exc):
                     raise
-        _say_once("stepsim: numba cannot write a kernel cache anywhere (package directory, "
+        say_once("stepsim: numba cannot write a kernel cache anywhere (package directory, "
                   "NUMBA_CACHE_DIR, ~/.cache, temp dir); compiling without caching, so every "
                   "run compiles its kernels again")
         return numba.njit(parallel=parallel, **dict(flags, cache=False))(f)
@@ -74,7 +74,9 @@ def njit(func=None, *, parallel: bool = False, inline: str = "never"):
 _announced: set = set()
 
 
-def _say_once(line: str) -> None:
+def say_once(line: str) -> None:
+    """Print ``line`` on stderr the first time this process asks (a fallback announced once,
+    not at every kernel or file)."""
     if line not in _announced:
         _announced.add(line)
         print(line, file=sys.stderr)
@@ -118,7 +120,7 @@ def _use_fallback_cache_dir() -> bool:
     # keeps the choice across numba's reloads and for worker processes
     os.environ["NUMBA_CACHE_DIR"] = path
     config.CACHE_DIR = path
-    _say_once(f"stepsim: numba cannot write its cache beside the package, in NUMBA_CACHE_DIR "
+    say_once(f"stepsim: numba cannot write its cache beside the package, in NUMBA_CACHE_DIR "
               f"or in ~/.cache; caching compiled kernels in {path} instead")
     return True
 

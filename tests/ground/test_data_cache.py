@@ -96,18 +96,26 @@ def test_a_file_that_does_not_hold_the_keys_arrays_is_made_again(makes, damage):
     assert makes.count((SAMPLES, SEED)) == 2
 
 
-def test_off_and_an_unwritable_directory_cache_nothing(makes, monkeypatch, tmp_path):
+def test_off_and_an_unwritable_directory_cache_nothing(makes, monkeypatch, tmp_path,
+                                                       capsys):
     monkeypatch.setenv(data_cache.ENV, "off")
     assert data_cache.cache_dir() is None and the_file() is None
     x, _ = fresh()
     fresh()
-    assert len(makes) == 2
+    assert len(makes) == 2 and capsys.readouterr().err == ""
     blocker = tmp_path / "a file"
     blocker.write_text("not a directory")
     monkeypatch.setenv(data_cache.ENV, str(blocker / "cache"))
     again = fresh()
     assert len(makes) == 3 and again[0].tobytes() == x.tobytes()
     assert blocker.is_file()
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and said[0].startswith(
+        f"stepsim: cannot keep generated data in {blocker / 'cache'} (")
+    assert said[0].endswith("(set STEPSIM_DATA_CACHE to a writable directory, or to off to "
+                            "silence this)")
+    fresh()
+    assert capsys.readouterr().err == ""  # once a process
 
 
 def test_where_the_cache_lives(monkeypatch, tmp_path):
