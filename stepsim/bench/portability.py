@@ -31,7 +31,8 @@ CASES = {
                                        "n_test": 64},  # each fit's final evaluation: small
                                 "sr-ste", 8),
 }
-QUICK_STEPS = {"digits 64-256-256-10 SR-STE": 30, "lm (bench model) SR-STE": 3}
+#: --quick (a smoke run of the section): steps per timing (the bench LM's steps are its slowest)
+QUICK_STEPS = {"digits 64-256-256-10 SR-STE": 30, "lm (bench model) SR-STE": 1}
 
 
 def _worker_env(fast: bool) -> dict:
