@@ -521,7 +521,7 @@ def _first_overlap(table, sizes, itemsize):
         stop[r] = start[r] + sizes[r // cols] * itemsize
     end_any = np.iinfo(np.int64).min  # furthest end of any range seen so far
     end_written = np.iinfo(np.int64).min  # ... of a range that is written
-    for r in np.argsort(start, kind="mergesort"):
+    for r in stable_order(start):
         if stop[r] == start[r]:
             continue  # an empty array touches no memory
         written = r % cols != 1
@@ -531,6 +531,33 @@ def _first_overlap(table, sizes, itemsize):
         if written:
             end_written = max(end_written, stop[r])
     return -1
+
+
+@njit
+def stable_order(keys):
+    """The indices that sort int64 ``keys`` (1-D), ties in index order:
+    ``np.argsort(keys, kind="stable")``. A bottom-up merge sort written out, because
+    numba's own argsort compiled its generic merge sort into every kernel that calls it
+    (seconds of each Adam and SGD-M kernel's compile, for a handful of addresses)."""
+    n = keys.shape[0]
+    order = np.arange(n)
+    spare = np.empty(n, np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            a, b = lo, mid
+            for out in range(lo, hi):  # the left run's entry first on a tie: stable
+                if a < mid and (b >= hi or keys[order[a]] <= keys[order[b]]):
+                    spare[out] = order[a]
+                    a += 1
+                else:
+                    spare[out] = order[b]
+                    b += 1
+        order, spare = spare, order
+        width *= 2
+    return order
 
 
 @njit

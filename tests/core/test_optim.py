@@ -494,3 +494,14 @@ def test_sgdm_arrays_steps_as_sgdm_apply_many(case, nesterov):
     w = np.ones(4)
     with pytest.raises(ValueError, match="shares memory"):
         SGDMArrays([w], [w])
+
+
+@given(st.lists(st.integers(-3, 3) | st.integers(-2**62, 2**62), max_size=70))
+def test_the_overlap_checks_order_is_numpys_stable_argsort(keys):
+    """The kernels' own merge sort (the order the overlap check walks the arrays in, which
+    decides which parameter an overlap error names) against NumPy's stable argsort, with
+    many ties (the small integers)."""
+    from stepsim.core._optim_kernels import stable_order
+
+    keys = np.asarray(keys, dtype=np.int64)
+    np.testing.assert_array_equal(stable_order(keys), np.argsort(keys, kind="stable"))
