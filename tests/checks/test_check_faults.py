@@ -30,7 +30,7 @@ from tests.faults import ROOT, flip, inside_an_array, lines, stepsim, strace_kil
 
 # --jobs 1: the runs in the check's own process. What a fault test reaches (the store's
 # verify, heal, claims and saves) is the check process's own work whatever the executor;
-# a pool would only add two spawned workers' start-up to each of the file's ~12 commands
+# a pool would only add two spawned workers' start-up to each of the file's 10 checks
 # (the pool's paths: tests/experiments/test_workers.py, tests/cli/test_interrupt.py,
 # tests/checks/test_check_cli.py)
 COMMAND = ["check", "C3", "--quick", "--jobs", "1", "--out"]
