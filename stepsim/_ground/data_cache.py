@@ -63,9 +63,7 @@ def _read(path: Path, key: dict) -> dict | None:
 
     try:
         held = read_arrays(path)
-    except FileNotFoundError:
-        return None
-    except Exception:  # noqa: BLE001 - any damage means: make the arrays again
+    except Exception:  # noqa: BLE001 - missing, damaged or not ours: make the arrays again
         return None
     key_held, digest = held.pop(_KEY, None), held.pop(_DIGEST, None)
     if key_held is None or digest is None or str(key_held) != key_text(key):

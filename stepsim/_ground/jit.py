@@ -64,8 +64,8 @@ def njit(func=None, *, parallel: bool = False, inline: str = "never"):
                 if "no locator available" not in str(exc):
                     raise
         say_once("stepsim: numba cannot write a kernel cache anywhere (package directory, "
-                  "NUMBA_CACHE_DIR, ~/.cache, temp dir); compiling without caching, so every "
-                  "run compiles its kernels again")
+                 "NUMBA_CACHE_DIR, ~/.cache, temp dir); compiling without caching, so every "
+                 "run compiles its kernels again")
         return numba.njit(parallel=parallel, **dict(flags, cache=False))(f)
 
     return decorate if func is None else decorate(func)
@@ -121,7 +121,7 @@ def _use_fallback_cache_dir() -> bool:
     os.environ["NUMBA_CACHE_DIR"] = path
     config.CACHE_DIR = path
     say_once(f"stepsim: numba cannot write its cache beside the package, in NUMBA_CACHE_DIR "
-              f"or in ~/.cache; caching compiled kernels in {path} instead")
+             f"or in ~/.cache; caching compiled kernels in {path} instead")
     return True
 
 
