@@ -1,5 +1,5 @@
-"""Generated data kept on disk, so that a process reads in milliseconds what another one
-took seconds to make (MNIST-1D's signals: :func:`stepsim.problems.mnist1d.generate`).
+"""Generated data kept on disk, so that a process reads what another one made instead of
+making it again (MNIST-1D's signals: :func:`stepsim.problems.mnist1d.generate`).
 
 Every process that builds such a problem (a check's, each worker of its pool, a dry run's)
 would otherwise make the same arrays again. :func:`cached` keeps them in one .npz per

@@ -538,7 +538,7 @@ def stable_order(keys):
     """The indices that sort int64 ``keys`` (1-D), ties in index order:
     ``np.argsort(keys, kind="stable")``. A bottom-up merge sort written out, because
     numba's own argsort compiled its generic merge sort into every kernel that calls it
-    (seconds of each Adam and SGD-M kernel's compile, for a handful of addresses)."""
+    (much of each Adam and SGD-M kernel's compile, for a handful of addresses)."""
     n = keys.shape[0]
     order = np.arange(n)
     spare = np.empty(n, np.int64)

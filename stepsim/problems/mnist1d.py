@@ -15,7 +15,7 @@ The generator seeds Python's and NumPy's *global* random state (``mnist1d.utils.
 and draws from it; stepsim saves both states before the call and restores them after, so
 neither stepsim's seeding (every draw from the caller's ``Generator``) nor the caller's
 global state is touched. The generated arrays are cached per process and on disk (one
-generation costs seconds; :mod:`stepsim._ground.data_cache`). They are rounded to float32
+generation is slow: :mod:`stepsim._ground.data_cache`). They are rounded to float32
 before anything else: NumPy takes another SIMD path for some of the generator's float64
 arithmetic on AVX-512 CPUs, which moves the last bits of the float64 signals (seen: 9e-16),
 and the float32 values are the same on every CPU (``tests/package/test_cpu_portability.py``
@@ -123,7 +123,7 @@ def generate(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(x (samples, 40) float32, y (samples,) int64): the package's signals and labels in
     its shuffled order, standardised over all of them, rounded to float32 (the module
     docstring says why); read-only, cached per process and on disk (one generation of the
-    default 5,000 signals costs seconds, paid again by every process that builds the
+    default 5,000 signals is slow, and was paid again by every process that built the
     problem: :mod:`stepsim._ground.data_cache`, ``STEPSIM_DATA_CACHE=off`` turns it off).
     ``samples`` must be a multiple of 10 (the generator makes samples // 10 per class)."""
     from stepsim._ground.data_cache import cached
